@@ -1,0 +1,53 @@
+# Thin wrapper around CMake/CTest. The two contract commands are `make run` and `make test`.
+#   make run                 install missing deps, build (Release), run the demo under ctrun
+#   make test                install missing deps, build, run every test through ctest
+#   make BUILD_TYPE=Debug test       other build types: Debug, RelWithDebInfo
+#   make asan | tsan         the tests under ASan+UBSan / TSan (build-asan/, build-tsan/)
+#   make fuzz                build and briefly run the store codec fuzzer (clang + libFuzzer)
+#   make bench               build the benchmarks (see docs/benchmarks.md for how each is run)
+
+BUILD_TYPE ?= Release
+BUILD_DIR  ?= build
+JOBS       ?= $(shell nproc)
+CTEST_JOBS ?= 2
+CMAKE_ARGS ?=
+PYTHON     ?= /usr/bin/python3
+
+.PHONY: all deps configure build run test asan tsan fuzz bench format clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	@bash scripts/demo.sh $(BUILD_DIR)
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(CTEST_JOBS) --timeout 600
+
+asan:
+	@$(MAKE) test BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DCTRUN_SANITIZE=address,undefined $(CMAKE_ARGS)"
+
+tsan:
+	@$(MAKE) test BUILD_DIR=build-tsan BUILD_TYPE=Debug CMAKE_ARGS="-DCTRUN_SANITIZE=thread $(CMAKE_ARGS)"
+
+fuzz: deps
+	@cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_C_COMPILER=clang -DCTRUN_BUILD_FUZZERS=ON -DCTRUN_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target store_codec_fuzzer
+	@mkdir -p fuzz-corpus && ./build-fuzz/bin/store_codec_fuzzer -max_total_time=60 fuzz-corpus
+
+bench: build
+
+format:
+	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+
+clean:
+	@rm -rf build build-asan build-tsan build-fuzz

@@ -1,0 +1,47 @@
+#include "common/log.hpp"
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+namespace ctrun::log {
+namespace {
+
+std::mutex g_mutex;
+spdlog::level::level_enum g_default = spdlog::level::warn;
+
+spdlog::level::level_enum level_from_env() {
+  for (const char* var : {"CTRUN_LOG_LEVEL", "LOGLEVEL"}) {
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
+      std::string s(v);
+      for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (s == "warning") s = "warn";
+      if (s == "fatal") s = "critical";
+      auto lvl = spdlog::level::from_str(s);
+      // from_str returns off for unknown names; only honour "off" when it was asked for.
+      if (lvl != spdlog::level::off || s == "off") return lvl;
+    }
+  }
+  return g_default;
+}
+
+}  // namespace
+
+std::shared_ptr<spdlog::logger> get(std::string_view component) {
+  std::lock_guard lock(g_mutex);
+  std::string name(component);
+  if (auto existing = spdlog::get(name)) return existing;
+  auto logger = spdlog::stderr_color_mt(name);
+  logger->set_level(level_from_env());
+  logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%^%l%$] %v");
+  return logger;
+}
+
+void set_default_level(spdlog::level::level_enum level) {
+  std::lock_guard lock(g_mutex);
+  g_default = level;
+}
+
+}  // namespace ctrun::log

@@ -1,0 +1,44 @@
+#pragma once
+// PyTorch's PrefixStore: every key becomes prefix + "/" + key (a prefix ending in "/" yields "//", as
+// PyTorch). num_keys is NOT filtered (as PyTorch); list_keys returns only this prefix's keys, stripped.
+
+#include <memory>
+
+#include "rendezvous/store/store.hpp"
+
+namespace ctrun::store {
+
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> base);
+
+  void set(const std::string& key, std::string_view value) override;
+  std::string get(const std::string& key) override;
+  std::string compare_set(const std::string& key, std::string_view expected, std::string_view desired) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  bool check(const std::vector<std::string>& keys) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override;
+  std::int64_t num_keys() override;
+  bool delete_key(const std::string& key) override;
+  void append(const std::string& key, std::string_view value) override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
+  void queue_push(const std::string& key, std::string_view value) override;
+  std::optional<std::string> queue_pop(const std::string& key, bool block) override;
+  std::int64_t queue_len(const std::string& key) override;
+  std::vector<std::string> list_keys() override;
+  void barrier(const std::string& key, std::int64_t world_size, Duration timeout) override;
+  Duration timeout() const override;
+  void set_timeout(Duration timeout) override;
+
+  std::string join_key(const std::string& key) const { return prefix_ + "/" + key; }
+  const std::shared_ptr<Store>& base() const { return base_; }
+
+ private:
+  std::vector<std::string> join_keys(const std::vector<std::string>& keys) const;
+  std::string prefix_;
+  std::shared_ptr<Store> base_;
+};
+
+}  // namespace ctrun::store

@@ -1,0 +1,112 @@
+#pragma once
+// The TCPStore wire codec: PyTorch's two dialects as pure functions over bytes (no sockets), so the
+// server, the client, the replay tests and the fuzzer share one implementation.
+//
+// Dialects: kLegacy (torch <= 2.0, no handshake, SET=0 ... WATCH_KEY=7, DELETE_KEY=8) and kV2 (torch >= 2.1,
+// first message VALIDATE + magic 0x3C85F7CE, VALIDATE=0, SET=1 ... BARRIER=18). Little-endian; bytes fields
+// are u64 length + raw bytes; no framing. See docs/protocol.md.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ctrun::store::protocol {
+
+inline constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
+
+enum class Dialect : std::uint8_t { kLegacy, kV2 };
+
+// Dialect-independent command names. Opcodes differ per dialect (see opcode_of / command_of).
+enum class Command : std::uint8_t {
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kGetNumKeys,
+  kWatchKey,  // legacy only, on 1.13's callback connection
+  kDeleteKey,
+  kAppend,
+  kMultiGet,
+  kMultiSet,
+  kCancelWait,
+  kPing,
+  kQueuePush,
+  kQueuePop,
+  kQueueLen,
+  kListKeys,
+  kBarrier,
+};
+
+const char* command_name(Command c);
+
+// nullopt if the opcode does not exist in the dialect.
+std::optional<Command> command_of(Dialect d, std::uint8_t opcode);
+// nullopt if the command does not exist in the dialect (e.g. APPEND in legacy).
+std::optional<std::uint8_t> opcode_of(Dialect d, Command c);
+
+enum class CheckResponse : std::uint8_t { kReady = 0, kNotReady = 1 };
+enum class WaitResponse : std::uint8_t { kStopWaiting = 0, kWaitCanceled = 1 };
+enum class WatchResponse : std::uint8_t { kKeyUpdated = 0, kKeyCreated = 1, kKeyDeleted = 2, kCallbackRegistered = 3 };
+
+// A decoded request. Which fields are used depends on the command:
+//   SET/APPEND/QUEUE_PUSH: keys[0], values[0]     COMPARE_SET: keys[0], values[0]=expected, values[1]=desired
+//   GET/DELETE_KEY/WATCH_KEY/QUEUE_POP/QUEUE_LEN: keys[0]     ADD: keys[0], integer=delta
+//   CHECK/WAIT/MULTI_GET: keys     MULTI_SET: keys, values     VALIDATE/PING: u32 (magic / nonce)
+//   BARRIER: keys[0], integer=world_size     GETNUMKEYS/CANCEL_WAIT/LIST_KEYS: nothing
+struct Request {
+  Command command{};
+  std::vector<std::string> keys;
+  std::vector<std::string> values;
+  std::int64_t integer = 0;
+  std::uint32_t u32 = 0;
+};
+
+// Limits a server enforces while decoding, before allocating (defaults as PyTorch's libuv server).
+struct Limits {
+  std::uint64_t max_key_len = 8 * 1024;
+  std::uint64_t max_value_len = 8 * 1024 * 1024;
+  std::uint64_t max_keys_per_request = 128 * 1024;
+};
+
+// ---- dialect detection (server side, on a connection's first bytes) ----
+enum class Detected : std::uint8_t { kNeedMore, kLegacy, kV2 };
+// First byte != 0 -> legacy at once. First byte 0: v2 iff the next 4 bytes are the magic; needs 5 bytes then.
+// Never waits for more than it needs (a legacy client may open with a 1-byte GETNUMKEYS).
+Detected detect_dialect(std::span<const std::uint8_t> first_bytes);
+
+// ---- request decoding (server side) ----
+enum class ParseStatus : std::uint8_t { kNeedMore, kOk, kError };
+struct ParseResult {
+  ParseStatus status = ParseStatus::kNeedMore;
+  std::size_t consumed = 0;  // bytes of one whole request when kOk
+  Request request;           // when kOk
+  std::string error;         // when kError: why (unknown opcode, limit exceeded, ...)
+};
+// Decodes at most one request from the front of buf. Incremental: kNeedMore until a whole request is there.
+// Length fields are checked against limits before anything is allocated or waited for.
+ParseResult parse_request(Dialect d, std::span<const std::uint8_t> buf, const Limits& limits);
+
+// ---- request encoding (client side) ----
+// Appends the encoded request to out. Throws std::invalid_argument if the command is not in the dialect.
+void encode_request(Dialect d, const Request& r, std::string& out);
+
+// ---- reply encoding (server side) and primitive appenders ----
+void put_u8(std::string& out, std::uint8_t v);
+void put_u32(std::string& out, std::uint32_t v);
+void put_i64(std::string& out, std::int64_t v);
+void put_u64(std::string& out, std::uint64_t v);
+void put_bytes(std::string& out, std::string_view bytes);  // u64 length + bytes
+
+// ---- primitive readers (client side, over an exactly-sized buffer) ----
+std::uint32_t get_u32(const std::uint8_t* p);
+std::uint64_t get_u64(const std::uint8_t* p);
+std::int64_t get_i64(const std::uint8_t* p);
+
+}  // namespace ctrun::store::protocol

@@ -1,0 +1,65 @@
+#pragma once
+// The TCPStore server: PyTorch-compatible (both dialects, chosen per connection), one Asio event loop,
+// no thread per connection. Embeddable (the agent hosts one for its workers) and standalone (ctstore).
+// Asio stays inside server.cpp (pimpl) so this header is cheap to include.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/store/protocol.hpp"
+
+namespace ctrun::store {
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";  // "::" for dual stack; a host name is resolved
+  std::uint16_t port = 0;        // 0 -> ephemeral; Server::port() reports the real one
+  int backlog = -1;              // -1 -> /proc/sys/net/core/somaxconn
+  protocol::Limits limits;
+  std::uint64_t max_total_bytes = 4ull << 30;  // keys + values + queued replies; beyond: reject writes, close
+  std::uint64_t max_connections = 100000;
+  bool reuse_address = true;
+};
+
+// Counters for ctstore's stats line and for tests.
+struct ServerStats {
+  std::uint64_t connections_accepted = 0;
+  std::uint64_t connections_open = 0;
+  std::uint64_t connections_rejected = 0;  // closed for a protocol/limit violation or over max_connections
+  std::uint64_t keys = 0;
+  std::uint64_t bytes = 0;  // bytes of keys + values held
+  std::uint64_t pending_waits = 0;
+  std::vector<std::pair<std::string, std::uint64_t>> ops;  // (command name, count), every command seen
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();  // stops and joins
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens (throws StoreError with the address on failure), then runs the event loop on an
+  // internal thread. Returns once the server accepts connections.
+  void start();
+  // Closes every connection and joins the loop thread. Idempotent.
+  void stop();
+
+  std::uint16_t port() const;
+  const std::string& host() const;
+
+  // Owner access to the keyspace (thread-safe; runs on the loop).
+  void clear();  // drop every key, queue and pending wait registration (fresh keyspace per attempt)
+  std::optional<std::string> get_local(const std::string& key);
+  void set_local(const std::string& key, std::string value);
+  std::vector<std::string> keys_local();
+  ServerStats stats();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctrun::store

@@ -1,0 +1,93 @@
+#pragma once
+// The abstract key/value store every layer above talks to (rendezvous, agent, comm).
+// Semantics follow PyTorch's c10d::Store (see docs/protocol.md): keys and values are opaque byte strings,
+// `add` stores decimal ASCII, `get` waits for the key, `wait` throws TimeoutError naming the keys.
+// Implementations: TcpStore (client of a TCPStore server, ours or PyTorch's), PrefixStore, MemoryStore.
+// All implementations are safe to call from several threads.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ctrun::store {
+
+using Clock = std::chrono::steady_clock;
+using Duration = std::chrono::milliseconds;
+
+// PyTorch's Store::kDefaultTimeout.
+inline constexpr Duration kDefaultTimeout = std::chrono::seconds(300);
+
+// Any store failure: a lost connection, a server that closed on us, a protocol violation.
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A wait (or get, or barrier) did not complete in time. what() names the keys and the timeout.
+class TimeoutError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Overwrites key; wakes waiters of key.
+  virtual void set(const std::string& key, std::string_view value) = 0;
+
+  // Waits (up to timeout()) until key exists, then returns its value.
+  virtual std::string get(const std::string& key) = 0;
+
+  // Three cases, as PyTorch: key present and equal to expected -> replaced by desired; key missing and
+  // expected empty -> created with desired; key missing and expected non-empty -> nothing, returns expected.
+  // Returns the value the key holds afterwards (or `expected` in the third case).
+  virtual std::string compare_set(const std::string& key, std::string_view expected, std::string_view desired) = 0;
+
+  // Adds delta to the decimal integer stored at key (missing = 0), stores the result as decimal, returns it.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+
+  // True iff every key exists (a non-empty queue counts). An empty list is true.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+
+  // Blocks until every key exists; throws TimeoutError after timeout.
+  virtual void wait(const std::vector<std::string>& keys, Duration timeout) = 0;
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
+
+  // Number of keys in the whole store (not filtered by any prefix), as PyTorch.
+  virtual std::int64_t num_keys() = 0;
+
+  // True if the key existed.
+  virtual bool delete_key(const std::string& key) = 0;
+
+  // Concatenates value to key's value (creates it if missing); wakes waiters.
+  virtual void append(const std::string& key, std::string_view value) = 0;
+
+  // Waits for all keys, then returns their values in order.
+  virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys) = 0;
+
+  // Sets every pair; keys.size() must equal values.size().
+  virtual void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) = 0;
+
+  // FIFO queues (torch >= 2.8). queue_pop waits up to timeout() for an element when block is true,
+  // else returns nullopt on an empty queue.
+  virtual void queue_push(const std::string& key, std::string_view value) = 0;
+  virtual std::optional<std::string> queue_pop(const std::string& key, bool block) = 0;
+  virtual std::int64_t queue_len(const std::string& key) = 0;
+
+  // Every key in the store (unprefixed view; PrefixStore filters and strips its prefix).
+  virtual std::vector<std::string> list_keys() = 0;
+
+  // Server-side counting barrier on a fresh key: returns once world_size callers have arrived.
+  virtual void barrier(const std::string& key, std::int64_t world_size, Duration timeout) = 0;
+
+  // Default timeout for get/wait/multi_get/queue_pop.
+  virtual Duration timeout() const = 0;
+  virtual void set_timeout(Duration timeout) = 0;
+};
+
+}  // namespace ctrun::store

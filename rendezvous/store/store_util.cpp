@@ -1,0 +1,65 @@
+#include "rendezvous/store/store_util.hpp"
+
+#include <cctype>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace ctrun::store {
+
+std::string printable_key(std::string_view key, std::size_t max_len) {
+  std::string out;
+  for (std::size_t i = 0; i < key.size() && i < max_len; ++i) {
+    auto c = static_cast<unsigned char>(key[i]);
+    if (std::isprint(c) && c != '\\')
+      out.push_back(static_cast<char>(c));
+    else
+      out += fmt::format("\\x{:02x}", c);
+  }
+  if (key.size() > max_len) out += fmt::format("...({} bytes)", key.size());
+  return out;
+}
+
+std::string wait_timeout_message(const std::vector<std::string>& keys, Duration timeout) {
+  std::string list;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (i) list += ", ";
+    list += "'" + printable_key(keys[i]) + "'";
+  }
+  return fmt::format("wait timeout after {} ms for keys [{}]: no process set them in time. "
+                     "Check that every rank/agent started and reached this point, or raise the timeout.",
+                     timeout.count(), list);
+}
+
+std::optional<std::int64_t> parse_stoll(std::string_view v) {
+  std::size_t i = 0;
+  while (i < v.size() && std::isspace(static_cast<unsigned char>(v[i]))) ++i;
+  bool neg = false;
+  if (i < v.size() && (v[i] == '+' || v[i] == '-')) neg = v[i++] == '-';
+  if (i >= v.size() || !std::isdigit(static_cast<unsigned char>(v[i]))) return std::nullopt;
+  // Accumulate as a negative number so that INT64_MIN parses.
+  std::int64_t acc = 0;
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  for (; i < v.size() && std::isdigit(static_cast<unsigned char>(v[i])); ++i) {
+    int d = v[i] - '0';
+    if (acc < (kMin + d) / 10) return std::nullopt;
+    acc = acc * 10 - d;
+  }
+  if (neg) return acc;
+  if (acc == kMin) return std::nullopt;
+  return -acc;
+}
+
+std::int64_t parse_add_operand(const std::string& key, std::string_view value) {
+  auto n = parse_stoll(value);
+  if (!n) throw StoreError(fmt::format("add on key '{}': its value '{}' is not a decimal integer",
+                                       printable_key(key), printable_key(value, 40)));
+  return *n;
+}
+
+void check_multi_set_sizes(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  if (keys.size() != values.size())
+    throw StoreError(fmt::format("multi_set: {} keys but {} values", keys.size(), values.size()));
+}
+
+}  // namespace ctrun::store

@@ -1,0 +1,60 @@
+#pragma once
+// Synchronous TCPStore client mirroring torch's Store API. Talks to our server or to PyTorch's:
+// the v2 dialect by default (VALIDATE + PING), legacy selectable to talk to a torch 1.13 server.
+// Connects with exponential backoff and jitter until the connect timeout. Thread-safe (one request at a time).
+
+#include <memory>
+#include <string>
+
+#include "rendezvous/store/protocol.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ctrun::store {
+
+struct TcpStoreOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 29500;
+  protocol::Dialect dialect = protocol::Dialect::kV2;
+  Duration timeout = kDefaultTimeout;          // default for get/wait (Store::timeout())
+  Duration connect_timeout = std::chrono::seconds(60);
+  // Like torch's TCPStore(world_size=N): send ADD "init/" 1 after connecting (not prefixed with '/').
+  bool add_init_key = false;
+  // torch's client prefixes every user key with "/" on the wire; keep that for interop.
+  std::string key_prefix = "/";
+};
+
+class TcpStore final : public Store {
+ public:
+  explicit TcpStore(TcpStoreOptions options);  // connects; throws StoreError after connect_timeout
+  ~TcpStore() override;
+
+  void set(const std::string& key, std::string_view value) override;
+  std::string get(const std::string& key) override;
+  std::string compare_set(const std::string& key, std::string_view expected, std::string_view desired) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  bool check(const std::vector<std::string>& keys) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override;
+  std::int64_t num_keys() override;
+  bool delete_key(const std::string& key) override;
+  void append(const std::string& key, std::string_view value) override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
+  void queue_push(const std::string& key, std::string_view value) override;
+  std::optional<std::string> queue_pop(const std::string& key, bool block) override;
+  std::int64_t queue_len(const std::string& key) override;
+  std::vector<std::string> list_keys() override;
+  void barrier(const std::string& key, std::int64_t world_size, Duration timeout) override;
+  Duration timeout() const override;
+  void set_timeout(Duration timeout) override;
+
+  // PING round trip (v2 only); throws StoreError if the echo differs.
+  void ping();
+  const TcpStoreOptions& options() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctrun::store
