@@ -73,6 +73,9 @@ struct Limits {
   std::uint64_t max_key_len = 8 * 1024;
   std::uint64_t max_value_len = 8 * 1024 * 1024;
   std::uint64_t max_keys_per_request = 128 * 1024;
+  // Upper bound on one whole request (a MULTI_SET of many large values): a server buffers a request until it
+  // is complete, so this bounds per-connection input memory. Not a PyTorch limit; generous on purpose.
+  std::uint64_t max_request_bytes = 256ull * 1024 * 1024;
 };
 
 // ---- dialect detection (server side, on a connection's first bytes) ----
@@ -88,6 +91,9 @@ struct ParseResult {
   std::size_t consumed = 0;  // bytes of one whole request when kOk
   Request request;           // when kOk
   std::string error;         // when kError: why (unknown opcode, limit exceeded, ...)
+  // When kNeedMore: the buffer must hold at least this many bytes before another call can make progress
+  // (lets a server skip re-parsing a 1 MiB value on every 64 KiB read). Always > buf.size().
+  std::size_t need_at_least = 0;
 };
 // Decodes at most one request from the front of buf. Incremental: kNeedMore until a whole request is there.
 // Length fields are checked against limits before anything is allocated or waited for.

@@ -20,6 +20,10 @@ struct ServerOptions {
   protocol::Limits limits;
   std::uint64_t max_total_bytes = 4ull << 30;  // keys + values + queued replies; beyond: reject writes, close
   std::uint64_t max_connections = 100000;
+  // Replies queued for one connection that does not read them. Past 4 MiB the server stops reading that
+  // connection's requests (so a pipelining client cannot grow it); past this hard limit (a watcher that
+  // never reads its events, say) the connection is closed.
+  std::uint64_t max_pending_output_bytes = 256ull << 20;
   bool reuse_address = true;
 };
 

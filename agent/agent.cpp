@@ -1,0 +1,462 @@
+#include "agent/agent.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/cpu_bind.hpp"
+#include "agent/error_file.hpp"
+#include "agent/event_log.hpp"
+#include "agent/failure.hpp"
+#include "agent/line_splitter.hpp"
+#include "agent/local_rendezvous.hpp"
+#include "agent/log_layout.hpp"
+#include "agent/signal_names.hpp"
+#include "agent/stream_plan.hpp"
+#include "agent/tee_stream.hpp"
+#include "agent/worker_env.hpp"
+#include "agent/worker_process.hpp"
+#include "agent/worker_store.hpp"
+#include "common/log.hpp"
+
+extern char** environ;
+
+namespace ctrun::agent {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(SteadyClock::now().time_since_epoch()).count();
+}
+
+std::int64_t epoch_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// torchrun's exit code convention: -N for death by signal N.
+int exitcode_of(int status) {
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 1;
+}
+
+int open_for_child(const std::string& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw SpawnError("cannot open " + path + ": " + std::strerror(errno));
+  return fd;
+}
+
+struct Worker {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int exitcode = 0;
+  std::int64_t exited_ns = 0;
+  std::int64_t exited_epoch = 0;
+  bool stopped_by_us = false;  // exited after ctrun signalled it
+  std::string error_file;
+};
+
+}  // namespace
+
+class Agent::Impl {
+ public:
+  Impl(LaunchConfig config, EnvLookup env)
+      : config_(std::move(config)),
+        env_(std::move(env)),
+        log_(ctrun::log::get("agent")),
+        children_(io_, SIGCHLD),
+        death_signals_(io_),
+        kill_timer_(io_),
+        drain_timer_(io_),
+        events_(config_.event_log) {}
+
+  int run() {
+    // ctrun writes to pipes and consoles that may close under it; an error return is enough.
+    std::signal(SIGPIPE, SIG_IGN);
+    for (int s : config_.signal_numbers) death_signals_.add(s);
+    remaining_restarts_ = config_.max_restarts;
+
+    std::string store_host = config_.local_addr.value_or(config_.standalone ? "127.0.0.1" : config_.master_addr);
+    std::uint16_t store_port =
+        config_.rdzv_backend == "static" && config_.master_port ? static_cast<std::uint16_t>(*config_.master_port) : 0;
+    try {
+      store_ = std::make_unique<WorkerStore>(store_host, store_port);
+    } catch (const std::exception& e) {
+      log_->error("cannot start the workers' store on {}:{}: {}", store_host, store_port, e.what());
+      return 1;
+    }
+    rdzv_ = std::make_unique<LocalRendezvous>(config_.rdzv_id, config_.rdzv_backend, config_.nproc_per_node);
+    rdzv_->set_worker_store_address(store_host, store_->port());
+    layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());
+    if (layout_->enabled()) log_->info("log directory set to: {}", layout_->run_dir());
+    log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} store={}:{}", rdzv_->run_id(),
+               config_.nproc_per_node, config_.max_restarts, store_host, store_->port());
+    events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
+                                 {"nproc_per_node", config_.nproc_per_node},
+                                 {"max_restarts", config_.max_restarts},
+                                 {"master_addr", store_host},
+                                 {"master_port", store_->port()}});
+    if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding) {
+      allowed_cpus_ = allowed_cpus();
+      numa_nodes_ = numa_nodes(allowed_cpus_);
+    }
+
+    wait_for_children();
+    wait_for_death_signal();
+    start_attempt();
+    io_.run();
+
+    events_.emit("shutdown", {{"exit_code", exit_code_}});
+    store_.reset();  // only now: every worker has exited (NCCL watchdogs poll the store until the end)
+    return exit_code_;
+  }
+
+ private:
+  void start_attempt() {
+    round_ = rdzv_->next_rendezvous();
+    events_.emit("rendezvous", {{"round", round_.round},
+                                {"group_rank", round_.group_rank},
+                                {"group_world_size", round_.group_world_size},
+                                {"world_size", round_.global_world_size}});
+    store_->clear();  // a fresh keyspace: no key of a previous attempt survives into this one
+    layout_->prepare_attempt(restart_count_, config_.nproc_per_node);
+    failure_seen_ = false;
+    stopping_ = false;
+    workers_.assign(static_cast<std::size_t>(config_.nproc_per_node), Worker{});
+    open_filtered_files();
+    for (int r = 0; r < config_.nproc_per_node && !stopping_; ++r) {
+      try {
+        spawn(r);
+      } catch (const std::exception& e) {
+        // A worker that cannot even start fails the attempt like one that exits at once.
+        log_->error("local_rank {}: {}", r, e.what());
+        Worker& w = workers_[static_cast<std::size_t>(r)];
+        w.exitcode = 127;
+        w.exited_ns = monotonic_ns();
+        w.exited_epoch = epoch_seconds();
+        on_worker_failed();
+      }
+    }
+    maybe_finish_attempt();
+  }
+
+  void spawn(int local_rank) {
+    Worker& w = workers_[static_cast<std::size_t>(local_rank)];
+    w.local_rank = local_rank;
+    w.global_rank = round_.base_global_rank + local_rank;
+    w.error_file = layout_->error_file(restart_count_, local_rank);
+
+    WorkerEnvInput in;
+    in.config = &config_;
+    in.round = &round_;
+    in.run_id = rdzv_->run_id();
+    in.use_agent_store = rdzv_->use_agent_store();
+    in.local_rank = local_rank;
+    in.restart_count = restart_count_;
+    in.error_file = w.error_file;
+    SpawnRequest req;
+    req.argv = worker_argv(config_, local_rank, env_);
+    req.env = merge_environment(environ, worker_env_overrides(in, env_));
+    if (config_.cpu_bind != CpuBind::kNone) {
+      req.cpus = cpu_slice(config_.cpu_bind, local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
+    } else if (config_.numa_binding) {
+      CpuBind mode =
+          *config_.numa_binding == "node" || *config_.numa_binding == "socket" ? CpuBind::kNuma : CpuBind::kCore;
+      req.cpus = cpu_slice(mode, local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
+    }
+
+    std::vector<int> child_fds;  // closed in ctrun once the child has them
+    auto stream_fd = [&](int stream) -> int {
+      StreamPlan plan = plan_stream(config_, local_rank, stream);
+      std::string path = stream == 1 ? layout_->stdout_file(restart_count_, local_rank)
+                                     : layout_->stderr_file(restart_count_, local_rank);
+      switch (plan.mode) {
+        case StreamMode::kInherit:
+          return -1;
+        case StreamMode::kNull:
+        case StreamMode::kFile: {
+          int fd = open_for_child(plan.mode == StreamMode::kFile && layout_->enabled() ? path : "/dev/null");
+          child_fds.push_back(fd);
+          return fd;
+        }
+        case StreamMode::kTee: {
+          int p[2];
+          if (::pipe2(p, O_CLOEXEC) != 0) throw SpawnError(std::string("pipe2: ") + std::strerror(errno));
+          child_fds.push_back(p[1]);
+          TeeTarget target;
+          target.console_fd = plan.to_console ? stream : -1;
+          target.file_fd = layout_->enabled() ? open_for_child(path) : -1;
+          target.filtered_fd = stream == 1 ? filtered_out_fd_ : filtered_err_fd_;
+          target.filters = stream == 1 ? config_.duplicate_stdout_filters : config_.duplicate_stderr_filters;
+          const std::string* tmpl = prefix_template_ ? &*prefix_template_ : nullptr;
+          target.prefix = log_line_prefix(tmpl, config_.role, local_rank, w.global_rank, short_hostname());
+          tees_.push_back(std::make_unique<TeeStream>(io_, p[0], std::move(target), [this] { on_tee_eof(); }));
+          tees_.back()->start();
+          return p[1];
+        }
+      }
+      return -1;
+    };
+    try {
+      req.stdout_fd = stream_fd(1);
+      req.stderr_fd = stream_fd(2);
+      w.pid = spawn_worker(req);
+    } catch (...) {
+      for (int fd : child_fds) ::close(fd);
+      throw;
+    }
+    for (int fd : child_fds) ::close(fd);
+    w.running = true;
+    events_.emit(
+        "worker_start",
+        {{"local_rank", local_rank}, {"rank", w.global_rank}, {"pid", w.pid}, {"restart_count", restart_count_}});
+  }
+
+  void open_filtered_files() {
+    for (int* fd : {&filtered_out_fd_, &filtered_err_fd_}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+    if (!layout_->enabled()) return;
+    std::string dir = layout_->attempt_dir(restart_count_);
+    if (!config_.duplicate_stdout_filters.empty()) filtered_out_fd_ = open_for_child(dir + "/filtered_stdout.log");
+    if (!config_.duplicate_stderr_filters.empty()) filtered_err_fd_ = open_for_child(dir + "/filtered_stderr.log");
+  }
+
+  void wait_for_children() {
+    children_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      reap();
+      wait_for_children();
+    });
+  }
+
+  void wait_for_death_signal() {
+    death_signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      on_death_signal(sig);
+      wait_for_death_signal();
+    });
+  }
+
+  // SIGCHLD: collect every worker that exited (several may have, signals coalesce).
+  void reap() {
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      int status = 0;
+      pid_t r = ::waitpid(w.pid, &status, WNOHANG);
+      if (r != w.pid) continue;
+      w.running = false;
+      w.exitcode = exitcode_of(status);
+      w.exited_ns = monotonic_ns();
+      w.exited_epoch = epoch_seconds();
+      w.stopped_by_us = stopping_;
+      nlohmann::json ev = {{"local_rank", w.local_rank},
+                           {"rank", w.global_rank},
+                           {"pid", w.pid},
+                           {"exitcode", w.exitcode},
+                           {"restart_count", restart_count_}};
+      if (w.exitcode < 0) ev["signal"] = signal_name(-w.exitcode);
+      events_.emit("worker_exit", ev);
+      if (w.exitcode != 0) {
+        log_->info("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}", w.exitcode, w.local_rank, w.pid,
+                   config_.script);
+        on_worker_failed();
+      }
+    }
+    maybe_finish_attempt();
+  }
+
+  void on_worker_failed() {
+    if (failure_seen_) return;
+    failure_seen_ = true;
+    // All-or-nothing, as torchrun: one failure stops the whole local group.
+    stop_workers(SIGTERM);
+  }
+
+  void on_death_signal(int sig) {
+    if (death_signal_ != 0) {
+      // A second signal while shutting down: the user insists; do not wait out the shutdown timeout.
+      log_->warn("Received {} again, killing workers now", signal_name(sig));
+      for (auto& w : workers_) {
+        if (w.running) signal_group(w.pid, SIGKILL);
+      }
+      return;
+    }
+    death_signal_ = sig;
+    log_->warn("Received {} death signal, shutting down workers", signal_name(sig));
+    events_.emit("signal", {{"signal", signal_name(sig)}});
+    stopping_ = false;  // forward this signal even if a failure stop already sent SIGTERM
+    stop_workers(sig);
+    maybe_finish_attempt();
+  }
+
+  // Sends sig to every worker's process group, then SIGKILL after --shutdown-timeout.
+  void stop_workers(int sig) {
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& w : workers_) {
+      // Exited leaders too: their process group may still hold the worker's own children.
+      if (w.pid > 0) signal_group(w.pid, sig);
+    }
+    kill_timer_.expires_after(
+        std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(config_.shutdown_timeout)));
+    kill_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      for (auto& w : workers_) {
+        if (w.running) {
+          log_->warn("local_rank {} (pid {}) still running {} s after the stop signal; sending SIGKILL", w.local_rank,
+                     w.pid, config_.shutdown_timeout);
+          signal_group(w.pid, SIGKILL);
+        }
+      }
+    });
+  }
+
+  void maybe_finish_attempt() {
+    for (const auto& w : workers_) {
+      if (w.running) return;
+    }
+    if (finished_) return;
+    kill_timer_.cancel();
+    if (death_signal_ != 0) {
+      exit_code_ = config_.propagate_exit_code ? 128 + death_signal_ : 1;
+      return finish();
+    }
+    if (!failure_seen_) {
+      log_->info("worker group succeeded");
+      exit_code_ = 0;
+      return finish();
+    }
+    if (remaining_restarts_ > 0) {
+      --remaining_restarts_;
+      ++restart_count_;
+      log_->warn("Worker group FAILED. {}/{} attempts left; will restart worker group", remaining_restarts_,
+                 config_.max_restarts);
+      events_.emit("restart", {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
+      return start_attempt();
+    }
+    report_failure();
+    finish();
+  }
+
+  void report_failure() {
+    std::vector<WorkerFailure> failures;
+    for (const auto& w : workers_) {
+      if (w.exitcode == 0) continue;
+      // Workers that exited after ctrun began stopping the group are collateral, not failures (torchrun
+      // lists only those that had failed when it noticed the first) - unless they recorded an error.
+      if (w.stopped_by_us && !read_worker_error_file(w.error_file)) continue;
+      failures.push_back(
+          make_failure(w.local_rank, w.global_rank, w.pid, w.exitcode, w.error_file, w.exited_epoch, w.exited_ns));
+    }
+    if (failures.empty()) return;
+    std::string summary = format_failure_summary(entrypoint_name(config_), failures, fqdn());
+    std::string text = "ctrun: error: ChildFailedError: " + summary + "\n";
+    write_all(STDERR_FILENO, text.data(), text.size());
+    const WorkerFailure& root = failures[root_cause_index(failures)];
+    if (root.error_file == "<N/A>") {
+      log_->info(
+          "local_rank {} FAILED with no error file. Decorate your entrypoint fn with @record for traceback "
+          "info. See: https://pytorch.org/docs/stable/elastic/errors.html",
+          root.local_rank);
+    }
+    if (auto own = env_("TORCHELASTIC_ERROR_FILE"); own && !own->empty()) {
+      write_agent_error_file(*own, root.error_file, root.exitcode, summary);
+    }
+    exit_code_ = 1;
+    if (config_.propagate_exit_code) exit_code_ = root.exitcode < 0 ? 128 - root.exitcode : root.exitcode;
+    events_.emit("failed", {{"rank", root.global_rank}, {"exitcode", root.exitcode}});
+  }
+
+  void finish() {
+    finished_ = true;
+    children_.cancel();
+    death_signals_.cancel();
+    drain_or_stop();
+  }
+
+  // Tee'd output still in flight is written before ctrun exits, but a grandchild that keeps a pipe open
+  // cannot hold ctrun forever.
+  void drain_or_stop() {
+    if (all_tees_done()) return io_.stop();
+    drain_timer_.expires_after(std::chrono::seconds(2));
+    drain_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) io_.stop();
+    });
+  }
+
+  void on_tee_eof() {
+    if (finished_ && all_tees_done()) {
+      drain_timer_.cancel();
+      io_.stop();
+    }
+  }
+
+  bool all_tees_done() const {
+    for (const auto& t : tees_) {
+      if (!t->finished()) return false;
+    }
+    return true;
+  }
+
+  const std::string& short_hostname() {
+    if (hostname_.empty()) {
+      char name[256] = {};
+      ::gethostname(name, sizeof name - 1);
+      hostname_ = name;
+      hostname_ = hostname_.substr(0, hostname_.find('.'));
+    }
+    return hostname_;
+  }
+
+  LaunchConfig config_;
+  EnvLookup env_;
+  std::shared_ptr<spdlog::logger> log_;
+  boost::asio::io_context io_;
+  boost::asio::signal_set children_;
+  boost::asio::signal_set death_signals_;
+  boost::asio::steady_timer kill_timer_;
+  boost::asio::steady_timer drain_timer_;
+  EventLog events_;
+  std::optional<std::string> prefix_template_ = env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+
+  std::unique_ptr<WorkerStore> store_;
+  std::unique_ptr<rdzv::Handler> rdzv_;
+  std::unique_ptr<LogLayout> layout_;
+  rdzv::RoundInfo round_;
+  std::vector<Worker> workers_;
+  std::vector<std::unique_ptr<TeeStream>> tees_;
+  std::vector<int> allowed_cpus_;
+  std::vector<std::vector<int>> numa_nodes_;
+  int filtered_out_fd_ = -1;
+  int filtered_err_fd_ = -1;
+  std::string hostname_;
+
+  int restart_count_ = 0;
+  int remaining_restarts_ = 0;
+  bool failure_seen_ = false;
+  bool stopping_ = false;
+  bool finished_ = false;
+  int death_signal_ = 0;
+  int exit_code_ = 1;
+};
+
+Agent::Agent(LaunchConfig config, EnvLookup env) : impl_(std::make_unique<Impl>(std::move(config), std::move(env))) {}
+Agent::~Agent() = default;
+int Agent::run() { return impl_->run(); }
+
+}  // namespace ctrun::agent

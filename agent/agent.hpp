@@ -1,0 +1,30 @@
+#pragma once
+// The elastic agent of one node: hosts the workers' store, takes a round from the rendezvous handler, spawns
+// the worker group, watches it through child-exit events (no polling), forwards signals, restarts the group on
+// failure with a fresh store keyspace, and reports the failure summary. Asio stays in agent.cpp.
+
+#include <memory>
+
+#include "agent/cli.hpp"
+#include "agent/launch_config.hpp"
+
+namespace ctrun::agent {
+
+class Agent {
+ public:
+  // nproc_per_node must already be resolved (agent/nproc.hpp).
+  Agent(LaunchConfig config, EnvLookup env);
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Runs the job to the end; returns ctrun's exit code: 0 success, 1 failure (torchrun's), or with
+  // --propagate-exit-code the root cause's code (128+N for signal N).
+  int run();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctrun::agent

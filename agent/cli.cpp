@@ -1,0 +1,108 @@
+#include "agent/cli.hpp"
+
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+
+#include "agent/config_file.hpp"
+#include "agent/flags.hpp"
+#include "agent/launch_config_builder.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+std::string option_names(const FlagSpec& f) {
+  std::string names;
+  if (!f.short_name.empty()) names = "-" + std::string(f.short_name) + ",";
+  names += dashed_name(f.dest);
+  if (dashed_name(f.dest) != underscored_name(f.dest)) names += "," + underscored_name(f.dest);
+  return names;
+}
+
+// Builds the CLI11 app over the flag table. Values land in `values`; flags are read back by count().
+struct Lexer {
+  CLI::App app{"ctrun: a per-node launcher for PyTorch-style distributed jobs (torchrun compatible)", "ctrun"};
+  std::map<std::string, std::string> values;
+  std::map<std::string, CLI::Option*> options;
+
+  Lexer() {
+    // Stop at the first word that is not an option: it is SCRIPT and the rest is the script's.
+    app.prefix_command();
+    app.set_help_flag("-h,--help", "Show this help and exit.");
+    for (const auto& f : flag_table()) {
+      std::string dest(f.dest);
+      CLI::Option* opt = nullptr;
+      if (f.kind == FlagKind::kBool) {
+        opt = app.add_flag(option_names(f))->description(std::string(f.help));
+      } else {
+        opt = app.add_option(option_names(f), values[dest], std::string(f.help))
+                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        if (f.default_value) opt->default_str(std::string(*f.default_value));
+      }
+      if (f.pet) opt->option_text(opt->get_option_text() + " [env " + pet_name(f.dest) + "]");
+      options[dest] = opt;
+    }
+    app.footer("SCRIPT [script args...]: the worker program; every word after SCRIPT is passed to it untouched.");
+  }
+};
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+std::string usage_line() {
+  return "usage: ctrun [-h] [--nnodes NNODES] [--nproc-per-node NPROC_PER_NODE] [--standalone] [...] "
+         "SCRIPT ...";
+}
+
+CommandLine lex_command_line(const std::vector<std::string>& args) {
+  Lexer lexer;
+  // CLI11 wants the words in reverse order.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    lexer.app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    throw HelpRequested(lexer.app.help());
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  CommandLine out;
+  for (const auto& f : flag_table()) {
+    std::string dest(f.dest);
+    auto* opt = lexer.options[dest];
+    if (opt->count() == 0) continue;
+    out.values[dest] = f.kind == FlagKind::kBool ? "1" : lexer.values[dest];
+  }
+  std::vector<std::string> rest = lexer.app.remaining();
+  // argparse accepts `--` before SCRIPT as "no more options".
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty()) throw UsageError("the following arguments are required: training_script");
+  if (rest.front().size() > 1 && rest.front()[0] == '-' &&
+      !(args.size() >= rest.size() + 1 && args[args.size() - rest.size() - 1] == "--")) {
+    throw UsageError("unrecognized argument: " + rest.front());
+  }
+  out.script = rest.front();
+  out.script_args.assign(rest.begin() + 1, rest.end());
+  return out;
+}
+
+LaunchConfig parse_command_line(const std::vector<std::string>& args, const EnvLookup& env) {
+  CommandLine cli = lex_command_line(args);
+  std::map<std::string, std::string> file_values;
+  std::optional<std::string> config_path;
+  if (auto it = cli.values.find("config"); it != cli.values.end()) {
+    config_path = it->second;
+  } else if (auto pet = env(pet_name("config"))) {
+    config_path = *pet;
+  }
+  if (config_path) file_values = read_config_file(*config_path);
+  return build_launch_config(cli, file_values, env);
+}
+
+}  // namespace ctrun::agent

@@ -1,0 +1,105 @@
+#include "agent/worker_env.hpp"
+
+#include <cstring>
+
+namespace ctrun::agent {
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t end = s.find(',', start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) return out;
+    start = end + 1;
+  }
+}
+
+std::string substitute_local_rank(std::string arg, int local_rank) {
+  static const std::string macro = "${local_rank}";
+  for (size_t pos = arg.find(macro); pos != std::string::npos; pos = arg.find(macro, pos)) {
+    arg.replace(pos, macro.size(), std::to_string(local_rank));
+  }
+  return arg;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in, const EnvLookup& parent_env) {
+  const LaunchConfig& c = *in.config;
+  const rdzv::RoundInfo& round = *in.round;
+  int lws = c.nproc_per_node;
+  std::map<std::string, std::string> env;
+  env["LOCAL_RANK"] = std::to_string(c.virtual_local_rank ? 0 : in.local_rank);
+  env["RANK"] = std::to_string(round.base_global_rank + in.local_rank);
+  env["GROUP_RANK"] = std::to_string(round.group_rank);
+  env["ROLE_RANK"] = std::to_string(round.base_role_rank + in.local_rank);
+  env["ROLE_NAME"] = c.role;
+  env["LOCAL_WORLD_SIZE"] = std::to_string(lws);
+  env["WORLD_SIZE"] = std::to_string(round.global_world_size);
+  env["GROUP_WORLD_SIZE"] = std::to_string(round.group_world_size);
+  env["ROLE_WORLD_SIZE"] = std::to_string(round.role_world_size);
+  env["MASTER_ADDR"] = round.master_addr;
+  env["MASTER_PORT"] = std::to_string(round.master_port);
+  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(in.restart_count);
+  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(c.max_restarts);
+  env["TORCHELASTIC_RUN_ID"] = in.run_id;
+  env["TORCHELASTIC_USE_AGENT_STORE"] = in.use_agent_store ? "True" : "False";
+  // torch >= 2.2 reads the TORCH_ name, 1.13 the old one; torchrun sets the one its version knows.
+  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = parent_env("TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1");
+  env["NCCL_ASYNC_ERROR_HANDLING"] = parent_env("NCCL_ASYNC_ERROR_HANDLING").value_or("1");
+  env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
+  env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = c.signals_to_handle;
+  if (c.virtual_local_rank) {
+    auto cvd = parent_env("CUDA_VISIBLE_DEVICES");
+    if (cvd && !cvd->empty()) {
+      auto devices = split_commas(*cvd);
+      if (in.local_rank >= static_cast<int>(devices.size())) {
+        throw std::invalid_argument("--virtual-local-rank: local rank " + std::to_string(in.local_rank) +
+                                    " has no entry in CUDA_VISIBLE_DEVICES=" + *cvd);
+      }
+      env["CUDA_VISIBLE_DEVICES"] = devices[in.local_rank];
+    } else {
+      env["CUDA_VISIBLE_DEVICES"] = std::to_string(in.local_rank);
+    }
+  }
+  return env;
+}
+
+std::vector<std::string> worker_argv(const LaunchConfig& c, int local_rank, const EnvLookup& parent_env) {
+  std::vector<std::string> argv;
+  if (c.no_python && !c.run_path) {
+    argv.push_back(c.script);
+  } else {
+    auto exec = parent_env("PYTHON_EXEC");
+    argv.push_back(exec && !exec->empty() ? *exec : "python3");
+    argv.push_back("-u");
+    if (c.run_path) {
+      // torchrun --run-path runs runpy.run_path(script, run_name="__main__") in the worker process.
+      argv.push_back("-c");
+      argv.push_back("import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')");
+    } else if (c.module) {
+      argv.push_back("-m");
+    }
+    argv.push_back(c.script);
+  }
+  for (const auto& a : c.script_args) argv.push_back(substitute_local_rank(a, local_rank));
+  return argv;
+}
+
+std::string entrypoint_name(const LaunchConfig& c) { return c.script; }
+
+std::vector<std::string> merge_environment(char** parent, const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> out;
+  for (char** e = parent; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    if (overrides.count(std::string(*e, static_cast<std::size_t>(eq - *e))) != 0) continue;
+    out.emplace_back(*e);
+  }
+  for (const auto& [k, v] : overrides) out.push_back(k + "=" + v);
+  return out;
+}
+
+}  // namespace ctrun::agent

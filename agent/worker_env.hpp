@@ -1,0 +1,40 @@
+#pragma once
+// The environment and command of each worker, computed exactly as torchrun's LocalElasticAgent does
+// (reference §2, §1.3 step 6). Pure functions of the config, the round and the parent environment.
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "agent/cli.hpp"
+#include "agent/launch_config.hpp"
+#include "rendezvous/handler.hpp"
+
+namespace ctrun::agent {
+
+struct WorkerEnvInput {
+  const LaunchConfig* config = nullptr;
+  const rdzv::RoundInfo* round = nullptr;
+  std::string run_id;
+  bool use_agent_store = false;
+  int local_rank = 0;
+  int restart_count = 0;
+  std::string error_file;  // TORCHELASTIC_ERROR_FILE
+};
+
+// The variables ctrun sets on top of the inherited environment. Throws std::invalid_argument for
+// --virtual-local-rank with fewer CUDA_VISIBLE_DEVICES entries than local ranks (as torchrun).
+std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in, const EnvLookup& parent_env);
+
+// argv of a worker: [$PYTHON_EXEC|python3, -u, (-m), SCRIPT, args...], or [SCRIPT, args...] with --no-python,
+// with torchrun's ${local_rank} macro substituted in the script arguments.
+std::vector<std::string> worker_argv(const LaunchConfig& config, int local_rank, const EnvLookup& parent_env);
+
+// The name torchrun's summary uses as its title: the script or module name, or the binary.
+std::string entrypoint_name(const LaunchConfig& config);
+
+// parent environ + overrides, as "K=V" strings for execve.
+std::vector<std::string> merge_environment(char** parent, const std::map<std::string, std::string>& overrides);
+
+}  // namespace ctrun::agent

@@ -1,0 +1,97 @@
+#include "agent/worker_process.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace ctrun::agent {
+
+std::string resolve_program(const std::string& name, const std::vector<std::string>& env) {
+  if (name.find('/') != std::string::npos) return name;
+  std::string path = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& e : env) {
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  throw SpawnError("cannot find '" + name + "' on PATH (" + path + ")");
+}
+
+pid_t spawn_worker(const SpawnRequest& request) {
+  // Everything the child needs is built before fork: after fork only async-signal-safe calls are allowed.
+  std::string program = resolve_program(request.argv.at(0), request.env);
+  std::vector<char*> argv;
+  for (const auto& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : request.cpus) CPU_SET(c, &cpus);
+
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) throw SpawnError(std::string("pipe2: ") + std::strerror(errno));
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(status_pipe[0]);
+    ::close(status_pipe[1]);
+    throw SpawnError(std::string("fork: ") + std::strerror(err));
+  }
+  if (pid == 0) {
+    ::close(status_pipe[0]);
+    auto fail = [&](int err) {
+      (void)!::write(status_pipe[1], &err, sizeof err);
+      ::_exit(127);
+    };
+    ::setsid();
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
+    if (::getppid() != parent) ::_exit(1);  // ctrun died before prctl took effect
+    if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
+    if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) fail(errno);
+    if (!request.cpus.empty()) ::sched_setaffinity(0, sizeof cpus, &cpus);
+    // ctrun ignores SIGPIPE (it writes to pipes of dying workers); workers get the default back, and an
+    // empty signal mask whatever thread forked them.
+    ::signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(program.c_str(), argv.data(), envp.data());
+    fail(errno);
+  }
+  ::close(status_pipe[1]);
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(status_pipe[0], &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  ::close(status_pipe[0]);
+  if (n == sizeof child_errno) {
+    ::waitpid(pid, nullptr, 0);  // it exits at once; reap it here since the caller never learns its pid
+    throw SpawnError("cannot execute '" + program + "': " + std::strerror(child_errno));
+  }
+  return pid;
+}
+
+void signal_group(pid_t leader, int signum) {
+  if (::killpg(leader, signum) != 0 && errno == ESRCH) {
+    ::kill(leader, signum);  // not a group leader (cannot happen for our workers), or already gone
+  }
+}
+
+}  // namespace ctrun::agent

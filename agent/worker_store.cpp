@@ -1,0 +1,21 @@
+#include "agent/worker_store.hpp"
+
+#include "rendezvous/store/server.hpp"
+
+namespace ctrun::agent {
+
+WorkerStore::WorkerStore(const std::string& host, std::uint16_t port) {
+  store::ServerOptions options;
+  options.host = host;
+  options.port = port;
+  server_ = std::make_unique<store::Server>(options);
+  server_->start();
+}
+
+WorkerStore::~WorkerStore() { server_->stop(); }
+
+std::uint16_t WorkerStore::port() const { return server_->port(); }
+void WorkerStore::clear() { server_->clear(); }
+std::uint64_t WorkerStore::keys() const { return server_->stats().keys; }
+
+}  // namespace ctrun::agent

@@ -1,0 +1,31 @@
+#pragma once
+// The workers' TCPStore, hosted by the agent (torchrun 2.4+'s agent store): started on an ephemeral port
+// before any worker, so there is no port race and it outlives worker rank 0; wiped before every attempt so no
+// key of a failed attempt (an old NCCL unique id, torch issue #135712) is seen by the next one.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ctrun::store {
+class Server;
+}
+
+namespace ctrun::agent {
+
+class WorkerStore {
+ public:
+  // Binds host:port (port 0: the kernel picks) and serves on its own thread. Throws with the address.
+  WorkerStore(const std::string& host, std::uint16_t port);
+  ~WorkerStore();
+
+  std::uint16_t port() const;
+  // Drops every key: the next attempt starts from an empty keyspace.
+  void clear();
+  std::uint64_t keys() const;
+
+ private:
+  std::unique_ptr<store::Server> server_;
+};
+
+}  // namespace ctrun::agent

@@ -1,0 +1,180 @@
+// store_bench: ctstore vs torch 1.13's own TCPStore server in the same run, with identical traffic (our
+// TcpStore client in the legacy dialect, which both servers speak):
+//   - round-trip ops/s for ADD, SET+GET and CHECK with 1, 16 and 64 connections (a thread per connection);
+//   - a connection storm: N connections at once, each sending ADD "init/" 1, time until every reply arrived;
+//   - server RSS with N idle connections (VmRSS after the storm minus before, per connection).
+// Prints a side-by-side table with the ratio and whether the targets of issue 3 are met.
+// Usage: store_bench [--duration-ms 1500] [--connections 1,16,64] [--storm 4000] [--repeats 3]
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "apps/bench/store_bench/connection_storm.hpp"
+#include "apps/bench/store_bench/round_trip.hpp"
+#include "apps/bench/store_bench/server_under_test.hpp"
+#include "rendezvous/store/tcp_store.hpp"
+
+namespace ctrun::bench {
+namespace {
+
+struct StormFigures {
+  std::vector<double> seconds;
+  int reconnects = 0;
+  double idle_bytes_per_conn = 0;
+  std::int64_t counter = 0;  // "init/" after the first storm: must equal the connection count
+};
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The storm on a fresh server; the first repeat also measures idle-connection memory and the counter.
+void storm_once(ServerUnderTest server, int connections, bool measure_memory, StormFigures& out) {
+  // Let the freshly started server settle so the baseline is its steady idle footprint.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  long before = server.rss_kib();
+  auto storm = run_storm(server.port, connections, std::chrono::seconds(60));
+  out.seconds.push_back(storm.seconds);
+  out.reconnects += storm.reconnects;
+  if (!measure_memory) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // every connection now idle
+  long after = server.rss_kib();
+  out.idle_bytes_per_conn = static_cast<double>(after - before) * 1024.0 / connections;
+  store::TcpStoreOptions o;
+  o.port = server.port;
+  o.dialect = store::protocol::Dialect::kLegacy;
+  o.key_prefix = "";
+  out.counter = store::TcpStore(o).add("init/", 0);
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"TCPStore server benchmark: ctstore vs torch's own TCPStore server, same client traffic"};
+  int duration_ms = 1500, warmup_ms = 200, storm_n = 4000, repeats = 3;
+  std::vector<int> conn_counts{1, 16, 64};
+  std::string ctstore = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "ctstore").string();
+  std::string python = CTRUN_TORCH_PYTHON;
+  std::string torch_script = std::string(CTRUN_SHARED_DIR) + "/peers/torch_store_server.py";
+  app.add_option("--duration-ms", duration_ms, "measured time per round-trip point")->capture_default_str();
+  app.add_option("--warmup-ms", warmup_ms, "unmeasured time before each point")->capture_default_str();
+  app.add_option("--connections", conn_counts, "connection counts for the round-trip points")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--storm", storm_n, "connections in the storm and the idle-memory measurement")->capture_default_str();
+  app.add_option("--repeats", repeats, "storm repetitions (fresh servers; the median is reported)")
+      ->capture_default_str();
+  app.add_option("--ctstore", ctstore, "ctstore binary")->capture_default_str();
+  app.add_option("--python", python, "python3 with torch")->capture_default_str();
+  app.add_option("--torch-server", torch_script, "torch_store_server.py")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  // Both the bench and the servers (which inherit it) hold one fd per storm connection.
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  if (lim.rlim_cur < static_cast<rlim_t>(storm_n) + 256)
+    throw std::runtime_error(fmt::format("ulimit -n is {}: raise it above {} for a {}-connection storm", lim.rlim_cur,
+                                         storm_n + 256, storm_n));
+
+  struct Contender {
+    std::string name;
+    std::function<ServerUnderTest()> start;
+  };
+  std::vector<Contender> contenders{{"ctstore", [&] { return start_ctstore(ctstore); }},
+                                    {"torch", [&] { return start_torch_server(python, torch_script); }}};
+
+  fmt::print(
+      "store_bench: {} CPUs ({}), {} ms per point after {} ms warm-up, client = ctrun TcpStore (legacy "
+      "dialect), loopback\n\n",
+      ::sysconf(_SC_NPROCESSORS_ONLN), cpu_model(), duration_ms, warmup_ms);
+  std::fflush(stdout);
+
+  // Round trips: both servers up at once, measured alternately per point so drift hits both alike.
+  const std::vector<Op> ops{Op::kAdd, Op::kSetGet, Op::kCheck};
+  std::map<std::string, std::map<std::pair<Op, int>, RoundTripResult>> rate;
+  {
+    std::vector<ServerUnderTest> servers;
+    for (auto& c : contenders) servers.push_back(c.start());
+    fmt::print("{:<9} {:>6} {:>14} {:>14} {:>7}   {:>13} {:>13}\n", "op", "conns", "ctstore ops/s", "torch ops/s",
+               "ratio", "ctstore us/op", "torch us/op");
+    for (auto op : ops) {
+      for (int conns : conn_counts) {
+        for (auto& s : servers)
+          rate[s.name][{op, conns}] = measure_round_trips(
+              s.port, [&s] { return s.cpu_seconds(); }, op, conns, std::chrono::milliseconds(warmup_ms),
+              std::chrono::milliseconds(duration_ms));
+        auto a = rate["ctstore"][{op, conns}], b = rate["torch"][{op, conns}];
+        fmt::print("{:<9} {:>6} {:>14.0f} {:>14.0f} {:>6.2f}x   {:>13.2f} {:>13.2f}\n", op_name(op), conns,
+                   a.ops_per_second, b.ops_per_second, a.ops_per_second / b.ops_per_second, a.server_cpu_us_per_op,
+                   b.server_cpu_us_per_op);
+        std::fflush(stdout);
+      }
+    }
+    fmt::print(
+        "(us/op: server CPU time, user + system, per op: the server's own cost, whoever is the "
+        "bottleneck)\n");
+  }
+
+  // Storm + idle memory: a fresh server per repeat, alternating.
+  std::map<std::string, StormFigures> storm;
+  for (int r = 0; r < repeats; ++r)
+    for (auto& c : contenders) storm_once(c.start(), storm_n, r == 0, storm[c.name]);
+  auto& sa = storm["ctstore"];
+  auto& sb = storm["torch"];
+  double ta = median(sa.seconds), tb = median(sb.seconds);
+  fmt::print("\nstorm: {} connections each ADD init/ (median of {} fresh servers)\n", storm_n, repeats);
+  fmt::print("{:<9} {:>12} {:>12} {:>12} {:>18}\n", "server", "seconds", "reconnects", "init/ count",
+             "idle bytes/conn");
+  for (auto* name : {"ctstore", "torch"}) {
+    auto& s = storm[name];
+    fmt::print("{:<9} {:>12.3f} {:>12} {:>12} {:>18.0f}\n", name, median(s.seconds), s.reconnects, s.counter,
+               s.idle_bytes_per_conn);
+  }
+  fmt::print("storm ratio (torch time / ctstore time): {:.2f}x\n\n", tb / ta);
+
+  // Targets of issue 3.
+  bool ops_ok = true;
+  for (auto op : ops)
+    for (int conns : conn_counts)
+      if (conns >= 16 && rate["ctstore"][{op, conns}].ops_per_second < 2 * rate["torch"][{op, conns}].ops_per_second)
+        ops_ok = false;
+  fmt::print("target ops/s >= 2x torch at >= 16 connections: {}\n", ops_ok ? "MET" : "MISSED");
+  fmt::print("target storm >= 3x faster: {} ({:.2f}x)\n", tb / ta >= 3 ? "MET" : "MISSED", tb / ta);
+  fmt::print("target <= 16 KiB per idle connection: {} ({:.1f} KiB)\n",
+             sa.idle_bytes_per_conn <= 16 * 1024 ? "MET" : "MISSED", sa.idle_bytes_per_conn / 1024);
+  if (sa.counter != storm_n || sb.counter != storm_n)
+    fmt::print("WARNING: init/ counter is {} (ctstore) / {} (torch), expected {}\n", sa.counter, sb.counter, storm_n);
+  return 0;
+}
+
+}  // namespace
+}  // namespace ctrun::bench
+
+int main(int argc, char** argv) {
+  try {
+    return ctrun::bench::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "store_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,64 @@
+// ctrun [options] SCRIPT [script args...]: torchrun's command line, one node, no orphaned workers.
+// Exit codes: 0 success, 1 a worker failed (or --propagate-exit-code: its code), 2 a bad command line.
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "agent/agent.hpp"
+#include "agent/cli.hpp"
+#include "agent/nproc.hpp"
+#include "common/log.hpp"
+
+namespace {
+
+// torchrun's warning, word for word, so that users and log scrapers recognise it.
+constexpr const char* kOmpWarning =
+    "\n*****************************************\n"
+    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system "
+    "being overloaded, please further tune the variable for optimal performance in your application as needed. \n"
+    "*****************************************";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace ctrun::agent;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto env = process_env();
+  auto log = ctrun::log::get("agent");
+  LaunchConfig config;
+  try {
+    config = parse_command_line(args, env);
+    config.nproc_per_node = resolve_nproc_per_node(config.nproc_per_node_spec, env);
+  } catch (const HelpRequested& help) {
+    std::fputs(help.what(), stdout);
+    return 0;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s\nctrun: error: %s\n", usage_line().c_str(), e.what());
+    return 2;
+  }
+  if (config.monitor_interval != 0.1) {
+    log->info("--monitor-interval {} accepted; ctrun reacts to worker exits as they happen", config.monitor_interval);
+  }
+  if (config.logs_specs)
+    log->warn("--logs-specs {} is not applicable to ctrun (torchrun's layout is used)", *config.logs_specs);
+  if (config.event_log_handler != "null") {
+    log->warn("--event-log-handler {} is not applicable to ctrun; use --event-log FILE", config.event_log_handler);
+  }
+  if (config.rdzv_backend != "static" && !config.standalone && config.rdzv_endpoint.empty()) {
+    log->warn("master_addr is only used for static rdzv_backend and when rdzv_endpoint is not specified.");
+  }
+  if (std::getenv("OMP_NUM_THREADS") == nullptr && config.nproc_per_node > 1) {
+    // As torchrun: set in ctrun's own environment so every worker inherits it.
+    ::setenv("OMP_NUM_THREADS", "1", 1);
+    log->warn(kOmpWarning);
+  }
+  try {
+    Agent agent(std::move(config), env);
+    return agent.run();
+  } catch (const std::exception& e) {
+    log->error("{}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,134 @@
+// ctstore: a PyTorch-compatible TCPStore server as a standalone daemon, e.g. a rendezvous endpoint for
+// many agents. Serves both wire dialects (torch <= 2.0 and >= 2.1) on one port.
+//
+//   ctstore --port 29400 [--host ADDR] [--max-key-len N] [--max-value-len N] [--max-keys-per-request N]
+//           [--max-total-bytes N] [--max-connections N] [--stats-interval SEC]
+//
+// SIGTERM / SIGINT: clean exit 0. SIGUSR1 (or every --stats-interval seconds): one JSON line of counters on
+// stdout. Signals are taken by an asio::signal_set on the main thread, so no work runs in a signal handler.
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/log.hpp"
+#include "rendezvous/store/server.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+
+// Many clients (two fds per torch 1.13 worker) need more descriptors than the usual soft limit of 1024.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+std::string stats_json(ctrun::store::Server& server) {
+  auto s = server.stats();
+  nlohmann::json ops = nlohmann::json::object();
+  for (const auto& [name, n] : s.ops) ops[name] = n;
+  nlohmann::json j = {{"connections_open", s.connections_open},
+                      {"connections_accepted", s.connections_accepted},
+                      {"connections_rejected", s.connections_rejected},
+                      {"keys", s.keys},
+                      {"bytes", s.bytes},
+                      {"pending_waits", s.pending_waits},
+                      {"ops", ops}};
+  return j.dump();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ctrun::log::set_default_level(spdlog::level::info);
+  auto log = ctrun::log::get("ctstore");
+
+  ctrun::store::ServerOptions opts;
+  opts.port = 29400;
+  double stats_interval = 0;
+  CLI::App app{"ctstore: a PyTorch-compatible TCPStore server (torch <= 2.0 and >= 2.1 clients on one port)"};
+  app.add_option("--port", opts.port, "TCP port; 0 picks a free one (printed on stdout)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--host", opts.host, "address to bind; '::' serves IPv6 and IPv4")->capture_default_str();
+  app.add_option("--max-key-len", opts.limits.max_key_len, "longest key in bytes")->capture_default_str();
+  app.add_option("--max-value-len", opts.limits.max_value_len, "largest value in bytes")->capture_default_str();
+  app.add_option("--max-keys-per-request", opts.limits.max_keys_per_request,
+                 "most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET")
+      ->capture_default_str();
+  app.add_option("--max-total-bytes", opts.max_total_bytes,
+                 "memory bound: keys + values + buffered requests and replies")
+      ->capture_default_str();
+  app.add_option("--max-connections", opts.max_connections, "connections beyond this are refused")
+      ->capture_default_str();
+  app.add_option("--stats-interval", stats_interval, "print a JSON stats line every SEC seconds (0: only on SIGUSR1)")
+      ->check(CLI::NonNegativeNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "ctstore: " << e.what() << "\n\n" << app.help();
+    return 2;
+  }
+
+  raise_fd_limit();
+  std::signal(SIGPIPE, SIG_IGN);
+
+  // The signal set exists before the server starts, so a SIGTERM sent right after the "listening" line is
+  // always a clean stop.
+  asio::io_context io;
+  asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR1);
+
+  ctrun::store::Server server(opts);
+  try {
+    server.start();
+  } catch (const ctrun::store::StoreError& e) {
+    log->error("{}", e.what());
+    return 1;
+  }
+  log->info("serving TCPStore on {}:{} (both dialects)", opts.host, server.port());
+  std::cout << "ctstore listening on " << opts.host << ":" << server.port() << std::endl;
+
+  bool stopping = false;
+  std::function<void()> wait_signal = [&] {
+    signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      if (sig == SIGUSR1) {
+        std::cout << stats_json(server) << std::endl;
+        wait_signal();
+        return;
+      }
+      log->info("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      stopping = true;
+      io.stop();
+    });
+  };
+  wait_signal();
+
+  asio::steady_timer stats_timer(io);
+  std::function<void()> tick = [&] {
+    stats_timer.expires_after(std::chrono::milliseconds(static_cast<long long>(stats_interval * 1000)));
+    stats_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      std::cout << stats_json(server) << std::endl;
+      tick();
+    });
+  };
+  if (stats_interval > 0) tick();
+
+  io.run();
+  server.stop();
+  log->info("stopped");
+  return stopping ? 0 : 1;
+}

@@ -1,0 +1,34 @@
+#pragma once
+// Every collective algorithm of the cpu backend, one per file in this folder. Each runs on a Context and
+// blocks until done (the backend runs it on its worker thread). AVG arrives here as SUM: the backend divides.
+// selection.hpp picks one per call from the message size and group size.
+
+#include <vector>
+
+#include "comm/algorithms/context.hpp"
+#include "comm/buffer.hpp"
+
+namespace ctrun::comm::algorithms {
+
+// all_reduce
+void all_reduce_ring(Context& ctx, Buffer buffer, ReduceOp op);                // bandwidth-optimal, chunked
+void all_reduce_recursive_doubling(Context& ctx, Buffer buffer, ReduceOp op);  // log2(n) steps, small messages
+
+// broadcast / reduce
+void broadcast_tree(Context& ctx, Buffer buffer, int root);   // binomial tree: log2(n) latency
+void broadcast_chain(Context& ctx, Buffer buffer, int root);  // pipelined chain: bandwidth for large messages
+void reduce_tree(Context& ctx, Buffer buffer, int root, ReduceOp op);
+void reduce_chain(Context& ctx, Buffer buffer, int root, ReduceOp op);
+
+// gathers and scatters
+void all_gather_ring(Context& ctx, const std::vector<Buffer>& outputs, Buffer input);
+void all_gather_direct(Context& ctx, const std::vector<Buffer>& outputs, Buffer input);
+void gather_direct(Context& ctx, const std::vector<Buffer>& outputs, Buffer input, int root);
+void scatter_direct(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, int root);
+void reduce_scatter_ring(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op);
+void reduce_scatter_direct(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op);
+void all_to_all_pairwise(Context& ctx, const std::vector<Buffer>& outputs, const std::vector<Buffer>& inputs);
+
+void barrier_dissemination(Context& ctx);
+
+}  // namespace ctrun::comm::algorithms

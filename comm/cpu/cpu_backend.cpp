@@ -1,0 +1,398 @@
+#include "comm/cpu/cpu_backend.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "comm/algorithms/algorithms.hpp"
+#include "comm/algorithms/selection.hpp"
+#include "comm/reduce/reduce.hpp"
+#include "comm/transport/messenger.hpp"
+#include "comm/transport/shm/transport.hpp"
+#include "comm/transport/tcp/transport.hpp"
+#include "common/log.hpp"
+
+namespace ctrun::comm::cpu {
+namespace {
+
+using algorithms::Algorithm;
+using algorithms::Context;
+using algorithms::OpKind;
+using transport::Clock;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+// Chunk size of the pipelined algorithms: big enough to amortise per-message costs, small enough that the next
+// hop starts early. CTRUN_COMM_CHUNK_BYTES overrides (benchmarks, tuning).
+std::size_t chunk_bytes_from_env() {
+  const std::string v = env_or("CTRUN_COMM_CHUNK_BYTES", "");
+  if (!v.empty()) return std::max<std::size_t>(std::strtoull(v.c_str(), nullptr, 10), 64);
+  return 128 << 10;
+}
+
+void register_op_names() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> names;
+    for (int i = 0; i <= static_cast<int>(OpKind::kBarrier); ++i) names.emplace_back(op_name(static_cast<OpKind>(i)));
+    transport::set_op_kind_names(std::move(names));
+  });
+}
+
+std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, std::string* chosen) {
+  std::string kind = ctx.options.transport.empty() ? "auto" : ctx.options.transport;
+  if (kind == "auto") kind = env_or("CTRUN_COMM_TRANSPORT", "auto");
+  auto& store = *ctx.store;
+  if (kind == "auto") {
+    // shm only when every rank can map this host's segments (same host, same IPC and pid namespaces).
+    store.set("host/" + std::to_string(ctx.rank), transport::shm::host_key());
+    std::vector<std::string> keys;
+    for (int r = 0; r < ctx.size; ++r) keys.push_back("host/" + std::to_string(r));
+    try {
+      store.wait(keys, ctx.options.timeout);
+    } catch (const store::TimeoutError& e) {
+      throw TimeoutError(std::string("comm: not every rank joined the group in time: ") + e.what());
+    }
+    const auto hosts = store.multi_get(keys);
+    kind = "shm";
+    for (const auto& h : hosts) {
+      if (h != hosts[0]) kind = "tcp";
+    }
+  }
+  *chosen = kind;
+  if (kind == "shm") {
+    transport::shm::Options o;
+    o.timeout = ctx.options.timeout;
+    return transport::shm::create(ctx.store, ctx.rank, ctx.size, o);
+  }
+  if (kind == "tcp") {
+    transport::tcp::Options o;
+    o.timeout = ctx.options.timeout;
+    o.advertise_host = ctx.options.listen_host;
+    return transport::tcp::create(ctx.store, ctx.rank, ctx.size, o);
+  }
+  throw InvalidArgumentError("unknown comm transport '" + kind + "' (use auto, tcp or shm)");
+}
+
+// Re-raises the current exception with the op's description in front, keeping its type.
+[[noreturn]] void rethrow_with_context(const std::string& what) {
+  try {
+    throw;
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(what + ": " + e.what());
+  } catch (const PeerError& e) {
+    throw PeerError(what + ": " + e.what());
+  } catch (const InvalidArgumentError& e) {
+    throw InvalidArgumentError(what + ": " + e.what());
+  } catch (const std::exception& e) {
+    throw CommError(what + ": " + e.what());
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(BackendContext context) : Backend(std::move(context)) {
+    register_op_names();
+    const std::string spec = context_.options.algorithm.empty() ? env_or("CTRUN_COMM_ALGO", "")
+                                                                 : context_.options.algorithm;
+    selector_ = algorithms::Selector(spec);
+    chunk_bytes_ = chunk_bytes_from_env();
+    transport_ = make_transport(context_, &transport_name_);
+    messenger_ = std::make_unique<transport::Messenger>(*transport_, rank(), size());
+    log::get("comm")->debug("comm cpu: rank {}/{} transport {}", rank(), size(), transport_name_);
+    worker_ = std::thread([this] { run(); });
+  }
+
+  ~CpuBackend() override { stop(); }
+
+  std::string_view name() const override { return "cpu"; }
+  bool supports(Device device) const override { return device.is_cpu(); }
+
+  WorkPtr send(Buffer buffer, int dst, int tag) override {
+    return batch_p2p({P2POp::send(buffer, dst, tag)});
+  }
+  WorkPtr recv(Buffer buffer, int src, int tag) override { return batch_p2p({P2POp::recv(buffer, src, tag)}); }
+
+  WorkPtr batch_p2p(std::vector<P2POp> ops) override {
+    auto work = std::make_shared<CompletionWork>(context_.options.timeout);
+    enqueue([this, ops = std::move(ops), work] { post_p2p(ops, work); }, nullptr);
+    return work;
+  }
+
+  WorkPtr broadcast(Buffer buffer, int root) override {
+    return collective(OpKind::kBroadcast, buffer.dtype(), buffer.bytes(), [=](Context& ctx, Algorithm a) {
+      a == Algorithm::kChain ? algorithms::broadcast_chain(ctx, buffer, root)
+                             : algorithms::broadcast_tree(ctx, buffer, root);
+    });
+  }
+
+  WorkPtr all_reduce(Buffer buffer, ReduceOp op) override {
+    return collective(OpKind::kAllReduce, buffer.dtype(), buffer.bytes(), [=, this](Context& ctx, Algorithm a) {
+      const ReduceOp rop = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+      a == Algorithm::kRing ? algorithms::all_reduce_ring(ctx, buffer, rop)
+                            : algorithms::all_reduce_recursive_doubling(ctx, buffer, rop);
+      if (op == ReduceOp::kAvg) reduce::divide(buffer.dtype(), buffer.data(), buffer.count(), size());
+    });
+  }
+
+  WorkPtr reduce(Buffer buffer, int root, ReduceOp op) override {
+    return collective(OpKind::kReduce, buffer.dtype(), buffer.bytes(), [=, this](Context& ctx, Algorithm a) {
+      const ReduceOp rop = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+      a == Algorithm::kChain ? algorithms::reduce_chain(ctx, buffer, root, rop)
+                             : algorithms::reduce_tree(ctx, buffer, root, rop);
+      if (op == ReduceOp::kAvg && rank() == root) {
+        reduce::divide(buffer.dtype(), buffer.data(), buffer.count(), size());
+      }
+    });
+  }
+
+  WorkPtr all_gather(std::vector<Buffer> outputs, Buffer input) override {
+    return collective(OpKind::kAllGather, input.dtype(), input.bytes(),
+                      [outputs = std::move(outputs), input](Context& ctx, Algorithm a) {
+                        a == Algorithm::kRing ? algorithms::all_gather_ring(ctx, outputs, input)
+                                              : algorithms::all_gather_direct(ctx, outputs, input);
+                      });
+  }
+
+  WorkPtr gather(std::vector<Buffer> outputs, Buffer input, int root) override {
+    return collective(OpKind::kGather, input.dtype(), input.bytes(),
+                      [outputs = std::move(outputs), input, root](Context& ctx, Algorithm) {
+                        algorithms::gather_direct(ctx, outputs, input, root);
+                      });
+  }
+
+  WorkPtr scatter(Buffer output, std::vector<Buffer> inputs, int root) override {
+    return collective(OpKind::kScatter, output.dtype(), output.bytes(),
+                      [output, inputs = std::move(inputs), root](Context& ctx, Algorithm) {
+                        algorithms::scatter_direct(ctx, output, inputs, root);
+                      });
+  }
+
+  WorkPtr reduce_scatter(Buffer output, std::vector<Buffer> inputs, ReduceOp op) override {
+    return collective(OpKind::kReduceScatter, output.dtype(), output.bytes(),
+                      [this, output, inputs = std::move(inputs), op](Context& ctx, Algorithm a) {
+                        const ReduceOp rop = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+                        a == Algorithm::kRing ? algorithms::reduce_scatter_ring(ctx, output, inputs, rop)
+                                              : algorithms::reduce_scatter_direct(ctx, output, inputs, rop);
+                        if (op == ReduceOp::kAvg) reduce::divide(output.dtype(), output.data(), output.count(), size());
+                      });
+  }
+
+  WorkPtr all_to_all(std::vector<Buffer> outputs, std::vector<Buffer> inputs) override {
+    const DataType dtype = inputs.empty() ? DataType::kUInt8 : inputs[0].dtype();
+    return collective(OpKind::kAllToAll, dtype, 0,
+                      [outputs = std::move(outputs), inputs = std::move(inputs)](Context& ctx, Algorithm) {
+                        algorithms::all_to_all_pairwise(ctx, outputs, inputs);
+                      });
+  }
+
+  WorkPtr barrier() override {
+    return collective(OpKind::kBarrier, DataType::kUInt8, 0,
+                      [](Context& ctx, Algorithm) { algorithms::barrier_dissemination(ctx); });
+  }
+
+  void abort(const std::string& reason) override {
+    auto work = std::make_shared<CompletionWork>(context_.options.timeout);
+    enqueue(
+        [this, reason] {
+          messenger_->abort(reason, std::make_exception_ptr(CommError("comm: the group was aborted: " + reason)));
+        },
+        work);
+    work->wait();
+  }
+
+ private:
+  struct Task {
+    std::function<void()> run;
+    std::shared_ptr<CompletionWork> work;  // completed after run() (null: run() completes its own work)
+  };
+
+  // A p2p request the worker watches for its deadline.
+  struct PendingP2P {
+    transport::RequestPtr request;
+    Clock::time_point deadline;
+  };
+
+  using AlgorithmFn = std::function<void(Context&, Algorithm)>;
+
+  WorkPtr collective(OpKind kind, DataType dtype, std::size_t bytes, AlgorithmFn fn) {
+    auto work = std::make_shared<CompletionWork>(context_.options.timeout);
+    enqueue(
+        [this, kind, dtype, bytes, fn = std::move(fn)] {
+          const std::uint64_t seq = seq_++;
+          const Algorithm a = selector_.choose(kind, bytes, size());
+          Context ctx(*messenger_, rank(), size(), transport::collective_tag(static_cast<int>(kind), dtype, seq),
+                      Clock::now() + context_.options.timeout, scratch_, chunk_bytes_);
+          try {
+            if (auto fatal = messenger_->fatal_error()) std::rethrow_exception(fatal);
+            fn(ctx, a);
+          } catch (const InvalidArgumentError&) {
+            throw;
+          } catch (const CommError& e) {
+            // A timeout or a broken peer leaves the other ranks mid-collective: abort so they fail fast too.
+            messenger_->abort(std::string(op_name(kind)) + " failed on rank " + std::to_string(rank()) + ": " +
+                                  e.what(),
+                              std::current_exception());
+            rethrow_with_context(std::string(op_name(kind)) + " (" + std::string(to_string(dtype)) + ", " +
+                                 std::to_string(bytes) + " bytes, " + algorithm_name(a) + ", " + transport_name_ +
+                                 ") on rank " + std::to_string(rank()));
+          }
+        },
+        work);
+    return work;
+  }
+
+  void post_p2p(const std::vector<P2POp>& ops, const std::shared_ptr<CompletionWork>& work) {
+    if (ops.empty()) return work->complete();
+    struct Batch {
+      std::size_t remaining;
+      std::exception_ptr error;
+    };
+    auto batch = std::make_shared<Batch>(Batch{ops.size(), nullptr});
+    const auto deadline = Clock::now() + context_.options.timeout;
+    for (const auto& op : ops) {
+      auto r = std::make_shared<transport::Request>();
+      r->kind = op.kind == P2POp::Kind::kSend ? transport::Request::Kind::kSend : transport::Request::Kind::kRecv;
+      r->peer = op.peer;
+      r->tag = static_cast<std::uint64_t>(op.tag);
+      r->data = static_cast<char*>(op.buffer.data());
+      r->bytes = op.buffer.bytes();
+      r->on_done = [batch, work](transport::Request& done) {
+        if (done.error && !batch->error) batch->error = done.error;
+        if (--batch->remaining == 0) work->complete(batch->error);
+      };
+      messenger_->post(r);
+      if (!r->finished) p2p_.push_back({r, deadline});
+    }
+  }
+
+  void enqueue(std::function<void()> run, std::shared_ptr<CompletionWork> work) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) {
+        if (work) work->complete(std::make_exception_ptr(CommError("comm: the process group was shut down")));
+        return;
+      }
+      queue_.push_back({std::move(run), std::move(work)});
+    }
+    cv_.notify_one();
+    if (in_transport_wait_.load()) transport_->interrupt();
+  }
+
+  // Fails p2p ops older than the group timeout: like torch, a timed-out op aborts the whole group.
+  void expire_p2p() {
+    const auto now = Clock::now();
+    std::erase_if(p2p_, [](const PendingP2P& p) { return p.request->finished; });
+    for (const auto& p : p2p_) {
+      if (p.deadline <= now) {
+        const auto& r = *p.request;
+        const std::string what = std::string(r.kind == transport::Request::Kind::kSend ? "send to" : "recv from") +
+                                 " rank " + std::to_string(r.peer) + " (tag " + std::to_string(r.tag) + ", " +
+                                 std::to_string(r.bytes) + " bytes) on rank " + std::to_string(rank()) +
+                                 " timed out after " + std::to_string(context_.options.timeout.count()) + " ms";
+        messenger_->abort(what, std::make_exception_ptr(TimeoutError(what)));
+        p2p_.clear();
+        return;
+      }
+    }
+  }
+
+  Clock::time_point next_p2p_deadline() const {
+    auto t = Clock::now() + std::chrono::seconds(1);
+    for (const auto& p : p2p_) t = std::min(t, p.deadline);
+    return t;
+  }
+
+  void run() {
+    for (;;) {
+      std::optional<Task> task;
+      bool stopping = false;
+      in_transport_wait_.store(true);
+      const std::uint64_t token = transport_->event_token();
+      {
+        std::lock_guard lock(mutex_);
+        if (!queue_.empty()) {
+          task = std::move(queue_.front());
+          queue_.pop_front();
+        }
+        stopping = stopping_;
+      }
+      if (task) {
+        in_transport_wait_.store(false);
+        execute(*task);
+        continue;
+      }
+      if (messenger_->has_pending()) {
+        if (stopping && Clock::now() >= stop_deadline_) break;
+        expire_p2p();
+        if (!messenger_->progress()) {
+          messenger_->progress_or_wait(token,
+                                       stopping ? std::min(next_p2p_deadline(), stop_deadline_) : next_p2p_deadline());
+        }
+        continue;
+      }
+      in_transport_wait_.store(false);
+      std::unique_lock lock(mutex_);
+      if (stopping_ && queue_.empty()) break;
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    }
+    in_transport_wait_.store(false);
+  }
+
+  void execute(Task& task) {
+    std::exception_ptr error;
+    try {
+      task.run();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (task.work) task.work->complete(error);
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+      stopping_ = true;
+      // Queued ops still run, and sends already posted get this long to drain (a rank often sends and exits).
+      stop_deadline_ = Clock::now() + std::min<Duration>(context_.options.timeout, std::chrono::seconds(10));
+    }
+    cv_.notify_all();
+    transport_->interrupt();
+    if (worker_.joinable()) worker_.join();
+    // Orderly: peers see our connections close (tcp) or our process exit (shm) only if they still wait on us.
+    messenger_->close(std::make_exception_ptr(CommError("comm: the process group was shut down")));
+  }
+
+  algorithms::Selector selector_;
+  std::size_t chunk_bytes_ = 0;
+  std::string transport_name_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::Messenger> messenger_;
+  algorithms::Scratch scratch_;
+  std::uint64_t seq_ = 0;
+  std::vector<PendingP2P> p2p_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  Clock::time_point stop_deadline_{};
+  std::atomic<bool> in_transport_wait_{false};
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(BackendContext context) {
+  return std::make_unique<CpuBackend>(std::move(context));
+}
+
+}  // namespace ctrun::comm::cpu

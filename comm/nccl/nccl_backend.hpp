@@ -1,0 +1,22 @@
+#pragma once
+// Factories of comm's CUDA backends. CUDA-free on purpose: comm/backend_registry.cpp includes it, and nothing
+// outside comm/nccl sees a CUDA or NCCL header.
+
+#include <memory>
+
+#include "comm/backend.hpp"
+
+namespace ctrun::comm::nccl {
+
+// The "nccl" backend: CUDA device buffers, one NCCL communicator per group. Throws UnsupportedError naming the
+// reason when no CUDA GPU is usable here, TimeoutError when the other ranks do not join within the timeout.
+// Device: env CTRUN_COMM_DEVICE if set, else the thread's current device if it is not 0 (cudaSetDevice was
+// called), else LOCAL_RANK % device count (torchrun's one GPU per local rank), else 0.
+std::unique_ptr<Backend> make_nccl_backend(BackendContext context);
+
+// Wraps a host backend (e.g. "cpu") so its ops also accept CUDA buffers: they are copied through pinned host
+// memory (after the caller's current stream) and copied back when the op finished. Buffers already on the host
+// go straight through.
+std::unique_ptr<Backend> make_cuda_staging_backend(BackendContext context, const BackendFactory& make_host_backend);
+
+}  // namespace ctrun::comm::nccl

@@ -1,0 +1,79 @@
+#include "comm/nccl/watchdog.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace ctrun::comm::nccl {
+namespace {
+// How often in-flight ops are checked: fine enough that a timeout fires promptly, coarse enough to cost nothing.
+constexpr auto kPollInterval = std::chrono::milliseconds(1);
+}  // namespace
+
+Watchdog::Watchdog(Communicator& communicator, FailureHandler on_failure)
+    : communicator_(communicator), on_failure_(std::move(on_failure)), thread_([this] { run(); }) {}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Watchdog::track(std::shared_ptr<NcclWork> work) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.push_back(std::move(work));
+  }
+  cv_.notify_all();
+}
+
+void Watchdog::fail_all(std::exception_ptr error) {
+  std::vector<std::shared_ptr<NcclWork>> works;
+  {
+    std::lock_guard lock(mutex_);
+    works.swap(pending_);
+  }
+  for (auto& w : works) w->fail(error);
+}
+
+std::exception_ptr Watchdog::check(const std::vector<std::shared_ptr<NcclWork>>& works) {
+  const auto now = Clock::now();
+  for (const auto& w : works) {
+    if (!w->poll() && now > w->deadline()) {
+      return std::make_exception_ptr(TimeoutError(
+          "nccl " + w->what() + " did not complete within the group timeout (a peer may have died, stalled or "
+          "called a different op); the communicator was aborted and the group is unusable"));
+    }
+  }
+  ncclResult_t r = communicator_.async_error();
+  if (r != ncclSuccess && r != ncclInProgress) {
+    try {
+      throw_nccl(r, "nccl communicator (watchdog)", communicator_.aborted() ? nullptr : communicator_.get());
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+  return nullptr;
+}
+
+void Watchdog::run() {
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    if (pending_.empty()) {
+      cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
+      continue;
+    }
+    std::vector<std::shared_ptr<NcclWork>> works = pending_;
+    lock.unlock();
+    std::exception_ptr failure = check(works);
+    if (failure) on_failure_(failure);  // aborts and calls fail_all
+    lock.lock();
+    // Retire finished ops (fail_all may have emptied the list meanwhile).
+    std::erase_if(pending_, [](const std::shared_ptr<NcclWork>& w) { return w->poll(); });
+    cv_.wait_for(lock, kPollInterval, [this] { return stop_; });
+  }
+}
+
+}  // namespace ctrun::comm::nccl

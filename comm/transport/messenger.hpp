@@ -1,0 +1,124 @@
+#pragma once
+// Messenger: tagged messages over a Transport's byte pipes. Each message is a 16-byte header (tag, length)
+// followed by the payload. Receives match by (peer, tag) in FIFO order; a message that arrives before its
+// receive is posted is buffered ("unexpected"). Payloads go straight into the posted buffer otherwise.
+//
+// Collective traffic uses tags with the top bit set that also encode the op, dtype and the collective's
+// sequence number, so a rank that issues a different collective than its peer, or a different size, gets a
+// PeerError naming both calls instead of a silent hang or corrupted data.
+//
+// Single-threaded: only the backend worker calls it.
+
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/transport/transport.hpp"
+#include "comm/types.hpp"
+
+namespace ctrun::comm::transport {
+
+// Tag layout: bit 63 = collective; bits 48..55 op kind; bits 40..47 dtype; bits 0..39 sequence number.
+// User point-to-point tags are non-negative ints (bit 63 clear). kAbortTag carries an abort reason.
+inline constexpr std::uint64_t kCollectiveBit = 1ull << 63;
+inline constexpr std::uint64_t kAbortTag = ~0ull;
+std::uint64_t collective_tag(int op_kind, DataType dtype, std::uint64_t seq);
+// Human-readable description of a tag ("all_reduce(float32) #12", "send/recv tag 3"); op names from the table
+// registered by the algorithms layer.
+std::string describe_tag(std::uint64_t tag);
+void set_op_kind_names(std::vector<std::string> names);
+
+struct Request {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  int peer = 0;
+  std::uint64_t tag = 0;
+  char* data = nullptr;
+  std::size_t bytes = 0;
+
+  // Progress state (owned by Messenger).
+  std::size_t done = 0;       // payload bytes moved
+  std::size_t header_done = 0;  // sends: header bytes written (or bytes of `frame` written)
+  std::string frame;            // small sends: header + payload copied into one contiguous write
+  bool finished = false;
+  bool counted = false;  // in Messenger's in-flight count
+  std::exception_ptr error;
+  std::function<void(Request&)> on_done;  // called once when finished (success or error)
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+class Messenger {
+ public:
+  Messenger(Transport& transport, int rank, int size);
+  ~Messenger();
+
+  RequestPtr post_send(int peer, std::uint64_t tag, const void* data, std::size_t bytes);
+  RequestPtr post_recv(int peer, std::uint64_t tag, void* data, std::size_t bytes);
+  void post(const RequestPtr& request);
+
+  // Progresses every pipe until all `requests` finished; rethrows the first error; TimeoutError at `deadline`.
+  void wait(const std::vector<RequestPtr>& requests, Clock::time_point deadline);
+  void wait(const RequestPtr& request, Clock::time_point deadline) { wait(std::vector<RequestPtr>{request}, deadline); }
+
+  // Moves whatever can be moved now without blocking. Returns true if anything changed.
+  bool progress();
+  // Progress, then block for events until something may have changed since `token` (Transport::event_token,
+  // taken by the caller before it last looked for new work) or `until`.
+  void progress_or_wait(std::uint64_t token, Clock::time_point until);
+  bool has_pending() const;
+
+  // Fails every pending and future request with `error` and tells peers (best effort) why.
+  void abort(const std::string& reason, std::exception_ptr error);
+  // Fails every pending and future request locally, without telling peers (orderly shutdown).
+  void close(std::exception_ptr error);
+  std::exception_ptr fatal_error() const { return fatal_; }
+
+  Transport& transport() { return transport_; }
+
+ private:
+  struct Unexpected {
+    std::uint64_t tag = 0;
+    std::vector<char> data;
+    std::size_t got = 0;
+    bool complete = false;
+    RequestPtr waiter;  // a recv posted while the payload was still arriving
+  };
+  struct Peer {
+    std::deque<RequestPtr> sends;
+    std::map<std::uint64_t, std::deque<RequestPtr>> recvs;
+    std::map<std::uint64_t, std::deque<std::shared_ptr<Unexpected>>> unexpected;
+    // Receive state machine: header bytes, then the payload into `target` or `stash`.
+    char header[16] = {};
+    std::size_t header_got = 0;
+    RequestPtr target;
+    std::shared_ptr<Unexpected> stash;
+    std::uint64_t abort_remaining = 0;
+    std::string abort_reason;
+    std::exception_ptr error;  // the pipe broke: fails every request with this peer
+    std::size_t pending_recvs = 0;
+  };
+
+  bool progress_sends(int peer, Peer& p);
+  bool progress_recvs(int peer, Peer& p);
+  void on_header(int peer, Peer& p);
+  void finish(const RequestPtr& r, std::exception_ptr error = nullptr);
+  void wait_for_events(std::uint64_t token, Clock::time_point until);
+  void fail_peer(int peer, std::exception_ptr error);
+  void check_signature(int peer, std::uint64_t incoming_tag, std::uint64_t posted_tag) const;
+
+  Transport& transport_;
+  int rank_;
+  int size_;
+  std::vector<Peer> peers_;
+  std::exception_ptr fatal_;
+  std::size_t in_flight_ = 0;
+  std::vector<int> want_read_;  // scratch for wait_for_events
+  std::vector<int> want_write_;
+};
+
+}  // namespace ctrun::comm::transport

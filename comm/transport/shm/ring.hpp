@@ -1,0 +1,46 @@
+#pragma once
+// The shared-memory layout of the shm transport: a segment header with the owner's doorbell, then one SPSC byte
+// ring per sender. Positions are free-running 64-bit byte counts, so full/empty never need a spare slot.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace ctrun::comm::transport::shm {
+
+inline constexpr std::uint64_t kSegmentMagic = 0x314d4d4f43544300ull;  // "\0CTCOMM1"
+
+struct alignas(64) SegmentHeader {
+  std::uint64_t magic;
+  std::uint64_t ring_bytes;
+  std::int32_t pid;
+  std::int32_t size;
+  alignas(64) std::atomic<std::uint32_t> doorbell;  // bumped on every event for the owner; futex word
+  std::atomic<std::uint32_t> sleepers;              // owner is (about to be) in futex_wait
+  alignas(64) std::atomic<std::uint32_t> aborted;   // set by any rank that aborts the group
+  std::atomic<std::int32_t> aborted_by;
+  char abort_reason[512];
+};
+
+struct alignas(64) RingHeader {
+  alignas(64) std::atomic<std::uint64_t> head;  // bytes written (producer)
+  alignas(64) std::atomic<std::uint64_t> tail;  // bytes read (consumer)
+};
+
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
+              "shared-memory atomics must be lock free");
+
+inline std::size_t segment_bytes(int size, std::size_t ring_bytes) {
+  return sizeof(SegmentHeader) + static_cast<std::size_t>(size) * (sizeof(RingHeader) + ring_bytes);
+}
+
+inline RingHeader* ring_header(void* segment, int sender, std::size_t ring_bytes) {
+  return reinterpret_cast<RingHeader*>(static_cast<char*>(segment) + sizeof(SegmentHeader) +
+                                       static_cast<std::size_t>(sender) * (sizeof(RingHeader) + ring_bytes));
+}
+
+inline char* ring_data(void* segment, int sender, std::size_t ring_bytes) {
+  return reinterpret_cast<char*>(ring_header(segment, sender, ring_bytes)) + sizeof(RingHeader);
+}
+
+}  // namespace ctrun::comm::transport::shm

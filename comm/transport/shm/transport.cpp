@@ -1,0 +1,308 @@
+#include "comm/transport/shm/transport.hpp"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "comm/transport/shm/ring.hpp"
+
+namespace ctrun::comm::transport::shm {
+namespace {
+
+// Iterations of the brief spin before yielding, then sleeping. Spinning longer starves peers when ranks
+// outnumber cores; a yield hands the core to the peer that is most likely about to produce our data.
+constexpr int kSpinIterations = 64;
+constexpr int kYields = 2;
+constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::chrono::milliseconds timeout) {
+  timespec ts{static_cast<time_t>(timeout.count() / 1000), static_cast<long>((timeout.count() % 1000) * 1000000)};
+  // Not FUTEX_PRIVATE: the word lives in memory shared between processes.
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<std::uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string link_target(const char* path) {
+  char buf[256];
+  const ssize_t n = readlink(path, buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+std::size_t ring_bytes_from_env(std::size_t fallback) {
+  std::size_t bytes = fallback;
+  if (const char* v = std::getenv("CTRUN_COMM_SHM_RING_BYTES"); v && *v) bytes = std::strtoull(v, nullptr, 10);
+  // Rings index with a mask: round up to a power of two, at least 64 KiB.
+  std::size_t p = 64 << 10;
+  while (p < bytes) p <<= 1;
+  return p;
+}
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(std::shared_ptr<store::Store> store, int rank, int size, Options options)
+      : rank_(rank),
+        size_(size),
+        ring_bytes_(ring_bytes_from_env(options.ring_bytes)),
+        segments_(static_cast<std::size_t>(size), nullptr),
+        pids_(static_cast<std::size_t>(size), 0) {
+    try {
+      create_own_segment();
+      store->set("shm/" + std::to_string(rank_), name_);
+      for (int peer = 0; peer < size_; ++peer) {
+        if (peer != rank_) map_peer(*store, peer, options.timeout);
+      }
+      // Once everyone mapped everything the names can go: the mappings stay, /dev/shm is clean.
+      store->barrier("shm/mapped", size_, options.timeout);
+      unlink_own();
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+
+  ~ShmTransport() override { release(); }
+
+  std::string_view name() const override { return "shm"; }
+  bool connected(int) const override { return true; }
+
+  std::size_t write_some(int peer, const void* data, std::size_t n) override {
+    check_aborted();
+    void* seg = segments_[static_cast<std::size_t>(peer)];
+    RingHeader* ring = ring_header(seg, rank_, ring_bytes_);
+    const std::uint64_t head = ring->head.load(std::memory_order_relaxed);
+    const std::uint64_t tail = ring->tail.load(std::memory_order_acquire);
+    const std::size_t m = std::min<std::size_t>(n, ring_bytes_ - static_cast<std::size_t>(head - tail));
+    if (m == 0) return 0;
+    char* base = ring_data(seg, rank_, ring_bytes_);
+    const std::size_t off = static_cast<std::size_t>(head) & (ring_bytes_ - 1);
+    const std::size_t first = std::min(m, ring_bytes_ - off);
+    std::memcpy(base + off, data, first);
+    if (m > first) std::memcpy(base, static_cast<const char*>(data) + first, m - first);
+    ring->head.store(head + m, std::memory_order_release);
+    ring_doorbell(peer);
+    return m;
+  }
+
+  std::size_t read_some(int peer, void* data, std::size_t n) override {
+    check_aborted();
+    void* seg = segments_[static_cast<std::size_t>(rank_)];
+    RingHeader* ring = ring_header(seg, peer, ring_bytes_);
+    const std::uint64_t tail = ring->tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = ring->head.load(std::memory_order_acquire);
+    const std::size_t m = std::min<std::size_t>(n, static_cast<std::size_t>(head - tail));
+    if (m == 0) return 0;
+    const char* base = ring_data(seg, peer, ring_bytes_);
+    const std::size_t off = static_cast<std::size_t>(tail) & (ring_bytes_ - 1);
+    const std::size_t first = std::min(m, ring_bytes_ - off);
+    std::memcpy(data, base + off, first);
+    if (m > first) std::memcpy(static_cast<char*>(data) + first, base, m - first);
+    ring->tail.store(tail + m, std::memory_order_release);
+    ring_doorbell(peer);  // the writer may be waiting for space
+    return m;
+  }
+
+  std::uint64_t event_token() override { return own()->doorbell.load(std::memory_order_seq_cst); }
+
+  void wait_event(std::uint64_t token, Clock::time_point until, const std::vector<int>& want_read,
+                  const std::vector<int>& want_write) override {
+    check_aborted();
+    SegmentHeader* h = own();
+    const auto expected = static_cast<std::uint32_t>(token);
+    for (int i = 0; i < kSpinIterations; ++i) {
+      if (h->doorbell.load(std::memory_order_acquire) != expected) return;
+      cpu_relax();
+    }
+    for (int i = 0; i < kYields; ++i) {
+      sched_yield();
+      if (h->doorbell.load(std::memory_order_acquire) != expected) return;
+    }
+    const auto now = Clock::now();
+    if (now >= until) return;
+    const auto slice =
+        std::min<std::chrono::milliseconds>(kLivenessSlice, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                until - now + std::chrono::milliseconds(1)));
+    h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (h->doorbell.load(std::memory_order_seq_cst) == expected) futex_wait(&h->doorbell, expected, slice);
+    h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (h->doorbell.load(std::memory_order_acquire) != expected) return;
+    check_aborted();
+    if (Clock::now() - last_liveness_ >= kLivenessSlice) {
+      last_liveness_ = Clock::now();
+      for (int peer : want_read) check_alive(peer);
+      for (int peer : want_write) check_alive(peer);
+    }
+  }
+
+  void interrupt() override { ring_doorbell(rank_); }
+
+  void abort(const std::string& reason) override {
+    for (int r = 0; r < size_; ++r) {
+      auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
+      if (!h) continue;
+      std::uint32_t zero = 0;
+      // 2 = writing the reason, 1 = reason readable; only the first aborting rank writes it.
+      if (h->aborted.compare_exchange_strong(zero, 2)) {
+        const std::size_t n = std::min(reason.size(), sizeof h->abort_reason - 1);
+        std::memcpy(h->abort_reason, reason.data(), n);
+        h->abort_reason[n] = '\0';
+        h->aborted_by.store(rank_);
+        h->aborted.store(1);
+      }
+      ring_doorbell(r);
+    }
+  }
+
+ private:
+  SegmentHeader* own() const { return static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(rank_)]); }
+
+  void ring_doorbell(int r) {
+    auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
+    h->doorbell.fetch_add(1, std::memory_order_seq_cst);
+    if (h->sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&h->doorbell);
+  }
+
+  void check_aborted() const {
+    const SegmentHeader* h = own();
+    const std::uint32_t state = h->aborted.load(std::memory_order_acquire);
+    if (state == 0) return;
+    const int by = h->aborted_by.load();
+    if (by == rank_) throw PeerError("comm shm: this rank aborted the group");
+    throw PeerError("rank " + std::to_string(by) + " aborted the group" +
+                    (state == 1 ? std::string(": ") + h->abort_reason : std::string()));
+  }
+
+  void check_alive(int peer) const {
+    const int pid = pids_[static_cast<std::size_t>(peer)];
+    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      throw PeerError("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
+                      ") exited while this rank was waiting for it");
+    }
+  }
+
+  void create_own_segment() {
+    std::random_device rd;
+    char name[96];
+    std::snprintf(name, sizeof name, "/ctcomm-%d-%08x%08x-r%d", static_cast<int>(getpid()), rd(), rd(), rank_);
+    name_ = name;
+    const int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) throw CommError("comm shm: shm_open(" + name_ + ") failed: " + std::strerror(errno));
+    linked_ = true;
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_);
+    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      ::close(fd);
+      throw CommError("comm shm: cannot size segment " + name_ + " to " + std::to_string(bytes) +
+                      " bytes: " + std::strerror(errno) + " (is /dev/shm full? set CTRUN_COMM_TRANSPORT=tcp)");
+    }
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) throw CommError("comm shm: mmap failed: " + std::string(std::strerror(errno)));
+    segments_[static_cast<std::size_t>(rank_)] = p;
+    // A fresh segment is zero-filled: atomics start at 0. Publish the header fields before the name.
+    auto* h = static_cast<SegmentHeader*>(p);
+    h->ring_bytes = ring_bytes_;
+    h->pid = static_cast<std::int32_t>(getpid());
+    h->size = size_;
+    std::atomic_thread_fence(std::memory_order_release);
+    h->magic = kSegmentMagic;
+    pids_[static_cast<std::size_t>(rank_)] = h->pid;
+  }
+
+  void map_peer(store::Store& store, int peer, Duration timeout) {
+    const std::string key = "shm/" + std::to_string(peer);
+    try {
+      store.wait({key}, timeout);
+    } catch (const store::TimeoutError&) {
+      throw TimeoutError("comm shm: rank " + std::to_string(peer) + " did not publish its segment within " +
+                         std::to_string(timeout.count()) + " ms");
+    }
+    const std::string name = store.get(key);
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+      throw CommError("comm shm: cannot open rank " + std::to_string(peer) + "'s segment " + name + ": " +
+                      std::strerror(errno) + " (ranks in different containers? set CTRUN_COMM_TRANSPORT=tcp)");
+    }
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_);
+    struct stat st {};
+    fstat(fd, &st);
+    if (static_cast<std::size_t>(st.st_size) != bytes) {
+      ::close(fd);
+      throw CommError("comm shm: rank " + std::to_string(peer) + "'s segment has " + std::to_string(st.st_size) +
+                      " bytes, expected " + std::to_string(bytes) + " (different CTRUN_COMM_SHM_RING_BYTES?)");
+    }
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) throw CommError("comm shm: mmap failed: " + std::string(std::strerror(errno)));
+    segments_[static_cast<std::size_t>(peer)] = p;
+    auto* h = static_cast<SegmentHeader*>(p);
+    if (h->magic != kSegmentMagic) throw CommError("comm shm: rank " + std::to_string(peer) + "'s segment is invalid");
+    pids_[static_cast<std::size_t>(peer)] = h->pid;
+  }
+
+  void unlink_own() {
+    if (linked_) shm_unlink(name_.c_str());
+    linked_ = false;
+  }
+
+  void release() {
+    unlink_own();
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_);
+    for (auto& seg : segments_) {
+      if (seg) munmap(seg, bytes);
+      seg = nullptr;
+    }
+  }
+
+  int rank_;
+  int size_;
+  std::size_t ring_bytes_;
+  std::string name_;
+  bool linked_ = false;
+  std::vector<void*> segments_;
+  std::vector<int> pids_;
+  Clock::time_point last_liveness_{};
+};
+
+}  // namespace
+
+std::string host_key() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + "|" + read_first_line("/proc/sys/kernel/random/boot_id") + "|" +
+         link_target("/proc/self/ns/ipc") + "|" + link_target("/proc/self/ns/pid");
+}
+
+std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options) {
+  return std::make_unique<ShmTransport>(std::move(store), rank, size, std::move(options));
+}
+
+}  // namespace ctrun::comm::transport::shm

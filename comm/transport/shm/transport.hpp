@@ -1,0 +1,30 @@
+#pragma once
+// Shared-memory transport for ranks on one host. Every rank creates one POSIX shm segment holding its inbound
+// rings (one single-producer/single-consumer byte ring per sender) and a doorbell; peers map it by the name
+// published in the store as "shm/<rank>". Once every rank has mapped every segment the names are unlinked, so
+// nothing is left in /dev/shm even if a process is killed later.
+//
+// Waiting: spin briefly (a message often arrives within microseconds), then sleep on the doorbell futex; a
+// writer rings the reader's doorbell, a reader rings the writer's doorbell when it frees ring space. Sleeping
+// instead of spinning matters when there are more ranks than cores (4 ranks on 2 cores here).
+// Dead peers: while waiting on a peer, its pid is checked every 100 ms, so a killed rank fails the op quickly.
+
+#include <memory>
+
+#include "comm/transport/transport.hpp"
+#include "comm/types.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ctrun::comm::transport::shm {
+
+struct Options {
+  std::size_t ring_bytes = 4u << 20;  // per sender; env CTRUN_COMM_SHM_RING_BYTES overrides
+  Duration timeout = std::chrono::seconds(30);  // waiting for peers' segments
+};
+
+// "hostname|boot id|ipc namespace": ranks with equal keys can share POSIX shm segments.
+std::string host_key();
+
+std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options);
+
+}  // namespace ctrun::comm::transport::shm

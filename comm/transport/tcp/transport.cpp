@@ -1,0 +1,312 @@
+#include "comm/transport/tcp/transport.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "common/log.hpp"
+
+namespace ctrun::comm::transport::tcp {
+namespace {
+
+constexpr std::uint32_t kHelloMagic = 0x4d435443;  // "CTCM"
+
+std::string errno_text() { return std::strerror(errno); }
+
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  ~AddrInfo() {
+    if (list) freeaddrinfo(list);
+  }
+};
+
+void resolve(const std::string& host, const std::string& port, bool passive, AddrInfo& out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &out.list);
+  if (rc != 0) throw CommError("comm tcp: cannot resolve '" + host + "': " + gai_strerror(rc));
+}
+
+void set_nodelay_nonblocking(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+// Reads exactly n bytes from a (possibly nonblocking) socket within the deadline; false on EOF/error/timeout.
+bool read_exact(int fd, void* buf, std::size_t n, Clock::time_point deadline) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<std::size_t>(r);
+      continue;
+    }
+    if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000)));
+  }
+  return true;
+}
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(std::shared_ptr<store::Store> store, int rank, int size, Options options)
+      : store_(std::move(store)),
+        rank_(rank),
+        size_(size),
+        options_(std::move(options)),
+        fds_(static_cast<std::size_t>(size), -1),
+        errors_(static_cast<std::size_t>(size)) {
+    if (options_.advertise_host.empty()) options_.advertise_host = pick_advertise_host();
+    event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    listen();
+    store_->set("tcp/" + std::to_string(rank_), options_.advertise_host + ":" + std::to_string(port_));
+  }
+
+  ~TcpTransport() override { close_all(); }
+
+  std::string_view name() const override { return "tcp"; }
+
+  bool connected(int peer) const override { return fds_[static_cast<std::size_t>(peer)] >= 0; }
+
+  std::size_t write_some(int peer, const void* data, std::size_t n) override {
+    const int fd = socket_for(peer);
+    if (fd < 0) return 0;
+    const ssize_t w = ::send(fd, data, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w >= 0) return static_cast<std::size_t>(w);
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+    broken(peer, "sending failed (" + errno_text() + "): it exited or closed the group");
+  }
+
+  std::size_t read_some(int peer, void* data, std::size_t n) override {
+    const int fd = socket_for(peer);
+    if (fd < 0) return 0;
+    const ssize_t r = ::recv(fd, data, n, MSG_DONTWAIT);
+    if (r > 0) return static_cast<std::size_t>(r);
+    if (r == 0) broken(peer, "closed its connection: it exited or destroyed its process group");
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+    broken(peer, "receiving failed (" + errno_text() + "): it exited or closed the group");
+  }
+
+  std::uint64_t event_token() override { return 0; }  // poll() is level-triggered: no token needed
+
+  void wait_event(std::uint64_t, Clock::time_point until, const std::vector<int>& want_read,
+                  const std::vector<int>& want_write) override {
+    if (aborted_) throw PeerError("comm tcp: this rank aborted the group");
+    // A peer we must talk to and that is lower than us connects to us: make sure we are the ones connecting
+    // where we are lower, so that neither side waits for the other.
+    for (int peer : want_write) socket_for(peer);
+    for (int peer : want_read) socket_for(peer);
+    pfds_.clear();
+    pfds_.push_back({event_fd_, POLLIN, 0});
+    pfds_.push_back({listen_fd_, POLLIN, 0});
+    for (int peer = 0; peer < size_; ++peer) {
+      const int fd = fds_[static_cast<std::size_t>(peer)];
+      if (fd < 0) continue;
+      short events = POLLIN;
+      if (std::find(want_write.begin(), want_write.end(), peer) != want_write.end()) events |= POLLOUT;
+      pfds_.push_back({fd, events, 0});
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    const int timeout_ms = static_cast<int>(std::clamp<long long>(left + 1, 0, 1000));
+    const int rc = poll(pfds_.data(), pfds_.size(), timeout_ms);
+    if (rc <= 0) return;
+    if (pfds_[0].revents & POLLIN) {
+      std::uint64_t v;
+      [[maybe_unused]] auto ignored = ::read(event_fd_, &v, sizeof v);
+    }
+    if (pfds_[1].revents & POLLIN) accept_pending();
+  }
+
+  void interrupt() override {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto ignored = ::write(event_fd_, &one, sizeof one);
+  }
+
+  void abort(const std::string&) override {
+    aborted_ = true;
+    // shutdown() rather than close(): peers see EOF at once and fail their ops with this rank, while our fds stay
+    // valid until the destructor.
+    for (int fd : fds_) {
+      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+    }
+  }
+
+ private:
+  [[noreturn]] void broken(int peer, const std::string& what) {
+    auto& fd = fds_[static_cast<std::size_t>(peer)];
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    errors_[static_cast<std::size_t>(peer)] = "rank " + std::to_string(peer) + " " + what;
+    throw PeerError(errors_[static_cast<std::size_t>(peer)]);
+  }
+
+  // The peer's socket; connects (lower rank) or accepts whatever is pending (higher rank); -1 if not yet there.
+  int socket_for(int peer) {
+    const auto idx = static_cast<std::size_t>(peer);
+    if (fds_[idx] >= 0) return fds_[idx];
+    if (!errors_[idx].empty()) throw PeerError(errors_[idx]);
+    if (aborted_) throw PeerError("comm tcp: this rank aborted the group");
+    if (rank_ < peer) {
+      connect_to(peer);
+    } else {
+      accept_pending();
+    }
+    return fds_[idx];
+  }
+
+  void listen() {
+    AddrInfo ai;
+    // Bind where peers will connect: a loopback advertise address keeps the port off other interfaces.
+    resolve(options_.advertise_host, "0", true, ai);
+    for (addrinfo* a = ai.list; a; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, std::max(size_, 16)) == 0) {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+        port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                              : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        listen_fd_ = fd;
+        return;
+      }
+      ::close(fd);
+    }
+    throw CommError("comm tcp: cannot listen on " + options_.advertise_host + ": " + errno_text() +
+                    " (set CTRUN_COMM_IFADDR to an address of this host)");
+  }
+
+  void connect_to(int peer) {
+    const std::string key = "tcp/" + std::to_string(peer);
+    try {
+      store_->wait({key}, options_.timeout);
+    } catch (const store::TimeoutError&) {
+      throw TimeoutError("comm tcp: rank " + std::to_string(peer) + " did not publish its address within " +
+                         std::to_string(options_.timeout.count()) + " ms (it never created the group?)");
+    }
+    const std::string addr = store_->get(key);
+    const auto colon = addr.rfind(':');
+    const std::string host = addr.substr(0, colon);
+    const std::string port = addr.substr(colon + 1);
+    const auto deadline = Clock::now() + options_.timeout;
+    std::string last_error;
+    while (Clock::now() < deadline) {
+      AddrInfo ai;
+      resolve(host, port, false, ai);
+      for (addrinfo* a = ai.list; a; a = a->ai_next) {
+        const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+          const std::uint32_t hello[2] = {kHelloMagic, static_cast<std::uint32_t>(rank_)};
+          if (::send(fd, hello, sizeof hello, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hello)) {
+            set_nodelay_nonblocking(fd);
+            fds_[static_cast<std::size_t>(peer)] = fd;
+            return;
+          }
+        }
+        last_error = errno_text();
+        ::close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    throw PeerError("comm tcp: cannot connect to rank " + std::to_string(peer) + " at " + addr + ": " + last_error);
+  }
+
+  void accept_pending() {
+    for (;;) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) return;
+      std::uint32_t hello[2] = {0, 0};
+      // The connecting side sends its hello right after connect(): a short bound is enough.
+      if (!read_exact(fd, hello, sizeof hello, Clock::now() + std::chrono::seconds(5)) || hello[0] != kHelloMagic ||
+          hello[1] >= static_cast<std::uint32_t>(size_) || static_cast<int>(hello[1]) >= rank_ ||
+          fds_[hello[1]] >= 0) {
+        log::get("comm")->warn("comm tcp: rank {} dropped a connection with a bad hello", rank_);
+        ::close(fd);
+        continue;
+      }
+      set_nodelay_nonblocking(fd);
+      fds_[hello[1]] = fd;
+    }
+  }
+
+  void close_all() {
+    for (int& fd : fds_) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    if (event_fd_ >= 0) ::close(event_fd_);
+    listen_fd_ = event_fd_ = -1;
+  }
+
+  std::shared_ptr<store::Store> store_;
+  int rank_;
+  int size_;
+  Options options_;
+  int listen_fd_ = -1;
+  int event_fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::vector<int> fds_;
+  std::vector<std::string> errors_;
+  std::vector<pollfd> pfds_;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+std::string pick_advertise_host() {
+  if (const char* v = std::getenv("CTRUN_COMM_IFADDR"); v && *v) return v;
+  const char* master = std::getenv("MASTER_ADDR");
+  if (master && *master) {
+    // connect() on a UDP socket only selects the route and the local address; nothing is sent.
+    AddrInfo ai;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    if (getaddrinfo(master, "9", &hints, &ai.list) == 0) {
+      for (addrinfo* a = ai.list; a; a = a->ai_next) {
+        const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        const bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+                        getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0;
+        ::close(fd);
+        if (!ok) continue;
+        char host[NI_MAXHOST];
+        if (getnameinfo(reinterpret_cast<sockaddr*>(&ss), len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) == 0) {
+          return host;
+        }
+      }
+    }
+  }
+  return "127.0.0.1";
+}
+
+std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options) {
+  return std::make_unique<TcpTransport>(std::move(store), rank, size, std::move(options));
+}
+
+}  // namespace ctrun::comm::transport::tcp

@@ -1,0 +1,26 @@
+#pragma once
+// TCP transport: one socket per pair of ranks, connected lazily on first use (a 1000-rank job where each rank
+// talks to two ring neighbours opens 2 sockets per rank, not 999). Each rank listens on an ephemeral port and
+// publishes "tcp/<rank>" = host:port in the group's store; of a pair, the lower rank connects and says hello,
+// the higher one accepts. Sockets are nonblocking with TCP_NODELAY; events come from poll().
+
+#include <memory>
+#include <string>
+
+#include "comm/transport/transport.hpp"
+#include "comm/types.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ctrun::comm::transport::tcp {
+
+struct Options {
+  std::string advertise_host;  // address peers connect to; empty -> pick_advertise_host()
+  Duration timeout = std::chrono::seconds(30);  // connecting and waiting for a peer's address
+};
+
+// CTRUN_COMM_IFADDR, else the local address of the route to MASTER_ADDR (no packet is sent), else 127.0.0.1.
+std::string pick_advertise_host();
+
+std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options);
+
+}  // namespace ctrun::comm::transport::tcp

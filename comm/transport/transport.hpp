@@ -1,0 +1,49 @@
+#pragma once
+// A transport gives one rank a nonblocking byte pipe to every other rank of a group (gloo's transport::Pair,
+// reduced to what the cpu backend needs). Framing, tag matching and timeouts live above, in Messenger, so each
+// transport only moves bytes and waits for events:
+//   tcp/  lazily connected sockets, addresses exchanged through the group's store (any hosts);
+//   shm/  single-producer/single-consumer rings in POSIX shared memory (every rank on one host).
+// Only one thread (the backend's worker) calls a transport, except interrupt(), which any thread may call.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ctrun::comm::transport {
+
+using Clock = std::chrono::steady_clock;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // Move what can be moved now; return the byte count (0: would block). Throw PeerError when the pipe is broken
+  // (the peer exited, closed or aborted) or when this rank was told to abort.
+  virtual std::size_t write_some(int peer, const void* data, std::size_t n) = 0;
+  virtual std::size_t read_some(int peer, void* data, std::size_t n) = 0;
+
+  // Waiting without lost wake-ups: take a token, try to make progress, then wait_event(token, ...). It returns
+  // at once if anything happened since the token was taken; else when a pipe may have become readable or
+  // writable, interrupt() was called, or `until` passed. want_read / want_write: the peers progress waits on
+  // (used for write readiness, lazy connection and liveness checks of dead peers).
+  virtual std::uint64_t event_token() = 0;
+  virtual void wait_event(std::uint64_t token, Clock::time_point until, const std::vector<int>& want_read,
+                          const std::vector<int>& want_write) = 0;
+
+  // False for a lazily connected peer that has no connection yet (nothing to notify on abort).
+  virtual bool connected(int peer) const = 0;
+
+  // Wakes a wait_event in progress (or makes the next one return at once). Thread-safe.
+  virtual void interrupt() = 0;
+
+  // Makes peers fail their pending ops quickly (with the reason when the transport can carry it) and closes.
+  virtual void abort(const std::string& reason) = 0;
+};
+
+}  // namespace ctrun::comm::transport

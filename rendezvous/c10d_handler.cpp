@@ -1,0 +1,193 @@
+#include "rendezvous/c10d_handler.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "rendezvous/membership.hpp"
+#include "rendezvous/store/prefix_store.hpp"
+
+namespace ctrun::rdzv {
+namespace {
+
+JoinConfig join_config(const C10dConfig& c) {
+  return JoinConfig{c.run_id, c.min_nodes, c.max_nodes, c.settings.join_timeout, c.settings.last_call_timeout};
+}
+
+}  // namespace
+
+C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connect, std::shared_ptr<const Clock> clock,
+                         std::shared_ptr<void> keep_alive)
+    : config_(std::move(config)),
+      node_(std::move(node)),
+      keys_(config_.run_id),
+      keep_alive_(std::move(keep_alive)),
+      clock_(clock ? std::move(clock) : std::make_shared<SteadyClock>()),
+      store_(connect()),
+      hb_store_(connect()),
+      liveness_(*hb_store_, LivenessConfig{config_.run_id, config_.settings.keep_alive_interval,
+                                           config_.settings.keep_alive_max_attempt}) {
+  if (config_.min_nodes < 1 || config_.min_nodes > config_.max_nodes)
+    throw RendezvousError(fmt::format("c10d rendezvous needs 0 < min_nodes <= max_nodes (got {}:{})",
+                                      config_.min_nodes, config_.max_nodes));
+  heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
+}
+
+C10dHandler::~C10dHandler() { stop_heartbeats(); }
+
+void C10dHandler::set_worker_store_address(const std::string& host, std::uint16_t port) {
+  worker_store_host_ = host;
+  worker_store_port_ = port;
+}
+
+RoundInfo C10dHandler::next_rendezvous() {
+  if (worker_store_port_ == 0)
+    throw RendezvousError("c10d rendezvous: the agent must call set_worker_store_address() with its worker store's "
+                          "port before next_rendezvous()");
+  NodeRecord me{node_.addr, ::getpid(), node_.local_world_size, node_.role, worker_store_host_, worker_store_port_};
+  JoinOp op(*store_, join_config(config_), me, current_);
+  JoinResult result;
+  try {
+    for (;;) {
+      auto step = op.step(clock_->now());
+      if (auto* r = std::get_if<JoinResult>(&step)) {
+        result = std::move(*r);
+        break;
+      }
+      const auto& wait = std::get<JoinWait>(step);
+      const auto now = clock_->now();
+      if (wait.until <= now) continue;
+      auto left = wait.until == TimePoint::max() ? config_.wait_slice
+                                                 : std::chrono::ceil<store::Duration>(wait.until - now);
+      try {
+        store_->wait({wait.key}, std::min(left, config_.wait_slice));
+      } catch (const store::TimeoutError&) {
+        // the deadline or slice passed: step() decides what that means
+      }
+    }
+  } catch (const store::StoreError& e) {
+    throw RendezvousConnectionError(fmt::format(
+        "rendezvous '{}': the rendezvous store failed: {}. Check that the --rdzv-endpoint host is up.",
+        config_.run_id, e.what()));
+  }
+  const auto& a = result.assignment;
+  current_ = Membership{result.round, a.group_rank, a.group_world_size};
+  over_cache_.clear();
+  {
+    std::lock_guard lock(mutex_);
+    liveness_.follow(*current_, clock_->now());
+  }
+  wake_.notify_all();
+  log::get("rdzv")->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}",
+                         config_.run_id, result.round, a.group_rank, a.group_world_size, a.global_world_size,
+                         a.master_addr, a.master_port);
+  RoundInfo info;
+  info.round = result.round;
+  info.group_rank = a.group_rank;
+  info.group_world_size = a.group_world_size;
+  info.base_global_rank = a.base_global_rank;
+  info.global_world_size = a.global_world_size;
+  info.base_role_rank = a.base_role_rank;
+  info.role_world_size = a.role_world_size;
+  info.master_addr = a.master_addr;
+  info.master_port = a.master_port;
+  info.store = std::make_shared<store::PrefixStore>(keys_.round(result.round) + "agent", store_);
+  return info;
+}
+
+std::string C10dHandler::over_value() {
+  if (!current_ || !over_cache_.empty()) return over_cache_;
+  const auto key = keys_.over(current_->round);
+  if (store_->check({key})) over_cache_ = store_->get(key);
+  return over_cache_;
+}
+
+int C10dHandler::num_nodes_waiting() {
+  const auto value = over_value();
+  const auto kind = over_kind(value);
+  if (kind == kOverRejoin) return 1;
+  if (kind != kOverJoin) return 0;
+  auto joined = store_->add(keys_.joined(current_->round), 0);  // once per round end, not per poll
+  return static_cast<int>(std::max<std::int64_t>(1, joined - current_->members));
+}
+
+bool C10dHandler::round_broken() {
+  const auto value = over_value();
+  const auto kind = over_kind(value);
+  return !kind.empty() && kind != kOverJoin && kind != kOverRejoin;
+}
+
+std::string C10dHandler::restart_reason() { return over_value(); }
+
+bool C10dHandler::exit_barrier(store::Duration timeout) {
+  if (!current_) return true;
+  try {
+    if (store_->add(keys_.exit_count(current_->round), 1) >= current_->members)
+      store_->set(keys_.exit_done(current_->round), "1");
+    store_->wait({keys_.exit_done(current_->round)}, timeout);
+    return true;
+  } catch (const store::StoreError& e) {
+    log::get("rdzv")->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round,
+                           e.what());
+    return false;
+  }
+}
+
+bool C10dHandler::is_closed() { return store_->check({keys_.closed()}); }
+
+void C10dHandler::set_closed() {
+  store_->compare_set(keys_.closed(), "", fmt::format("closed by {} (pid {})", node_.addr, ::getpid()));
+}
+
+bool C10dHandler::shutdown() {
+  stop_heartbeats();
+  try {
+    set_closed();
+    return true;
+  } catch (const store::StoreError& e) {
+    log::get("rdzv")->warn("could not close rendezvous '{}': {}", config_.run_id, e.what());
+    return false;
+  }
+}
+
+void C10dHandler::leave() {
+  stop_heartbeats();
+  if (!current_) return;
+  try {
+    mark_exit(*store_, keys_, current_->round, current_->rank, current_->members, "left", kOverLeave,
+              fmt::format("node {} (pid {}) left (its agent was stopped)", node_.addr, ::getpid()));
+  } catch (const store::StoreError& e) {
+    log::get("rdzv")->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
+  }
+}
+
+void C10dHandler::stop_heartbeats() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    liveness_.stop();
+  }
+  wake_.notify_all();
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+void C10dHandler::heartbeat_loop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    auto next = TimePoint::max();
+    try {
+      next = liveness_.tick(clock_->now());
+    } catch (const std::exception& e) {  // a store hiccup: keep beating, as torchrun (warnings only)
+      log::get("rdzv")->warn("rendezvous '{}' heartbeat failed: {}", config_.run_id, e.what());
+      next = clock_->now() + config_.settings.keep_alive_interval / 4;
+    }
+    auto wait = next == TimePoint::max() ? std::chrono::milliseconds(1000)
+                                         : std::chrono::ceil<std::chrono::milliseconds>(next - clock_->now());
+    wake_.wait_for(lock, std::clamp(wait, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)));
+  }
+}
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,77 @@
+#pragma once
+// The c10d (dynamic, elastic) backend: JoinOp for rounds, Liveness on its own thread and store connection for
+// heartbeats, and O(1) store checks for the agent's polls. Built by create_handler() (factory.hpp); tests build it
+// directly over a MemoryStore.
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "rendezvous/clock.hpp"
+#include "rendezvous/handler.hpp"
+#include "rendezvous/join_op.hpp"
+#include "rendezvous/liveness.hpp"
+#include "rendezvous/parameters.hpp"
+
+namespace ctrun::rdzv {
+
+struct C10dConfig {
+  std::string run_id;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  C10dSettings settings;
+  // Longest single store WAIT: waiters re-check whether the run was closed at least this often.
+  store::Duration wait_slice = std::chrono::seconds(10);
+};
+
+class C10dHandler final : public Handler {
+ public:
+  // `connect` opens a store connection; it is called twice (joins/polls, heartbeats) so that a blocking WAIT of
+  // next_rendezvous() never delays a heartbeat. `keep_alive` holds what the store needs (a hosted server).
+  using Connect = std::function<std::shared_ptr<store::Store>()>;
+  C10dHandler(C10dConfig config, NodeSpec node, const Connect& connect, std::shared_ptr<const Clock> clock = nullptr,
+              std::shared_ptr<void> keep_alive = nullptr);
+  ~C10dHandler() override;
+
+  void set_worker_store_address(const std::string& host, std::uint16_t port) override;
+  RoundInfo next_rendezvous() override;
+  int num_nodes_waiting() override;
+  bool round_broken() override;
+  std::string restart_reason() override;
+  bool exit_barrier(store::Duration timeout) override;
+  bool is_closed() override;
+  void set_closed() override;
+  bool shutdown() override;
+  void leave() override;
+  std::string run_id() const override { return config_.run_id; }
+  std::string backend() const override { return "c10d"; }
+  bool use_agent_store() const override { return true; }
+
+ private:
+  std::string over_value();
+  void heartbeat_loop();
+  void stop_heartbeats();
+
+  C10dConfig config_;
+  NodeSpec node_;
+  Keys keys_;
+  std::shared_ptr<void> keep_alive_;
+  std::shared_ptr<const Clock> clock_;
+  std::shared_ptr<store::Store> store_;     // joins, polls, barriers (agent thread)
+  std::shared_ptr<store::Store> hb_store_;  // heartbeats (heartbeat thread)
+  std::string worker_store_host_;
+  std::uint16_t worker_store_port_ = 0;
+  std::optional<Membership> current_;
+  std::string over_cache_;  // over(r) never changes once set: poll with CHECK until then, never after
+
+  std::mutex mutex_;  // guards liveness_ and stopping_
+  std::condition_variable wake_;
+  Liveness liveness_;
+  bool stopping_ = false;
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,154 @@
+#include "rendezvous/factory.hpp"
+
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "rendezvous/c10d_handler.hpp"
+#include "rendezvous/static_handler.hpp"
+#include "rendezvous/store/server.hpp"
+#include "rendezvous/store/tcp_store.hpp"
+
+namespace ctrun::rdzv {
+namespace {
+
+bool same_address(const sockaddr* a, const sockaddr* b) {
+  if (a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET)
+    return std::memcmp(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr,
+                       &reinterpret_cast<const sockaddr_in*>(b)->sin_addr, sizeof(in_addr)) == 0;
+  if (a->sa_family == AF_INET6)
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr, sizeof(in6_addr)) == 0;
+  return false;
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+  return false;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return {};
+  return buf;
+}
+
+// Serves the rendezvous store on this node if it should; nullptr when another node (or ctstore) serves it.
+std::shared_ptr<store::Server> maybe_host(const Endpoint& ep, bool want) {
+  if (!want) return nullptr;
+  store::ServerOptions options;
+  options.host = ep.host;  // the endpoint's own address: several agents of one machine bind it in turn
+  options.port = ep.port;
+  auto server = std::make_shared<store::Server>(options);
+  try {
+    server->start();
+    log::get("rdzv")->info("hosting the rendezvous store on {}", Endpoint{ep.host, server->port()}.to_string());
+    return server;
+  } catch (const store::StoreError& e) {  // another agent of this machine got there first: be its client
+    log::get("rdzv")->info("not hosting the rendezvous store ({}): connecting to {} as a client", e.what(),
+                           ep.to_string());
+    return nullptr;
+  }
+}
+
+std::shared_ptr<store::Store> connect(const Endpoint& ep, store::Duration timeout, store::Duration connect_timeout) {
+  store::TcpStoreOptions o;
+  o.host = ep.host;
+  o.port = ep.port;
+  o.timeout = timeout;
+  o.connect_timeout = connect_timeout;
+  try {
+    return std::make_shared<store::TcpStore>(o);
+  } catch (const store::StoreError& e) {
+    throw RendezvousConnectionError(fmt::format("cannot reach the rendezvous store at {}: {}. Is the host of "
+                                                "--rdzv-endpoint (or --master-addr) up and reachable?",
+                                                ep.to_string(), e.what()));
+  }
+}
+
+std::unique_ptr<Handler> make_static(const RendezvousParameters& p, const NodeSpec& node,
+                                     const HandlerOptions& options) {
+  Endpoint ep = p.endpoint.empty() ? Endpoint{p.master_addr, p.master_port}
+                                   : parse_endpoint(p.endpoint, p.master_port);
+  auto rank = p.get_as_int("rank").value_or(p.node_rank);
+  StaticConfig config{p.run_id, p.max_nodes, static_cast<int>(rank), ep};
+  auto store = options.store;
+  std::shared_ptr<store::Server> server;
+  if (!store) {
+    const auto timeout = p.get_as_seconds("timeout").value_or(std::chrono::seconds(900));
+    if (rank == 0) {
+      store::ServerOptions so;
+      so.host = ep.host;
+      so.port = ep.port;
+      server = std::make_shared<store::Server>(so);
+      try {
+        server->start();
+      } catch (const store::StoreError& e) {
+        throw RendezvousConnectionError(fmt::format("node rank 0 cannot serve the static store on {}: {}. Pick a "
+                                                    "free --master-port.",
+                                                    ep.to_string(), e.what()));
+      }
+      config.master.port = server->port();
+    }
+    store = connect(config.master, timeout, timeout);
+  }
+  return std::make_unique<StaticHandler>(config, node, store, server);
+}
+
+std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec& node, const HandlerOptions& options) {
+  C10dConfig config{p.run_id, p.min_nodes, p.max_nodes, c10d_settings(p)};
+  if (options.store) {
+    auto store = options.store;
+    return std::make_unique<C10dHandler>(config, node, [store] { return store; }, options.clock);
+  }
+  if (p.endpoint.empty()) throw std::invalid_argument("--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
+  auto ep = parse_endpoint(p.endpoint, kDefaultC10dPort);
+  auto server = maybe_host(ep, config.settings.is_host.value_or(is_local_host(ep.host)));
+  if (server) ep.port = server->port();  // port 0 (--standalone): the port the OS picked
+  if (ep.port == 0) throw std::invalid_argument("--rdzv-endpoint port 0 needs this node to host the store");
+  const auto timeout = config.settings.read_timeout;
+  return std::make_unique<C10dHandler>(config, node, [ep, timeout] { return connect(ep, timeout, timeout); },
+                                       options.clock, server);
+}
+
+}  // namespace
+
+bool is_local_host(const std::string& host) {
+  if (host == "localhost" || host == host_name()) return true;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return false;
+  ifaddrs* ifs = nullptr;
+  ::getifaddrs(&ifs);
+  bool local = false;
+  for (auto* r = resolved; r && !local; r = r->ai_next) {
+    if (is_loopback(r->ai_addr)) local = true;
+    for (auto* i = ifs; i && !local; i = i->ifa_next)
+      if (i->ifa_addr && same_address(i->ifa_addr, r->ai_addr)) local = true;
+  }
+  if (ifs) ::freeifaddrs(ifs);
+  ::freeaddrinfo(resolved);
+  return local;
+}
+
+std::unique_ptr<Handler> create_handler(const RendezvousParameters& p, const NodeSpec& node,
+                                        const HandlerOptions& options) {
+  if (p.min_nodes < 1 || p.min_nodes > p.max_nodes)
+    throw std::invalid_argument(fmt::format("--nnodes {}:{}: need 0 < MIN <= MAX", p.min_nodes, p.max_nodes));
+  if (p.backend == "static") return make_static(p, node, options);
+  if (p.backend == "c10d") return make_c10d(p, node, options);
+  throw std::invalid_argument(fmt::format("--rdzv-backend '{}' is not supported: use 'c10d' or 'static'", p.backend));
+}
+
+}  // namespace ctrun::rdzv

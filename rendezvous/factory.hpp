@@ -1,0 +1,33 @@
+#pragma once
+// create_handler(): the agent's one entry point into rendezvous. It picks the backend, opens (and if this node is
+// the host, serves) the rendezvous store, and returns the handler.
+//
+//   rdzv::RendezvousParameters p;                      // from the flags:
+//   p.backend = "c10d"; p.endpoint = "node0:29400"; p.run_id = "job1";
+//   std::tie(p.min_nodes, p.max_nodes) = rdzv::parse_nnodes("2:4");
+//   p.config = rdzv::parse_rdzv_conf("join_timeout=60,last_call_timeout=5");
+//   auto h = rdzv::create_handler(p, rdzv::NodeSpec{local_addr, nproc, role});
+
+#include <memory>
+
+#include "rendezvous/clock.hpp"
+#include "rendezvous/handler.hpp"
+#include "rendezvous/parameters.hpp"
+
+namespace ctrun::rdzv {
+
+struct HandlerOptions {
+  // Use this store instead of connecting to the endpoint (tests, or an agent that already holds one).
+  std::shared_ptr<store::Store> store;
+  std::shared_ptr<const Clock> clock;
+};
+
+// Throws std::invalid_argument for bad parameters (exit code 2 in the agent), RendezvousError otherwise.
+std::unique_ptr<Handler> create_handler(const RendezvousParameters& params, const NodeSpec& node,
+                                        const HandlerOptions& options = {});
+
+// torchrun's _matches_machine_hostname: "localhost", a loopback address, this host's name, or any address of a
+// local interface. Decides which agent hosts the c10d store when --rdzv-conf is_host is not given.
+bool is_local_host(const std::string& host);
+
+}  // namespace ctrun::rdzv

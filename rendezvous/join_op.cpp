@@ -1,0 +1,238 @@
+#include "rendezvous/join_op.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "rendezvous/handler.hpp"
+#include "rendezvous/membership.hpp"
+#include "rendezvous/store/store_util.hpp"
+
+namespace ctrun::rdzv {
+namespace {
+
+// After our deadline another node may already have decided the round: give its completion this long to land.
+constexpr auto kDecisionGrace = std::chrono::seconds(5);
+constexpr std::int64_t kMaxNamesInErrors = 16;
+
+double seconds(store::Duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+JoinOp::JoinOp(store::Store& store, JoinConfig config, NodeRecord me, std::optional<Membership> previous)
+    : store_(store), config_(std::move(config)), keys_(config_.run_id), me_(std::move(me)), previous_(previous) {}
+
+std::variant<JoinResult, JoinWait> JoinOp::step(TimePoint now) {
+  if (store_.check({keys_.closed()}))
+    throw RendezvousClosedError(fmt::format("rendezvous '{}' is closed ({}): the job that used this --rdzv-id has "
+                                            "ended; start a new job with a new --rdzv-id",
+                                            config_.run_id, store_.get(keys_.closed())));
+  for (;;) {
+    Step s;
+    switch (phase_) {
+      case Phase::kStart: s = start(now); break;
+      case Phase::kArrive: s = arrive(); break;
+      case Phase::kGate: s = gate(now); break;
+      case Phase::kCount: s = count(now); break;
+      case Phase::kDecided: s = decided(now); break;
+    }
+    if (s) return std::move(*s);
+  }
+}
+
+std::int64_t JoinOp::read_int(const std::string& key) { return store::parse_add_operand(key, store_.get(key)); }
+
+JoinOp::Step JoinOp::start(TimePoint now) {
+  started_ = now;
+  deadline_ = now + config_.join_timeout;
+  if (store_.check({keys_.latest()})) round_ = static_cast<std::uint64_t>(read_int(keys_.latest()));
+  if (previous_) {
+    // Leaving our round tells its other members to restart (torchrun: the node lands in the wait list).
+    mark_exit(store_, keys_, previous_->round, previous_->rank, previous_->members, "left", kOverRejoin,
+              fmt::format("node {} re-rendezvous (its workers stopped)", me_.describe()));
+    round_ = std::max(round_, previous_->round + 1);
+  }
+  phase_ = Phase::kArrive;
+  return std::nullopt;
+}
+
+JoinOp::Step JoinOp::arrive() {
+  arrival_ = store_.add(keys_.joined(round_), 1);
+  me_.arrival = arrival_;
+  store_.set(keys_.node(round_, arrival_), me_.encode());
+  if (arrival_ == config_.min_nodes) store_.set(keys_.min_reached(round_), "1");
+  last_call_.reset();
+  phase_ = Phase::kGate;
+  return std::nullopt;
+}
+
+// A round may complete only once every member of the previous round left it or died: the survivors of a broken
+// round, the waiters and the spares all meet in the next round.
+JoinOp::Step JoinOp::gate(TimePoint now) {
+  if (round_ == 0) {
+    phase_ = Phase::kCount;
+    return std::nullopt;
+  }
+  const auto prev = round_ - 1;
+  auto pass = [&]() -> Step {
+    if (spare_) deadline_ = now + config_.join_timeout;  // leaving the spare list restarts the clock (torchrun)
+    spare_ = false;
+    phase_ = Phase::kCount;
+    return std::nullopt;
+  };
+  if (!store_.check({keys_.done(prev)})) {  // we came beyond MAX of a round still collecting
+    spare_ = true;
+    return JoinWait{keys_.done(prev), TimePoint::max()};
+  }
+  const auto members = read_int(keys_.done(prev));
+  if (members == 0 || store_.check({keys_.drained(prev)})) return pass();
+  if (!store_.check({keys_.over(prev)})) {  // a full round runs healthily: wait as a spare
+    spare_ = true;
+    return JoinWait{keys_.over(prev), TimePoint::max()};
+  }
+  if (spare_) {
+    deadline_ = now + config_.join_timeout;
+    spare_ = false;
+  }
+  if (now >= deadline_) throw_gate_timeout(now, members);
+  return JoinWait{keys_.drained(prev), deadline_};
+}
+
+JoinOp::Step JoinOp::count(TimePoint now) {
+  if (store_.check({keys_.done(round_)})) {
+    phase_ = Phase::kDecided;
+    return std::nullopt;
+  }
+  if (arrival_ > config_.max_nodes) {  // the MAX-th arrival completes this round without us
+    spare_ = true;
+    round_ += 1;
+    phase_ = Phase::kArrive;
+    return std::nullopt;
+  }
+  const auto joined = read_int(keys_.joined(round_));
+  if (joined >= config_.max_nodes) return try_decide(config_.max_nodes);
+  if (joined >= config_.min_nodes) {
+    if (!last_call_) last_call_ = now + config_.last_call_timeout;
+    if (now >= *last_call_) return try_decide(joined);
+    if (now >= deadline_) return on_join_deadline(now);
+    return JoinWait{keys_.done(round_), std::min(*last_call_, deadline_)};
+  }
+  if (now >= deadline_) return on_join_deadline(now);
+  return JoinWait{keys_.min_reached(round_), deadline_};
+}
+
+JoinOp::Step JoinOp::try_decide(std::int64_t members) {
+  const auto token = std::to_string(arrival_);  // arrival indices are unique within a round
+  if (store_.compare_set(keys_.decided(round_), "", token) == token) complete(members);
+  phase_ = Phase::kDecided;
+  return std::nullopt;
+}
+
+// The decider turns the arrivals 1..N into ranks: O(N) reads and writes by one node, O(1) per other node.
+void JoinOp::complete(std::int64_t members) {
+  std::vector<std::string> node_keys;
+  for (std::int64_t k = 1; k <= members; ++k) node_keys.push_back(keys_.node(round_, k));
+  auto values = store_.multi_get(node_keys);  // waits for arrivals still writing their record
+  std::vector<NodeRecord> nodes;
+  nodes.reserve(values.size());
+  for (const auto& v : values) nodes.push_back(NodeRecord::decode(v));
+  std::vector<int> order;
+  auto assignments = assign_ranks(nodes, &order);
+  std::vector<std::string> keys, vals;
+  keys.reserve(3 * nodes.size());
+  vals.reserve(3 * nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    keys.push_back(keys_.assign(round_, nodes[i].arrival));
+    vals.push_back(assignments[i].encode());
+  }
+  for (std::size_t rank = 0; rank < order.size(); ++rank) {
+    keys.push_back(keys_.member(round_, static_cast<int>(rank)));
+    vals.push_back(nodes[order[rank]].encode());
+    keys.push_back(keys_.heartbeat(round_, static_cast<int>(rank)));
+    vals.push_back("0");
+  }
+  store_.multi_set(keys, vals);
+  store_.set(keys_.done(round_), std::to_string(members));  // last: every waiter wakes to a complete round
+  store_.set(keys_.latest(), std::to_string(round_));
+}
+
+JoinOp::Step JoinOp::decided(TimePoint now) {
+  if (!store_.check({keys_.done(round_)})) {  // decided by another node that is still writing the round
+    const auto until = deadline_passed_ ? deadline_ + kDecisionGrace : deadline();
+    if (now >= until)
+      throw RendezvousTimeoutError(fmt::format(
+          "rendezvous '{}' round {}: the node completing the round stopped before publishing it; retry",
+          config_.run_id, round_));
+    return JoinWait{keys_.done(round_), until};
+  }
+  const auto members = read_int(keys_.done(round_));
+  if (arrival_ <= members) {
+    auto a = Assignment::decode(store_.get(keys_.assign(round_, arrival_)));
+    return JoinResult{round_, arrival_, std::move(a)};
+  }
+  if (deadline_passed_) throw RendezvousTimeoutError(timeout_message_);
+  if (members == 0 && now >= deadline()) {  // aborted by a node that timed out with us: its message says why
+    auto over = store_.get(keys_.over(round_));
+    throw RendezvousTimeoutError(over.substr(std::min(over.size(), over.find(": ") + 2)));
+  }
+  if (members > 0 && members < config_.max_nodes)  // a membership change: the round's members must restart
+    mark_over(store_, keys_, round_, kOverJoin, fmt::format("node {} is waiting to join", me_.describe()));
+  spare_ = members >= config_.max_nodes;
+  round_ += 1;
+  phase_ = Phase::kArrive;
+  return std::nullopt;
+}
+
+JoinOp::Step JoinOp::on_join_deadline(TimePoint now) {
+  const auto joined = store_.check({keys_.joined(round_)}) ? read_int(keys_.joined(round_)) : 0;
+  std::string names;
+  for (std::int64_t k = 1; k <= std::min(joined, kMaxNamesInErrors); ++k) {
+    if (!store_.check({keys_.node(round_, k)})) continue;
+    names += (names.empty() ? "" : ", ") + NodeRecord::decode(store_.get(keys_.node(round_, k))).describe();
+  }
+  if (joined > kMaxNamesInErrors) names += ", ...";
+  timeout_message_ = fmt::format(
+      "rendezvous '{}' timed out after {:.1f} s in round {}: {} of min {} (max {}) node(s) joined [{}]; {} more "
+      "needed. Check that every node uses the same --rdzv-endpoint and --rdzv-id, or raise join_timeout in "
+      "--rdzv-conf.",
+      config_.run_id, seconds(std::chrono::duration_cast<store::Duration>(now - started_)), round_, joined,
+      config_.min_nodes, config_.max_nodes, names, std::max<std::int64_t>(0, config_.min_nodes - joined));
+  // Abort the round so that nobody completes it later with us in it; if another node decided it first (completed
+  // or aborted), we may still be in it: read its decision.
+  const auto token = "abort " + std::to_string(arrival_);
+  if (store_.compare_set(keys_.decided(round_), "", token) != token) {
+    deadline_passed_ = true;
+    phase_ = Phase::kDecided;
+    return std::nullopt;
+  }
+  abort_round(timeout_message_);
+  throw RendezvousTimeoutError(timeout_message_);
+}
+
+void JoinOp::abort_round(const std::string& message) {
+  store_.set(keys_.done(round_), "0");
+  mark_over(store_, keys_, round_, kOverAborted, message);
+  store_.set(keys_.drained(round_), "1");
+}
+
+void JoinOp::throw_gate_timeout(TimePoint now, std::int64_t members) {
+  const auto prev = round_ - 1;
+  std::string names;
+  int running = 0;
+  for (int rank = 0; rank < members; ++rank) {
+    if (store_.check({keys_.exit(prev, rank)})) continue;
+    if (++running <= kMaxNamesInErrors)
+      names += (names.empty() ? "" : ", ") + fmt::format("rank {}: ", rank) +
+               NodeRecord::decode(store_.get(keys_.member(prev, rank))).describe();
+  }
+  auto message = fmt::format(
+      "rendezvous '{}' timed out after {:.1f} s waiting for round {} to end: {} of its {} node(s) neither "
+      "re-joined nor stopped heartbeating [{}]. Their agents may be hung.",
+      config_.run_id, seconds(std::chrono::duration_cast<store::Duration>(now - started_)), prev, running, members,
+      names);
+  const auto token = "abort " + std::to_string(arrival_);
+  if (store_.compare_set(keys_.decided(round_), "", token) == token) abort_round(message);
+  throw RendezvousTimeoutError(message);
+}
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,88 @@
+#pragma once
+// The join state machine of the c10d backend, written once and driven step by step: step(now) performs only
+// non-blocking store operations and returns either the round this node holds or the one key to wait for (and
+// until when). The handler blocks on that key with a store WAIT; tests drive several JoinOps over one
+// MemoryStore with a fake clock, in any interleaving, without sleeping. Protocol: docs/rendezvous.md.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "rendezvous/clock.hpp"
+#include "rendezvous/keys.hpp"
+#include "rendezvous/records.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ctrun::rdzv {
+
+struct JoinConfig {
+  std::string run_id;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  store::Duration join_timeout = std::chrono::seconds(600);
+  store::Duration last_call_timeout = std::chrono::seconds(30);
+};
+
+// The round a node held before calling next_rendezvous again (it leaves that round first).
+struct Membership {
+  std::uint64_t round = 0;
+  int rank = 0;
+  int members = 0;
+};
+
+struct JoinResult {
+  std::uint64_t round = 0;
+  std::int64_t arrival = 0;
+  Assignment assignment;
+};
+
+// Block until `key` exists or `until` (TimePoint::max(): no deadline), then call step() again.
+struct JoinWait {
+  std::string key;
+  TimePoint until;
+};
+
+class JoinOp {
+ public:
+  JoinOp(store::Store& store, JoinConfig config, NodeRecord me, std::optional<Membership> previous);
+
+  // Throws RendezvousClosedError, RendezvousTimeoutError; store errors pass through.
+  std::variant<JoinResult, JoinWait> step(TimePoint now);
+
+  std::uint64_t round() const { return round_; }
+
+ private:
+  enum class Phase { kStart, kArrive, kGate, kCount, kDecided };
+  using Step = std::optional<std::variant<JoinResult, JoinWait>>;  // nullopt: go on with the next phase
+
+  Step start(TimePoint now);
+  Step arrive();
+  Step gate(TimePoint now);
+  Step count(TimePoint now);
+  Step decided(TimePoint now);
+  Step try_decide(std::int64_t members);
+  Step on_join_deadline(TimePoint now);
+  void complete(std::int64_t members);
+  void abort_round(const std::string& message);
+  [[noreturn]] void throw_gate_timeout(TimePoint now, std::int64_t members);
+  std::int64_t read_int(const std::string& key);
+  TimePoint deadline() const { return spare_ ? TimePoint::max() : deadline_; }
+
+  store::Store& store_;
+  JoinConfig config_;
+  Keys keys_;
+  NodeRecord me_;
+  std::optional<Membership> previous_;
+  Phase phase_ = Phase::kStart;
+  std::uint64_t round_ = 0;
+  std::int64_t arrival_ = 0;
+  TimePoint started_{};
+  TimePoint deadline_{};
+  std::optional<TimePoint> last_call_;  // when this node may complete the round with fewer than MAX
+  bool spare_ = false;                  // waiting behind a full round: no join timeout (as torchrun)
+  bool deadline_passed_ = false;        // our join deadline passed, but another node decided the round first
+  std::string timeout_message_;
+};
+
+}  // namespace ctrun::rdzv

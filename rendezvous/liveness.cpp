@@ -1,0 +1,80 @@
+#include "rendezvous/liveness.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "rendezvous/membership.hpp"
+#include "rendezvous/records.hpp"
+
+namespace ctrun::rdzv {
+
+Liveness::Liveness(store::Store& store, LivenessConfig config)
+    : store_(store), config_(std::move(config)), keys_(config_.run_id) {}
+
+void Liveness::follow(const Membership& membership, TimePoint now) {
+  membership_ = membership;
+  watch_ = 0;
+  seen_.clear();
+  exited_.clear();
+  next_beat_ = now;
+  next_check_ = now + config_.interval / 4;
+}
+
+void Liveness::stop() { membership_.reset(); }
+
+TimePoint Liveness::tick(TimePoint now) {
+  if (!membership_) return TimePoint::max();
+  if (now >= next_beat_) {
+    store_.add(keys_.heartbeat(membership_->round, membership_->rank), 1);
+    next_beat_ = now + config_.interval;
+  }
+  if (now >= next_check_) {
+    check(now);
+    next_check_ = now + std::max<store::Duration>(config_.interval / 4, std::chrono::milliseconds(1));
+  }
+  return std::min(next_beat_, next_check_);
+}
+
+bool Liveness::stale(int rank, const std::string& value, TimePoint now) {
+  auto [it, inserted] = seen_.try_emplace(rank, Seen{value, now});
+  if (!inserted && it->second.value != value) it->second = Seen{value, now};
+  const auto limit = config_.interval * config_.max_attempts - config_.interval / 2;
+  return now - it->second.changed > limit;
+}
+
+void Liveness::check(TimePoint now) {
+  const auto& m = *membership_;
+  if (watch_ < m.rank) {
+    if (stale(watch_, store_.get(keys_.heartbeat(m.round, watch_)), now)) {
+      declare_gone(watch_, now);
+      seen_.erase(watch_);
+      ++watch_;  // the next rank up is the monitor now (maybe us)
+    }
+    return;
+  }
+  std::vector<int> ranks;
+  std::vector<std::string> keys;
+  for (int r = m.rank + 1; r < m.members; ++r) {
+    if (exited_.count(r) != 0) continue;
+    ranks.push_back(r);
+    keys.push_back(keys_.heartbeat(m.round, r));
+  }
+  if (keys.empty()) return;
+  auto values = store_.multi_get(keys);
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (stale(ranks[i], values[i], now)) declare_gone(ranks[i], now);
+}
+
+void Liveness::declare_gone(int rank, TimePoint now) {
+  const auto& m = *membership_;
+  exited_.insert(rank);
+  if (store_.check({keys_.exit(m.round, rank)})) return;  // it left the round (and stopped beating after that)
+  const auto& seen = seen_.at(rank);
+  auto who = NodeRecord::decode(store_.get(keys_.member(m.round, rank))).describe();
+  auto silent = std::chrono::duration<double>(now - seen.changed).count();
+  mark_exit(store_, keys_, m.round, rank, m.members, "dead", kOverDead,
+            fmt::format("node {} (group rank {}) lost heartbeat: none for {:.1f} s", who, rank, silent));
+}
+
+}  // namespace ctrun::rdzv

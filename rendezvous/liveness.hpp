@@ -1,0 +1,64 @@
+#pragma once
+// Heartbeats and failure detection for the members of a round, driven by tick(now) (a thread in the handler, a
+// fake clock in tests). Cost per keep-alive interval: one ADD per member to beat, one GET per member to watch,
+// and one MULTI_GET of N counters by one monitor: O(N) per interval for the whole job, not O(N^2).
+//
+// Who watches whom: the lowest-ranked member that has not exited is the monitor and watches every higher rank;
+// every other member watches only that monitor. When the monitor dies its watchers declare it dead and the next
+// rank takes over, so no single death goes unnoticed. A counter that does not move for
+// keep_alive_interval x keep_alive_max_attempt - interval/2 (checked every interval/4) marks its member dead:
+// detection lands within interval x max_attempt of the last heartbeat.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "rendezvous/clock.hpp"
+#include "rendezvous/join_op.hpp"
+#include "rendezvous/keys.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ctrun::rdzv {
+
+struct LivenessConfig {
+  std::string run_id;
+  store::Duration interval = std::chrono::seconds(5);
+  int max_attempts = 3;
+};
+
+class Liveness {
+ public:
+  Liveness(store::Store& store, LivenessConfig config);
+
+  // Beat as `rank` of round `round` and watch its members (replaces the previous round).
+  void follow(const Membership& membership, TimePoint now);
+  void stop();
+  bool active() const { return membership_.has_value(); }
+
+  // Beats and checks when due; returns when to call again (TimePoint::max() when inactive).
+  TimePoint tick(TimePoint now);
+
+ private:
+  struct Seen {
+    std::string value;
+    TimePoint changed;
+  };
+  void check(TimePoint now);
+  bool stale(int rank, const std::string& value, TimePoint now);
+  // The member stopped beating: unless it left the round, declare it dead (which ends the round).
+  void declare_gone(int rank, TimePoint now);
+
+  store::Store& store_;
+  LivenessConfig config_;
+  Keys keys_;
+  std::optional<Membership> membership_;
+  int watch_ = 0;           // the member we watch; == our rank: we are the monitor of every higher rank
+  std::map<int, Seen> seen_;  // last counter value per watched rank, and when it last moved
+  std::set<int> exited_;      // ranks no longer watched (left or dead)
+  TimePoint next_beat_{};
+  TimePoint next_check_{};
+};
+
+}  // namespace ctrun::rdzv

@@ -1,0 +1,60 @@
+#pragma once
+// Rendezvous parameters as torchrun's RendezvousParameters, and the parsers for the flags that feed them:
+// --nnodes MIN:MAX, --rdzv-endpoint host[:port] (IPv6 as [addr]:port), --rdzv-conf k1=v1,k2=v2.
+// The agent fills RendezvousParameters from its flags and calls create_handler() (factory.hpp).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "rendezvous/store/store.hpp"
+
+namespace ctrun::rdzv {
+
+inline constexpr std::uint16_t kDefaultC10dPort = 29400;  // torchrun's c10d default
+inline constexpr std::uint16_t kDefaultMasterPort = 29500;
+
+struct RendezvousParameters {
+  std::string backend = "static";  // "static" or "c10d"
+  std::string endpoint;            // host[:port]; static with none -> master_addr:master_port
+  std::string run_id = "none";     // --rdzv-id (torchrun's default is the string "none")
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int node_rank = 0;                   // static only (--node-rank)
+  std::string master_addr = "127.0.0.1";  // static only, when endpoint is empty
+  std::uint16_t master_port = kDefaultMasterPort;
+  std::map<std::string, std::string> config;  // --rdzv-conf
+
+  // torchrun's get_as_bool: 1/true/t/yes/y and 0/false/f/no/n (case-insensitive); anything else throws.
+  std::optional<bool> get_as_bool(const std::string& key) const;
+  std::optional<long> get_as_int(const std::string& key) const;
+  // Seconds, integer or decimal ("0.5"): ctrun accepts fractions where torchrun needs integers.
+  std::optional<store::Duration> get_as_seconds(const std::string& key) const;
+};
+
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string to_string() const;  // brackets an IPv6 host
+};
+
+// Throws std::invalid_argument with a message naming the flag (the agent turns it into exit code 2).
+std::pair<int, int> parse_nnodes(std::string_view value);
+Endpoint parse_endpoint(std::string_view value, std::uint16_t default_port);
+std::map<std::string, std::string> parse_rdzv_conf(std::string_view value);
+
+// The c10d backend's settings, from --rdzv-conf with torchrun's defaults; validated.
+struct C10dSettings {
+  store::Duration join_timeout = std::chrono::seconds(600);
+  store::Duration last_call_timeout = std::chrono::seconds(30);
+  store::Duration close_timeout = std::chrono::seconds(30);
+  store::Duration keep_alive_interval = std::chrono::seconds(5);
+  int keep_alive_max_attempt = 3;
+  store::Duration read_timeout = std::chrono::seconds(60);
+  std::optional<bool> is_host;  // unset: host iff the endpoint names this machine
+};
+C10dSettings c10d_settings(const RendezvousParameters& params);
+
+}  // namespace ctrun::rdzv

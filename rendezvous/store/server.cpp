@@ -1,0 +1,490 @@
+// The TCPStore server's networking: one Asio io_context on one thread, connections as small objects with
+// no thread each. Command semantics live in server_keyspace.cpp; this file only moves bytes.
+//
+// Memory per idle connection is kept small on purpose (the benchmark target is <= 16 KiB): there is no
+// per-connection read buffer while a connection is idle. Readiness is awaited with async_wait and the
+// bytes are read into one shared scratch buffer (safe: one loop thread); only a partial request is copied
+// into the connection.
+#include "rendezvous/store/server.hpp"
+
+#include <fstream>
+#include <future>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <boost/asio.hpp>
+
+#include "common/log.hpp"
+#include "rendezvous/store/server_keyspace.hpp"
+#include "rendezvous/store/store.hpp"
+
+namespace ctrun::store {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using detail::ConnId;
+
+namespace {
+
+constexpr std::size_t kScratchBytes = 64 * 1024;
+// A connection whose unread replies pass this stops being read until they drain below kResumeBytes.
+constexpr std::size_t kPauseBytes = 4u << 20;
+constexpr std::size_t kResumeBytes = 1u << 20;
+// When a connection is failed, queued replies up to this size are still sent before closing (the legacy
+// MULTI_GET sends the values before the missing key); beyond it the connection is just closed.
+constexpr std::size_t kLingerBytes = 256 * 1024;
+// Buffers above this capacity are released when they empty, so a burst does not pin memory per connection.
+constexpr std::size_t kKeepCapacity = 16 * 1024;
+// Reads handled per readiness event before yielding to other connections.
+constexpr int kReadsPerEvent = 4;
+
+int somaxconn() {
+  std::ifstream f("/proc/sys/net/core/somaxconn");
+  int v = 0;
+  if (f >> v && v > 0) return v;
+  return 4096;
+}
+
+std::string endpoint_string(const tcp::endpoint& ep) {
+  auto a = ep.address();
+  if (a.is_v6()) return fmt::format("[{}]:{}", a.to_string(), ep.port());
+  return fmt::format("{}:{}", a.to_string(), ep.port());
+}
+
+template <typename T>
+void release_if_big(T& buf) {
+  if (buf.empty() && buf.capacity() > kKeepCapacity) T().swap(buf);
+}
+
+struct Connection {
+  Connection(ConnId i, tcp::socket s) : id(i), socket(std::move(s)) {}
+  ConnId id;
+  tcp::socket socket;
+  std::string peer;
+  std::optional<protocol::Dialect> dialect;  // decided from the first bytes
+  std::vector<std::uint8_t> in;              // the unparsed tail (a partial request)
+  std::size_t need = 0;                      // don't parse again before `in` holds this many bytes
+  std::string out;                           // replies not yet handed to the socket
+  std::string writing;                       // the buffer of the write in flight
+  std::uint64_t accounted = 0;               // in + out + writing, as counted in Impl::io_bytes_
+  bool write_in_flight = false;
+  bool read_armed = false;
+  bool paused = false;   // too many unread replies: not reading until they drain
+  bool closing = false;  // no more requests; close once the queued replies are written
+  bool closed = false;
+  bool dirty = false;  // has new output to flush
+};
+using ConnPtr = std::shared_ptr<Connection>;
+
+}  // namespace
+
+class Server::Impl final : public detail::ReplySink {
+ public:
+  explicit Impl(ServerOptions o)
+      : opts(std::move(o)), keyspace(*this, opts.max_total_bytes), scratch(kScratchBytes), log(log::get("store")) {}
+
+  // ---- ReplySink ----
+  std::string* output(ConnId id) override {
+    auto it = conns.find(id);
+    if (it == conns.end() || it->second->closed) return nullptr;
+    auto& c = it->second;
+    if (!c->dirty) {
+      c->dirty = true;
+      dirty.push_back(c);
+    }
+    return &c->out;
+  }
+
+  // ---- lifecycle ----
+  void listen() {
+    asio::ip::address addr;
+    boost::system::error_code ec;
+    addr = asio::ip::make_address(opts.host, ec);
+    if (ec) {
+      tcp::resolver resolver(io);
+      auto results = resolver.resolve(opts.host, std::to_string(opts.port), ec);
+      if (ec || results.empty())
+        throw StoreError(
+            fmt::format("TCPStore server: cannot resolve host '{}': {}. Pass an IP address or a "
+                        "resolvable host name.",
+                        opts.host, ec ? ec.message() : "no addresses"));
+      addr = results.begin()->endpoint().address();
+    }
+    tcp::endpoint ep(addr, opts.port);
+    const std::string where = endpoint_string(ep);
+    auto fail = [&](const char* what) {
+      throw StoreError(
+          fmt::format("TCPStore server: cannot {} {}: {}. Is another process using the port? Pick "
+                      "another port, or 0 for an ephemeral one.",
+                      what, where, ec.message()));
+    };
+    acceptor.open(ep.protocol(), ec);
+    if (ec) fail("open a socket for");
+    if (opts.reuse_address) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    // "::" serves IPv4 too (dual stack), as PyTorch's libuv server does.
+    if (addr.is_v6() && addr.is_unspecified()) acceptor.set_option(asio::ip::v6_only(false), ec);
+    acceptor.bind(ep, ec);
+    if (ec) fail("bind");
+    const int backlog = opts.backlog > 0 ? opts.backlog : somaxconn();
+    acceptor.listen(backlog, ec);
+    if (ec) fail("listen on");
+    bound_port = acceptor.local_endpoint().port();
+    log->debug("TCPStore server listening on {} (backlog {})", endpoint_string(acceptor.local_endpoint()), backlog);
+    accept_next();
+  }
+
+  void shutdown() {
+    boost::system::error_code ec;
+    acceptor.close(ec);
+    accept_retry.cancel();
+    std::vector<ConnPtr> all;
+    all.reserve(conns.size());
+    for (auto& [id, c] : conns) all.push_back(c);
+    for (auto& c : all) close_now(c);
+  }
+
+  // Runs fn on the loop thread and waits for it; inline when the loop is not running (or we are on it).
+  template <typename Fn>
+  auto on_loop(Fn fn) -> decltype(fn()) {
+    if (!thread.joinable() || std::this_thread::get_id() == thread.get_id()) return fn();
+    std::packaged_task<decltype(fn())()> task(std::move(fn));
+    auto fut = task.get_future();
+    asio::post(io, [&task] { task(); });
+    return fut.get();
+  }
+
+  // ---- accepting ----
+  void accept_next() {
+    acceptor.async_accept([this](boost::system::error_code ec, tcp::socket s) {
+      if (ec) {
+        if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+        // Out of file descriptors (or similar): back off briefly instead of spinning on the error.
+        log->warn("TCPStore server: accept failed: {}; retrying", ec.message());
+        accept_retry.expires_after(std::chrono::milliseconds(50));
+        accept_retry.async_wait([this](boost::system::error_code e) {
+          if (!e) accept_next();
+        });
+        return;
+      }
+      on_accept(std::move(s));
+      accept_next();
+    });
+  }
+
+  void on_accept(tcp::socket s) {
+    boost::system::error_code ec;
+    auto remote = s.remote_endpoint(ec);
+    std::string peer = ec ? std::string("?") : endpoint_string(remote);
+    if (conns.size() >= opts.max_connections) {
+      ++rejected;
+      log->warn("TCPStore server: refusing connection from {}: already {} connections (--max-connections)", peer,
+                conns.size());
+      s.close(ec);
+      return;
+    }
+    s.set_option(tcp::no_delay(true), ec);
+    s.non_blocking(true, ec);
+    auto c = std::make_shared<Connection>(next_id++, std::move(s));
+    c->peer = std::move(peer);
+    conns.emplace(c->id, c);
+    ++accepted;
+    arm_read(c);
+  }
+
+  // ---- reading ----
+  void arm_read(const ConnPtr& c) {
+    if (c->read_armed || c->paused || c->closing || c->closed) return;
+    c->read_armed = true;
+    c->socket.async_wait(tcp::socket::wait_read, [this, c](boost::system::error_code ec) {
+      c->read_armed = false;
+      if (c->closed) return;
+      if (ec) {
+        if (ec != asio::error::operation_aborted) close_now(c);
+        return;
+      }
+      on_readable(c);
+    });
+  }
+
+  void on_readable(const ConnPtr& c) {
+    for (int i = 0; i < kReadsPerEvent && !c->closing && !c->closed && !c->paused; ++i) {
+      boost::system::error_code ec;
+      std::size_t n = c->socket.read_some(asio::buffer(scratch), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+      if (ec) {
+        // EOF (the client half-closed or left) or a reset: its waits are forgotten now; replies already
+        // queued still go out before the close (a client that half-closes after its last request reads them).
+        keyspace.forget(c->id);
+        if (ec == asio::error::eof)
+          begin_close(c, /*bounded_linger=*/false);
+        else
+          close_now(c);
+        break;
+      }
+      on_bytes(c, scratch.data(), n);
+      if (n < scratch.size()) break;  // drained for now
+    }
+    flush_dirty();
+    arm_read(c);
+  }
+
+  void on_bytes(const ConnPtr& c, const std::uint8_t* data, std::size_t n) {
+    if (c->in.empty()) {
+      process(c, std::span<const std::uint8_t>(data, n), /*from_scratch=*/true);
+      return;
+    }
+    c->in.insert(c->in.end(), data, data + n);
+    if (c->in.size() < c->need) {
+      account(c);
+      check_memory(c);
+      return;
+    }
+    process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
+  }
+
+  bool output_backlogged(const ConnPtr& c) const { return c->out.size() + c->writing.size() > kPauseBytes; }
+
+  // Executes the whole requests at the front of buf (the scratch buffer, or c->in) and keeps the rest in
+  // c->in. Stops early when the connection's unread replies pile up: the remaining requests wait in c->in
+  // (at most one read's worth) until the client has read its replies.
+  void process(const ConnPtr& c, std::span<const std::uint8_t> buf, bool from_scratch) {
+    std::size_t off = 0;
+    c->need = 0;
+    while (off < buf.size() && !c->closing) {
+      if (output_backlogged(c)) {
+        c->paused = true;
+        break;
+      }
+      auto rest = buf.subspan(off);
+      if (!c->dialect) {
+        auto d = protocol::detect_dialect(rest);
+        if (d == protocol::Detected::kNeedMore) {
+          c->need = rest.size() + 1;
+          break;
+        }
+        c->dialect = d == protocol::Detected::kV2 ? protocol::Dialect::kV2 : protocol::Dialect::kLegacy;
+      }
+      auto pr = protocol::parse_request(*c->dialect, rest, opts.limits);
+      if (pr.status == protocol::ParseStatus::kNeedMore) {
+        c->need = pr.need_at_least;
+        break;
+      }
+      if (pr.status == protocol::ParseStatus::kError) {
+        reject(c, pr.error);
+        break;
+      }
+      off += pr.consumed;
+      auto res = keyspace.execute(c->id, pr.request);
+      if (res.close) {
+        reject(c, res.reason);
+        break;
+      }
+    }
+    if (c->closing) {
+      c->in.clear();
+    } else if (from_scratch) {
+      c->in.assign(buf.begin() + static_cast<std::ptrdiff_t>(off), buf.end());
+    } else {
+      c->in.erase(c->in.begin(), c->in.begin() + static_cast<std::ptrdiff_t>(off));
+    }
+    release_if_big(c->in);
+    account(c);
+    check_memory(c);
+  }
+
+  // ---- writing ----
+  void flush_dirty() {
+    // Replies may be queued for many connections by one request (wake-ups, watch events).
+    auto list = std::move(dirty);
+    dirty.clear();
+    for (auto& c : list) {
+      c->dirty = false;
+      if (c->closed) continue;
+      account(c);
+      if (c->out.size() + c->writing.size() > opts.max_pending_output_bytes) {
+        log->warn("TCPStore server: closing connection from {}: {} bytes of replies unread (limit {})", c->peer,
+                  c->out.size() + c->writing.size(), opts.max_pending_output_bytes);
+        ++rejected;
+        close_now(c);
+        continue;
+      }
+      if (output_backlogged(c)) c->paused = true;
+      start_write(c);
+    }
+  }
+
+  void start_write(const ConnPtr& c) {
+    if (c->closed || c->write_in_flight) return;
+    if (c->out.empty()) {
+      if (c->closing) close_now(c);
+      return;
+    }
+    c->writing.swap(c->out);
+    c->out.clear();
+    c->write_in_flight = true;
+    asio::async_write(c->socket, asio::buffer(c->writing), [this, c](boost::system::error_code ec, std::size_t) {
+      c->write_in_flight = false;
+      if (c->closed) return;
+      c->writing.clear();
+      release_if_big(c->writing);
+      release_if_big(c->out);
+      account(c);
+      if (ec) {
+        close_now(c);
+        return;
+      }
+      if (c->paused && c->out.size() < kResumeBytes) {
+        // The client caught up: run the requests that waited in c->in, then read again.
+        c->paused = false;
+        if (!c->in.empty()) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
+        flush_dirty();
+        arm_read(c);
+      }
+      start_write(c);
+    });
+  }
+
+  // ---- closing ----
+  // Fails the connection: logged with the peer, replies already queued still go out (bounded), then close.
+  void reject(const ConnPtr& c, const std::string& why) {
+    ++rejected;
+    log->warn("TCPStore server: closing connection from {}: {}", c->peer, why);
+    keyspace.forget(c->id);
+    begin_close(c);
+  }
+
+  // A client that half-closed after its last request still reads every reply (bounded_linger false); a
+  // connection failed for bad input only gets a short tail of replies before the close.
+  void begin_close(const ConnPtr& c, bool bounded_linger = true) {
+    if (c->closing || c->closed) return;
+    c->closing = true;
+    if (bounded_linger && c->out.size() + c->writing.size() > kLingerBytes) {
+      close_now(c);
+      return;
+    }
+    // Make sure the close happens even if no reply is queued.
+    if (!c->dirty) {
+      c->dirty = true;
+      dirty.push_back(c);
+    }
+  }
+
+  void close_now(const ConnPtr& c) {
+    if (c->closed) return;
+    c->closed = true;
+    keyspace.forget(c->id);
+    boost::system::error_code ec;
+    c->socket.close(ec);
+    c->in.clear();
+    c->out.clear();
+    c->writing.clear();
+    account(c);
+    conns.erase(c->id);
+  }
+
+  // ---- memory ----
+  void account(const ConnPtr& c) {
+    std::uint64_t now = c->closed ? 0 : c->in.size() + c->out.size() + c->writing.size();
+    io_bytes = io_bytes - c->accounted + now;
+    c->accounted = now;
+    keyspace.set_io_bytes(io_bytes);
+  }
+
+  void check_memory(const ConnPtr& c) {
+    if (c->closed || c->closing) return;
+    if (keyspace.bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
+      reject(c, fmt::format("buffering its {}-byte request would exceed the server's memory limit of {} bytes",
+                            c->in.size(), opts.max_total_bytes));
+    }
+  }
+
+  ServerStats stats() {
+    ServerStats s;
+    s.connections_accepted = accepted;
+    s.connections_open = conns.size();
+    s.connections_rejected = rejected;
+    s.keys = keyspace.num_keys();
+    s.bytes = keyspace.bytes();
+    s.pending_waits = keyspace.pending_waits();
+    for (int i = 0; i <= static_cast<int>(protocol::Command::kBarrier); ++i) {
+      auto c = static_cast<protocol::Command>(i);
+      if (auto n = keyspace.ops(c)) s.ops.emplace_back(protocol::command_name(c), n);
+    }
+    return s;
+  }
+
+  ServerOptions opts;
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};
+  asio::steady_timer accept_retry{io};
+  detail::Keyspace keyspace;
+  std::vector<std::uint8_t> scratch;
+  std::unordered_map<ConnId, ConnPtr> conns;
+  std::vector<ConnPtr> dirty;
+  ConnId next_id = 1;
+  std::uint64_t io_bytes = 0;
+  std::uint64_t accepted = 0;
+  std::uint64_t rejected = 0;
+  std::uint16_t bound_port = 0;
+  std::thread thread;
+  bool started = false;
+  std::shared_ptr<spdlog::logger> log;
+};
+
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Server::~Server() { stop(); }
+
+void Server::start() {
+  if (impl_->started) return;
+  if (impl_->io.stopped()) impl_->io.restart();  // started again after stop()
+  impl_->listen();
+  impl_->started = true;
+  impl_->thread = std::thread([impl = impl_.get()] {
+    try {
+      impl->io.run();
+    } catch (const std::exception& e) {
+      // Handlers do not throw by design; if one does, say so loudly rather than dying silently.
+      impl->log->error("TCPStore server loop stopped by an exception: {}", e.what());
+    }
+  });
+}
+
+void Server::stop() {
+  if (!impl_ || !impl_->started) return;
+  if (impl_->thread.joinable()) {
+    impl_->on_loop([this] { impl_->shutdown(); });
+    impl_->io.stop();
+    impl_->thread.join();
+  }
+  impl_->started = false;
+}
+
+std::uint16_t Server::port() const { return impl_->bound_port; }
+const std::string& Server::host() const { return impl_->opts.host; }
+
+void Server::clear() {
+  impl_->on_loop([this] { impl_->keyspace.clear(); });
+}
+
+std::optional<std::string> Server::get_local(const std::string& key) {
+  return impl_->on_loop([&] { return impl_->keyspace.get(key); });
+}
+
+void Server::set_local(const std::string& key, std::string value) {
+  impl_->on_loop([&] {
+    impl_->keyspace.set(key, std::move(value));
+    impl_->flush_dirty();  // wakes waiters: their replies must go out
+  });
+}
+
+std::vector<std::string> Server::keys_local() {
+  return impl_->on_loop([this] { return impl_->keyspace.keys(); });
+}
+
+ServerStats Server::stats() {
+  return impl_->on_loop([this] { return impl_->stats(); });
+}
+
+}  // namespace ctrun::store

@@ -1,0 +1,666 @@
+#include "rendezvous/store/tcp_store.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/log.hpp"
+#include "rendezvous/store/store_util.hpp"
+
+namespace ctrun::store {
+namespace {
+
+using protocol::Command;
+using protocol::Dialect;
+using protocol::Request;
+using TimePoint = Clock::time_point;
+
+// Replies larger than this are treated as a corrupt stream rather than allocated (our server caps values at
+// 8 MiB by default; torch's legacy server has no cap, so stay generous).
+constexpr std::uint64_t kMaxReplyBytes = 4ull << 30;
+constexpr std::size_t kReadChunk = 64 * 1024;
+// Backoff between connect attempts: starts short because the usual cause is a server that is a few ms from
+// listening (an agent racing its rank-0 peer), grows so that thousands of clients do not hammer a loaded
+// server, and is jittered so that they do not retry in lockstep.
+constexpr Duration kFirstBackoff{50};
+constexpr Duration kMaxBackoff{2000};
+// Legacy barrier emulation polls like torch 1.13's store-based barrier.
+constexpr Duration kBarrierPoll{10};
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// poll() timeout in ms until deadline, rounded up so we never spin on a sub-millisecond remainder.
+int poll_timeout(TimePoint deadline) {
+  auto left = deadline - Clock::now();
+  if (left <= Clock::duration::zero()) return 0;
+  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+  return static_cast<int>(std::min<std::int64_t>(ms, 1 << 30));
+}
+
+// now + d without overflowing for "forever" timeouts such as Duration::max().
+TimePoint after(Duration d) {
+  auto now = Clock::now();
+  if (d <= Duration::zero()) return now;
+  if (d >= std::chrono::duration_cast<Duration>(TimePoint::max() - now)) return TimePoint::max();
+  return now + d;
+}
+
+// A read "deadline" meaning: block in recv, bounded by the socket's SO_RCVTIMEO (the store timeout).
+constexpr TimePoint kSocketTimeout = TimePoint::min();
+
+std::string format_endpoint(const std::string& host, std::uint16_t port) {
+  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
+  return fmt::format("{}:{}", host, port);
+}
+
+}  // namespace
+
+class TcpStore::Impl {
+ public:
+  explicit Impl(TcpStoreOptions o)
+      : options_(std::move(o)),
+        timeout_ms_(options_.timeout.count()),
+        endpoint_(format_endpoint(options_.host, options_.port)),
+        rbuf_(kReadChunk) {
+    std::lock_guard lock(mutex_);
+    connect_locked();
+    if (options_.add_init_key) {
+      // Like torch's TCPStore(world_size=N): counts clients on the unprefixed "init/" key. Only on the first
+      // connection: a transparent reconnect must not count this client twice.
+      set_context(Command::kAdd, "init/");
+      Request r{.command = Command::kAdd, .keys = {"init/"}, .integer = 1};
+      send_request(r);
+      read_i64(reply_deadline());
+    }
+  }
+
+  ~Impl() { close_socket(); }
+
+  const TcpStoreOptions& options() const { return options_; }
+  Duration timeout() const { return Duration(timeout_ms_.load(std::memory_order_relaxed)); }
+  void set_timeout(Duration t) { timeout_ms_.store(t.count(), std::memory_order_relaxed); }
+  bool is_v2() const { return options_.dialect == Dialect::kV2; }
+
+  void set(const std::string& key, std::string_view value) {
+    std::lock_guard lock(mutex_);
+    set_locked(key, value);
+  }
+
+  std::string get(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    return get_locked(key);
+  }
+
+  std::string compare_set(const std::string& key, std::string_view expected, std::string_view desired) {
+    std::lock_guard lock(mutex_);
+    return compare_set_locked(key, expected, desired);
+  }
+
+  std::int64_t add(const std::string& key, std::int64_t delta) {
+    std::lock_guard lock(mutex_);
+    return add_locked(key, delta);
+  }
+
+  bool check(const std::vector<std::string>& keys) {
+    std::lock_guard lock(mutex_);
+    begin(Command::kCheck, keys.empty() ? std::string() : keys.front());
+    send_request({.command = Command::kCheck, .keys = wire_keys(keys)});
+    auto r = read_u8(reply_deadline());
+    if (r > 1) protocol_error(fmt::format("CHECK reply {} is neither READY (0) nor NOT_READY (1)", r));
+    return r == static_cast<std::uint8_t>(protocol::CheckResponse::kReady);
+  }
+
+  void wait(const std::vector<std::string>& keys, Duration timeout) {
+    std::lock_guard lock(mutex_);
+    wait_locked(keys, timeout);
+  }
+
+  std::int64_t num_keys() {
+    std::lock_guard lock(mutex_);
+    begin(Command::kGetNumKeys, {});
+    send_request({.command = Command::kGetNumKeys});
+    return read_i64(reply_deadline());
+  }
+
+  bool delete_key(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    begin(Command::kDeleteKey, key);
+    send_request({.command = Command::kDeleteKey, .keys = {wire_key(key)}});
+    return read_i64(reply_deadline()) == 1;
+  }
+
+  void append(const std::string& key, std::string_view value) {
+    std::lock_guard lock(mutex_);
+    if (!is_v2()) {
+      // torch's Store::append fallback for servers without APPEND: a compare_set loop. Missing key: expected ""
+      // creates it with value. Present: retry until our concatenation wins.
+      std::string expected(value);
+      std::string current = compare_set_locked(key, "", expected);
+      while (current != expected) {
+        expected = current + std::string(value);
+        current = compare_set_locked(key, current, expected);
+      }
+      return;
+    }
+    begin(Command::kAppend, key);
+    send_request({.command = Command::kAppend, .keys = {wire_key(key)}, .values = {std::string(value)}});
+  }
+
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) {
+    std::lock_guard lock(mutex_);
+    if (!is_v2()) {
+      std::vector<std::string> out;
+      out.reserve(keys.size());
+      for (const auto& k : keys) out.push_back(get_locked(k));
+      return out;
+    }
+    // As torch: wait for every key first, so that MULTI_GET never hits a missing key (which makes torch's
+    // legacy backend close the connection).
+    wait_locked(keys, timeout());
+    begin(Command::kMultiGet, keys.empty() ? std::string() : keys.front());
+    send_request({.command = Command::kMultiGet, .keys = wire_keys(keys)});
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) out.push_back(read_bytes(reply_deadline()));
+    return out;
+  }
+
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+    check_multi_set_sizes(keys, values);
+    std::lock_guard lock(mutex_);
+    if (!is_v2()) {
+      for (std::size_t i = 0; i < keys.size(); ++i) set_locked(keys[i], values[i]);
+      return;
+    }
+    begin(Command::kMultiSet, keys.empty() ? std::string() : keys.front());
+    send_request({.command = Command::kMultiSet, .keys = wire_keys(keys), .values = values});
+  }
+
+  void queue_push(const std::string& key, std::string_view value) {
+    std::lock_guard lock(mutex_);
+    require_v2(Command::kQueuePush);
+    begin(Command::kQueuePush, key);
+    send_request({.command = Command::kQueuePush, .keys = {wire_key(key)}, .values = {std::string(value)}});
+  }
+
+  std::optional<std::string> queue_pop(const std::string& key, bool block) {
+    std::lock_guard lock(mutex_);
+    require_v2(Command::kQueuePop);
+    // A non-empty queue counts as a present key for WAIT (as torch's libuv server), so blocking is a wait.
+    if (block) wait_locked({key}, timeout());
+    begin(Command::kQueuePop, key);
+    send_request({.command = Command::kQueuePop, .keys = {wire_key(key)}});
+    auto len = read_i64(reply_deadline());
+    if (len <= 0) return std::nullopt;
+    return read_bytes(reply_deadline());
+  }
+
+  std::int64_t queue_len(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    require_v2(Command::kQueueLen);
+    begin(Command::kQueueLen, key);
+    send_request({.command = Command::kQueueLen, .keys = {wire_key(key)}});
+    return read_i64(reply_deadline());
+  }
+
+  std::vector<std::string> list_keys() {
+    std::lock_guard lock(mutex_);
+    require_v2(Command::kListKeys);
+    begin(Command::kListKeys, {});
+    send_request({.command = Command::kListKeys});
+    auto n = read_i64(reply_deadline());
+    if (n < 0) protocol_error(fmt::format("LIST_KEYS count {} is negative", n));
+    std::vector<std::string> out;
+    const auto& prefix = options_.key_prefix;
+    for (std::int64_t i = 0; i < n; ++i) {
+      auto k = read_bytes(reply_deadline());
+      // As torch: keys outside our prefix (e.g. the unprefixed "init/") are not user keys.
+      if (k.size() >= prefix.size() && k.compare(0, prefix.size(), prefix) == 0) out.push_back(k.substr(prefix.size()));
+    }
+    return out;
+  }
+
+  void barrier(const std::string& key, std::int64_t world_size, Duration timeout) {
+    std::lock_guard lock(mutex_);
+    if (!is_v2()) {
+      barrier_legacy_locked(key, world_size, timeout);
+      return;
+    }
+    begin(Command::kBarrier, key);
+    send_request({.command = Command::kBarrier, .keys = {wire_key(key)}, .integer = world_size});
+    if (!await_deferred_reply(timeout)) {
+      throw TimeoutError(
+          fmt::format("barrier on key '{}' timed out after {} ms waiting for {} participants. Check that every "
+                      "participant started and reached the barrier, or raise the timeout.",
+                      printable_key(key), timeout.count(), world_size));
+    }
+  }
+
+  void ping() {
+    std::lock_guard lock(mutex_);
+    require_v2(Command::kPing);
+    begin(Command::kPing, {});
+    ping_locked(reply_deadline());
+  }
+
+ private:
+  // ---- operations shared by several entry points (mutex_ held) ----
+  void set_locked(const std::string& key, std::string_view value) {
+    begin(Command::kSet, key);
+    send_request({.command = Command::kSet, .keys = {wire_key(key)}, .values = {std::string(value)}});
+  }
+
+  std::string get_locked(const std::string& key) {
+    // As torch: WAIT first, because a GET of a missing key makes torch's legacy server close the connection.
+    wait_locked({key}, timeout());
+    begin(Command::kGet, key);
+    send_request({.command = Command::kGet, .keys = {wire_key(key)}});
+    return read_bytes(reply_deadline());
+  }
+
+  std::string compare_set_locked(const std::string& key, std::string_view expected, std::string_view desired) {
+    begin(Command::kCompareSet, key);
+    send_request({.command = Command::kCompareSet,
+                  .keys = {wire_key(key)},
+                  .values = {std::string(expected), std::string(desired)}});
+    return read_bytes(reply_deadline());
+  }
+
+  std::int64_t add_locked(const std::string& key, std::int64_t delta) {
+    begin(Command::kAdd, key);
+    send_request({.command = Command::kAdd, .keys = {wire_key(key)}, .integer = delta});
+    return read_i64(reply_deadline());
+  }
+
+  void wait_locked(const std::vector<std::string>& keys, Duration timeout) {
+    begin(Command::kWait, keys.empty() ? std::string() : keys.front());
+    send_request({.command = Command::kWait, .keys = wire_keys(keys)});
+    if (!await_deferred_reply(timeout)) throw TimeoutError(wait_timeout_message(keys, timeout));
+  }
+
+  // Reads the reply of a WAIT or BARRIER that the server may defer. Returns true once it arrived (keys present
+  // or barrier complete), false on timeout, after which the connection is usable again (v2) or closed (legacy).
+  bool await_deferred_reply(Duration timeout) {
+    // The common case (get, multi_get: the store timeout) needs no poll: SO_RCVTIMEO already is the timeout.
+    if (try_fill(1, timeout == applied_timeout_ ? kSocketTimeout : after(timeout))) {
+      expect_stop_waiting(read_u8(reply_deadline()));
+      return true;
+    }
+    if (!is_v2()) {
+      // torch <= 2.0 servers have no CANCEL_WAIT: they keep the registration and would later send a stray 00
+      // that desynchronises the stream. Drop the connection (the server forgets waits on disconnect) and
+      // reconnect transparently on the next call.
+      log::get("store")->debug("wait timed out on legacy TCPStore {}: reconnecting on next use", endpoint_);
+      close_socket();
+      return false;
+    }
+    set_context(Command::kCancelWait, current_key_);
+    send_request({.command = Command::kCancelWait});
+    auto r = read_u8(reply_deadline());
+    if (r == static_cast<std::uint8_t>(protocol::WaitResponse::kWaitCanceled)) return false;
+    // The race torch handles too: the keys appeared between our deadline and the server seeing the cancel, so
+    // STOP_WAITING is followed by the WAIT_CANCELED for the cancel. The wait did complete, so report success.
+    expect_stop_waiting(r);
+    r = read_u8(reply_deadline());
+    if (r != static_cast<std::uint8_t>(protocol::WaitResponse::kWaitCanceled))
+      protocol_error(fmt::format("expected WAIT_CANCELED (1) after STOP_WAITING, got {}", r));
+    return true;
+  }
+
+  void expect_stop_waiting(std::uint8_t r) {
+    if (r != static_cast<std::uint8_t>(protocol::WaitResponse::kStopWaiting))
+      protocol_error(fmt::format("expected STOP_WAITING (0), got {}", r));
+  }
+
+  void barrier_legacy_locked(const std::string& key, std::int64_t world_size, Duration timeout) {
+    // torch <= 2.0 servers have no BARRIER: count arrivals with ADD and poll with ADD 0 like torch 1.13's
+    // store-based barrier. The key ends up holding the same decimal count as a server-side BARRIER.
+    auto deadline = after(timeout);
+    auto count = add_locked(key, 1);
+    while (count < world_size) {
+      if (Clock::now() >= deadline)
+        throw TimeoutError(
+            fmt::format("barrier on key '{}' timed out after {} ms: {} of {} participants arrived. "
+                        "Check that every participant started and reached the barrier, or raise "
+                        "the timeout.",
+                        printable_key(key), timeout.count(), count, world_size));
+      std::this_thread::sleep_for(kBarrierPoll);
+      count = add_locked(key, 0);
+    }
+  }
+
+  void require_v2(Command c) {
+    if (!is_v2())
+      throw StoreError(
+          fmt::format("{} is not supported by the legacy TCPStore dialect (torch <= 2.0 servers); "
+                      "use the v2 dialect with a server that has it (ctstore, torch >= 2.8)",
+                      protocol::command_name(c)));
+  }
+
+  void ping_locked(TimePoint deadline) {
+    auto nonce = static_cast<std::uint32_t>(::getpid());
+    send_request({.command = Command::kPing, .u32 = nonce});
+    auto echo = read_u32(deadline);
+    if (echo != nonce) protocol_error(fmt::format("PING returned {} instead of the nonce {}", echo, nonce));
+  }
+
+  // ---- connection management ----
+  void begin(Command c, std::string_view key) {
+    if (fd_ < 0) connect_locked();
+    apply_socket_timeouts();
+    set_context(c, key);
+  }
+
+  void set_context(Command c, std::string_view key) {
+    current_command_ = c;
+    current_key_.assign(key);
+  }
+
+  void connect_locked() {
+    auto deadline = after(options_.connect_timeout);
+    std::minstd_rand rng(std::random_device{}());
+    std::uniform_real_distribution<double> jitter(0.5, 1.5);
+    auto backoff = kFirstBackoff;
+    std::string last_error;
+    bool reached_server = false;  // the TCP connect worked at least once but the handshake did not
+    int attempts = 0;
+    for (;;) {
+      ++attempts;
+      try {
+        open_socket(deadline);
+        set_context(Command::kValidate, {});
+        if (is_v2()) {
+          // VALIDATE has no reply; the PING proves the server speaks v2 before any real request is sent.
+          reached_server = true;
+          send_request({.command = Command::kValidate, .u32 = protocol::kValidationMagic});
+          set_context(Command::kPing, {});
+          ping_locked(deadline);
+        }
+        apply_socket_timeouts();
+        if (attempts > 1) log::get("store")->debug("connected to TCPStore {} after {} attempts", endpoint_, attempts);
+        return;
+      } catch (const StoreError& e) {
+        close_socket();
+        last_error = e.what();
+      }
+      auto now = Clock::now();
+      if (now >= deadline) break;
+      auto sleep = std::chrono::duration_cast<Duration>(backoff * jitter(rng));
+      std::this_thread::sleep_for(std::min<Clock::duration>(sleep, deadline - now));
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+    std::string hint =
+        "Check that the store server (ctstore, or the agent hosting it) is running and listening "
+        "there, that host and port are right, and that no firewall blocks the port";
+    if (reached_server && is_v2())
+      hint += "; if the server is torch <= 2.0's TCPStore, use the legacy dialect (it has no VALIDATE/PING)";
+    throw StoreError(
+        fmt::format("could not connect to the TCPStore at {} within {} ms ({} attempts; last error: "
+                    "{}). {}.",
+                    endpoint_, options_.connect_timeout.count(), attempts, last_error, hint));
+  }
+
+  // One TCP connect to every resolved address in turn, bounded by deadline.
+  void open_socket(TimePoint deadline) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    auto port = std::to_string(options_.port);
+    int rc = ::getaddrinfo(options_.host.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0) throw StoreError(fmt::format("cannot resolve '{}': {}", options_.host, ::gai_strerror(rc)));
+    std::string error = "no address";
+    for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
+      int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+      if (fd < 0) {
+        error = errno_text(errno);
+        continue;
+      }
+      int err = 0;
+      if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        err = errno;
+        if (err == EINPROGRESS) {
+          pollfd p{.fd = fd, .events = POLLOUT, .revents = 0};
+          int n = ::poll(&p, 1, poll_timeout(deadline));
+          if (n == 1) {
+            socklen_t len = sizeof(err);
+            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+          } else {
+            err = n == 0 ? ETIMEDOUT : errno;
+          }
+        }
+      }
+      if (err != 0) {
+        error = errno_text(err);
+        ::close(fd);
+        continue;
+      }
+      // Requests are small and strictly request/reply: Nagle would add a delayed-ACK stall to each one.
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      // Blocking from now on: replies are read with one recv bounded by SO_RCVTIMEO (apply_socket_timeouts).
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      fd_ = fd;
+      applied_timeout_ = Duration(-1);
+      rpos_ = rend_ = 0;
+      break;
+    }
+    ::freeaddrinfo(res);
+    if (fd_ < 0) throw StoreError(error);
+  }
+
+  void close_socket() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    rpos_ = rend_ = 0;
+  }
+
+  // ---- I/O with deadlines. Every failure closes the connection (its state is unknown) and throws. ----
+  TimePoint reply_deadline() const { return kSocketTimeout; }
+
+  std::string context() const {
+    std::string s = protocol::command_name(current_command_);
+    if (!current_key_.empty()) s += fmt::format(" '{}'", printable_key(current_key_));
+    return s;
+  }
+
+  [[noreturn]] void io_error(const std::string& what) {
+    close_socket();
+    throw StoreError(fmt::format("TCPStore {}: {} during {}", endpoint_, what, context()));
+  }
+
+  [[noreturn]] void protocol_error(const std::string& what) {
+    io_error(fmt::format("unexpected reply ({}); is this a TCPStore server speaking the {} dialect?", what,
+                         is_v2() ? "v2" : "legacy"));
+  }
+
+  void send_request(const Request& r) {
+    wbuf_.clear();
+    protocol::encode_request(options_.dialect, r, wbuf_);
+    send_all(wbuf_);
+  }
+
+  // Sends everything before reading any reply. That is safe even for MiB values because both our server and
+  // torch's read requests while they write replies, so neither side can block the other. A blocking send
+  // bounded by SO_SNDTIMEO (the store timeout): a server that stops reading gives an error, not a hang.
+  void send_all(std::string_view data) {
+    std::size_t off = 0;
+    while (off < data.size()) {
+      ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+      if (n > 0) {
+        off += static_cast<std::size_t>(n);
+        continue;
+      }
+      int err = errno;
+      if (n < 0 && err == EINTR) continue;
+      if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK))
+        io_error(fmt::format("the server accepted no data for {} ms: it is hung or unreachable", timeout().count()));
+      io_error(fmt::format("send failed ({}): the server closed the connection or exited", errno_text(err)));
+    }
+  }
+
+  // The store timeout as SO_RCVTIMEO/SO_SNDTIMEO, so that ordinary replies are read with one blocking recv
+  // (no poll per request: this is the hot path of every op) yet a dead or hung server cannot block us for
+  // longer than the timeout without progress. Re-applied when set_timeout changed it.
+  void apply_socket_timeouts() {
+    auto t = timeout();
+    if (t == applied_timeout_) return;
+    // 0 would mean "forever" to the kernel; cap "forever" timeouts at what a timeval holds comfortably.
+    auto us = std::clamp<std::int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(t).count(), 1000,
+                                       std::int64_t{1} << 50);
+    timeval tv{.tv_sec = static_cast<time_t>(us / 1000000), .tv_usec = static_cast<suseconds_t>(us % 1000000)};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    applied_timeout_ = t;
+  }
+
+  // True once the socket has data (or EOF/error, which the following read reports), false at the deadline.
+  bool wait_readable(TimePoint deadline) {
+    if (rend_ > rpos_) return true;
+    for (;;) {
+      pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+      int rc = ::poll(&p, 1, poll_timeout(deadline));
+      if (rc > 0) return true;
+      if (rc == 0) return false;
+      if (errno != EINTR) io_error(fmt::format("poll failed: {}", errno_text(errno)));
+    }
+  }
+
+  // One recv into the buffer. deadline == kSocketTimeout: a blocking recv bounded by SO_RCVTIMEO; otherwise
+  // poll until deadline first. False if nothing arrived in time; EOF and errors close and throw.
+  bool recv_some(TimePoint deadline) {
+    if (deadline != kSocketTimeout && !wait_readable(deadline)) return false;
+    for (;;) {
+      ssize_t got = ::recv(fd_, rbuf_.data() + rend_, rbuf_.size() - rend_, 0);
+      if (got > 0) {
+        rend_ += static_cast<std::size_t>(got);
+        return true;
+      }
+      if (got == 0)
+        io_error(
+            "the server closed the connection (it exited, or rejected the request: a GET of a missing key, a "
+            "non-numeric ADD, a limit exceeded; see the server's log)");
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (deadline == kSocketTimeout) return false;
+        continue;  // spurious readiness after poll: poll again
+      }
+      io_error(fmt::format("recv failed ({}): the server closed the connection or exited", errno_text(errno)));
+    }
+  }
+
+  // Ensures n unread bytes are buffered. Reads as much as is available so one recv usually takes a whole reply.
+  // False if the data did not arrive in time (the connection is left as it is).
+  bool try_fill(std::size_t n, TimePoint deadline) {
+    if (rend_ - rpos_ >= n) return true;
+    if (rbuf_.size() - rpos_ < n) {
+      std::memmove(rbuf_.data(), rbuf_.data() + rpos_, rend_ - rpos_);
+      rend_ -= rpos_;
+      rpos_ = 0;
+      if (rbuf_.size() < n) rbuf_.resize(std::max(n, rbuf_.size() * 2));
+    }
+    while (rend_ - rpos_ < n)
+      if (!recv_some(deadline)) return false;
+    return true;
+  }
+
+  void fill(std::size_t n, TimePoint deadline) {
+    if (!try_fill(n, deadline))
+      io_error(fmt::format("no reply within {} ms (the store timeout): the server is hung or unreachable",
+                           timeout().count()));
+  }
+
+  const std::uint8_t* take(std::size_t n, TimePoint deadline) {
+    fill(n, deadline);
+    auto* p = reinterpret_cast<const std::uint8_t*>(rbuf_.data() + rpos_);
+    rpos_ += n;
+    if (rpos_ == rend_) rpos_ = rend_ = 0;
+    return p;
+  }
+
+  std::uint8_t read_u8(TimePoint deadline) { return *take(1, deadline); }
+  std::uint32_t read_u32(TimePoint deadline) { return protocol::get_u32(take(4, deadline)); }
+  std::int64_t read_i64(TimePoint deadline) { return protocol::get_i64(take(8, deadline)); }
+
+  std::string read_bytes(TimePoint deadline) {
+    auto len = protocol::get_u64(take(8, deadline));
+    if (len > kMaxReplyBytes) protocol_error(fmt::format("a {}-byte value", len));
+    auto* p = take(static_cast<std::size_t>(len), deadline);
+    // Large buffers are not kept: one 1 GiB value must not pin 1 GiB for the life of the client.
+    std::string out(reinterpret_cast<const char*>(p), static_cast<std::size_t>(len));
+    if (rbuf_.size() > 4 * kReadChunk && rpos_ == 0 && rend_ == 0) {
+      rbuf_.resize(kReadChunk);
+      rbuf_.shrink_to_fit();
+    }
+    return out;
+  }
+
+  std::string wire_key(const std::string& key) const { return options_.key_prefix + key; }
+
+  std::vector<std::string> wire_keys(const std::vector<std::string>& keys) const {
+    std::vector<std::string> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys) out.push_back(wire_key(k));
+    return out;
+  }
+
+  TcpStoreOptions options_;
+  std::atomic<Duration::rep> timeout_ms_;
+  std::string endpoint_;
+  std::mutex mutex_;  // one request/reply exchange at a time on the single connection
+  int fd_ = -1;
+  std::vector<char> rbuf_;
+  std::size_t rpos_ = 0, rend_ = 0;
+  std::string wbuf_;
+  Duration applied_timeout_{-1};                  // the timeout set as SO_RCVTIMEO/SO_SNDTIMEO on fd_
+  Command current_command_ = Command::kValidate;  // for error messages
+  std::string current_key_;
+};
+
+TcpStore::TcpStore(TcpStoreOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+TcpStore::~TcpStore() = default;
+
+void TcpStore::set(const std::string& key, std::string_view value) { impl_->set(key, value); }
+std::string TcpStore::get(const std::string& key) { return impl_->get(key); }
+std::string TcpStore::compare_set(const std::string& key, std::string_view expected, std::string_view desired) {
+  return impl_->compare_set(key, expected, desired);
+}
+std::int64_t TcpStore::add(const std::string& key, std::int64_t delta) { return impl_->add(key, delta); }
+bool TcpStore::check(const std::vector<std::string>& keys) { return impl_->check(keys); }
+void TcpStore::wait(const std::vector<std::string>& keys, Duration timeout) { impl_->wait(keys, timeout); }
+std::int64_t TcpStore::num_keys() { return impl_->num_keys(); }
+bool TcpStore::delete_key(const std::string& key) { return impl_->delete_key(key); }
+void TcpStore::append(const std::string& key, std::string_view value) { impl_->append(key, value); }
+std::vector<std::string> TcpStore::multi_get(const std::vector<std::string>& keys) { return impl_->multi_get(keys); }
+void TcpStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  impl_->multi_set(keys, values);
+}
+void TcpStore::queue_push(const std::string& key, std::string_view value) { impl_->queue_push(key, value); }
+std::optional<std::string> TcpStore::queue_pop(const std::string& key, bool block) {
+  return impl_->queue_pop(key, block);
+}
+std::int64_t TcpStore::queue_len(const std::string& key) { return impl_->queue_len(key); }
+std::vector<std::string> TcpStore::list_keys() { return impl_->list_keys(); }
+void TcpStore::barrier(const std::string& key, std::int64_t world_size, Duration timeout) {
+  impl_->barrier(key, world_size, timeout);
+}
+Duration TcpStore::timeout() const { return impl_->timeout(); }
+void TcpStore::set_timeout(Duration timeout) { impl_->set_timeout(timeout); }
+void TcpStore::ping() { impl_->ping(); }
+const TcpStoreOptions& TcpStore::options() const { return impl_->options(); }
+
+}  // namespace ctrun::store

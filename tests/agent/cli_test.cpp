@@ -1,0 +1,240 @@
+// Flag parsing: both spellings, PET_* env, config file precedence, errors, and every torchrun flag.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "agent/cli.hpp"
+#include "agent/config_file.hpp"
+#include "agent/flags.hpp"
+#include "agent/launch_config_builder.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& k) -> std::optional<std::string> {
+    auto it = vars.find(k);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+LaunchConfig parse(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  return parse_command_line(args, env_of(std::move(env)));
+}
+
+TEST(Cli, DashedAndUnderscoredSpellings) {
+  for (const char* flag : {"--nproc-per-node", "--nproc_per_node"}) {
+    auto c = parse({flag, "4", "train.py"});
+    EXPECT_EQ(c.nproc_per_node, 4) << flag;
+  }
+  auto c = parse({"--nproc_per_node=3", "--max-restarts=2", "--rdzv_id", "job", "train.py"});
+  EXPECT_EQ(c.nproc_per_node, 3);
+  EXPECT_EQ(c.max_restarts, 2);
+  EXPECT_EQ(c.rdzv_id, "job");
+}
+
+TEST(Cli, Defaults) {
+  auto c = parse({"train.py"});
+  EXPECT_EQ(c.nproc_per_node, 1);
+  EXPECT_EQ(c.rdzv_id, "none");
+  EXPECT_EQ(c.rdzv_backend, "static");
+  EXPECT_EQ(c.role, "default");
+  EXPECT_EQ(c.max_restarts, 0);
+  EXPECT_DOUBLE_EQ(c.shutdown_timeout, 30.0);
+  EXPECT_EQ(c.signals_to_handle, "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  EXPECT_EQ(c.signal_numbers, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
+  EXPECT_EQ(c.master_addr, "127.0.0.1");
+  EXPECT_FALSE(c.master_port.has_value());
+}
+
+TEST(Cli, ScriptArgumentsAreUntouched) {
+  auto c = parse({"--nproc-per-node", "2", "train.py", "--nproc-per-node", "9", "-m", "--", "x"});
+  EXPECT_EQ(c.nproc_per_node, 2);
+  EXPECT_EQ(c.script, "train.py");
+  EXPECT_EQ(c.script_args, (std::vector<std::string>{"--nproc-per-node", "9", "-m", "--", "x"}));
+  auto d = parse({"--standalone", "--", "train.py", "--lr", "1"});
+  EXPECT_EQ(d.script, "train.py");
+  EXPECT_EQ(d.script_args, (std::vector<std::string>{"--lr", "1"}));
+}
+
+TEST(Cli, PetEnvironmentDefaultsAndCliWins) {
+  auto c = parse({"train.py"}, {{"PET_NPROC_PER_NODE", "5"}, {"PET_MAX_RESTARTS", "3"}, {"PET_STANDALONE", "1"}});
+  EXPECT_EQ(c.nproc_per_node, 5);
+  EXPECT_EQ(c.max_restarts, 3);
+  EXPECT_TRUE(c.standalone);
+  auto d = parse({"--nproc-per-node=2", "train.py"}, {{"PET_NPROC_PER_NODE", "5"}});
+  EXPECT_EQ(d.nproc_per_node, 2);
+  auto r = parse({"train.py"}, {{"PET_REDIRECTS", "3"}, {"PET_TEE", "0:1,1:2"}});
+  EXPECT_EQ(r.redirects.all, 3);
+  EXPECT_TRUE(r.tee.out(0));
+  EXPECT_TRUE(r.tee.err(1));
+  EXPECT_FALSE(r.tee.out(2));
+}
+
+TEST(Cli, BooleanPetMustBeAnInteger) {
+  EXPECT_THROW(parse({"train.py"}, {{"PET_STANDALONE", "yes"}}), UsageError);
+  EXPECT_FALSE(parse({"train.py"}, {{"PET_NO_PYTHON", "0"}}).no_python);
+}
+
+TEST(Cli, ShutdownTimeoutFromTorchEnv) {
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).shutdown_timeout, 7.0);
+  EXPECT_DOUBLE_EQ(parse({"--shutdown-timeout", "2.5", "t.py"}).shutdown_timeout, 2.5);
+  EXPECT_THROW(parse({"--shutdown-timeout", "-1", "t.py"}), UsageError);
+}
+
+TEST(Cli, StandaloneOverridesRendezvous) {
+  auto c = parse({"--standalone", "--rdzv-id", "x", "--master-port", "1234", "t.py"});
+  EXPECT_EQ(c.rdzv_backend, "c10d");
+  EXPECT_NE(c.rdzv_id, "x");
+  EXPECT_EQ(c.rdzv_id.size(), 36u);
+  EXPECT_FALSE(c.master_port.has_value());
+}
+
+TEST(Cli, Errors) {
+  EXPECT_THROW(parse({"--bogus", "t.py"}), UsageError);
+  EXPECT_THROW(parse({}), UsageError);
+  EXPECT_THROW(parse({"--nproc-per-node", "zero", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--nproc-per-node", "0", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--no-python", "-m", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--start-method", "thread", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--redirects", "4", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--tee", "10:1", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--rdzv-conf", "a=1,b", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--signals-to-handle", "SIGNOPE", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--monitor-interval", "0", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--nnodes", "1:2:3", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--nnodes", "2:1", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--cpu-bind", "socket", "t.py"}), UsageError);
+  EXPECT_THROW(lex_command_line({"--help"}), HelpRequested);
+}
+
+TEST(Cli, MultiNodeIsNotSupportedYet) {
+  for (auto args : std::vector<std::vector<std::string>>{{"--nnodes", "2", "t.py"},
+                                                         {"--nnodes", "1:4", "t.py"},
+                                                         {"--node-rank", "1", "t.py"},
+                                                         {"--rdzv-backend", "etcd", "t.py"}}) {
+    try {
+      parse(args);
+      ADD_FAILURE() << args[0] << " " << args[1] << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Cli, RdzvConfAndFilters) {
+  auto c = parse({"--rdzv-conf", "join_timeout=5,read_timeout=60", "--local-ranks-filter", "0,2",
+                  "--duplicate-stdout-filters", "loss,,acc,err", "t.py"});
+  EXPECT_EQ(c.rdzv_conf.at("join_timeout"), "5");
+  EXPECT_EQ(c.rdzv_conf.at("read_timeout"), "60");
+  EXPECT_EQ(c.local_ranks_filter, (std::vector<int>{0, 2}));
+  EXPECT_EQ(c.duplicate_stdout_filters, (std::vector<std::string>{"loss,acc", "err"}));
+}
+
+TEST(Cli, ShortOptions) {
+  auto c = parse({"-r", "3", "-t", "0:1", "-m", "pkg.train"});
+  EXPECT_EQ(c.redirects.all, 3);
+  EXPECT_TRUE(c.tee.out(0));
+  EXPECT_TRUE(c.module);
+  EXPECT_EQ(c.script, "pkg.train");
+}
+
+// Every flag of torchrun's reference list (§1.2) parses in both spellings with a valid value.
+TEST(Cli, EveryTorchrunFlagParses) {
+  const std::map<std::string, std::string> sample = {{"nnodes", "1:1"},
+                                                     {"nproc_per_node", "2"},
+                                                     {"rdzv_backend", "c10d"},
+                                                     {"rdzv_endpoint", "localhost:29400"},
+                                                     {"rdzv_id", "job"},
+                                                     {"rdzv_conf", "join_timeout=5"},
+                                                     {"max_restarts", "1"},
+                                                     {"monitor_interval", "5"},
+                                                     {"start_method", "fork"},
+                                                     {"event_log_handler", "console"},
+                                                     {"role", "trainer"},
+                                                     {"log_dir", "/tmp/x"},
+                                                     {"redirects", "3"},
+                                                     {"tee", "0:1"},
+                                                     {"local_ranks_filter", "0"},
+                                                     {"duplicate_stdout_filters", "a"},
+                                                     {"duplicate_stderr_filters", "b"},
+                                                     {"node_rank", "0"},
+                                                     {"master_addr", "127.0.0.1"},
+                                                     {"master_port", "29501"},
+                                                     {"local_addr", "127.0.0.1"},
+                                                     {"logs_specs", "default"},
+                                                     {"numa_binding", "node"},
+                                                     {"signals_to_handle", "SIGTERM,SIGUSR1"},
+                                                     {"shutdown_timeout", "5"},
+                                                     {"event_log", "/tmp/ev.jsonl"},
+                                                     {"cpu_bind", "core"},
+                                                     {"config", ""}};
+  const std::vector<std::string> torchrun_flags = {"nnodes",
+                                                   "nproc_per_node",
+                                                   "rdzv_backend",
+                                                   "rdzv_endpoint",
+                                                   "rdzv_id",
+                                                   "rdzv_conf",
+                                                   "standalone",
+                                                   "max_restarts",
+                                                   "monitor_interval",
+                                                   "start_method",
+                                                   "event_log_handler",
+                                                   "role",
+                                                   "module",
+                                                   "no_python",
+                                                   "run_path",
+                                                   "log_dir",
+                                                   "redirects",
+                                                   "tee",
+                                                   "local_ranks_filter",
+                                                   "duplicate_stdout_filters",
+                                                   "duplicate_stderr_filters",
+                                                   "node_rank",
+                                                   "master_addr",
+                                                   "master_port",
+                                                   "local_addr",
+                                                   "logs_specs",
+                                                   "numa_binding",
+                                                   "signals_to_handle",
+                                                   "shutdown_timeout",
+                                                   "virtual_local_rank"};
+  for (const auto& dest : torchrun_flags) ASSERT_NE(find_flag(dest), nullptr) << dest;
+  for (const auto& f : flag_table()) {
+    if (f.dest == "config") continue;
+    for (const auto& name : {dashed_name(f.dest), underscored_name(f.dest)}) {
+      std::vector<std::string> args = {name};
+      if (f.kind == FlagKind::kValue) args.push_back(sample.at(std::string(f.dest)));
+      args.push_back("t.py");
+      EXPECT_NO_THROW(parse(args)) << name;
+      EXPECT_EQ(lex_command_line(args).values.count(std::string(f.dest)), 1u) << name;
+    }
+  }
+}
+
+TEST(ConfigFile, KeysAndPrecedence) {
+  std::string path = ::testing::TempDir() + "/ctrun_cfg.json";
+  std::ofstream(path) << R"({"nproc-per-node": 3, "max_restarts": 2, "standalone": true, "role": "w"})";
+  auto c = parse({"--config", path, "--max-restarts", "5", "t.py"}, {{"PET_ROLE", "env"}, {"PET_MAX_RESTARTS", "9"}});
+  EXPECT_EQ(c.nproc_per_node, 3);  // file
+  EXPECT_EQ(c.max_restarts, 5);    // CLI beats file
+  EXPECT_TRUE(c.standalone);       // file boolean
+  EXPECT_EQ(c.role, "w");          // file beats PET_
+  auto d = parse({"t.py"}, {{"PET_CONFIG", path}});
+  EXPECT_EQ(d.nproc_per_node, 3);
+  EXPECT_THROW(parse_config_json(R"({"nproc": 2})", "x"), UsageError);
+  EXPECT_THROW(parse_config_json("[1]", "x"), UsageError);
+  EXPECT_THROW(parse_config_json("{", "x"), UsageError);
+  EXPECT_THROW(parse({"--config", "/nonexistent/c.json", "t.py"}), UsageError);
+}
+
+TEST(ConfigFile, ShippedExamplesParse) {
+  for (const char* name : {"single_node.json", "restarts_and_logs.json"}) {
+    std::string path = std::string(CTRUN_SOURCE_DIR) + "/configs/" + name;
+    EXPECT_NO_THROW(read_config_file(path)) << path;
+  }
+}
+
+}  // namespace
+}  // namespace ctrun::agent

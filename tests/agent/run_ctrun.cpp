@@ -1,0 +1,129 @@
+#include "run_ctrun.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace ctrun::agent::test {
+
+std::string ctrun_binary() { return std::string(CTRUN_BIN_DIR) + "/ctrun"; }
+std::string workers_dir() { return CTRUN_WORKERS_DIR; }
+
+std::string fresh_dir(const std::string& name) {
+  std::string dir =
+      std::filesystem::temp_directory_path().string() + "/ctrun_test_" + name + "_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+CtrunProcess::CtrunProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  static int counter = 0;
+  std::string base = std::filesystem::temp_directory_path().string() + "/ctrun_run_" + std::to_string(::getpid()) +
+                     "_" + std::to_string(counter++);
+  out_path_ = base + ".out";
+  err_path_ = base + ".err";
+  std::vector<std::string> argv_s = {ctrun_binary()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    if (env.count(kv.substr(0, kv.find('='))) == 0) env_s.push_back(kv);
+  }
+  for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_s) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out);
+  ::close(err);
+}
+
+CtrunProcess::~CtrunProcess() {
+  if (!done_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  std::filesystem::remove(out_path_);
+  std::filesystem::remove(err_path_);
+}
+
+RunResult CtrunProcess::wait(std::chrono::seconds deadline) {
+  RunResult run;
+  auto until = std::chrono::steady_clock::now() + deadline;
+  int status = 0;
+  while (true) {
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) break;
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      done_ = true;
+      run.out = read_file(out_path_);
+      run.err = read_file(err_path_) + "\n[test] ctrun timed out and was killed";
+      return run;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // test harness only
+  }
+  done_ = true;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.out = read_file(out_path_);
+  run.err = read_file(err_path_);
+  return run;
+}
+
+RunResult run_ctrun(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                    std::chrono::seconds deadline) {
+  CtrunProcess p(args, env);
+  return p.wait(deadline);
+}
+
+bool wait_for_files(const std::string& dir, const std::string& prefix, int count, std::chrono::milliseconds deadline) {
+  auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    int n = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec)) {
+      if (it->path().filename().string().rfind(prefix, 0) == 0) ++n;
+    }
+    if (n >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  auto close = content.rfind(')');
+  return close != std::string::npos && close + 2 < content.size() && content[close + 2] != 'Z';
+}
+
+}  // namespace ctrun::agent::test

@@ -1,0 +1,285 @@
+// Every op x dtype x reduce op x size, for world sizes 1..8, both transports and both algorithm families,
+// against the sequential reference (reference.hpp). Ranks are threads over one MemoryStore.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "harness.hpp"
+#include "reference.hpp"
+
+namespace ctrun::comm::testing {
+namespace {
+
+// Small chunks make the pipelined algorithms cut even the test's "large" buffers into many chunks.
+const bool kSmallChunks = [] {
+  setenv("CTRUN_COMM_CHUNK_BYTES", "1024", 1);
+  return true;
+}();
+
+constexpr std::size_t kSizes[] = {0, 1, 37, 3001};
+
+// The two families: bandwidth algorithms (ring, chains) and latency algorithms (doubling, trees, direct).
+const char* const kRingFamily = "all_reduce=ring,broadcast=chain,reduce=chain,all_gather=ring,reduce_scatter=ring";
+const char* const kTreeFamily =
+    "all_reduce=recursive_doubling,broadcast=tree,reduce=tree,all_gather=direct,reduce_scatter=direct";
+
+[[noreturn]] void fail(const std::string& what, std::size_t i, double got, double want) {
+  std::ostringstream os;
+  os << what << ": element " << i << " is " << got << ", expected " << want;
+  throw std::runtime_error(os.str());
+}
+
+// Checks buffer element i against `want` after rounding `want` into the dtype (int8 products wrap, etc.).
+void expect_at(const TestBuffer& b, DataType dtype, std::size_t i, double want, const std::string& what) {
+  TestBuffer w(dtype, 1);
+  w.set(0, want);
+  if (!close_enough(b.get(i), w.get(0), dtype)) fail(what, i, b.get(i), w.get(0));
+}
+
+std::string label(const char* op, DataType dtype, std::size_t count, ReduceOp rop = ReduceOp::kSum) {
+  return std::string(op) + "(" + std::string(to_string(dtype)) + ", " + std::to_string(count) + ", " +
+         std::string(to_string(rop)) + ")";
+}
+
+void check_all_reduce_and_reduce(int rank, int n, ProcessGroup& pg, int& seed) {
+  for (DataType dtype : all_dtypes()) {
+    for (ReduceOp op : ops_for(dtype)) {
+      for (std::size_t count : kSizes) {
+        ++seed;
+        TestBuffer b(dtype, count);
+        b.fill(rank, seed, op);
+        pg.all_reduce(b.view(), op);
+        for (std::size_t i = 0; i < count; ++i) {
+          expect_at(b, dtype, i, reference_reduce(n, i, seed, op, dtype), label("all_reduce", dtype, count, op));
+        }
+        const int root = seed % n;
+        b.fill(rank, seed, op);
+        pg.reduce(b.view(), root, op);
+        if (rank == root) {
+          for (std::size_t i = 0; i < count; ++i) {
+            expect_at(b, dtype, i, reference_reduce(n, i, seed, op, dtype), label("reduce", dtype, count, op));
+          }
+        }
+      }
+    }
+  }
+}
+
+void check_reduce_scatter(int rank, int n, ProcessGroup& pg, int& seed) {
+  for (DataType dtype : all_dtypes()) {
+    for (ReduceOp op : ops_for(dtype)) {
+      for (std::size_t count : kSizes) {
+        ++seed;
+        // Block j of every rank's input is element range [j*count, (j+1)*count) of one long vector.
+        TestBuffer in(dtype, count * static_cast<std::size_t>(n));
+        in.fill(rank, seed, op);
+        TestBuffer out(dtype, count);
+        if (seed % 2) {
+          std::vector<Buffer> inputs;
+          for (int j = 0; j < n; ++j) inputs.push_back(in.slice(static_cast<std::size_t>(j) * count, count));
+          pg.reduce_scatter(out.view(), inputs, op);
+        } else {
+          pg.reduce_scatter_from(out.view(), in.view(), op);
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::size_t global = static_cast<std::size_t>(rank) * count + i;
+          expect_at(out, dtype, i, reference_reduce(n, global, seed, op, dtype), label("reduce_scatter", dtype, count, op));
+        }
+      }
+    }
+  }
+}
+
+void check_data_movement(int rank, int n, ProcessGroup& pg, int& seed) {
+  const ReduceOp k = ReduceOp::kSum;  // value_of's plain small integers
+  for (DataType dtype : all_dtypes()) {
+    for (std::size_t count : kSizes) {
+      ++seed;
+      const int root = (seed + 1) % n;
+      {  // broadcast
+        TestBuffer b(dtype, count);
+        if (rank == root) b.fill(root, seed, k);
+        else b.fill_constant(3);
+        pg.broadcast(b.view(), root);
+        for (std::size_t i = 0; i < count; ++i) expect_at(b, dtype, i, value_of(root, i, seed, k, dtype), label("broadcast", dtype, count));
+      }
+      {  // all_gather, list and single-buffer forms
+        TestBuffer in(dtype, count);
+        in.fill(rank, seed, k);
+        TestBuffer out(dtype, count * static_cast<std::size_t>(n));
+        if (seed % 2) {
+          std::vector<Buffer> outs;
+          for (int r = 0; r < n; ++r) outs.push_back(out.slice(static_cast<std::size_t>(r) * count, count));
+          pg.all_gather(outs, in.view());
+        } else {
+          pg.all_gather_into(out.view(), in.view());
+        }
+        for (int r = 0; r < n; ++r) {
+          for (std::size_t i = 0; i < count; ++i) {
+            expect_at(out, dtype, static_cast<std::size_t>(r) * count + i, value_of(r, i, seed, k, dtype),
+                      label("all_gather", dtype, count));
+          }
+        }
+      }
+      {  // gather
+        TestBuffer in(dtype, count);
+        in.fill(rank, seed, k);
+        TestBuffer out(dtype, count * static_cast<std::size_t>(n));
+        std::vector<Buffer> outs;
+        if (rank == root) {
+          for (int r = 0; r < n; ++r) outs.push_back(out.slice(static_cast<std::size_t>(r) * count, count));
+        }
+        pg.gather(outs, in.view(), root);
+        if (rank == root) {
+          for (int r = 0; r < n; ++r) {
+            for (std::size_t i = 0; i < count; ++i) {
+              expect_at(out, dtype, static_cast<std::size_t>(r) * count + i, value_of(r, i, seed, k, dtype),
+                        label("gather", dtype, count));
+            }
+          }
+        }
+      }
+      {  // scatter: chunk r of the root's vector goes to rank r
+        TestBuffer in(dtype, count * static_cast<std::size_t>(n));
+        std::vector<Buffer> ins;
+        if (rank == root) {
+          for (int r = 0; r < n; ++r) {
+            TestBuffer part(dtype, count);
+            for (std::size_t i = 0; i < count; ++i) in.set(static_cast<std::size_t>(r) * count + i, value_of(r, i, seed, k, dtype));
+            ins.push_back(in.slice(static_cast<std::size_t>(r) * count, count));
+          }
+        }
+        TestBuffer out(dtype, count);
+        pg.scatter(out.view(), ins, root);
+        for (std::size_t i = 0; i < count; ++i) expect_at(out, dtype, i, value_of(rank, i, seed, k, dtype), label("scatter", dtype, count));
+      }
+      {  // all_to_all, equal splits: rank r's block j holds value_of(r*n+j, i)
+        TestBuffer in(dtype, count * static_cast<std::size_t>(n));
+        for (int j = 0; j < n; ++j) {
+          for (std::size_t i = 0; i < count; ++i) in.set(static_cast<std::size_t>(j) * count + i, value_of(rank * n + j, i, seed, k, dtype));
+        }
+        TestBuffer out(dtype, count * static_cast<std::size_t>(n));
+        pg.all_to_all_single(out.view(), in.view());
+        for (int j = 0; j < n; ++j) {
+          for (std::size_t i = 0; i < count; ++i) {
+            expect_at(out, dtype, static_cast<std::size_t>(j) * count + i, value_of(j * n + rank, i, seed, k, dtype),
+                      label("all_to_all", dtype, count));
+          }
+        }
+      }
+      {  // all_to_all, uneven splits: r sends c(r, j) elements to j
+        const auto c = [&](int r, int j) { return (static_cast<std::size_t>(r + 2 * j) % 3) * (count / 2 + 1); };
+        std::vector<std::size_t> in_splits;
+        std::vector<std::size_t> out_splits;
+        std::size_t in_total = 0;
+        std::size_t out_total = 0;
+        for (int j = 0; j < n; ++j) {
+          in_splits.push_back(c(rank, j));
+          out_splits.push_back(c(j, rank));
+          in_total += c(rank, j);
+          out_total += c(j, rank);
+        }
+        TestBuffer in(dtype, in_total);
+        std::size_t off = 0;
+        for (int j = 0; j < n; ++j) {
+          for (std::size_t i = 0; i < c(rank, j); ++i) in.set(off + i, value_of(rank * n + j, i, seed, k, dtype));
+          off += c(rank, j);
+        }
+        TestBuffer out(dtype, out_total);
+        pg.all_to_all_single(out.view(), in.view(), out_splits, in_splits);
+        off = 0;
+        for (int j = 0; j < n; ++j) {
+          for (std::size_t i = 0; i < c(j, rank); ++i) {
+            expect_at(out, dtype, off + i, value_of(j * n + rank, i, seed, k, dtype), label("all_to_all uneven", dtype, count));
+          }
+          off += c(j, rank);
+        }
+      }
+    }
+  }
+}
+
+void check_point_to_point(int rank, int n, ProcessGroup& pg, int& seed) {
+  pg.barrier();
+  if (n == 1) return;
+  const int right = (rank + 1) % n;
+  const int left = (rank + n - 1) % n;
+  for (std::size_t count : kSizes) {
+    ++seed;
+    // A ring exchange with isend/irecv (would deadlock with blocking calls) on two tags, in opposite order.
+    TestBuffer a(DataType::kInt32, count);
+    TestBuffer b(DataType::kInt32, count);
+    a.fill(rank, seed, ReduceOp::kSum);
+    b.fill(rank, seed + 1, ReduceOp::kSum);
+    TestBuffer ra(DataType::kInt32, count);
+    TestBuffer rb(DataType::kInt32, count);
+    auto w1 = pg.irecv(rb.view(), left, 2);
+    auto w2 = pg.irecv(ra.view(), left, 1);
+    auto w3 = pg.isend(a.view(), right, 1);
+    auto w4 = pg.isend(b.view(), right, 2);
+    for (auto& w : {w1, w2, w3, w4}) w->wait();
+    for (std::size_t i = 0; i < count; ++i) {
+      expect_at(ra, DataType::kInt32, i, value_of(left, i, seed, ReduceOp::kSum, DataType::kInt32), "isend/irecv tag 1");
+      expect_at(rb, DataType::kInt32, i, value_of(left, i, seed + 1, ReduceOp::kSum, DataType::kInt32), "isend/irecv tag 2");
+    }
+    // The same through batch_isend_irecv, both directions at once.
+    TestBuffer from_left(DataType::kInt32, count);
+    TestBuffer from_right(DataType::kInt32, count);
+    pg.batch_isend_irecv({P2POp::send(a.view(), right, 3), P2POp::send(a.view(), left, 3),
+                          P2POp::recv(from_left.view(), left, 3), P2POp::recv(from_right.view(), right, 3)})
+        ->wait();
+    for (std::size_t i = 0; i < count; ++i) {
+      expect_at(from_left, DataType::kInt32, i, value_of(left, i, seed, ReduceOp::kSum, DataType::kInt32), "batch from left");
+      expect_at(from_right, DataType::kInt32, i, value_of(right, i, seed, ReduceOp::kSum, DataType::kInt32), "batch from right");
+    }
+  }
+  // Blocking send/recv chain 0 -> 1 -> ... -> n-1, each hop adding one.
+  std::vector<std::int64_t> v(5, 0);
+  if (rank > 0) pg.recv(v, rank - 1, 7);
+  for (auto& x : v) x += 1;
+  if (rank < n - 1) pg.send(v, rank + 1, 7);
+  if (v[4] != rank + 1) fail("send/recv chain", 4, static_cast<double>(v[4]), rank + 1);
+}
+
+struct Param {
+  std::string transport;
+  int world;
+  std::string family;
+};
+
+class Collectives : public ::testing::TestWithParam<Param> {};
+
+TEST_P(Collectives, MatchTheSequentialReference) {
+  const Param& p = GetParam();
+  ProcessGroupOptions options;
+  options.transport = p.transport;
+  options.algorithm = p.family == "ring" ? kRingFamily : kTreeFamily;
+  options.timeout = std::chrono::seconds(60);
+  run_ranks(p.world, options, [&](int rank, ProcessGroup& pg) {
+    int seed = 0;
+    check_all_reduce_and_reduce(rank, p.world, pg, seed);
+    check_reduce_scatter(rank, p.world, pg, seed);
+    check_data_movement(rank, p.world, pg, seed);
+    check_point_to_point(rank, p.world, pg, seed);
+  });
+}
+
+std::vector<Param> all_params() {
+  std::vector<Param> out;
+  for (const char* transport : {"shm", "tcp"}) {
+    for (int world = 1; world <= 8; ++world) {
+      for (const char* family : {"ring", "tree"}) out.push_back({transport, world, family});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, Collectives, ::testing::ValuesIn(all_params()),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           return info.param.transport + "_world" + std::to_string(info.param.world) + "_" +
+                                  info.param.family;
+                         });
+
+}  // namespace
+}  // namespace ctrun::comm::testing

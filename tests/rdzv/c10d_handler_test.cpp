@@ -1,0 +1,204 @@
+// The c10d handler as the agent uses it: handlers in threads (real clock, short timeouts) over one MemoryStore,
+// and over a real TCPStore server (one handler hosting it, as on a real cluster).
+#include "rendezvous/c10d_handler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <set>
+#include <thread>
+
+#include "rendezvous/factory.hpp"
+#include "rendezvous/store/memory_store.hpp"
+#include "rendezvous/store/server.hpp"
+
+using namespace ctrun;
+using namespace ctrun::rdzv;
+using namespace std::chrono_literals;
+
+namespace {
+
+C10dConfig config(int min, int max, const std::string& id = "job") {
+  C10dConfig c;
+  c.run_id = id;
+  c.min_nodes = min;
+  c.max_nodes = max;
+  c.settings.join_timeout = 10s;
+  c.settings.last_call_timeout = 100ms;
+  c.settings.keep_alive_interval = 100ms;
+  c.settings.keep_alive_max_attempt = 2;
+  c.wait_slice = 1s;
+  return c;
+}
+
+std::unique_ptr<C10dHandler> make(const std::shared_ptr<store::Store>& s, const C10dConfig& c,
+                                  const std::string& addr, int lws = 1) {
+  auto h = std::make_unique<C10dHandler>(c, NodeSpec{addr, lws, "default"}, [s] { return s; });
+  h->set_worker_store_address(addr, 6000);
+  return h;
+}
+
+std::vector<RoundInfo> rendezvous_all(std::vector<std::unique_ptr<C10dHandler>>& hs,
+                                      const std::vector<int>& which) {
+  std::vector<std::future<RoundInfo>> fs;
+  for (int i : which) fs.push_back(std::async(std::launch::async, [&hs, i] { return hs[i]->next_rendezvous(); }));
+  std::vector<RoundInfo> out;
+  for (auto& f : fs) out.push_back(f.get());
+  return out;
+}
+
+// Polls `pred` (the agent's monitor loop) for up to `limit`.
+template <typename P>
+bool eventually(P pred, std::chrono::milliseconds limit = 5000ms) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+}  // namespace
+
+TEST(C10dHandler, ConcurrentJoinsInThreadsGetOneConsistentRound) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  const int n = 24;
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  std::vector<int> all;
+  for (int i = 0; i < n; ++i) {
+    hs.push_back(make(s, config(n, n), "node" + std::to_string(i), 1 + i % 3));
+    all.push_back(i);
+  }
+  auto infos = rendezvous_all(hs, all);
+  std::set<int> ranks;
+  int world = 0;
+  for (int i = 0; i < n; ++i) world += 1 + i % 3;
+  for (const auto& info : infos) {
+    ranks.insert(info.group_rank);
+    EXPECT_EQ(info.group_world_size, n);
+    EXPECT_EQ(info.global_world_size, world);
+    EXPECT_EQ(info.master_addr, "node0");  // natural order: node0 is group rank 0 and hosts the worker store
+    EXPECT_EQ(info.master_port, 6000);
+  }
+  EXPECT_EQ(static_cast<int>(ranks.size()), n);
+  for (auto& h : hs) h->shutdown();
+}
+
+TEST(C10dHandler, KilledAgentBreaksTheRoundAndSurvivorsRegroup) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b", "c"}) hs.push_back(make(s, config(2, 3), a));
+  rendezvous_all(hs, {0, 1, 2});
+  EXPECT_FALSE(hs[0]->round_broken());
+  hs[2].reset();  // like SIGKILL: heartbeats stop, nothing is written
+  ASSERT_TRUE(eventually([&] { return hs[0]->round_broken() && hs[1]->round_broken(); }));
+  EXPECT_NE(hs[0]->restart_reason().find("node c"), std::string::npos) << hs[0]->restart_reason();
+  EXPECT_EQ(hs[0]->num_nodes_waiting(), 0);  // a death is not a waiting node
+  auto infos = rendezvous_all(hs, {0, 1});
+  EXPECT_EQ(infos[0].round, 1u);
+  EXPECT_EQ(infos[0].group_world_size, 2);
+  EXPECT_FALSE(hs[0]->round_broken());
+}
+
+TEST(C10dHandler, NewNodeMakesMembersSeeWaitingNode) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b", "c"}) hs.push_back(make(s, config(2, 3), a));
+  rendezvous_all(hs, {0, 1});
+  EXPECT_EQ(hs[0]->num_nodes_waiting(), 0);
+  auto late = std::async(std::launch::async, [&] { return hs[2]->next_rendezvous(); });
+  ASSERT_TRUE(eventually([&] { return hs[0]->num_nodes_waiting() > 0 && hs[1]->num_nodes_waiting() > 0; }));
+  EXPECT_FALSE(hs[0]->round_broken()) << hs[0]->restart_reason();
+  auto infos = rendezvous_all(hs, {0, 1});
+  auto info_c = late.get();
+  EXPECT_EQ(info_c.round, 1u);
+  EXPECT_EQ(info_c.group_world_size, 3);
+  EXPECT_EQ(infos[0].group_world_size, 3);
+}
+
+TEST(C10dHandler, LeaveOnSignalBreaksTheRoundAtOnce) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  auto c = config(2, 2);
+  c.settings.keep_alive_interval = 10s;  // heartbeats would take 20 s: the leave must not need them
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b"}) hs.push_back(make(s, c, a));
+  rendezvous_all(hs, {0, 1});
+  hs[1]->leave();
+  EXPECT_TRUE(hs[0]->round_broken());
+  EXPECT_NE(hs[0]->restart_reason().find("left"), std::string::npos);
+  EXPECT_FALSE(hs[0]->is_closed());  // a signal does not close the run
+}
+
+TEST(C10dHandler, ExitBarrierThenShutdownClosesTheRunId) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b"}) hs.push_back(make(s, config(2, 2, "once"), a));
+  rendezvous_all(hs, {0, 1});
+  EXPECT_FALSE(hs[0]->exit_barrier(50ms));  // b has not finished yet
+  auto b = std::async(std::launch::async, [&] { return hs[1]->exit_barrier(5s); });
+  EXPECT_TRUE(b.get());
+  EXPECT_TRUE(hs[0]->shutdown());
+  EXPECT_TRUE(hs[1]->is_closed());
+  auto again = make(s, config(1, 1, "once"), "a");
+  try {
+    again->next_rendezvous();
+    FAIL() << "a closed run id must not rendezvous again";
+  } catch (const RendezvousClosedError& e) {
+    EXPECT_NE(std::string(e.what()).find("once"), std::string::npos) << e.what();
+  }
+}
+
+TEST(C10dHandler, JoinTimeoutBelowMin) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  auto c = config(2, 2);
+  c.settings.join_timeout = 300ms;
+  auto h = make(s, c, "lonely");
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(h->next_rendezvous(), RendezvousTimeoutError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+TEST(C10dHandler, WorkerStoreAddressIsRequired) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  C10dHandler h(config(1, 1), NodeSpec{"a", 1, "default"}, [s] { return s; });
+  EXPECT_THROW(h.next_rendezvous(), RendezvousError);
+}
+
+TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
+  // Find a free port, then let the agents race to host it on 127.0.0.1: one binds, the others become clients.
+  std::uint16_t port = 0;
+  {
+    store::ServerOptions o;
+    o.host = "127.0.0.1";
+    store::Server probe(o);
+    probe.start();
+    port = probe.port();
+  }
+  RendezvousParameters p;
+  p.backend = "c10d";
+  p.endpoint = "127.0.0.1:" + std::to_string(port);
+  p.run_id = "tcp";
+  p.min_nodes = p.max_nodes = 3;
+  p.config = parse_rdzv_conf("last_call_timeout=0.1,keep_alive_interval=0.1,keep_alive_max_attempt=2,read_timeout=5");
+  std::vector<std::unique_ptr<Handler>> hs;
+  for (int i = 0; i < 3; ++i) {
+    hs.push_back(create_handler(p, NodeSpec{"127.0.0." + std::to_string(i + 2), 2, "default"}));
+    hs.back()->set_worker_store_address("127.0.0." + std::to_string(i + 2), 5000 + i);
+  }
+  std::vector<std::future<RoundInfo>> fs;
+  for (auto& h : hs) fs.push_back(std::async(std::launch::async, [&h] { return h->next_rendezvous(); }));
+  std::set<int> ranks;
+  for (auto& f : fs) {
+    auto info = f.get();
+    ranks.insert(info.group_rank);
+    EXPECT_EQ(info.global_world_size, 6);
+    EXPECT_EQ(info.base_global_rank, 2 * info.group_rank);
+    EXPECT_EQ(info.master_addr, "127.0.0.2");
+    EXPECT_EQ(info.master_port, 5000);
+  }
+  EXPECT_EQ(ranks.size(), 3u);
+  // A non-hosting agent dies: the others notice through the real store.
+  hs[2].reset();
+  EXPECT_TRUE(eventually([&] { return hs[1]->round_broken(); }));
+  for (int i = 1; i >= 0; --i) hs[i]->shutdown();
+}

@@ -1,0 +1,101 @@
+// Heartbeat loss against a fake clock: detection bound, monitor death, survivors' next round, spares moving in.
+#include <gtest/gtest.h>
+
+#include "rendezvous/membership.hpp"
+#include "sim.hpp"
+
+using namespace ctrun::rdzv;
+using namespace ctrun::rdzv::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+JoinConfig config(int min, int max) { return JoinConfig{"job", min, max, 600s, 30s}; }
+
+// Runs until over(round) is set; returns how long that took (or `limit`).
+ctrun::store::Duration time_to_over(Sim& sim, std::uint64_t round, ctrun::store::Duration limit) {
+  ctrun::store::Duration t{0};
+  while (sim.over(round).empty() && t < limit) {
+    sim.run_for(250ms);
+    t += 250ms;
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(Liveness, NoFalseAlarmWhileEveryoneBeats) {
+  Sim sim(config(3, 3));
+  for (auto a : {"a", "b", "c"}) sim.join(a);
+  sim.settle();
+  ASSERT_EQ(sim.done_count(), 3);
+  sim.run_for(120s);
+  EXPECT_TRUE(sim.over(0).empty()) << sim.over(0);
+}
+
+TEST(Liveness, DeadMemberDetectedWithinIntervalTimesAttemptsThenSurvivorsRegroup) {
+  Sim sim(config(2, 3));
+  for (auto a : {"a", "b", "c"}) sim.join(a);
+  sim.settle();
+  sim.run_for(10s);
+  sim.kill(2);  // c: its agent is SIGKILLed, its last heartbeat was at most now
+  auto took = time_to_over(sim, 0, 60s);
+  EXPECT_LE(took, 15s);  // keep_alive_interval 5 s x keep_alive_max_attempt 3
+  auto over = sim.over(0);
+  EXPECT_EQ(over_kind(over), kOverDead);
+  EXPECT_NE(over.find("node c"), std::string::npos) << over;
+  EXPECT_NE(over.find("lost heartbeat"), std::string::npos) << over;
+  sim.rejoin(0);
+  sim.rejoin(1);
+  sim.run_for(31s);  // 2 of MAX 3: last call
+  ASSERT_TRUE(sim.node(0).result);
+  ASSERT_TRUE(sim.node(1).result);
+  EXPECT_EQ(sim.node(0).result->round, 1u);
+  EXPECT_EQ(sim.node(0).result->assignment.group_world_size, 2);
+}
+
+TEST(Liveness, DeathOfTheMonitorIsDetectedByTheOthers) {
+  Sim sim(config(3, 3));
+  for (auto a : {"a", "b", "c"}) sim.join(a);
+  sim.settle();
+  sim.run_for(6s);
+  sim.kill(0);  // group rank 0: the monitor of everybody
+  auto took = time_to_over(sim, 0, 60s);
+  EXPECT_LE(took, 15s);
+  EXPECT_NE(sim.over(0).find("node a"), std::string::npos) << sim.over(0);
+}
+
+TEST(Liveness, TwoDeathsIncludingTheMonitorStillDrainTheRound) {
+  Sim sim(config(1, 4));
+  for (auto a : {"a", "b", "c", "d"}) sim.join(a);
+  sim.settle();
+  ASSERT_EQ(sim.done_count(), 4);
+  sim.kill(0);
+  sim.kill(2);
+  sim.run_for(20s);
+  sim.rejoin(1);
+  sim.rejoin(3);
+  sim.run_for(40s);  // b's monitor role passes on: c is declared dead too, round 0 drains, last call
+  ASSERT_TRUE(sim.node(1).result) << sim.node(1).error;
+  EXPECT_EQ(sim.node(1).result->assignment.group_world_size, 2);
+  EXPECT_TRUE(sim.store().check({sim.keys().drained(0)}));
+}
+
+TEST(Liveness, SpareTakesThePlaceOfADeadMember) {
+  Sim sim(config(1, 2));
+  sim.join("a");
+  sim.join("b");
+  int spare = sim.join("c");
+  sim.settle();
+  ASSERT_EQ(sim.done_count(), 2);
+  sim.run_for(5s);
+  sim.kill(1);
+  sim.run_for(16s);
+  ASSERT_EQ(over_kind(sim.over(0)), kOverDead);
+  sim.rejoin(0);
+  sim.settle();  // a and the spare c make MAX 2 of round 1: at once
+  ASSERT_TRUE(sim.node(spare).result) << sim.node(spare).error;
+  EXPECT_EQ(sim.node(spare).result->round, 1u);
+  EXPECT_EQ(sim.node(0).result->round, 1u);
+  EXPECT_EQ(sim.node(spare).result->assignment.group_world_size, 2);
+}

@@ -1,0 +1,206 @@
+// The ctstore daemon as a real child process: the port line on stdout with --port 0, serving both
+// dialects, a JSON stats line on SIGUSR1 and with --stats-interval, clean exit 0 on SIGTERM and SIGINT,
+// exit 2 with usage on a bad flag, a clear error on a busy port.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fcntl.h>
+
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/store/raw_socket.hpp"
+
+extern char** environ;
+
+namespace ctrun::store {
+namespace {
+
+using namespace std::chrono_literals;
+using test::bytes_field;
+using test::le32;
+using test::le64;
+using test::RawSocket;
+using test::read_le64;
+
+const std::string kCtstore = std::string(CTRUN_BIN_DIR) + "/ctstore";
+
+// A child process with its stdout and stderr on pipes; killed (SIGKILL) if a test leaves it running.
+class Child {
+ public:
+  explicit Child(std::vector<std::string> args) {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    std::vector<char*> argv;
+    args.insert(args.begin(), kCtstore);
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, kCtstore.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+  }
+  ~Child() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(out_);
+    ::close(err_);
+  }
+  pid_t pid() const { return pid_; }
+
+  // Next stdout line (without '\n'), or nullopt after the deadline / EOF.
+  std::optional<std::string> line(std::chrono::milliseconds timeout = 10s) {
+    return read_line(out_, out_buf_, timeout);
+  }
+
+  // Waits for exit; the exit code, or nullopt on timeout (or -signal if killed by a signal).
+  std::optional<int> wait(std::chrono::milliseconds timeout = 10s) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return std::nullopt;
+  }
+
+  std::string all_stderr() {
+    std::string s;
+    char buf[4096];
+    pollfd p{err_, POLLIN, 0};
+    while (::poll(&p, 1, 200) > 0) {
+      ssize_t n = ::read(err_, buf, sizeof buf);
+      if (n <= 0) break;
+      s.append(buf, static_cast<std::size_t>(n));
+    }
+    return s;
+  }
+
+ private:
+  static std::optional<std::string> read_line(int fd, std::string& buf, std::chrono::milliseconds timeout) {
+    auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (auto nl = buf.find('\n'); nl != std::string::npos) {
+        std::string l = buf.substr(0, nl);
+        buf.erase(0, nl + 1);
+        return l;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
+      char tmp[4096];
+      ssize_t n = ::read(fd, tmp, sizeof tmp);
+      if (n <= 0) return std::nullopt;
+      buf.append(tmp, static_cast<std::size_t>(n));
+    }
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1, err_ = -1;
+  bool exited_ = false;
+  std::string out_buf_;
+};
+
+std::uint16_t listening_port(Child& c) {
+  auto l = c.line();
+  if (!l) return 0;
+  std::smatch m;
+  static const std::regex re(R"(^ctstore listening on (.+):(\d+)$)");
+  if (!std::regex_match(*l, m, re)) return 0;
+  return static_cast<std::uint16_t>(std::stoi(m[2]));
+}
+
+TEST(Ctstore, ServesBothDialectsReportsStatsAndStopsOnSigterm) {
+  ASSERT_TRUE(std::filesystem::exists(kCtstore)) << kCtstore;
+  Child c({"--port", "0", "--host", "127.0.0.1"});
+  ASSERT_GT(c.pid(), 0);
+  auto port = listening_port(c);
+  ASSERT_NE(port, 0) << c.all_stderr();
+
+  RawSocket legacy("127.0.0.1", port);  // torch 1.13: ADD init/ 1
+  std::string add(1, 3);
+  bytes_field(add, "init/");
+  le64(add, 1);
+  ASSERT_TRUE(legacy.send_all(add));
+  EXPECT_EQ(read_le64(legacy.recv_exact(8)), 1u);
+  RawSocket v2("127.0.0.1", port);  // torch 2.x: VALIDATE, PING, ADD init/ 1
+  std::string hello(1, 0);
+  le32(hello, 0x3C85F7CE);
+  hello.push_back(13);
+  le32(hello, 4242);
+  hello.push_back(4);
+  bytes_field(hello, "init/");
+  le64(hello, 1);
+  ASSERT_TRUE(v2.send_all(hello));
+  auto r = v2.recv_exact(12);
+  ASSERT_EQ(r.size(), 12u);
+  EXPECT_EQ(read_le64(r.substr(4)), 2u);
+
+  ASSERT_EQ(::kill(c.pid(), SIGUSR1), 0);
+  auto stats_line = c.line();
+  ASSERT_TRUE(stats_line.has_value());
+  auto j = nlohmann::json::parse(*stats_line);
+  EXPECT_EQ(j["connections_open"], 2);
+  EXPECT_EQ(j["keys"], 1);
+  EXPECT_EQ(j["ops"]["ADD"], 2);
+  EXPECT_EQ(j["ops"]["VALIDATE"], 1);
+  EXPECT_EQ(j["connections_rejected"], 0);
+
+  ASSERT_EQ(::kill(c.pid(), SIGTERM), 0);
+  EXPECT_EQ(c.wait(), std::optional<int>(0));
+  EXPECT_TRUE(legacy.recv_until_close(5s).has_value());
+  EXPECT_NE(c.all_stderr().find("serving TCPStore on 127.0.0.1:" + std::to_string(port) + " (both dialects)"),
+            std::string::npos);
+}
+
+TEST(Ctstore, StatsIntervalAndSigint) {
+  Child c({"--port", "0", "--host", "127.0.0.1", "--stats-interval", "0.1"});
+  ASSERT_NE(listening_port(c), 0);
+  auto l = c.line(5s);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_TRUE(nlohmann::json::parse(*l).contains("connections_accepted")) << *l;
+  ASSERT_EQ(::kill(c.pid(), SIGINT), 0);
+  EXPECT_EQ(c.wait(), std::optional<int>(0));
+}
+
+TEST(Ctstore, BadFlagExitsTwoWithUsage) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--no-such-flag"},
+                                        {"--port", "70000"},
+                                        {"--port", "abc"},
+                                        {"--stats-interval", "-1"}}) {
+    Child c(args);
+    EXPECT_EQ(c.wait(), std::optional<int>(2)) << args[0];
+    EXPECT_NE(c.all_stderr().find("Usage"), std::string::npos);
+  }
+}
+
+TEST(Ctstore, BusyPortIsAnErrorNotAHang) {
+  Child first({"--port", "0", "--host", "127.0.0.1"});
+  auto port = listening_port(first);
+  ASSERT_NE(port, 0);
+  Child second({"--port", std::to_string(port), "--host", "127.0.0.1"});
+  EXPECT_EQ(second.wait(), std::optional<int>(1));
+  EXPECT_NE(second.all_stderr().find(std::to_string(port)), std::string::npos);
+  ::kill(first.pid(), SIGTERM);
+  EXPECT_EQ(first.wait(), std::optional<int>(0));
+}
+
+}  // namespace
+}  // namespace ctrun::store

@@ -1,0 +1,98 @@
+#include "tests/store/fuzz/codec_fuzz.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "rendezvous/store/protocol.hpp"
+#include "rendezvous/store/server_keyspace.hpp"
+
+namespace ctrun::store::fuzz {
+
+namespace {
+
+using namespace protocol;
+
+// Says which invariant broke, then traps (libFuzzer and the gtest both report the crash and the input).
+#define check(ok)                                                                          \
+  do {                                                                                     \
+    if (!(ok)) {                                                                           \
+      std::fprintf(stderr, "codec fuzz invariant failed at line %d: %s\n", __LINE__, #ok); \
+      __builtin_trap();                                                                    \
+    }                                                                                      \
+  } while (0)
+
+// Three fake connections; replies are collected (and bounded by the small limits below).
+class Sink final : public detail::ReplySink {
+ public:
+  std::string* output(detail::ConnId c) override { return c < out.size() ? &out[c] : nullptr; }
+  std::array<std::string, 3> out;
+};
+
+}  // namespace
+
+void codec_fuzz_one(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return;
+  // Byte 0 picks the limits and the dialect (or lets detect_dialect pick it from the stream, as the server
+  // does); the rest is a client->server byte stream.
+  const std::uint8_t mode = data[0];
+  std::span<const std::uint8_t> stream(data + 1, size - 1);
+  Limits limits;
+  if (mode & 4) {
+    limits.max_key_len = 16;
+    limits.max_value_len = 64;
+    limits.max_keys_per_request = 4;
+    limits.max_request_bytes = 512;
+  }
+  Dialect dialect = (mode & 1) ? Dialect::kV2 : Dialect::kLegacy;
+  if (mode & 2) {
+    auto d = detect_dialect(stream);
+    if (d == Detected::kNeedMore) {
+      check(stream.size() < 5);
+      return;
+    }
+    dialect = d == Detected::kV2 ? Dialect::kV2 : Dialect::kLegacy;
+    if (d == Detected::kV2) check(stream.size() >= 5 && stream[0] == 0);
+  }
+
+  Sink sink;
+  detail::Keyspace keyspace(sink, 1 << 20);
+  std::size_t off = 0;
+  for (int n = 0; off < stream.size() && n < 256; ++n) {
+    auto rest = stream.subspan(off);
+    auto r = parse_request(dialect, rest, limits);
+    if (r.status == ParseStatus::kError) {
+      check(!r.error.empty());
+      return;
+    }
+    if (r.status == ParseStatus::kNeedMore) {
+      check(r.need_at_least > rest.size());
+      return;
+    }
+    check(r.consumed > 0 && r.consumed <= rest.size());
+    // Canonical encoding: re-encoding the decoded request gives back exactly the bytes consumed.
+    std::string again;
+    encode_request(dialect, r.request, again);
+    check(again.size() == r.consumed && std::memcmp(again.data(), rest.data(), again.size()) == 0);
+    // No proper prefix of a whole request is a whole request.
+    if (r.consumed > 1) {
+      auto cut = parse_request(dialect, rest.first(r.consumed / 2), limits);
+      check(cut.status != ParseStatus::kOk);
+    }
+    // Semantics: execute as one of three connections; sometimes one disconnects.
+    const detail::ConnId conn = static_cast<detail::ConnId>(off % 3);
+    keyspace.execute(conn, r.request);
+    check(keyspace.pending_waits() <= 3);
+    if ((off & 0x3f) == 0x3f) keyspace.forget(conn);
+    for (auto& o : sink.out)
+      if (o.size() > (4u << 20)) o.clear();
+    off += r.consumed;
+  }
+  keyspace.clear();
+  check(keyspace.pending_waits() == 0 && keyspace.num_keys() == 0 && keyspace.bytes() == 0);
+}
+
+}  // namespace ctrun::store::fuzz

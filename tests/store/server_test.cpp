@@ -1,0 +1,480 @@
+// Server semantics the captures do not show: queues, BARRIER, LIST_KEYS, 1.13 WATCH_KEY events, waits woken
+// by compare_set, the cancel race, stale 1.13 waits, waits forgotten on disconnect, owner access (clear,
+// get/set/keys_local), limits closing one connection only, IPv6, and the 1.13 idle second connection.
+// Raw sockets only, so these tests do not depend on our client.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "rendezvous/store/server.hpp"
+#include "rendezvous/store/store.hpp"
+#include "tests/store/raw_socket.hpp"
+
+namespace ctrun::store {
+namespace {
+
+using namespace std::chrono_literals;
+using test::bytes_field;
+using test::le32;
+using test::le64;
+using test::RawSocket;
+using test::read_le64;
+
+// v2 opcodes (torch >= 2.1).
+enum V2 : char {
+  kValidate = 0,
+  kSet = 1,
+  kCompareSet = 2,
+  kGet = 3,
+  kAdd = 4,
+  kCheck = 5,
+  kWait = 6,
+  kNumKeys = 7,
+  kDelete = 8,
+  kAppend = 9,
+  kMultiGet = 10,
+  kMultiSet = 11,
+  kCancel = 12,
+  kPing = 13,
+  kQPush = 14,
+  kQPop = 15,
+  kQLen = 16,
+  kListKeys = 17,
+  kBarrier = 18,
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions o;
+    o.host = "127.0.0.1";
+    o.limits.max_key_len = 64;
+    o.limits.max_value_len = 1024;
+    o.limits.max_keys_per_request = 8;
+    server_ = std::make_unique<Server>(o);
+    server_->start();
+    ASSERT_NE(server_->port(), 0);
+  }
+
+  // A validated v2 connection.
+  RawSocket v2() {
+    RawSocket s("127.0.0.1", server_->port());
+    std::string m(1, kValidate);
+    le32(m, 0x3C85F7CE);
+    EXPECT_TRUE(s.send_all(m));
+    return s;
+  }
+  static std::string req(char op, std::initializer_list<std::string_view> fields = {}) {
+    std::string r(1, op);
+    for (auto f : fields) bytes_field(r, f);
+    return r;
+  }
+  static std::string keys_req(char op, std::initializer_list<std::string_view> keys) {
+    std::string r(1, op);
+    le64(r, keys.size());
+    for (auto k : keys) bytes_field(r, k);
+    return r;
+  }
+  static std::string i64_req(char op, std::string_view key, std::int64_t v) {
+    std::string r = req(op, {key});
+    le64(r, static_cast<std::uint64_t>(v));
+    return r;
+  }
+  // Sends a request and reads an i64 reply.
+  static std::int64_t ask_i64(RawSocket& s, const std::string& r) {
+    EXPECT_TRUE(s.send_all(r));
+    auto b = s.recv_exact(8);
+    EXPECT_EQ(b.size(), 8u);
+    return b.size() == 8 ? static_cast<std::int64_t>(read_le64(b)) : -999;
+  }
+  static int ask_u8(RawSocket& s, const std::string& r) {
+    EXPECT_TRUE(s.send_all(r));
+    auto b = s.recv_exact(1);
+    return b.size() == 1 ? static_cast<unsigned char>(b[0]) : -1;
+  }
+  static std::string read_bytes(RawSocket& s) {
+    auto len = s.recv_exact(8);
+    if (len.size() != 8) return "<eof>";
+    return s.recv_exact(read_le64(len));
+  }
+  // Fence: once GETNUMKEYS is answered, everything sent before on this connection has been executed.
+  static void fence(RawSocket& s) { ask_i64(s, std::string(1, kNumKeys)); }
+
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(ServerTest, PortZeroGivesARealPortAndStatsCount) {
+  auto s = v2();
+  std::string ping(1, kPing);
+  le32(ping, 77);
+  ASSERT_TRUE(s.send_all(ping));
+  EXPECT_EQ(s.recv_exact(4), std::string("\x4d\0\0\0", 4));
+  EXPECT_EQ(ask_i64(s, i64_req(kAdd, "init/", 1)), 1);
+  auto st = server_->stats();
+  EXPECT_EQ(st.connections_open, 1u);
+  EXPECT_EQ(st.keys, 1u);
+  EXPECT_EQ(st.bytes, 6u);  // "init/" + "1"
+  bool saw_add = false;
+  for (auto& [name, n] : st.ops)
+    if (name == "ADD") saw_add = n == 1;
+  EXPECT_TRUE(saw_add);
+}
+
+TEST_F(ServerTest, CompareSetCreatingAKeyWakesWaiters) {
+  auto waiter = v2();
+  auto writer = v2();
+  ASSERT_TRUE(waiter.send_all(keys_req(kWait, {"/x"})));
+  fence(writer);
+  EXPECT_FALSE(waiter.wait_readable(50ms));
+  ASSERT_TRUE(writer.send_all(req(kCompareSet, {"/x", "", "v"})));
+  EXPECT_EQ(read_bytes(writer), "v");
+  EXPECT_EQ(waiter.recv_exact(1), std::string(1, '\0'));
+}
+
+TEST_F(ServerTest, MultiKeyWaitGetsOneReplyAfterAllKeys) {
+  auto waiter = v2();
+  auto writer = v2();
+  ASSERT_TRUE(waiter.send_all(keys_req(kWait, {"/a", "/b", "/a"})));
+  ASSERT_TRUE(writer.send_all(req(kSet, {"/a", "1"})));
+  fence(writer);
+  EXPECT_FALSE(waiter.wait_readable(30ms));
+  EXPECT_EQ(server_->stats().pending_waits, 1u);
+  ASSERT_TRUE(writer.send_all(req(kAppend, {"/b", "2"})));
+  fence(writer);
+  EXPECT_EQ(waiter.recv_exact(1), std::string(1, '\0'));
+  EXPECT_FALSE(waiter.wait_readable(30ms));  // exactly one reply
+  EXPECT_EQ(server_->stats().pending_waits, 0u);
+}
+
+TEST_F(ServerTest, CancelRaceGivesStopWaitingThenCanceled) {
+  auto waiter = v2();
+  auto writer = v2();
+  ASSERT_TRUE(waiter.send_all(keys_req(kWait, {"/late"})));
+  fence(writer);
+  ASSERT_TRUE(writer.send_all(req(kSet, {"/late", "x"})));
+  fence(writer);
+  // The client "timed out" just before the key appeared: it reads 00 then 01.
+  ASSERT_TRUE(waiter.send_all(std::string(1, kCancel)));
+  EXPECT_EQ(waiter.recv_exact(2), std::string("\0\1", 2));
+  // Plain cancel of a pending wait: only 01, and the registration is gone.
+  ASSERT_TRUE(waiter.send_all(keys_req(kWait, {"/never"})));
+  fence(writer);
+  EXPECT_EQ(server_->stats().pending_waits, 1u);
+  EXPECT_EQ(ask_u8(waiter, std::string(1, kCancel)), 1);
+  EXPECT_EQ(server_->stats().pending_waits, 0u);
+  ASSERT_TRUE(writer.send_all(req(kSet, {"/never", "x"})));
+  fence(writer);
+  EXPECT_FALSE(waiter.wait_readable(30ms));
+}
+
+TEST_F(ServerTest, DisconnectMidWaitLeavesNoPendingWait) {
+  {
+    auto waiter = v2();
+    ASSERT_TRUE(waiter.send_all(keys_req(kWait, {"/gone", "/gone2"})));
+    auto other = v2();
+    fence(other);
+    EXPECT_EQ(server_->stats().pending_waits, 1u);
+  }
+  for (int i = 0; i < 200 && server_->stats().pending_waits != 0; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(server_->stats().pending_waits, 0u);
+  // Setting the key later must not touch the dead connection.
+  auto w = v2();
+  ASSERT_TRUE(w.send_all(req(kSet, {"/gone", "x"})));
+  fence(w);
+  EXPECT_EQ(server_->stats().connections_open, 1u);
+}
+
+TEST_F(ServerTest, Legacy113TimedOutWaitIsDroppedByTheNextRequest) {
+  // torch 1.13 times out a wait silently and sends its next request on the same connection. We drop the
+  // stale registration then, so a later SET of that key sends no stray 00 to desynchronise the client.
+  RawSocket legacy("127.0.0.1", server_->port());
+  std::string wait(1, 5);  // legacy WAIT
+  le64(wait, 1);
+  bytes_field(wait, "/never");
+  ASSERT_TRUE(legacy.send_all(wait));
+  std::string numkeys(1, 6);
+  EXPECT_EQ(ask_i64(legacy, numkeys), 0);
+  EXPECT_EQ(server_->stats().pending_waits, 0u);
+  auto w = v2();
+  ASSERT_TRUE(w.send_all(req(kSet, {"/never", "x"})));
+  fence(w);
+  EXPECT_FALSE(legacy.wait_readable(30ms));
+}
+
+TEST_F(ServerTest, QueuesCountAsPresentAndWakeOneWaiter) {
+  auto a = v2();
+  auto b = v2();
+  auto c = v2();
+  EXPECT_EQ(ask_u8(a, keys_req(kCheck, {"/q"})), 1);
+  ASSERT_TRUE(b.send_all(keys_req(kWait, {"/q"})));
+  ASSERT_TRUE(c.send_all(keys_req(kWait, {"/q"})));
+  fence(a);
+  ASSERT_TRUE(a.send_all(req(kQPush, {"/q", "one"})));
+  fence(a);
+  // Exactly one of the two waiters is woken by one element.
+  bool b_woke = b.wait_readable(200ms);
+  bool c_woke = c.wait_readable(50ms);
+  EXPECT_NE(b_woke, c_woke);
+  EXPECT_EQ(ask_u8(a, keys_req(kCheck, {"/q"})), 0);
+  ASSERT_TRUE(a.send_all(req(kQPush, {"/q", "two"})));
+  EXPECT_EQ(ask_i64(a, req(kQLen, {"/q"})), 2);
+  EXPECT_EQ(ask_i64(a, req(kQPop, {"/q"})), 2);
+  EXPECT_EQ(read_bytes(a), "one");
+  EXPECT_EQ(ask_i64(a, req(kQPop, {"/q"})), 1);
+  EXPECT_EQ(read_bytes(a), "two");
+  EXPECT_EQ(ask_i64(a, req(kQPop, {"/q"})), 0);  // empty: no value follows
+  EXPECT_EQ(ask_i64(a, req(kQLen, {"/q"})), 0);
+  EXPECT_EQ(ask_u8(a, keys_req(kCheck, {"/q"})), 1);
+  EXPECT_EQ(ask_i64(a, std::string(1, kNumKeys)), 0);  // queues are not keys
+}
+
+TEST_F(ServerTest, BarrierRepliesWhenTheCountIsReached) {
+  auto a = v2();
+  auto b = v2();
+  auto c = v2();
+  ASSERT_TRUE(a.send_all(i64_req(kBarrier, "/bar", 3)));
+  ASSERT_TRUE(b.send_all(i64_req(kBarrier, "/bar", 3)));
+  fence(c);
+  EXPECT_FALSE(a.wait_readable(30ms));
+  EXPECT_FALSE(b.wait_readable(0ms));
+  EXPECT_EQ(ask_u8(c, i64_req(kBarrier, "/bar", 3)), 0);
+  EXPECT_EQ(a.recv_exact(1), std::string(1, '\0'));
+  EXPECT_EQ(b.recv_exact(1), std::string(1, '\0'));
+  EXPECT_EQ(server_->get_local("/bar"), std::optional<std::string>("3"));
+  EXPECT_EQ(server_->stats().pending_waits, 0u);
+  // Cancellable like WAIT.
+  ASSERT_TRUE(a.send_all(i64_req(kBarrier, "/bar2", 2)));
+  EXPECT_EQ(ask_u8(a, std::string(1, kCancel)), 1);
+  EXPECT_EQ(server_->stats().pending_waits, 0u);
+}
+
+TEST_F(ServerTest, ListKeysAndDelete) {
+  auto a = v2();
+  ASSERT_TRUE(a.send_all(req(kSet, {"/k1", "v"})));
+  ASSERT_TRUE(a.send_all(req(kSet, {"init/", "1"})));
+  EXPECT_EQ(ask_i64(a, std::string(1, kListKeys)), 2);
+  std::vector<std::string> keys{read_bytes(a), read_bytes(a)};
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"/k1", "init/"}));
+  EXPECT_EQ(ask_i64(a, req(kDelete, {"/k1"})), 1);
+  EXPECT_EQ(ask_i64(a, req(kDelete, {"/k1"})), 0);
+  EXPECT_EQ(server_->keys_local(), (std::vector<std::string>{"init/"}));
+}
+
+TEST_F(ServerTest, Legacy113WatchKeyRegistersAndReceivesEvents) {
+  // 1.13's callback connection: WATCH_KEY (7) -> u8 3, then events u8 type, key, old value, new value.
+  RawSocket watcher("127.0.0.1", server_->port());
+  std::string watch(1, 7);
+  bytes_field(watch, "/w");
+  ASSERT_TRUE(watcher.send_all(watch));
+  EXPECT_EQ(watcher.recv_exact(1), std::string(1, '\3'));
+  auto a = v2();
+  ASSERT_TRUE(a.send_all(req(kSet, {"/w", "v1"})));
+  ASSERT_TRUE(a.send_all(req(kSet, {"/w", "v2"})));
+  EXPECT_EQ(ask_i64(a, req(kDelete, {"/w"})), 1);
+  std::string ev;
+  auto event = [](char type, std::string_view old_v, std::string_view new_v) {
+    std::string e(1, type);
+    bytes_field(e, "/w");
+    bytes_field(e, old_v);
+    bytes_field(e, new_v);
+    return e;
+  };
+  std::string want = event(1, "", "v1") + event(0, "v1", "v2") + event(2, "v2", "");
+  EXPECT_EQ(watcher.recv_exact(want.size()), want);
+}
+
+TEST_F(ServerTest, IdleSecondConnectionOf113IsFine) {
+  RawSocket main_conn("127.0.0.1", server_->port());
+  RawSocket callback("127.0.0.1", server_->port());  // never carries a byte
+  std::string add(1, 3);
+  bytes_field(add, "init/");
+  le64(add, 1);
+  EXPECT_EQ(ask_i64(main_conn, add), 1);
+  EXPECT_EQ(server_->stats().connections_open, 2u);
+  EXPECT_FALSE(callback.wait_readable(20ms));
+}
+
+TEST_F(ServerTest, ViolationsCloseOnlyThatConnection) {
+  auto good = v2();
+  ASSERT_TRUE(good.send_all(req(kSet, {"/k", "v"})));
+  const std::vector<std::string> bad = {
+      std::string("\x00\xce\xf7\x85\x3c\x63", 6),  // v2, unknown opcode 99
+      [] {
+        std::string s("\x00\xce\xf7\x85\x3c\x01", 6);  // v2 SET with a key over the 64-byte limit
+        le64(s, 65);
+        return s;
+      }(),
+      [] {
+        std::string s(1, '\x00');  // VALIDATE with a wrong magic after a right one
+        le32(s, 0x3C85F7CE);
+        s.push_back('\x00');
+        le32(s, 0xdeadbeef);
+        return s;
+      }(),
+      [] {
+        std::string s(1, '\x02');  // legacy GET with a 2^64-1 length
+        le64(s, ~0ull);
+        return s;
+      }(),
+      [] {
+        std::string s("\x00\xce\xf7\x85\x3c\x05", 6);  // CHECK with 9 keys (limit 8)
+        le64(s, 9);
+        return s;
+      }(),
+      [] {
+        std::string s("\x00\xce\xf7\x85\x3c\x01", 6);  // value over 1024
+        bytes_field(s, "/k");
+        le64(s, 1025);
+        return s;
+      }(),
+  };
+  for (const auto& b : bad) {
+    RawSocket s("127.0.0.1", server_->port());
+    ASSERT_TRUE(s.send_all(b));
+    auto rest = s.recv_until_close(5s);
+    ASSERT_TRUE(rest.has_value()) << "server did not close";
+    EXPECT_TRUE(rest->empty());
+  }
+  ASSERT_TRUE(good.send_all(req(kGet, {"/k"})));
+  EXPECT_EQ(read_bytes(good), "v");
+  EXPECT_GE(server_->stats().connections_rejected, bad.size());
+}
+
+TEST_F(ServerTest, OwnerAccessAndClear) {
+  auto a = v2();
+  ASSERT_TRUE(a.send_all(req(kSet, {"/k", "v"})));
+  fence(a);
+  EXPECT_EQ(server_->get_local("/k"), std::optional<std::string>("v"));
+  EXPECT_EQ(server_->get_local("/nope"), std::nullopt);
+  // set_local wakes a remote waiter.
+  auto w = v2();
+  ASSERT_TRUE(w.send_all(keys_req(kWait, {"/owner"})));
+  fence(a);
+  server_->set_local("/owner", "x");
+  EXPECT_EQ(w.recv_exact(1), std::string(1, '\0'));
+  // clear() drops keys, queues and pending waits; connections stay usable.
+  ASSERT_TRUE(w.send_all(keys_req(kWait, {"/after"})));
+  ASSERT_TRUE(a.send_all(req(kQPush, {"/q", "e"})));
+  fence(a);
+  EXPECT_EQ(server_->stats().pending_waits, 1u);
+  server_->clear();
+  auto st = server_->stats();
+  EXPECT_EQ(st.keys, 0u);
+  EXPECT_EQ(st.bytes, 0u);
+  EXPECT_EQ(st.pending_waits, 0u);
+  EXPECT_EQ(ask_i64(a, req(kQLen, {"/q"})), 0);
+  ASSERT_TRUE(a.send_all(req(kSet, {"/after", "x"})));
+  fence(a);
+  EXPECT_FALSE(w.wait_readable(30ms));  // the cleared wait is not answered
+  EXPECT_EQ(ask_u8(w, std::string(1, kCancel)), 1);
+  EXPECT_EQ(ask_u8(w, keys_req(kCheck, {"/after"})), 0);
+}
+
+TEST(ServerBind, Ipv6LoopbackAndDualStack) {
+  for (const char* host : {"::1", "::"}) {
+    ServerOptions o;
+    o.host = host;
+    Server s(o);
+    try {
+      s.start();
+    } catch (const StoreError& e) {
+      GTEST_SKIP() << "IPv6 unavailable here: " << e.what();
+    }
+    RawSocket c("::1", s.port());
+    std::string add(1, 3);
+    bytes_field(add, "init/");
+    le64(add, 1);
+    ASSERT_TRUE(c.send_all(add));
+    EXPECT_EQ(read_le64(c.recv_exact(8)), 1u);
+    if (std::string(host) == "::") {
+      RawSocket c4("127.0.0.1", s.port());  // dual stack serves IPv4 too
+      ASSERT_TRUE(c4.send_all(add));
+      EXPECT_EQ(read_le64(c4.recv_exact(8)), 2u);
+    }
+  }
+}
+
+TEST(ServerBind, BusyPortIsAClearError) {
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  Server first(o);
+  first.start();
+  o.port = first.port();
+  o.reuse_address = false;
+  Server second(o);
+  try {
+    second.start();
+    FAIL() << "second bind succeeded";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(o.port)), std::string::npos) << e.what();
+  }
+}
+
+TEST(ServerLimits, MaxConnectionsRefusesExtraConnections) {
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.max_connections = 2;
+  Server s(o);
+  s.start();
+  RawSocket a("127.0.0.1", s.port()), b("127.0.0.1", s.port());
+  std::string numkeys(1, 6);
+  ASSERT_TRUE(a.send_all(numkeys));
+  ASSERT_EQ(a.recv_exact(8).size(), 8u);
+  ASSERT_TRUE(b.send_all(numkeys));
+  ASSERT_EQ(b.recv_exact(8).size(), 8u);
+  RawSocket c("127.0.0.1", s.port());
+  auto rest = c.recv_until_close(5s);
+  ASSERT_TRUE(rest.has_value());
+  EXPECT_TRUE(rest->empty());
+  EXPECT_EQ(s.stats().connections_rejected, 1u);
+  ASSERT_TRUE(a.send_all(numkeys));
+  EXPECT_EQ(a.recv_exact(8).size(), 8u);
+}
+
+TEST(ServerLimits, MemoryLimitRejectsTheWriterOnly) {
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.max_total_bytes = 64 * 1024;
+  Server s(o);
+  s.start();
+  RawSocket ok("127.0.0.1", s.port()), hog("127.0.0.1", s.port());
+  std::string set(1, 0);  // legacy SET
+  bytes_field(set, "/small");
+  bytes_field(set, "v");
+  ASSERT_TRUE(ok.send_all(set));
+  std::string big(1, 0);
+  bytes_field(big, "/big");
+  bytes_field(big, std::string(100 * 1024, 'x'));
+  hog.send_all(big);
+  auto rest = hog.recv_until_close(5s);
+  ASSERT_TRUE(rest.has_value()) << "the writer over the limit was not closed";
+  std::string get(1, 2);
+  bytes_field(get, "/small");
+  ASSERT_TRUE(ok.send_all(get));
+  EXPECT_EQ(ok.recv_exact(9), std::string("\1\0\0\0\0\0\0\0v", 9));
+  EXPECT_EQ(s.get_local("/big"), std::nullopt);
+}
+
+TEST(ServerLifecycle, StopIsIdempotentAndClosesClients) {
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  auto s = std::make_unique<Server>(o);
+  s->start();
+  RawSocket c("127.0.0.1", s->port());
+  std::string numkeys(1, 6);
+  ASSERT_TRUE(c.send_all(numkeys));
+  ASSERT_EQ(c.recv_exact(8).size(), 8u);
+  s->stop();
+  s->stop();
+  EXPECT_TRUE(c.recv_until_close(5s).has_value());
+  // Started again after a stop, it serves again (the keyspace is kept; clear() is the owner's call).
+  s->start();
+  RawSocket again("127.0.0.1", s->port());
+  ASSERT_TRUE(again.send_all(numkeys));
+  EXPECT_EQ(again.recv_exact(8).size(), 8u);
+  s.reset();
+}
+
+}  // namespace
+}  // namespace ctrun::store

@@ -1,0 +1,196 @@
+// Interop with real PyTorch 1.13 (Debian python3-torch), every server and worker a real child process:
+//  (a) torch's TCPStore client against our ctstore: every Python-visible op;
+//  (b) our TcpStore client (legacy dialect) against torch's own TCPStore server;
+//  (c) 4 torch gloo workers in torchelastic agent-store mode using ctstore as their store.
+// Skips (with the reason) when python3 cannot import torch. Every child is killed and reaped by its owner.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <regex>
+#include <set>
+
+#include "rendezvous/store/prefix_store.hpp"
+#include "rendezvous/store/tcp_store.hpp"
+#include "tests/store/store_checks.hpp"
+#include "tests/store/torch_env.hpp"
+
+namespace ctrun::test {
+namespace {
+
+using store::TcpStore;
+using store::TcpStoreOptions;
+using store::protocol::Dialect;
+
+std::unique_ptr<TcpStore> connect(std::uint16_t port, Dialect dialect, bool add_init_key = false) {
+  TcpStoreOptions o;
+  o.port = port;
+  o.dialect = dialect;
+  o.timeout = std::chrono::seconds(20);
+  o.connect_timeout = std::chrono::seconds(10);
+  o.add_init_key = add_init_key;
+  return std::make_unique<TcpStore>(o);
+}
+
+// ---- (b) our client, legacy dialect, against torch 1.13's own server ----
+class OurClientVsTorchServer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!torch_unavailable_reason().empty()) return;
+    server_ = new ServedProcess(start_torch_server());
+  }
+  static void TearDownTestSuite() {
+    delete server_;  // kills and reaps the python server
+    server_ = nullptr;
+  }
+  void SetUp() override { CTRUN_REQUIRE_TORCH(); }
+  StoreFactory factory() const {
+    auto port = server_->port;
+    return [port] { return std::unique_ptr<store::Store>(connect(port, Dialect::kLegacy)); };
+  }
+  static ServedProcess* server_;
+};
+ServedProcess* OurClientVsTorchServer::server_ = nullptr;
+
+TEST_F(OurClientVsTorchServer, SetGetBinaryAndOneMiB) { check_set_get(*factory()()); }
+TEST_F(OurClientVsTorchServer, AddStoresDecimal) { check_add(*factory()()); }
+TEST_F(OurClientVsTorchServer, CompareSetThreeCases) { check_compare_set(*factory()()); }
+TEST_F(OurClientVsTorchServer, CheckDeleteNumKeys) { check_check_delete_num_keys(*factory()()); }
+TEST_F(OurClientVsTorchServer, MultiGetSetAppendEmulated) { check_multi_and_append(*factory()()); }
+TEST_F(OurClientVsTorchServer, DeferredMultiKeyWait) { check_deferred_wait(*factory()(), factory()); }
+TEST_F(OurClientVsTorchServer, WaitTimeoutReconnectsTransparently) { check_wait_timeout(*factory()(), factory()); }
+TEST_F(OurClientVsTorchServer, BarrierEmulatedWithAdd) { check_barrier(factory(), 3); }
+TEST_F(OurClientVsTorchServer, ThreadSafeSharedClient) { check_thread_safety(*factory()()); }
+
+TEST_F(OurClientVsTorchServer, InitKeyIsUnprefixedAndUserKeysGetSlash) {
+  auto a = connect(server_->port, Dialect::kLegacy, /*add_init_key=*/true);
+  auto b = connect(server_->port, Dialect::kLegacy, /*add_init_key=*/true);
+  // The raw "init/" key is visible to a client with an empty key prefix, as torch's own counter.
+  TcpStoreOptions raw;
+  raw.port = server_->port;
+  raw.dialect = Dialect::kLegacy;
+  raw.key_prefix = "";
+  TcpStore r(raw);
+  EXPECT_GE(r.add("init/", 0), 2);
+  a->set("slash", "x");
+  EXPECT_EQ(r.get("/slash"), "x");
+}
+
+TEST_F(OurClientVsTorchServer, V2OnlyOpsSayLegacyHasThem) {
+  auto s = connect(server_->port, Dialect::kLegacy);
+  for (auto op : std::vector<std::function<void()>>{[&] { s->list_keys(); }, [&] { s->queue_len("q"); },
+                                                    [&] { s->queue_push("q", "v"); }, [&] { s->ping(); }}) {
+    try {
+      op();
+      ADD_FAILURE() << "a v2-only op succeeded on the legacy dialect";
+    } catch (const store::StoreError& e) {
+      EXPECT_NE(std::string(e.what()).find("legacy"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(s->add("still_ok", 1), 1);
+}
+
+TEST_F(OurClientVsTorchServer, PrefixStoreOverTorchServer) {
+  auto base = std::shared_ptr<store::Store>(connect(server_->port, Dialect::kLegacy));
+  store::PrefixStore p("/worker/attempt_0", base);
+  p.set("rank_1", "vm");
+  EXPECT_EQ(base->get("/worker/attempt_0/rank_1"), "vm");
+  check_add(p);
+}
+
+// ---- (a) torch's client against ctstore, and (c) gloo workers against ctstore ----
+class TorchVsCtstore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CTRUN_REQUIRE_TORCH();
+    server_ = start_ctstore();
+  }
+  ServedProcess server_;
+};
+
+TEST_F(TorchVsCtstore, EveryPythonVisibleOp) {
+  ChildProcess py({kPython, kTorchScripts + "torch_client_ops.py", "127.0.0.1", std::to_string(server_.port)});
+  auto rc = py.wait_exit(std::chrono::seconds(90));
+  ASSERT_TRUE(rc.has_value()) << "torch client hung:\n" << py.output();
+  EXPECT_EQ(*rc, 0) << py.output();
+  EXPECT_NE(py.output().find("ALL OK"), std::string::npos) << py.output();
+
+  // Cross-check what torch left behind with our own client (v2, against the same server).
+  auto s = connect(server_.port, Dialect::kV2);
+  EXPECT_EQ(s->get(std::string("nul\0key", 7)), std::string("v\0al\0", 5));
+  EXPECT_EQ(s->get("big"), big_value());
+  EXPECT_EQ(s->get("cnt"), "3");
+  EXPECT_FALSE(s->check({"nokey"}));
+  // torch's three clients each sent ADD "init/" 1 (world_size=1) only for the first: s had world_size 1,
+  // "other" and "s2" had none.
+  TcpStoreOptions raw;
+  raw.port = server_.port;
+  raw.key_prefix = "";
+  EXPECT_EQ(TcpStore(raw).get("init/"), "1");
+}
+
+TEST_F(TorchVsCtstore, KilledServerGivesStoreErrorNotHang) {
+  TcpStoreOptions o;
+  o.port = server_.port;
+  o.connect_timeout = std::chrono::milliseconds(300);
+  TcpStore s(o);
+  s.set("k", "v");
+  server_.process->kill();
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(s.add("k2", 1), store::StoreError);
+  // The next call tries to reconnect and fails after connect_timeout, naming the endpoint.
+  try {
+    s.num_keys();
+    ADD_FAILURE() << "num_keys succeeded against a killed server";
+  } catch (const store::StoreError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("127.0.0.1:" + std::to_string(server_.port)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("300 ms"), std::string::npos) << msg;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+TEST_F(TorchVsCtstore, FourGlooWorkersInAgentStoreMode) {
+  constexpr int kWorld = 4;
+  std::vector<std::unique_ptr<ChildProcess>> workers;
+  for (int r = 0; r < kWorld; ++r) {
+    workers.push_back(
+        std::make_unique<ChildProcess>(std::vector<std::string>{kPython, kTorchScripts + "gloo_worker.py"},
+                                       std::map<std::string, std::string>{{"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                                          {"TORCHELASTIC_RESTART_COUNT", "0"},
+                                                                          {"MASTER_ADDR", "127.0.0.1"},
+                                                                          {"MASTER_PORT", std::to_string(server_.port)},
+                                                                          {"RANK", std::to_string(r)},
+                                                                          {"LOCAL_RANK", std::to_string(r)},
+                                                                          {"WORLD_SIZE", std::to_string(kWorld)},
+                                                                          {"GLOO_SOCKET_IFNAME", "lo"},
+                                                                          {"OMP_NUM_THREADS", "1"}}));
+  }
+  const std::regex result(R"(RESULT rank=(\d+) world=(\S+) sub=(\S+))");
+  std::set<int> ranks_seen;
+  for (int r = 0; r < kWorld; ++r) {
+    auto rc = workers[r]->wait_exit(std::chrono::seconds(120));
+    ASSERT_TRUE(rc.has_value()) << "worker " << r << " hung:\n" << workers[r]->output();
+    EXPECT_EQ(*rc, 0) << "worker " << r << ":\n" << workers[r]->output();
+    std::smatch m;
+    auto out = workers[r]->output();
+    ASSERT_TRUE(std::regex_search(out, m, result)) << out;
+    EXPECT_EQ(std::stoi(m[1]), r);
+    EXPECT_EQ(m[2].str(), "10");  // 1+2+3+4
+    EXPECT_EQ(m[3].str(), r % 2 == 0 ? "40" : "-1") << "sub-group {0,2}: 10*1 + 10*3";
+    ranks_seen.insert(std::stoi(m[1]));
+  }
+  EXPECT_EQ(ranks_seen.size(), static_cast<std::size_t>(kWorld));
+
+  // The workers used the 1.13 agent-store layout on our server: the attempt-prefixed store-based barrier of
+  // the default group counted all 4 ranks, and every worker counted itself on "init/".
+  TcpStoreOptions raw;
+  raw.port = server_.port;
+  raw.key_prefix = "";
+  TcpStore s(raw);
+  EXPECT_EQ(s.get("init/"), std::to_string(kWorld));
+  EXPECT_EQ(s.get("//worker/attempt_0/default_pg/store_based_barrier_key:1"), std::to_string(kWorld));
+}
+
+}  // namespace
+}  // namespace ctrun::test
