@@ -37,9 +37,13 @@ struct Lexer {
       } else {
         opt = app.add_option(option_names(f), values[dest], std::string(f.help))
                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-        if (f.default_value) opt->default_str(std::string(*f.default_value));
       }
-      if (f.pet) opt->option_text(opt->get_option_text() + " [env " + pet_name(f.dest) + "]");
+      std::string text = f.kind == FlagKind::kValue ? "VALUE" : "";
+      if (f.kind == FlagKind::kValue && f.default_value && !f.default_value->empty()) {
+        text += " [default: " + std::string(*f.default_value) + "]";
+      }
+      if (f.pet) text += " [env: " + pet_name(f.dest) + "]";
+      opt->option_text(text);
       options[dest] = opt;
     }
     app.footer("SCRIPT [script args...]: the worker program; every word after SCRIPT is passed to it untouched.");

@@ -30,7 +30,7 @@ std::string resolve_program(const std::string& name, const std::vector<std::stri
   throw SpawnError("cannot find '" + name + "' on PATH (" + path + ")");
 }
 
-pid_t spawn_worker(const SpawnRequest& request) {
+StartedWorker start_worker(const SpawnRequest& request) {
   // Everything the child needs is built before fork: after fork only async-signal-safe calls are allowed.
   std::string program = resolve_program(request.argv.at(0), request.env);
   std::vector<char*> argv;
@@ -75,17 +75,27 @@ pid_t spawn_worker(const SpawnRequest& request) {
     fail(errno);
   }
   ::close(status_pipe[1]);
+  return StartedWorker{pid, status_pipe[0], program};
+}
+
+void confirm_exec(StartedWorker& worker) {
   int child_errno = 0;
   ssize_t n;
   do {
-    n = ::read(status_pipe[0], &child_errno, sizeof child_errno);
+    n = ::read(worker.status_fd, &child_errno, sizeof child_errno);
   } while (n < 0 && errno == EINTR);
-  ::close(status_pipe[0]);
+  ::close(worker.status_fd);
+  worker.status_fd = -1;
   if (n == sizeof child_errno) {
-    ::waitpid(pid, nullptr, 0);  // it exits at once; reap it here since the caller never learns its pid
-    throw SpawnError("cannot execute '" + program + "': " + std::strerror(child_errno));
+    ::waitpid(worker.pid, nullptr, 0);  // it exits at once; reap it here so no one mistakes it for a worker exit
+    throw SpawnError("cannot execute '" + worker.program + "': " + std::strerror(child_errno));
   }
-  return pid;
+}
+
+pid_t spawn_worker(const SpawnRequest& request) {
+  StartedWorker w = start_worker(request);
+  confirm_exec(w);
+  return w.pid;
 }
 
 void signal_group(pid_t leader, int signum) {

@@ -29,6 +29,17 @@ class SpawnError : public std::runtime_error {
 // lives as long as the workers: the parent-death signal fires when the forking thread exits.
 pid_t spawn_worker(const SpawnRequest& request);
 
+// The same in two steps, so that a group of workers is forked without waiting for each exec in turn:
+// start_worker forks and returns at once; confirm_exec waits for that worker's exec and throws SpawnError
+// (after reaping it) when exec failed.
+struct StartedWorker {
+  pid_t pid = -1;
+  int status_fd = -1;  // read end of the CLOEXEC pipe: EOF = exec'd; 4 bytes = exec's errno
+  std::string program;
+};
+StartedWorker start_worker(const SpawnRequest& request);
+void confirm_exec(StartedWorker& worker);
+
 // Finds a program the way execvp would, using the PATH of `env`.
 std::string resolve_program(const std::string& name, const std::vector<std::string>& env);
 

@@ -24,6 +24,11 @@ Registry& registry() {
 #if defined(CTRUN_COMM_WITH_NCCL)
     // comm/nccl/nccl_backend.hpp declares ctrun::comm::nccl::make_nccl_backend(BackendContext).
     reg->factories["nccl"] = [](BackendContext ctx) { return nccl::make_nccl_backend(std::move(ctx)); };
+    // CUDA builds: the cpu backend also takes CUDA buffers, staged through pinned host memory (comm/nccl/).
+    reg->factories["cpu"] = [](BackendContext ctx) {
+      return nccl::make_cuda_staging_backend(
+          std::move(ctx), [](BackendContext host_ctx) { return cpu::make_cpu_backend(std::move(host_ctx)); });
+    };
 #endif
     return reg;
   }();

@@ -11,7 +11,9 @@ t = torch.tensor([float(rank + 1)])
 dist.all_reduce(t)
 expected = world * (world + 1) / 2
 status = "ok" if t.item() == expected else f"WRONG (expected {expected})"
-print(f"rank {rank}/{world} (local_rank {os.environ['LOCAL_RANK']}): all_reduce sum = {t.item():g} {status}",
-      flush=True)
+store = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+served_by = "the launcher's agent store" if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" else "rank 0"
+print(f"rank {rank}/{world} (local_rank {os.environ['LOCAL_RANK']}): all_reduce sum = {t.item():g} {status}"
+      f" (store {store}, served by {served_by})", flush=True)
 dist.destroy_process_group()
 raise SystemExit(0 if t.item() == expected else 1)

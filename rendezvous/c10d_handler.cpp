@@ -31,8 +31,8 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
       liveness_(*hb_store_, LivenessConfig{config_.run_id, config_.settings.keep_alive_interval,
                                            config_.settings.keep_alive_max_attempt}) {
   if (config_.min_nodes < 1 || config_.min_nodes > config_.max_nodes)
-    throw RendezvousError(fmt::format("c10d rendezvous needs 0 < min_nodes <= max_nodes (got {}:{})",
-                                      config_.min_nodes, config_.max_nodes));
+    throw RendezvousError(fmt::format("c10d rendezvous needs 0 < min_nodes <= max_nodes (got {}:{})", config_.min_nodes,
+                                      config_.max_nodes));
   heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
 }
 
@@ -45,8 +45,9 @@ void C10dHandler::set_worker_store_address(const std::string& host, std::uint16_
 
 RoundInfo C10dHandler::next_rendezvous() {
   if (worker_store_port_ == 0)
-    throw RendezvousError("c10d rendezvous: the agent must call set_worker_store_address() with its worker store's "
-                          "port before next_rendezvous()");
+    throw RendezvousError(
+        "c10d rendezvous: the agent must call set_worker_store_address() with its worker store's "
+        "port before next_rendezvous()");
   NodeRecord me{node_.addr, ::getpid(), node_.local_world_size, node_.role, worker_store_host_, worker_store_port_};
   JoinOp op(*store_, join_config(config_), me, current_);
   JoinResult result;
@@ -60,8 +61,8 @@ RoundInfo C10dHandler::next_rendezvous() {
       const auto& wait = std::get<JoinWait>(step);
       const auto now = clock_->now();
       if (wait.until <= now) continue;
-      auto left = wait.until == TimePoint::max() ? config_.wait_slice
-                                                 : std::chrono::ceil<store::Duration>(wait.until - now);
+      auto left =
+          wait.until == TimePoint::max() ? config_.wait_slice : std::chrono::ceil<store::Duration>(wait.until - now);
       try {
         store_->wait({wait.key}, std::min(left, config_.wait_slice));
       } catch (const store::TimeoutError&) {
@@ -69,13 +70,14 @@ RoundInfo C10dHandler::next_rendezvous() {
       }
     }
   } catch (const store::StoreError& e) {
-    throw RendezvousConnectionError(fmt::format(
-        "rendezvous '{}': the rendezvous store failed: {}. Check that the --rdzv-endpoint host is up.",
-        config_.run_id, e.what()));
+    throw RendezvousConnectionError(
+        fmt::format("rendezvous '{}': the rendezvous store failed: {}. Check that the --rdzv-endpoint host is up.",
+                    config_.run_id, e.what()));
   }
   const auto& a = result.assignment;
   current_ = Membership{result.round, a.group_rank, a.group_world_size};
   over_cache_.clear();
+  waiting_cache_ = 0;
   {
     std::lock_guard lock(mutex_);
     liveness_.follow(*current_, clock_->now());
@@ -110,8 +112,11 @@ int C10dHandler::num_nodes_waiting() {
   const auto kind = over_kind(value);
   if (kind == kOverRejoin) return 1;
   if (kind != kOverJoin) return 0;
-  auto joined = store_->add(keys_.joined(current_->round), 0);  // once per round end, not per poll
-  return static_cast<int>(std::max<std::int64_t>(1, joined - current_->members));
+  if (waiting_cache_ == 0) {  // read once per round end, not per poll
+    auto joined = store_->add(keys_.joined(current_->round), 0);
+    waiting_cache_ = static_cast<int>(std::max<std::int64_t>(1, joined - current_->members));
+  }
+  return waiting_cache_;
 }
 
 bool C10dHandler::round_broken() {

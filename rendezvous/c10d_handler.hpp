@@ -66,6 +66,7 @@ class C10dHandler final : public Handler {
   std::uint16_t worker_store_port_ = 0;
   std::optional<Membership> current_;
   std::string over_cache_;  // over(r) never changes once set: poll with CHECK until then, never after
+  int waiting_cache_ = 0;
 
   std::mutex mutex_;  // guards liveness_ and stopping_
   std::condition_variable wake_;

@@ -69,16 +69,16 @@ std::shared_ptr<store::Store> connect(const Endpoint& ep, store::Duration timeou
   try {
     return std::make_shared<store::TcpStore>(o);
   } catch (const store::StoreError& e) {
-    throw RendezvousConnectionError(fmt::format("cannot reach the rendezvous store at {}: {}. Is the host of "
-                                                "--rdzv-endpoint (or --master-addr) up and reachable?",
-                                                ep.to_string(), e.what()));
+    throw RendezvousConnectionError(
+        fmt::format("cannot reach the rendezvous store at {}: {}. Is the host of "
+                    "--rdzv-endpoint (or --master-addr) up and reachable?",
+                    ep.to_string(), e.what()));
   }
 }
 
 std::unique_ptr<Handler> make_static(const RendezvousParameters& p, const NodeSpec& node,
                                      const HandlerOptions& options) {
-  Endpoint ep = p.endpoint.empty() ? Endpoint{p.master_addr, p.master_port}
-                                   : parse_endpoint(p.endpoint, p.master_port);
+  Endpoint ep = p.endpoint.empty() ? Endpoint{p.master_addr, p.master_port} : parse_endpoint(p.endpoint, p.master_port);
   auto rank = p.get_as_int("rank").value_or(p.node_rank);
   StaticConfig config{p.run_id, p.max_nodes, static_cast<int>(rank), ep};
   auto store = options.store;
@@ -92,12 +92,12 @@ std::unique_ptr<Handler> make_static(const RendezvousParameters& p, const NodeSp
       server = std::make_shared<store::Server>(so);
       try {
         server->start();
+        config.master.port = server->port();
       } catch (const store::StoreError& e) {
-        throw RendezvousConnectionError(fmt::format("node rank 0 cannot serve the static store on {}: {}. Pick a "
-                                                    "free --master-port.",
-                                                    ep.to_string(), e.what()));
+        // The agent may already serve its worker store on --master-port (torchrun shares one store): use it.
+        log::get("rdzv")->info("static rendezvous: {} is taken ({}); using the store there", ep.to_string(), e.what());
+        server.reset();
       }
-      config.master.port = server->port();
     }
     store = connect(config.master, timeout, timeout);
   }
@@ -108,7 +108,8 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   C10dConfig config{p.run_id, p.min_nodes, p.max_nodes, c10d_settings(p)};
   if (options.store) {
     auto store = options.store;
-    return std::make_unique<C10dHandler>(config, node, [store] { return store; }, options.clock);
+    return std::make_unique<C10dHandler>(
+        config, node, [store] { return store; }, options.clock);
   }
   if (p.endpoint.empty()) throw std::invalid_argument("--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
   auto ep = parse_endpoint(p.endpoint, kDefaultC10dPort);
@@ -116,8 +117,8 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   if (server) ep.port = server->port();  // port 0 (--standalone): the port the OS picked
   if (ep.port == 0) throw std::invalid_argument("--rdzv-endpoint port 0 needs this node to host the store");
   const auto timeout = config.settings.read_timeout;
-  return std::make_unique<C10dHandler>(config, node, [ep, timeout] { return connect(ep, timeout, timeout); },
-                                       options.clock, server);
+  return std::make_unique<C10dHandler>(
+      config, node, [ep, timeout] { return connect(ep, timeout, timeout); }, options.clock, server);
 }
 
 }  // namespace

@@ -75,7 +75,8 @@ class Handler {
 
   // Where this agent's worker store listens. Published with every join; the group-rank-0 node's address becomes
   // the round's MASTER_ADDR/MASTER_PORT (no extra store round trip). c10d requires it before next_rendezvous();
-  // static ignores it (workers use the static store at --master-addr:--master-port, as torchrun).
+  // static ignores it: workers use the static store at --master-addr:--master-port, as torchrun. Node rank 0's
+  // handler serves that store, or, if the agent already serves its worker store on that port, uses the agent's.
   virtual void set_worker_store_address(const std::string& host, std::uint16_t port) = 0;
 
   // Leaves the previous round (if any) and blocks until the next one completes. Throws RendezvousClosedError,

@@ -24,17 +24,28 @@ JoinOp::JoinOp(store::Store& store, JoinConfig config, NodeRecord me, std::optio
 
 std::variant<JoinResult, JoinWait> JoinOp::step(TimePoint now) {
   if (store_.check({keys_.closed()}))
-    throw RendezvousClosedError(fmt::format("rendezvous '{}' is closed ({}): the job that used this --rdzv-id has "
-                                            "ended; start a new job with a new --rdzv-id",
-                                            config_.run_id, store_.get(keys_.closed())));
+    throw RendezvousClosedError(
+        fmt::format("rendezvous '{}' is closed ({}): the job that used this --rdzv-id has "
+                    "ended; start a new job with a new --rdzv-id",
+                    config_.run_id, store_.get(keys_.closed())));
   for (;;) {
     Step s;
     switch (phase_) {
-      case Phase::kStart: s = start(now); break;
-      case Phase::kArrive: s = arrive(); break;
-      case Phase::kGate: s = gate(now); break;
-      case Phase::kCount: s = count(now); break;
-      case Phase::kDecided: s = decided(now); break;
+      case Phase::kStart:
+        s = start(now);
+        break;
+      case Phase::kArrive:
+        s = arrive();
+        break;
+      case Phase::kGate:
+        s = gate(now);
+        break;
+      case Phase::kCount:
+        s = count(now);
+        break;
+      case Phase::kDecided:
+        s = decided(now);
+        break;
     }
     if (s) return std::move(*s);
   }
@@ -103,11 +114,11 @@ JoinOp::Step JoinOp::count(TimePoint now) {
     phase_ = Phase::kDecided;
     return std::nullopt;
   }
-  if (arrival_ > config_.max_nodes) {  // the MAX-th arrival completes this round without us
+  if (arrival_ > config_.max_nodes) {
+    // The round completes without us; once it does, decided() tells whether we are a spare (it is full) or a
+    // waiter (a last call closed it below MAX just before MAX arrivals came): only a waiter makes it restart.
     spare_ = true;
-    round_ += 1;
-    phase_ = Phase::kArrive;
-    return std::nullopt;
+    return JoinWait{keys_.done(round_), TimePoint::max()};
   }
   const auto joined = read_int(keys_.joined(round_));
   if (joined >= config_.max_nodes) return try_decide(config_.max_nodes);
@@ -160,9 +171,9 @@ JoinOp::Step JoinOp::decided(TimePoint now) {
   if (!store_.check({keys_.done(round_)})) {  // decided by another node that is still writing the round
     const auto until = deadline_passed_ ? deadline_ + kDecisionGrace : deadline();
     if (now >= until)
-      throw RendezvousTimeoutError(fmt::format(
-          "rendezvous '{}' round {}: the node completing the round stopped before publishing it; retry",
-          config_.run_id, round_));
+      throw RendezvousTimeoutError(
+          fmt::format("rendezvous '{}' round {}: the node completing the round stopped before publishing it; retry",
+                      config_.run_id, round_));
     return JoinWait{keys_.done(round_), until};
   }
   const auto members = read_int(keys_.done(round_));

@@ -54,7 +54,7 @@ class Liveness {
   LivenessConfig config_;
   Keys keys_;
   std::optional<Membership> membership_;
-  int watch_ = 0;           // the member we watch; == our rank: we are the monitor of every higher rank
+  int watch_ = 0;             // the member we watch; == our rank: we are the monitor of every higher rank
   std::map<int, Seen> seen_;  // last counter value per watched rank, and when it last moved
   std::set<int> exited_;      // ranks no longer watched (left or dead)
   TimePoint next_beat_{};

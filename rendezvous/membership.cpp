@@ -25,8 +25,8 @@ std::string mark_over(store::Store& store, const Keys& keys, std::uint64_t round
   return store.compare_set(keys.over(round), "", fmt::format("{}: {}", kind, reason));
 }
 
-bool mark_exit(store::Store& store, const Keys& keys, std::uint64_t round, int rank, int members,
-               std::string_view how, std::string_view kind, std::string_view reason) {
+bool mark_exit(store::Store& store, const Keys& keys, std::uint64_t round, int rank, int members, std::string_view how,
+               std::string_view kind, std::string_view reason) {
   // over before drained: whoever waits on drained(r) may rely on over(r) being set too.
   mark_over(store, keys, round, kind, reason);
   auto value = fmt::format("{} {}", how, unique_token());

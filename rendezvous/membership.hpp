@@ -31,8 +31,8 @@ std::string mark_over(store::Store& store, const Keys& keys, std::uint64_t round
 
 // Records that member `rank` of round `round` (of `members` nodes) left or died; also marks the round over.
 // Returns true if this call recorded the exit (false: it was recorded before).
-bool mark_exit(store::Store& store, const Keys& keys, std::uint64_t round, int rank, int members,
-               std::string_view how, std::string_view kind, std::string_view reason);
+bool mark_exit(store::Store& store, const Keys& keys, std::uint64_t round, int rank, int members, std::string_view how,
+               std::string_view kind, std::string_view reason);
 
 // The kind part of an over(r) value ("dead: node ..." -> "dead").
 std::string_view over_kind(std::string_view over_value);

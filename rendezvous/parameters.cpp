@@ -84,8 +84,7 @@ std::pair<int, int> parse_nnodes(std::string_view value) {
     min = parse_node_count(value.substr(0, colon), value);
     max = parse_node_count(value.substr(colon + 1), value);
   }
-  if (min <= 0 || min > max)
-    throw std::invalid_argument(fmt::format("--nnodes '{}': need 0 < MIN <= MAX", value));
+  if (min <= 0 || min > max) throw std::invalid_argument(fmt::format("--nnodes '{}': need 0 < MIN <= MAX", value));
   return {min, max};
 }
 

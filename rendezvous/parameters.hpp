@@ -22,7 +22,7 @@ struct RendezvousParameters {
   std::string run_id = "none";     // --rdzv-id (torchrun's default is the string "none")
   int min_nodes = 1;
   int max_nodes = 1;
-  int node_rank = 0;                   // static only (--node-rank)
+  int node_rank = 0;                      // static only (--node-rank)
   std::string master_addr = "127.0.0.1";  // static only, when endpoint is empty
   std::uint16_t master_port = kDefaultMasterPort;
   std::map<std::string, std::string> config;  // --rdzv-conf

@@ -20,9 +20,10 @@ auto decode_json(std::string_view text, const char* what, F&& f) {
   try {
     return f(json::parse(text));
   } catch (const json::exception& e) {
-    throw RendezvousError(fmt::format("malformed {} record in the rendezvous store ({}): is another program "
-                                      "using the same --rdzv-id on this store?",
-                                      what, e.what()));
+    throw RendezvousError(
+        fmt::format("malformed {} record in the rendezvous store ({}): is another program "
+                    "using the same --rdzv-id on this store?",
+                    what, e.what()));
   }
 }
 
@@ -33,8 +34,8 @@ bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0;
 std::string NodeRecord::describe() const { return fmt::format("{} (pid {})", addr, pid); }
 
 std::string NodeRecord::encode() const {
-  return json{{"addr", addr}, {"pid", pid},        {"lws", local_world_size}, {"role", role},
-              {"sh", store_host}, {"sp", store_port}, {"k", arrival}}
+  return json{{"addr", addr},     {"pid", pid},  {"lws", local_world_size}, {"role", role}, {"sh", store_host},
+              {"sp", store_port}, {"k", arrival}}
       .dump();
 }
 

@@ -24,8 +24,8 @@ std::string StaticHandler::key(const std::string& name) const {
 RoundInfo StaticHandler::next_rendezvous() {
   if (round_) return *round_;
   const int n = config_.num_nodes;
-  NodeRecord me{node_.addr, ::getpid(), node_.local_world_size, node_.role, config_.master.host,
-                config_.master.port, config_.node_rank};
+  NodeRecord me{node_.addr,          ::getpid(),          node_.local_world_size, node_.role,
+                config_.master.host, config_.master.port, config_.node_rank};
   try {
     store_->set(key(fmt::format("node/{}", config_.node_rank)), me.encode());
     if (config_.node_rank == 0) {

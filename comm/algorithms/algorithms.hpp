@@ -31,4 +31,12 @@ void all_to_all_pairwise(Context& ctx, const std::vector<Buffer>& outputs, const
 
 void barrier_dissemination(Context& ctx);
 
+// Shared-memory algorithms (need ctx.workspace(): every rank on one host). Ranks copy their data into their own
+// workspace, meet at a barrier, and read each other's in place: fewer copies than passing messages and no
+// chain of dependent steps, which matters most when ranks outnumber cores.
+void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op);
+void broadcast_shm(Context& ctx, Buffer buffer, int root);
+void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer input);
+void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op);
+
 }  // namespace ctrun::comm::algorithms

@@ -26,19 +26,24 @@ void all_reduce_ring(Context& ctx, Buffer buffer, ReduceOp op) {
   const int left = ctx.peer(-1);
   std::vector<RequestPtr> sends;
   char* own = blocks[static_cast<std::size_t>(me)].dst;
-  // All-gather step 0 (sending our final block) starts chunk by chunk as the reduce-scatter finishes it.
-  ring_reduce_scatter(ctx, blocks, buffer.dtype(), op, [&](std::size_t off, std::size_t len) {
-    sends.push_back(ctx.isend(right, own + off * es, len * es));
-  });
-  // Every reduce-scatter send has completed, so no block we receive into below is still being read; and no
-  // block is sent before it is received: all receives can be posted at once.
+  // The all-gather receives are posted with the reduce-scatter's, so nothing arrives unexpected (no extra copy).
+  // Safe although they target blocks this rank still reduces and sends: the final value of block b reaches us
+  // only after our own reduce-scatter send of b was consumed downstream, hence after we finished with b.
   std::vector<std::vector<RequestPtr>> recvs(static_cast<std::size_t>(n - 1));
-  for (int t = 0; t < n - 1; ++t) {
-    const auto& b = blocks[static_cast<std::size_t>(mod(me - t - 1))];
-    for (std::size_t off = 0; off < b.count; off += ce) {
-      recvs[static_cast<std::size_t>(t)].push_back(ctx.irecv(left, b.dst + off * es, std::min(ce, b.count - off) * es));
+  const auto post_all_gather_recvs = [&] {
+    for (int t = 0; t < n - 1; ++t) {
+      const auto& b = blocks[static_cast<std::size_t>(mod(me - t - 1))];
+      for (std::size_t off = 0; off < b.count; off += ce) {
+        recvs[static_cast<std::size_t>(t)].push_back(
+            ctx.irecv(left, b.dst + off * es, std::min(ce, b.count - off) * es));
+      }
     }
-  }
+  };
+  // All-gather step 0 (sending our final block) starts chunk by chunk as the reduce-scatter finishes it.
+  ring_reduce_scatter(
+      ctx, blocks, buffer.dtype(), op,
+      [&](std::size_t off, std::size_t len) { sends.push_back(ctx.isend(right, own + off * es, len * es)); },
+      post_all_gather_recvs);
   for (int t = 0; t < n - 1; ++t) {
     const auto& b = blocks[static_cast<std::size_t>(mod(me - t - 1))];
     std::size_t c = 0;

@@ -56,6 +56,12 @@ class Context {
   void recv(int peer, void* data, std::size_t bytes) { wait(irecv(peer, data, bytes)); }
 
   char* scratch(std::size_t bytes, int slot = 0) { return scratch_.get(bytes, slot); }
+  // Group-wide shared memory (shm transport) or null.
+  transport::SharedWorkspace* workspace() { return messenger_.transport().workspace(); }
+  Clock::time_point deadline() const { return deadline_; }
+  // Identifies this call (op, dtype, sequence number) and a size on every rank alike: shared-memory barriers
+  // compare it to catch ranks that run different ops or sizes.
+  std::uint64_t signature(std::size_t size) const { return tag_ ^ (size * 0x9e3779b97f4a7c15ull); }
   // Pipelining unit of the chunked algorithms (ring, chain).
   std::size_t chunk_bytes() const { return chunk_bytes_; }
 

@@ -8,7 +8,8 @@
 namespace ctrun::comm::algorithms {
 
 void ring_reduce_scatter(Context& ctx, const std::vector<RingBlock>& blocks, DataType dtype, ReduceOp op,
-                         const std::function<void(std::size_t, std::size_t)>& on_final_chunk) {
+                         const std::function<void(std::size_t, std::size_t)>& on_final_chunk,
+                         const std::function<void()>& post_more_recvs) {
   const int n = ctx.size();
   const int me = ctx.rank();
   const std::size_t es = element_size(dtype);
@@ -16,6 +17,7 @@ void ring_reduce_scatter(Context& ctx, const std::vector<RingBlock>& blocks, Dat
   const auto mod = [n](int v) { return ((v % n) + n) % n; };
   const auto& own = blocks[static_cast<std::size_t>(me)];
   if (n == 1) {
+    if (post_more_recvs) post_more_recvs();
     if (own.dst != own.src && own.count) std::memcpy(own.dst, own.src, own.count * es);
     for (std::size_t off = 0; off < own.count; off += ce) on_final_chunk(off, std::min(ce, own.count - off));
     return;
@@ -35,6 +37,7 @@ void ring_reduce_scatter(Context& ctx, const std::vector<RingBlock>& blocks, Dat
       recvs[static_cast<std::size_t>(s)].push_back(ctx.irecv(left, region + off * es, std::min(ce, b.count - off) * es));
     }
   }
+  if (post_more_recvs) post_more_recvs();
   std::vector<RequestPtr> sends;
   {
     const auto& b = blocks[static_cast<std::size_t>(mod(me - 1))];

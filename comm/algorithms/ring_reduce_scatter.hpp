@@ -19,8 +19,11 @@ struct RingBlock {
 };
 
 // Afterwards blocks[rank].dst holds the reduction over all ranks of their blocks[rank].src. on_final_chunk is
-// called with (element offset, count) as each chunk of that block becomes final.
+// called with (element offset, count) as each chunk of that block becomes final. post_more_recvs runs right after
+// this phase posted its receives, so a caller can post the receives of a following phase behind them (in
+// per-peer FIFO order) before any data flows: then nothing arrives before its receive is posted.
 void ring_reduce_scatter(Context& ctx, const std::vector<RingBlock>& blocks, DataType dtype, ReduceOp op,
-                         const std::function<void(std::size_t, std::size_t)>& on_final_chunk);
+                         const std::function<void(std::size_t, std::size_t)>& on_final_chunk,
+                         const std::function<void()>& post_more_recvs = {});
 
 }  // namespace ctrun::comm::algorithms

@@ -24,7 +24,8 @@ constexpr NameOf kAlgorithms[] = {
     {"ring", Algorithm::kRing},         {"recursive_doubling", Algorithm::kRecursiveDoubling},
     {"tree", Algorithm::kTree},         {"chain", Algorithm::kChain},
     {"direct", Algorithm::kDirect},     {"pairwise", Algorithm::kPairwise},
-    {"dissemination", Algorithm::kDissemination}, {"auto", Algorithm::kAuto},
+    {"dissemination", Algorithm::kDissemination}, {"shm", Algorithm::kShm},
+    {"auto", Algorithm::kAuto},
 };
 
 Algorithm parse_algorithm(const std::string& name) {
@@ -33,7 +34,7 @@ Algorithm parse_algorithm(const std::string& name) {
   }
   throw InvalidArgumentError("unknown comm algorithm '" + name +
                              "' (CTRUN_COMM_ALGO); known: ring, recursive_doubling, tree, chain, direct, pairwise, "
-                             "dissemination, auto");
+                             "dissemination, shm, auto");
 }
 
 OpKind parse_op(const std::string& name) {
@@ -45,6 +46,10 @@ OpKind parse_op(const std::string& name) {
 
 // Whether `a` implements `op` (an override naming an algorithm an op lacks falls back to the table).
 bool implements(OpKind op, Algorithm a) {
+  if (a == Algorithm::kShm) {
+    return op == OpKind::kAllReduce || op == OpKind::kBroadcast || op == OpKind::kAllGather ||
+           op == OpKind::kReduceScatter;
+  }
   switch (op) {
     case OpKind::kAllReduce: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case OpKind::kBroadcast:
@@ -105,9 +110,14 @@ Selector::Selector(const std::string& spec) {
   }
 }
 
-Algorithm Selector::choose(OpKind op, std::size_t bytes, int group_size) const {
-  if (auto it = per_op_.find(op); it != per_op_.end() && it->second != Algorithm::kAuto) return it->second;
-  if (global_ != Algorithm::kAuto && implements(op, global_)) return global_;
+Algorithm Selector::choose(OpKind op, std::size_t bytes, int group_size, bool shared_memory) const {
+  const auto usable = [&](Algorithm a) { return a != Algorithm::kShm || shared_memory; };
+  if (auto it = per_op_.find(op); it != per_op_.end() && it->second != Algorithm::kAuto && usable(it->second)) {
+    return it->second;
+  }
+  if (global_ != Algorithm::kAuto && implements(op, global_) && usable(global_)) return global_;
+  // With shared memory, reading peers' data in place beats passing messages at every size we measured.
+  if (shared_memory && implements(op, Algorithm::kShm)) return Algorithm::kShm;
   switch (op) {
     case OpKind::kAllReduce:
       return bytes >= kAllReduceRingFrom && group_size > 2 ? Algorithm::kRing : Algorithm::kRecursiveDoubling;

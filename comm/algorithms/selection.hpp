@@ -4,7 +4,8 @@
 // Override syntax (ProcessGroupOptions::algorithm, else env CTRUN_COMM_ALGO):
 //   "ring"                         every op that has a ring algorithm uses it
 //   "all_reduce=recursive_doubling,broadcast=chain"
-// Names: ring, recursive_doubling, tree, chain, direct, pairwise, dissemination. Unknown names are an error.
+// Names: ring, recursive_doubling, tree, chain, direct, pairwise, dissemination, shm. Unknown names are an
+// error; "shm" applies only where the transport has shared memory (else the table decides).
 
 #include <cstddef>
 #include <map>
@@ -26,7 +27,7 @@ enum class OpKind : int {
 };
 const char* op_name(OpKind op);
 
-enum class Algorithm { kAuto, kRing, kRecursiveDoubling, kTree, kChain, kDirect, kPairwise, kDissemination };
+enum class Algorithm { kAuto, kRing, kRecursiveDoubling, kTree, kChain, kDirect, kPairwise, kDissemination, kShm };
 const char* algorithm_name(Algorithm a);
 
 class Selector {
@@ -36,8 +37,8 @@ class Selector {
   explicit Selector(const std::string& spec);
 
   // bytes: the per-rank message size of the op (the buffer for all_reduce/broadcast/reduce, one rank's block
-  // for the gathers and scatters).
-  Algorithm choose(OpKind op, std::size_t bytes, int group_size) const;
+  // for the gathers and scatters). shared_memory: the transport offers a SharedWorkspace.
+  Algorithm choose(OpKind op, std::size_t bytes, int group_size, bool shared_memory) const;
 
  private:
   std::map<OpKind, Algorithm> per_op_;

@@ -128,6 +128,7 @@ class CpuBackend final : public Backend {
 
   WorkPtr broadcast(Buffer buffer, int root) override {
     return collective(OpKind::kBroadcast, buffer.dtype(), buffer.bytes(), [=](Context& ctx, Algorithm a) {
+      if (a == Algorithm::kShm) return algorithms::broadcast_shm(ctx, buffer, root);
       a == Algorithm::kChain ? algorithms::broadcast_chain(ctx, buffer, root)
                              : algorithms::broadcast_tree(ctx, buffer, root);
     });
@@ -136,8 +137,13 @@ class CpuBackend final : public Backend {
   WorkPtr all_reduce(Buffer buffer, ReduceOp op) override {
     return collective(OpKind::kAllReduce, buffer.dtype(), buffer.bytes(), [=, this](Context& ctx, Algorithm a) {
       const ReduceOp rop = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-      a == Algorithm::kRing ? algorithms::all_reduce_ring(ctx, buffer, rop)
-                            : algorithms::all_reduce_recursive_doubling(ctx, buffer, rop);
+      if (a == Algorithm::kShm) {
+        algorithms::all_reduce_shm(ctx, buffer, rop);
+      } else if (a == Algorithm::kRing) {
+        algorithms::all_reduce_ring(ctx, buffer, rop);
+      } else {
+        algorithms::all_reduce_recursive_doubling(ctx, buffer, rop);
+      }
       if (op == ReduceOp::kAvg) reduce::divide(buffer.dtype(), buffer.data(), buffer.count(), size());
     });
   }
@@ -156,6 +162,7 @@ class CpuBackend final : public Backend {
   WorkPtr all_gather(std::vector<Buffer> outputs, Buffer input) override {
     return collective(OpKind::kAllGather, input.dtype(), input.bytes(),
                       [outputs = std::move(outputs), input](Context& ctx, Algorithm a) {
+                        if (a == Algorithm::kShm) return algorithms::all_gather_shm(ctx, outputs, input);
                         a == Algorithm::kRing ? algorithms::all_gather_ring(ctx, outputs, input)
                                               : algorithms::all_gather_direct(ctx, outputs, input);
                       });
@@ -179,8 +186,13 @@ class CpuBackend final : public Backend {
     return collective(OpKind::kReduceScatter, output.dtype(), output.bytes(),
                       [this, output, inputs = std::move(inputs), op](Context& ctx, Algorithm a) {
                         const ReduceOp rop = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-                        a == Algorithm::kRing ? algorithms::reduce_scatter_ring(ctx, output, inputs, rop)
-                                              : algorithms::reduce_scatter_direct(ctx, output, inputs, rop);
+                        if (a == Algorithm::kShm) {
+                          algorithms::reduce_scatter_shm(ctx, output, inputs, rop);
+                        } else if (a == Algorithm::kRing) {
+                          algorithms::reduce_scatter_ring(ctx, output, inputs, rop);
+                        } else {
+                          algorithms::reduce_scatter_direct(ctx, output, inputs, rop);
+                        }
                         if (op == ReduceOp::kAvg) reduce::divide(output.dtype(), output.data(), output.count(), size());
                       });
   }
@@ -227,7 +239,7 @@ class CpuBackend final : public Backend {
     enqueue(
         [this, kind, dtype, bytes, fn = std::move(fn)] {
           const std::uint64_t seq = seq_++;
-          const Algorithm a = selector_.choose(kind, bytes, size());
+          const Algorithm a = selector_.choose(kind, bytes, size(), transport_->workspace() != nullptr);
           Context ctx(*messenger_, rank(), size(), transport::collective_tag(static_cast<int>(kind), dtype, seq),
                       Clock::now() + context_.options.timeout, scratch_, chunk_bytes_);
           try {

@@ -39,8 +39,8 @@ std::unique_ptr<Communicator> Communicator::init(int device, int rank, int size,
   ncclConfig_t config = make_config();
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
-  if (comm == nullptr) throw_nccl(r, "ncclCommInitRankConfig(rank " + std::to_string(rank) + " of " +
-                                         std::to_string(size) + ")");
+  if (comm == nullptr)
+    throw_nccl(r, "ncclCommInitRankConfig(rank " + std::to_string(rank) + " of " + std::to_string(size) + ")");
   std::unique_ptr<Communicator> self(new Communicator(comm, device));
   try {
     self->complete(r, "ncclCommInitRankConfig (waiting for every rank to join)", deadline);
@@ -74,8 +74,9 @@ void Communicator::complete(ncclResult_t issued, std::string_view what, Clock::t
   for (int round = 0; r == ncclInProgress; backoff(round)) {
     if (aborted_.load()) throw CommError(std::string(what) + ": the communicator was aborted");
     if (Clock::now() > deadline) {
-      throw TimeoutError(std::string(what) + " did not complete within the group timeout (a peer may be missing, "
-                                             "stalled or calling a different op); aborting the communicator");
+      throw TimeoutError(std::string(what) +
+                         " did not complete within the group timeout (a peer may be missing, "
+                         "stalled or calling a different op); aborting the communicator");
     }
     std::lock_guard lock(abort_mutex_);  // never query a communicator that abort() is freeing
     if (aborted_.load()) continue;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "comm/nccl/nccl_backend.hpp"
 #include "comm/nccl/stream.hpp"
@@ -32,8 +33,9 @@ int device_count_or_throw() {
                            "); this machine has no usable GPU or NVIDIA driver: use backend 'cpu'");
   }
   if (count == 0) {
-    throw UnsupportedError("the nccl backend needs a CUDA GPU, but none is visible (CUDA_VISIBLE_DEVICES?); "
-                           "use backend 'cpu'");
+    throw UnsupportedError(
+        "the nccl backend needs a CUDA GPU, but none is visible (CUDA_VISIBLE_DEVICES?); "
+        "use backend 'cpu'");
   }
   return count;
 }
@@ -42,8 +44,8 @@ int device_count_or_throw() {
 int choose_device(int count) {
   if (auto forced = env_int("CTRUN_COMM_DEVICE")) {
     if (*forced >= count) {
-      throw InvalidArgumentError("CTRUN_COMM_DEVICE=" + std::to_string(*forced) + " but only " +
-                                 std::to_string(count) + " CUDA device(s) are visible");
+      throw InvalidArgumentError("CTRUN_COMM_DEVICE=" + std::to_string(*forced) + " but only " + std::to_string(count) +
+                                 " CUDA device(s) are visible");
     }
     return *forced;
   }
@@ -68,6 +70,17 @@ NcclBackend::NcclBackend(BackendContext context) : Backend(std::move(context)) {
   auto* parent = dynamic_cast<NcclBackend*>(context_.parent);
   device_ = parent != nullptr ? parent->device_ : choose_device(count);
   DeviceGuard guard(device_);
+  try {
+    connect(parent);
+  } catch (...) {
+    release_device_resources();  // no destructor runs for a constructor that throws
+    throw;
+  }
+  watchdog_ = std::make_unique<Watchdog>(*communicator_, [this](std::exception_ptr e) { fail(std::move(e)); });
+  log::get("comm")->debug("nccl: rank {} of {} on cuda:{} ready", rank(), size(), device_);
+}
+
+void NcclBackend::connect(NcclBackend* parent) {
   cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   cuda_check(cudaEventCreateWithFlags(&caller_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   cuda_check(cudaMalloc(&barrier_buffer_, sizeof(std::int32_t)), "cudaMalloc(barrier buffer)");
@@ -79,31 +92,37 @@ NcclBackend::NcclBackend(BackendContext context) : Backend(std::move(context)) {
   // (non-members of a new_group create no backend). Otherwise a fresh id through the group's store.
   if (parent != nullptr && !parent->failed_.load() && parent->size() == size()) {
     communicator_ = Communicator::split(*parent->communicator_, rank(), deadline);
-  } else {
-    std::string id = exchange_unique_id(*context_.store, rank(), size(), context_.options.timeout, [] {
-      ncclUniqueId uid;
-      if (ncclResult_t r = ncclGetUniqueId(&uid); r != ncclSuccess) throw_nccl(r, "ncclGetUniqueId");
-      return std::string(reinterpret_cast<const char*>(&uid), sizeof(uid));
-    });
-    if (id.size() != sizeof(ncclUniqueId)) {
-      throw PeerError("nccl: the unique id from rank 0 has " + std::to_string(id.size()) + " bytes, expected " +
-                      std::to_string(sizeof(ncclUniqueId)) + " (a different NCCL build on rank 0?)");
-    }
-    ncclUniqueId uid;
-    std::memcpy(&uid, id.data(), sizeof(uid));
-    communicator_ = Communicator::init(device_, rank(), size(), uid, deadline);
+    return;
   }
-  watchdog_ = std::make_unique<Watchdog>(*communicator_, [this](std::exception_ptr e) { fail(std::move(e)); });
-  log::get("comm")->debug("nccl: rank {} of {} on cuda:{} ready", rank(), size(), device_);
+  std::string id = exchange_unique_id(*context_.store, rank(), size(), context_.options.timeout, [] {
+    ncclUniqueId uid;
+    if (ncclResult_t r = ncclGetUniqueId(&uid); r != ncclSuccess) throw_nccl(r, "ncclGetUniqueId");
+    return std::string(reinterpret_cast<const char*>(&uid), sizeof(uid));
+  });
+  if (id.size() != sizeof(ncclUniqueId)) {
+    throw PeerError("nccl: the unique id from rank 0 has " + std::to_string(id.size()) + " bytes, expected " +
+                    std::to_string(sizeof(ncclUniqueId)) + " (a different NCCL build on rank 0?)");
+  }
+  ncclUniqueId uid;
+  std::memcpy(&uid, id.data(), sizeof(uid));
+  communicator_ = Communicator::init(device_, rank(), size(), uid, deadline);
 }
 
 NcclBackend::~NcclBackend() {
-  watchdog_.reset();       // no verdicts while tearing down
-  communicator_.reset();   // finalize (bounded) or abort
-  DeviceGuard guard(device_);
-  cudaFree(barrier_buffer_);
-  cudaEventDestroy(caller_ready_);
-  cudaStreamDestroy(stream_);
+  watchdog_.reset();      // no verdicts while tearing down
+  communicator_.reset();  // finalize (bounded) or abort
+  try {
+    DeviceGuard guard(device_);
+    release_device_resources();
+  } catch (const std::exception& e) {
+    log::get("comm")->warn("nccl: releasing device resources failed: {}", e.what());
+  }
+}
+
+void NcclBackend::release_device_resources() {
+  if (barrier_buffer_ != nullptr) cudaFree(std::exchange(barrier_buffer_, nullptr));
+  if (caller_ready_ != nullptr) cudaEventDestroy(std::exchange(caller_ready_, nullptr));
+  if (stream_ != nullptr) cudaStreamDestroy(std::exchange(stream_, nullptr));
 }
 
 void NcclBackend::check_device(const Buffer& b, std::string_view what) const {
@@ -150,12 +169,19 @@ void NcclBackend::fail(std::exception_ptr error) {
     if (!error_) error_ = error;
     failed_.store(true);
   }
-  communicator_->abort();  // stuck kernels return; no rank keeps waiting on a dead peer
+  // Waiters first: ncclCommAbort may take a while (it waits for the kernels it stops); new ops are already
+  // refused through failed_.
   watchdog_->fail_all(error);
+  communicator_->abort();  // stuck kernels return; no rank keeps waiting on a dead peer
 }
 
 void NcclBackend::abort(const std::string& reason) {
   fail(std::make_exception_ptr(CommError("nccl group aborted: " + reason)));
+}
+
+int device_of(Backend& backend) {
+  auto* nccl = dynamic_cast<NcclBackend*>(&backend);
+  return nccl != nullptr ? nccl->device() : -1;
 }
 
 std::unique_ptr<Backend> make_nccl_backend(BackendContext context) {

@@ -51,6 +51,8 @@ class NcclBackend final : public Backend {
   // Throws InvalidArgumentError unless `b` is CUDA memory on this group's device.
   void check_device(const Buffer& b, std::string_view what) const;
   void fail(std::exception_ptr error);  // the watchdog's verdict: abort + fail every pending op
+  void connect(NcclBackend* parent);    // device resources + communicator (split or fresh id)
+  void release_device_resources();
   ncclComm_t comm() const { return communicator_->get(); }
   void copy_on_stream(void* dst, const void* src, std::size_t bytes);
 

@@ -27,8 +27,7 @@ std::string name_of(std::string_view op, DataType dtype, std::size_t count) {
 WorkPtr NcclBackend::broadcast(Buffer buffer, int root) {
   check_device(buffer, "broadcast");
   return launch(name_of("broadcast", buffer.dtype(), buffer.count()), [&] {
-    return ncclBroadcast(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), root, comm(),
-                         stream_);
+    return ncclBroadcast(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), root, comm(), stream_);
   });
 }
 
@@ -36,8 +35,7 @@ WorkPtr NcclBackend::all_reduce(Buffer buffer, ReduceOp op) {
   check_device(buffer, "all_reduce");
   const ncclRedOp_t nop = to_nccl(op);
   return launch(name_of("all_reduce", buffer.dtype(), buffer.count()), [&] {
-    return ncclAllReduce(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), nop, comm(),
-                         stream_);
+    return ncclAllReduce(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), nop, comm(), stream_);
   });
 }
 
@@ -63,8 +61,8 @@ WorkPtr NcclBackend::all_gather(std::vector<Buffer> outputs, Buffer input) {
     return run_grouped([&] {
       for (int r = 0; r < size(); ++r) {
         const void* send = r == rank() ? input.data() : outputs[static_cast<std::size_t>(r)].data();
-        ncclResult_t res = ncclBroadcast(send, outputs[static_cast<std::size_t>(r)].data(), count, dt, r, comm(),
-                                         stream_);
+        ncclResult_t res =
+            ncclBroadcast(send, outputs[static_cast<std::size_t>(r)].data(), count, dt, r, comm(), stream_);
         if (res != ncclSuccess && res != ncclInProgress) return res;
       }
       return ncclSuccess;
@@ -87,8 +85,8 @@ WorkPtr NcclBackend::reduce_scatter(Buffer output, std::vector<Buffer> inputs, R
     return run_grouped([&] {
       for (int r = 0; r < size(); ++r) {
         // recvbuff is only written on the root (r == rank()).
-        ncclResult_t res = ncclReduce(inputs[static_cast<std::size_t>(r)].data(), output.data(), count, dt, nop, r,
-                                      comm(), stream_);
+        ncclResult_t res =
+            ncclReduce(inputs[static_cast<std::size_t>(r)].data(), output.data(), count, dt, nop, r, comm(), stream_);
         if (res != ncclSuccess && res != ncclInProgress) return res;
       }
       return ncclSuccess;

@@ -17,16 +17,14 @@ inline ncclResult_t keep_first(ncclResult_t so_far, ncclResult_t next) {
 
 WorkPtr NcclBackend::send(Buffer buffer, int dst, int /*tag*/) {
   check_device(buffer, "send");
-  return launch("send(to " + std::to_string(dst) + ")", [&] {
-    return ncclSend(buffer.data(), buffer.count(), to_nccl(buffer.dtype()), dst, comm(), stream_);
-  });
+  return launch("send(to " + std::to_string(dst) + ")",
+                [&] { return ncclSend(buffer.data(), buffer.count(), to_nccl(buffer.dtype()), dst, comm(), stream_); });
 }
 
 WorkPtr NcclBackend::recv(Buffer buffer, int src, int /*tag*/) {
   check_device(buffer, "recv");
-  return launch("recv(from " + std::to_string(src) + ")", [&] {
-    return ncclRecv(buffer.data(), buffer.count(), to_nccl(buffer.dtype()), src, comm(), stream_);
-  });
+  return launch("recv(from " + std::to_string(src) + ")",
+                [&] { return ncclRecv(buffer.data(), buffer.count(), to_nccl(buffer.dtype()), src, comm(), stream_); });
 }
 
 WorkPtr NcclBackend::batch_p2p(std::vector<P2POp> ops) {
@@ -55,8 +53,9 @@ WorkPtr NcclBackend::gather(std::vector<Buffer> outputs, Buffer input, int root)
       if (rank() != root) return ncclSend(input.data(), input.count(), dt, root, comm(), stream_);
       ncclResult_t r = ncclSuccess;
       for (int p = 0; p < size(); ++p) {
-        if (p != root) r = keep_first(r, ncclRecv(outputs[static_cast<std::size_t>(p)].data(), input.count(), dt, p,
-                                                   comm(), stream_));
+        if (p != root)
+          r = keep_first(r,
+                         ncclRecv(outputs[static_cast<std::size_t>(p)].data(), input.count(), dt, p, comm(), stream_));
       }
       return r;
     });
@@ -73,8 +72,9 @@ WorkPtr NcclBackend::scatter(Buffer output, std::vector<Buffer> inputs, int root
       if (rank() != root) return ncclRecv(output.data(), output.count(), dt, root, comm(), stream_);
       ncclResult_t r = ncclSuccess;
       for (int p = 0; p < size(); ++p) {
-        if (p != root) r = keep_first(r, ncclSend(inputs[static_cast<std::size_t>(p)].data(), output.count(), dt, p,
-                                                   comm(), stream_));
+        if (p != root)
+          r = keep_first(r,
+                         ncclSend(inputs[static_cast<std::size_t>(p)].data(), output.count(), dt, p, comm(), stream_));
       }
       return r;
     });

@@ -46,7 +46,7 @@ class StagingBackend final : public Backend {
   struct Plan {
     std::vector<PinnedBlock> blocks;
     std::vector<std::pair<Buffer, Buffer>> copy_back;  // (device buffer, its host copy)
-    std::vector<int> devices;                           // devices whose current stream fed the copies
+    std::vector<int> devices;                          // devices whose current stream fed the copies
   };
   enum class Role { kIn, kOut, kInOut };
   // Returns the host view of `b` (b itself on the host); kIn/kInOut copy the device contents in.

@@ -22,11 +22,15 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::track(std::shared_ptr<NcclWork> work) {
+  bool was_idle = false;
   {
     std::lock_guard lock(mutex_);
+    was_idle = pending_.empty();
     pending_.push_back(std::move(work));
   }
-  cv_.notify_all();
+  // Only an idle watchdog sleeps without a deadline; a busy one sees the op at its next poll (<= 1 ms). Not
+  // waking it per op keeps a futex syscall off the small-message path.
+  if (was_idle) cv_.notify_all();
 }
 
 void Watchdog::fail_all(std::exception_ptr error) {
@@ -42,9 +46,10 @@ std::exception_ptr Watchdog::check(const std::vector<std::shared_ptr<NcclWork>>&
   const auto now = Clock::now();
   for (const auto& w : works) {
     if (!w->poll() && now > w->deadline()) {
-      return std::make_exception_ptr(TimeoutError(
-          "nccl " + w->what() + " did not complete within the group timeout (a peer may have died, stalled or "
-          "called a different op); the communicator was aborted and the group is unusable"));
+      return std::make_exception_ptr(
+          TimeoutError("nccl " + w->what() +
+                       " did not complete within the group timeout (a peer may have died, stalled or "
+                       "called a different op); the communicator was aborted and the group is unusable"));
     }
   }
   ncclResult_t r = communicator_.async_error();

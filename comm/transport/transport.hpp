@@ -17,6 +17,23 @@ namespace ctrun::comm::transport {
 
 using Clock = std::chrono::steady_clock;
 
+// Memory that every rank of the group maps (shm transport only): algorithms that read peers' data in place
+// instead of passing messages (algorithms/*_shm.cpp). Each rank owns two halves, used alternately by
+// successive pieces of work, so that one barrier per piece suffices: a rank rewrites a half only after everyone
+// passed the barrier of the piece after the one that last read it.
+class SharedWorkspace {
+ public:
+  virtual ~SharedWorkspace() = default;
+  virtual std::size_t half_bytes() const = 0;
+  virtual char* half(int rank, int which) = 0;
+  // 0, 1, 0, 1, ... identical on every rank as long as all ranks run the same collectives.
+  virtual int next_half() = 0;
+  // Returns once every rank has entered barrier() as often as this one; TimeoutError at the deadline, PeerError
+  // when a peer died or the group was aborted, or when a peer's `signature` differs (it is running another op
+  // or another size: shared-memory algorithms pass no messages that could reveal that).
+  virtual void barrier(Clock::time_point deadline, std::uint64_t signature) = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -41,6 +58,9 @@ class Transport {
 
   // Wakes a wait_event in progress (or makes the next one return at once). Thread-safe.
   virtual void interrupt() = 0;
+
+  // Shared memory of the whole group, or null when the transport has none (tcp).
+  virtual SharedWorkspace* workspace() { return nullptr; }
 
   // Makes peers fail their pending ops quickly (with the reason when the transport can carry it) and closes.
   virtual void abort(const std::string& reason) = 0;

@@ -2,6 +2,21 @@
 // Synchronous TCPStore client mirroring torch's Store API. Talks to our server or to PyTorch's:
 // the v2 dialect by default (VALIDATE + PING), legacy selectable to talk to a torch 1.13 server.
 // Connects with exponential backoff and jitter until the connect timeout. Thread-safe (one request at a time).
+//
+// Behaviour worth knowing:
+// - User keys go on the wire as key_prefix + key ("/" + key, as torch); add_init_key's "init/" is sent bare.
+// - get/multi_get/queue_pop(block) first WAIT (as torch), so a missing key gives TimeoutError naming it.
+// - A timed-out wait or barrier: v2 sends CANCEL_WAIT and reads its reply on the same connection (if the
+//   keys appeared just before the cancel, STOP_WAITING arrives first and the wait counts as successful).
+//   torch <= 2.0 servers have no CANCEL_WAIT and would later push a stray reply, so in the legacy dialect the
+//   connection is closed instead and the next call reconnects transparently (the server forgets the wait on
+//   disconnect). add_init_key is not repeated on such a reconnect.
+// - Every reply is read with the store timeout as deadline (SO_RCVTIMEO; no progress for that long = error),
+//   so a hung server gives StoreError, never a hang; a dead one gives StoreError at once. After any I/O error
+//   the connection is dropped and the next call reconnects (within connect_timeout).
+// - Legacy dialect: append, multi_get, multi_set and barrier are emulated as torch's Store base class and
+//   torch 1.13's store-based barrier do (compare_set loop, one key at a time, ADD polling); queue ops,
+//   list_keys and ping need v2 and throw StoreError.
 
 #include <memory>
 #include <string>

@@ -14,6 +14,7 @@ namespace {
 // Small chunks make the pipelined algorithms cut even the test's "large" buffers into many chunks.
 const bool kSmallChunks = [] {
   setenv("CTRUN_COMM_CHUNK_BYTES", "1024", 1);
+  setenv("CTRUN_COMM_SHM_WORKSPACE_BYTES", "4096", 1);  // the shm algorithms cut large buffers into pieces
   return true;
 }();
 
@@ -254,7 +255,8 @@ TEST_P(Collectives, MatchTheSequentialReference) {
   const Param& p = GetParam();
   ProcessGroupOptions options;
   options.transport = p.transport;
-  options.algorithm = p.family == "ring" ? kRingFamily : kTreeFamily;
+  // "shm": the shared-memory algorithms where the transport has them, the size table elsewhere.
+  options.algorithm = p.family == "ring" ? kRingFamily : p.family == "tree" ? kTreeFamily : "shm";
   options.timeout = std::chrono::seconds(60);
   run_ranks(p.world, options, [&](int rank, ProcessGroup& pg) {
     int seed = 0;
@@ -269,7 +271,7 @@ std::vector<Param> all_params() {
   std::vector<Param> out;
   for (const char* transport : {"shm", "tcp"}) {
     for (int world = 1; world <= 8; ++world) {
-      for (const char* family : {"ring", "tree"}) out.push_back({transport, world, family});
+      for (const char* family : {"ring", "tree", "shm"}) out.push_back({transport, world, family});
     }
   }
   return out;

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "rendezvous/counting_store.hpp"
 #include "rendezvous/factory.hpp"
 #include "rendezvous/store/memory_store.hpp"
 #include "rendezvous/store/server.hpp"
@@ -25,21 +26,21 @@ C10dConfig config(int min, int max, const std::string& id = "job") {
   c.max_nodes = max;
   c.settings.join_timeout = 10s;
   c.settings.last_call_timeout = 100ms;
-  c.settings.keep_alive_interval = 100ms;
-  c.settings.keep_alive_max_attempt = 2;
+  // Long enough that a loaded CI machine never misses one; tests of death detection shorten it.
+  c.settings.keep_alive_interval = 1s;
+  c.settings.keep_alive_max_attempt = 3;
   c.wait_slice = 1s;
   return c;
 }
 
-std::unique_ptr<C10dHandler> make(const std::shared_ptr<store::Store>& s, const C10dConfig& c,
-                                  const std::string& addr, int lws = 1) {
+std::unique_ptr<C10dHandler> make(const std::shared_ptr<store::Store>& s, const C10dConfig& c, const std::string& addr,
+                                  int lws = 1) {
   auto h = std::make_unique<C10dHandler>(c, NodeSpec{addr, lws, "default"}, [s] { return s; });
   h->set_worker_store_address(addr, 6000);
   return h;
 }
 
-std::vector<RoundInfo> rendezvous_all(std::vector<std::unique_ptr<C10dHandler>>& hs,
-                                      const std::vector<int>& which) {
+std::vector<RoundInfo> rendezvous_all(std::vector<std::unique_ptr<C10dHandler>>& hs, const std::vector<int>& which) {
   std::vector<std::future<RoundInfo>> fs;
   for (int i : which) fs.push_back(std::async(std::launch::async, [&hs, i] { return hs[i]->next_rendezvous(); }));
   std::vector<RoundInfo> out;
@@ -86,8 +87,10 @@ TEST(C10dHandler, ConcurrentJoinsInThreadsGetOneConsistentRound) {
 
 TEST(C10dHandler, KilledAgentBreaksTheRoundAndSurvivorsRegroup) {
   auto s = std::make_shared<store::MemoryStore>(5s);
+  auto c = config(2, 3);
+  c.settings.keep_alive_interval = 200ms;  // dead after 0.5 s of silence
   std::vector<std::unique_ptr<C10dHandler>> hs;
-  for (auto a : {"a", "b", "c"}) hs.push_back(make(s, config(2, 3), a));
+  for (auto a : {"a", "b", "c"}) hs.push_back(make(s, c, a));
   rendezvous_all(hs, {0, 1, 2});
   EXPECT_FALSE(hs[0]->round_broken());
   hs[2].reset();  // like SIGKILL: heartbeats stop, nothing is written
@@ -119,7 +122,7 @@ TEST(C10dHandler, NewNodeMakesMembersSeeWaitingNode) {
 TEST(C10dHandler, LeaveOnSignalBreaksTheRoundAtOnce) {
   auto s = std::make_shared<store::MemoryStore>(5s);
   auto c = config(2, 2);
-  c.settings.keep_alive_interval = 10s;  // heartbeats would take 20 s: the leave must not need them
+  c.settings.keep_alive_interval = 10s;  // heartbeats would take 30 s: the leave must not need them
   std::vector<std::unique_ptr<C10dHandler>> hs;
   for (auto a : {"a", "b"}) hs.push_back(make(s, c, a));
   rendezvous_all(hs, {0, 1});
@@ -179,7 +182,7 @@ TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
   p.endpoint = "127.0.0.1:" + std::to_string(port);
   p.run_id = "tcp";
   p.min_nodes = p.max_nodes = 3;
-  p.config = parse_rdzv_conf("last_call_timeout=0.1,keep_alive_interval=0.1,keep_alive_max_attempt=2,read_timeout=5");
+  p.config = parse_rdzv_conf("last_call_timeout=0.1,keep_alive_interval=0.2,read_timeout=5");
   std::vector<std::unique_ptr<Handler>> hs;
   for (int i = 0; i < 3; ++i) {
     hs.push_back(create_handler(p, NodeSpec{"127.0.0." + std::to_string(i + 2), 2, "default"}));
@@ -201,4 +204,32 @@ TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
   hs[2].reset();
   EXPECT_TRUE(eventually([&] { return hs[1]->round_broken(); }));
   for (int i = 1; i >= 0; --i) hs[i]->shutdown();
+}
+
+TEST(C10dHandler, StoreBytesPerRoundGrowLinearlyInTheNumberOfAgents) {
+  auto per_agent = [](int n) {
+    auto s = std::make_shared<store::MemoryStore>(5s);
+    auto traffic = std::make_shared<StoreTraffic>();
+    auto counted = std::make_shared<CountingStore>(s, traffic);
+    std::vector<std::unique_ptr<C10dHandler>> hs;
+    std::vector<int> all;
+    for (int i = 0; i < n; ++i) {
+      int calls = 0;  // count the join/poll connection, not the heartbeat one
+      auto h = std::make_unique<C10dHandler>(config(n, n), NodeSpec{"node" + std::to_string(i), 1, "default"},
+                                             [&]() -> std::shared_ptr<store::Store> {
+                                               if (calls++ == 0) return counted;
+                                               return s;
+                                             });
+      h->set_worker_store_address("h", 1);
+      hs.push_back(std::move(h));
+      all.push_back(i);
+    }
+    rendezvous_all(hs, all);
+    for (auto& h : hs) h->shutdown();
+    return static_cast<double>(traffic->bytes) / n;
+  };
+  const double small = per_agent(8), large = per_agent(96);
+  EXPECT_GT(small, 0);
+  // O(N) in total = O(1) per agent; torchrun's blob makes this grow with N (O(N^2) in total).
+  EXPECT_LT(large, 1.5 * small) << "bytes per agent: " << small << " at 8 agents, " << large << " at 96";
 }

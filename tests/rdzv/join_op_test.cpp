@@ -181,7 +181,7 @@ TEST(JoinOp, GateTimeoutNamesMembersStillRunning) {
   EXPECT_NE(e.find("rank 1: b"), std::string::npos) << e;
 }
 
-TEST(JoinOp, ManyNodesInAnyOrderGetDistinctRanksAndConstantTrafficEach) {
+TEST(JoinOp, ManyNodesArrivingInReverseOrderGetNaturalOrderRanks) {
   for (int n : {8, 64}) {
     Sim sim(config(n, n));
     for (int i = 0; i < n; ++i) sim.join("node" + std::to_string(n - i));

@@ -33,9 +33,8 @@ TEST(Records, NodeRecordRoundTripAndMalformed) {
 
 TEST(Records, HeterogeneousSizesAndRoles) {
   // Arrival order differs from the natural order on purpose.
-  std::vector<NodeRecord> nodes = {{"node10", 1, 4, "a", "h10", 10, 1},
-                                   {"node2", 1, 2, "b", "h2", 20, 2},
-                                   {"node1", 1, 3, "a", "h1", 30, 3}};
+  std::vector<NodeRecord> nodes = {
+      {"node10", 1, 4, "a", "h10", 10, 1}, {"node2", 1, 2, "b", "h2", 20, 2}, {"node1", 1, 3, "a", "h1", 30, 3}};
   std::vector<int> order;
   auto a = assign_ranks(nodes, &order);
   EXPECT_EQ(order, (std::vector<int>{2, 1, 0}));

@@ -17,8 +17,9 @@ TEST(StaticHandler, NodeRanksAreFixedAndSizesMayDiffer) {
   std::vector<std::unique_ptr<StaticHandler>> hs;
   const int lws[] = {2, 3, 1};
   for (int r = 0; r < 3; ++r)
-    hs.push_back(std::make_unique<StaticHandler>(StaticConfig{"job", 3, r, Endpoint{"10.0.0.1", 29500}},
-                                                 NodeSpec{std::string(1, static_cast<char>('z' - r)), lws[r], "default"}, s));
+    hs.push_back(
+        std::make_unique<StaticHandler>(StaticConfig{"job", 3, r, Endpoint{"10.0.0.1", 29500}},
+                                        NodeSpec{std::string(1, static_cast<char>('z' - r)), lws[r], "default"}, s));
   std::vector<std::future<RoundInfo>> fs;
   for (auto& h : hs) fs.push_back(std::async(std::launch::async, [&h] { return h->next_rendezvous(); }));
   const int base[] = {0, 2, 5};
@@ -67,4 +68,21 @@ TEST(StaticHandler, TwoNodesOverRealStoreHostedByRankZero) {
   auto b = std::async(std::launch::async, [&] { return h1->exit_barrier(5s); });
   EXPECT_TRUE(h0->exit_barrier(5s));
   EXPECT_TRUE(b.get());
+}
+
+TEST(StaticHandler, RankZeroUsesTheAgentsStoreWhenItAlreadyServesTheMasterPort) {
+  store::ServerOptions o;
+  o.host = "127.0.0.1";
+  store::Server agent_store(o);  // the agent's worker store, already on --master-port
+  agent_store.start();
+  RendezvousParameters p;
+  p.backend = "static";
+  p.master_addr = "127.0.0.1";
+  p.master_port = agent_store.port();
+  p.run_id = "shared";
+  auto h = create_handler(p, NodeSpec{"a", 2, "default"});
+  auto info = h->next_rendezvous();
+  EXPECT_EQ(info.global_world_size, 2);
+  EXPECT_EQ(info.master_port, agent_store.port());
+  EXPECT_TRUE(agent_store.get_local("/ctrun.static.shared/assign/0").has_value());
 }

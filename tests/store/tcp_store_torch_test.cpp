@@ -33,69 +33,83 @@ std::unique_ptr<TcpStore> connect(std::uint16_t port, Dialect dialect, bool add_
 }
 
 // ---- (b) our client, legacy dialect, against torch 1.13's own server ----
-class OurClientVsTorchServer : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!torch_unavailable_reason().empty()) return;
-    server_ = new ServedProcess(start_torch_server());
+// One test (one python start, about a second) running every check in turn; SCOPED_TRACE names the failing one.
+TEST(OurClientVsTorchServer, EveryOpInTheLegacyDialect) {
+  CTRUN_REQUIRE_TORCH();
+  auto server = start_torch_server();
+  const auto port = server.port;
+  StoreFactory factory = [port] { return std::unique_ptr<store::Store>(connect(port, Dialect::kLegacy)); };
+  {
+    SCOPED_TRACE("set/get, NUL bytes, 1 MiB");
+    check_set_get(*factory());
   }
-  static void TearDownTestSuite() {
-    delete server_;  // kills and reaps the python server
-    server_ = nullptr;
+  {
+    SCOPED_TRACE("add");
+    check_add(*factory());
   }
-  void SetUp() override { CTRUN_REQUIRE_TORCH(); }
-  StoreFactory factory() const {
-    auto port = server_->port;
-    return [port] { return std::unique_ptr<store::Store>(connect(port, Dialect::kLegacy)); };
+  {
+    SCOPED_TRACE("compare_set");
+    check_compare_set(*factory());
   }
-  static ServedProcess* server_;
-};
-ServedProcess* OurClientVsTorchServer::server_ = nullptr;
-
-TEST_F(OurClientVsTorchServer, SetGetBinaryAndOneMiB) { check_set_get(*factory()()); }
-TEST_F(OurClientVsTorchServer, AddStoresDecimal) { check_add(*factory()()); }
-TEST_F(OurClientVsTorchServer, CompareSetThreeCases) { check_compare_set(*factory()()); }
-TEST_F(OurClientVsTorchServer, CheckDeleteNumKeys) { check_check_delete_num_keys(*factory()()); }
-TEST_F(OurClientVsTorchServer, MultiGetSetAppendEmulated) { check_multi_and_append(*factory()()); }
-TEST_F(OurClientVsTorchServer, DeferredMultiKeyWait) { check_deferred_wait(*factory()(), factory()); }
-TEST_F(OurClientVsTorchServer, WaitTimeoutReconnectsTransparently) { check_wait_timeout(*factory()(), factory()); }
-TEST_F(OurClientVsTorchServer, BarrierEmulatedWithAdd) { check_barrier(factory(), 3); }
-TEST_F(OurClientVsTorchServer, ThreadSafeSharedClient) { check_thread_safety(*factory()()); }
-
-TEST_F(OurClientVsTorchServer, InitKeyIsUnprefixedAndUserKeysGetSlash) {
-  auto a = connect(server_->port, Dialect::kLegacy, /*add_init_key=*/true);
-  auto b = connect(server_->port, Dialect::kLegacy, /*add_init_key=*/true);
-  // The raw "init/" key is visible to a client with an empty key prefix, as torch's own counter.
-  TcpStoreOptions raw;
-  raw.port = server_->port;
-  raw.dialect = Dialect::kLegacy;
-  raw.key_prefix = "";
-  TcpStore r(raw);
-  EXPECT_GE(r.add("init/", 0), 2);
-  a->set("slash", "x");
-  EXPECT_EQ(r.get("/slash"), "x");
-}
-
-TEST_F(OurClientVsTorchServer, V2OnlyOpsSayLegacyHasThem) {
-  auto s = connect(server_->port, Dialect::kLegacy);
-  for (auto op : std::vector<std::function<void()>>{[&] { s->list_keys(); }, [&] { s->queue_len("q"); },
-                                                    [&] { s->queue_push("q", "v"); }, [&] { s->ping(); }}) {
-    try {
-      op();
-      ADD_FAILURE() << "a v2-only op succeeded on the legacy dialect";
-    } catch (const store::StoreError& e) {
-      EXPECT_NE(std::string(e.what()).find("legacy"), std::string::npos) << e.what();
+  {
+    SCOPED_TRACE("check/delete/num_keys");
+    check_check_delete_num_keys(*factory());
+  }
+  {
+    SCOPED_TRACE("multi_get/multi_set/append, emulated");
+    check_multi_and_append(*factory());
+  }
+  {
+    SCOPED_TRACE("deferred multi-key wait");
+    check_deferred_wait(*factory(), factory);
+  }
+  {
+    SCOPED_TRACE("wait timeout, transparent reconnect");
+    check_wait_timeout(*factory(), factory);
+  }
+  {
+    SCOPED_TRACE("barrier, emulated with ADD");
+    check_barrier(factory, 3);
+  }
+  {
+    SCOPED_TRACE("one client shared by threads");
+    check_thread_safety(*factory());
+  }
+  {
+    SCOPED_TRACE("init/ unprefixed, user keys with '/'");
+    auto a = connect(port, Dialect::kLegacy, /*add_init_key=*/true);
+    auto b = connect(port, Dialect::kLegacy, /*add_init_key=*/true);
+    TcpStoreOptions raw;
+    raw.port = port;
+    raw.dialect = Dialect::kLegacy;
+    raw.key_prefix = "";
+    TcpStore r(raw);
+    EXPECT_EQ(r.add("init/", 0), 2);
+    a->set("slash", "x");
+    EXPECT_EQ(r.get("/slash"), "x");
+  }
+  {
+    SCOPED_TRACE("v2-only ops say the legacy dialect lacks them");
+    auto s = connect(port, Dialect::kLegacy);
+    for (auto op : std::vector<std::function<void()>>{[&] { s->list_keys(); }, [&] { s->queue_len("q"); },
+                                                      [&] { s->queue_push("q", "v"); }, [&] { s->ping(); }}) {
+      try {
+        op();
+        ADD_FAILURE() << "a v2-only op succeeded on the legacy dialect";
+      } catch (const store::StoreError& e) {
+        EXPECT_NE(std::string(e.what()).find("legacy"), std::string::npos) << e.what();
+      }
     }
+    EXPECT_EQ(s->add("still_ok", 1), 1);
   }
-  EXPECT_EQ(s->add("still_ok", 1), 1);
-}
-
-TEST_F(OurClientVsTorchServer, PrefixStoreOverTorchServer) {
-  auto base = std::shared_ptr<store::Store>(connect(server_->port, Dialect::kLegacy));
-  store::PrefixStore p("/worker/attempt_0", base);
-  p.set("rank_1", "vm");
-  EXPECT_EQ(base->get("/worker/attempt_0/rank_1"), "vm");
-  check_add(p);
+  {
+    SCOPED_TRACE("PrefixStore over torch's server");
+    auto base = std::shared_ptr<store::Store>(connect(port, Dialect::kLegacy));
+    store::PrefixStore p("/worker/attempt_0", base);
+    p.set("rank_1", "vm");
+    EXPECT_EQ(base->get("/worker/attempt_0/rank_1"), "vm");
+    EXPECT_EQ(p.add("cnt", 3), 3);
+  }
 }
 
 // ---- (a) torch's client against ctstore, and (c) gloo workers against ctstore ----

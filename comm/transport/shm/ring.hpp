@@ -20,6 +20,9 @@ struct alignas(64) SegmentHeader {
   alignas(64) std::atomic<std::uint32_t> aborted;   // set by any rank that aborts the group
   std::atomic<std::int32_t> aborted_by;
   char abort_reason[512];
+  alignas(64) std::atomic<std::uint64_t> barrier_arrivals;  // how many workspace barriers the owner entered
+  // The op signature of barrier g is in slot g % 2: a peer can be at most one barrier ahead.
+  std::atomic<std::uint64_t> barrier_signature[2];
 };
 
 struct alignas(64) RingHeader {
@@ -30,8 +33,12 @@ struct alignas(64) RingHeader {
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
               "shared-memory atomics must be lock free");
 
-inline std::size_t segment_bytes(int size, std::size_t ring_bytes) {
+// Layout: header, one ring per sender, then the owner's two workspace halves.
+inline std::size_t rings_end(int size, std::size_t ring_bytes) {
   return sizeof(SegmentHeader) + static_cast<std::size_t>(size) * (sizeof(RingHeader) + ring_bytes);
+}
+inline std::size_t segment_bytes(int size, std::size_t ring_bytes, std::size_t half_bytes) {
+  return rings_end(size, ring_bytes) + 2 * half_bytes;
 }
 
 inline RingHeader* ring_header(void* segment, int sender, std::size_t ring_bytes) {

@@ -58,21 +58,29 @@ std::string link_target(const char* path) {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-std::size_t ring_bytes_from_env(std::size_t fallback) {
+std::size_t bytes_from_env(const char* name, std::size_t fallback) {
   std::size_t bytes = fallback;
-  if (const char* v = std::getenv("CTRUN_COMM_SHM_RING_BYTES"); v && *v) bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv(name); v && *v) bytes = std::strtoull(v, nullptr, 10);
   // Rings index with a mask: round up to a power of two, at least 64 KiB.
   std::size_t p = 64 << 10;
   while (p < bytes) p <<= 1;
   return p;
 }
 
-class ShmTransport final : public Transport {
+// Workspace halves: any size from 1 KiB, rounded up to 64 bytes (keeps every dtype aligned).
+std::size_t workspace_bytes_from_env(std::size_t fallback) {
+  std::size_t bytes = fallback;
+  if (const char* v = std::getenv("CTRUN_COMM_SHM_WORKSPACE_BYTES"); v && *v) bytes = std::strtoull(v, nullptr, 10);
+  return (std::max<std::size_t>(bytes, 1024) + 63) / 64 * 64;
+}
+
+class ShmTransport final : public Transport, public SharedWorkspace {
  public:
   ShmTransport(std::shared_ptr<store::Store> store, int rank, int size, Options options)
       : rank_(rank),
         size_(size),
-        ring_bytes_(ring_bytes_from_env(options.ring_bytes)),
+        ring_bytes_(bytes_from_env("CTRUN_COMM_SHM_RING_BYTES", options.ring_bytes)),
+        half_bytes_(workspace_bytes_from_env(options.workspace_half_bytes)),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
     try {
@@ -165,6 +173,41 @@ class ShmTransport final : public Transport {
 
   void interrupt() override { ring_doorbell(rank_); }
 
+  SharedWorkspace* workspace() override { return this; }
+  std::size_t half_bytes() const override { return half_bytes_; }
+  char* half(int r, int which) override {
+    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + rings_end(size_, ring_bytes_) +
+           static_cast<std::size_t>(which) * half_bytes_;
+  }
+  int next_half() override { return static_cast<int>(half_counter_++ & 1); }
+
+  void barrier(Clock::time_point deadline, std::uint64_t signature) override {
+    const std::uint64_t gen = ++barrier_gen_;
+    own()->barrier_signature[gen % 2].store(signature, std::memory_order_relaxed);
+    own()->barrier_arrivals.store(gen, std::memory_order_release);
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) ring_doorbell(r);
+    }
+    for (;;) {
+      const std::uint64_t token = event_token();
+      waiting_.clear();
+      for (int r = 0; r < size_; ++r) {
+        auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
+        if (r != rank_ && h->barrier_arrivals.load(std::memory_order_acquire) < gen) waiting_.push_back(r);
+      }
+      if (waiting_.empty()) {
+        check_signatures(gen, signature);
+        return;
+      }
+      if (Clock::now() >= deadline) {
+        std::string who;
+        for (int r : waiting_) who += (who.empty() ? "" : ", ") + std::to_string(r);
+        throw TimeoutError("shared-memory barrier: rank(s) " + who + " did not arrive in time");
+      }
+      wait_event(token, deadline, waiting_, {});
+    }
+  }
+
   void abort(const std::string& reason) override {
     for (int r = 0; r < size_; ++r) {
       auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
@@ -201,6 +244,17 @@ class ShmTransport final : public Transport {
                     (state == 1 ? std::string(": ") + h->abort_reason : std::string()));
   }
 
+  void check_signatures(std::uint64_t gen, std::uint64_t signature) const {
+    for (int r = 0; r < size_; ++r) {
+      auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
+      if (r != rank_ && h->barrier_signature[gen % 2].load(std::memory_order_relaxed) != signature) {
+        throw PeerError("mismatched collectives: rank " + std::to_string(r) + " entered a shared-memory collective "
+                        "with a different op, dtype or size than rank " + std::to_string(rank_) +
+                        "; every rank must issue the same collectives with the same sizes in the same order");
+      }
+    }
+  }
+
   void check_alive(int peer) const {
     const int pid = pids_[static_cast<std::size_t>(peer)];
     if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
@@ -217,7 +271,7 @@ class ShmTransport final : public Transport {
     const int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) throw CommError("comm shm: shm_open(" + name_ + ") failed: " + std::strerror(errno));
     linked_ = true;
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, half_bytes_);
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       ::close(fd);
       throw CommError("comm shm: cannot size segment " + name_ + " to " + std::to_string(bytes) +
@@ -251,7 +305,7 @@ class ShmTransport final : public Transport {
       throw CommError("comm shm: cannot open rank " + std::to_string(peer) + "'s segment " + name + ": " +
                       std::strerror(errno) + " (ranks in different containers? set CTRUN_COMM_TRANSPORT=tcp)");
     }
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, half_bytes_);
     struct stat st {};
     fstat(fd, &st);
     if (static_cast<std::size_t>(st.st_size) != bytes) {
@@ -275,7 +329,7 @@ class ShmTransport final : public Transport {
 
   void release() {
     unlink_own();
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, half_bytes_);
     for (auto& seg : segments_) {
       if (seg) munmap(seg, bytes);
       seg = nullptr;
@@ -285,11 +339,15 @@ class ShmTransport final : public Transport {
   int rank_;
   int size_;
   std::size_t ring_bytes_;
+  std::size_t half_bytes_;
   std::string name_;
   bool linked_ = false;
   std::vector<void*> segments_;
   std::vector<int> pids_;
   Clock::time_point last_liveness_{};
+  std::uint64_t half_counter_ = 0;
+  std::uint64_t barrier_gen_ = 0;
+  std::vector<int> waiting_;
 };
 
 }  // namespace

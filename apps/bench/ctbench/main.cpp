@@ -1,0 +1,167 @@
+// ctbench: collective benchmark of ctrun::comm in the style of nccl-tests (op, bytes, time, algbw, busbw), with
+// torch's gloo on the same ops and sizes in the same run, and the machine's memcpy bandwidth for scale.
+//
+//   ctbench                       launches 4 ranks of itself (env:// on 127.0.0.1), then the gloo peer
+//   ctrun --nproc-per-node=4 --no-python ctbench --no-gloo     the same ranks under ctrun
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "comm/backend.hpp"
+#include "comm/process_group.hpp"
+#include "gloo_peer.hpp"
+#include "measure.hpp"
+#include "spawn.hpp"
+
+namespace {
+
+using ctrun::bench::Row;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::size_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  const std::string unit = end ? end : "";
+  if (unit == "K" || unit == "KiB") v *= 1024;
+  if (unit == "M" || unit == "MiB") v *= 1024 * 1024;
+  if (unit == "G" || unit == "GiB") v *= 1024.0 * 1024 * 1024;
+  return static_cast<std::size_t>(v);
+}
+
+int iterations_for(std::size_t bytes, double scale) {
+  const double it = static_cast<double>(64u << 20) / static_cast<double>(std::max<std::size_t>(bytes, 1)) * scale;
+  return static_cast<int>(std::clamp(it, 5.0, 500.0 * std::max(scale, 0.01)));
+}
+
+std::string format_row(const Row& r) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%-15s %12zu %12.1f %9.3f %9.3f", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw);
+  return buf;
+}
+
+// One rank (under ctrun/torchrun or spawned by the parent below).
+int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>& sizes, const std::string& backend,
+             double scale) {
+  ctrun::comm::ProcessGroupOptions options;
+  options.backend = backend;
+  options.timeout = std::chrono::seconds(120);
+  auto pg = ctrun::comm::ProcessGroup::init("env://", options);
+  std::ofstream results;
+  if (const char* path = std::getenv("CTBENCH_RESULTS"); path && pg->rank() == 0) results.open(path);
+  if (pg->rank() == 0) {
+    std::printf("# ctbench rank 0 of %d, backend %s, float32\n%-15s %12s %12s %9s %9s\n", pg->size(), backend.c_str(),
+                "op", "bytes", "time_us", "algbw", "busbw");
+  }
+  for (const auto& op : ops) {
+    for (std::size_t bytes : sizes) {
+      const int iters = iterations_for(bytes, scale);
+      const Row row = ctrun::bench::measure(*pg, op, bytes, iters, std::max(2, iters / 10));
+      if (pg->rank() == 0) {
+        std::printf("%s\n", format_row(row).c_str());
+        std::fflush(stdout);
+        if (results) results << row.op << ' ' << row.bytes << ' ' << row.time_us << ' ' << row.algbw << ' ' << row.busbw
+                             << '\n';
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ctbench: ctrun::comm collectives, nccl-tests style, side by side with torch gloo"};
+  int nproc = 4;
+  std::string ops_arg = "all_reduce,all_gather,broadcast,reduce_scatter";
+  std::string sizes_arg = "8,64,512,4K,32K,256K,1M,4M,16M,64M";
+  std::string backend = "cpu";
+  bool no_gloo = false;
+  double scale = 1.0;
+  app.add_option("--nproc", nproc, "ranks to launch when not under ctrun/torchrun")->check(CLI::Range(1, 64));
+  app.add_option("--ops", ops_arg, "comma-separated: all_reduce, all_gather, broadcast, reduce_scatter, reduce");
+  app.add_option("--sizes", sizes_arg, "comma-separated byte sizes (K/M suffixes)");
+  app.add_option("--backend", backend, "cpu or nccl");
+  app.add_flag("--no-gloo", no_gloo, "skip the torch gloo peer");
+  app.add_option("--iters-scale", scale, "multiply the iteration counts (quick runs: 0.1)");
+  CLI11_PARSE(app, argc, argv);
+
+  const auto ops = split(ops_arg);
+  std::vector<std::size_t> sizes;
+  for (const auto& s : split(sizes_arg)) sizes.push_back(parse_size(s));
+  for (const auto& op : ops) {
+    if (op != "all_reduce" && op != "all_gather" && op != "broadcast" && op != "reduce_scatter" && op != "reduce") {
+      std::fprintf(stderr, "ctbench: unknown op '%s'\n", op.c_str());
+      return 2;
+    }
+  }
+  if (backend == "nccl" && !ctrun::comm::has_backend("nccl")) {
+    std::fprintf(stderr,
+                 "ctbench: --backend nccl needs a build with CUDA and NCCL (CTRUN_WITH_NCCL=AUTO/ON finding "
+                 "/usr/local/cuda) and a GPU; this build has only the cpu backend\n");
+    return 2;
+  }
+  if (backend != "cpu" && backend != "nccl") {
+    std::fprintf(stderr, "ctbench: unknown backend '%s' (cpu or nccl)\n", backend.c_str());
+    return 2;
+  }
+
+  try {
+    if (std::getenv("RANK")) return run_rank(ops, sizes, backend, scale);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ctbench: %s\n", e.what());
+    return 1;
+  }
+
+  // Parent: launch the ranks, then the gloo peer, then print both side by side.
+  const double memcpy_bw = ctrun::bench::memcpy_gbps(64u << 20);
+  const std::string results = (std::filesystem::temp_directory_path() / ("ctbench-" + std::to_string(getpid()))).string();
+  std::vector<std::string> child_argv(argv, argv + argc);
+  const int rc = ctrun::bench::spawn_ranks(nproc, child_argv, {{"CTBENCH_RESULTS", results}}, std::chrono::seconds(900));
+  std::vector<Row> mine;
+  {
+    std::ifstream in(results);
+    Row r;
+    while (in >> r.op >> r.bytes >> r.time_us >> r.algbw >> r.busbw) mine.push_back(r);
+    std::filesystem::remove(results);
+  }
+  if (rc != 0) {
+    std::fprintf(stderr, "ctbench: the ranks failed (exit status %d)\n", rc);
+    return 1;
+  }
+  std::string why;
+  std::map<std::pair<std::string, std::size_t>, Row> gloo;
+  if (!no_gloo) gloo = ctrun::bench::run_gloo(nproc, ops, sizes, &why);
+
+  std::printf("\n# ctbench summary: %d ranks, ctrun::comm backend %s vs torch 1.13 gloo, float32\n", nproc,
+              backend.c_str());
+  std::printf("# memcpy (1 thread, 64 MiB): %.2f GB/s\n", memcpy_bw);
+  if (!no_gloo && gloo.empty()) std::printf("# gloo peer unavailable: %s\n", why.c_str());
+  std::printf("%-15s %12s | %12s %9s %9s %6s | %12s %9s %9s | %8s %8s\n", "op", "bytes", "ctrun_us", "algbw", "busbw",
+              "%mcpy", "gloo_us", "algbw", "busbw", "busbw_x", "lat_x");
+  for (const Row& r : mine) {
+    std::printf("%-15s %12zu | %12.1f %9.3f %9.3f %5.0f%% |", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw,
+                100.0 * r.busbw / memcpy_bw);
+    auto it = gloo.find({r.op, r.bytes});
+    if (it != gloo.end()) {
+      const Row& g = it->second;
+      std::printf(" %12.1f %9.3f %9.3f | %8.2f %8.2f\n", g.time_us, g.algbw, g.busbw, r.busbw / g.busbw,
+                  g.time_us / r.time_us);
+    } else {
+      std::printf(" %12s %9s %9s | %8s %8s\n", "-", "-", "-", "-", "-");
+    }
+  }
+  return 0;
+}

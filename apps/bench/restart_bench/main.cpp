@@ -1,0 +1,166 @@
+// restart_bench: restart latency, ctrun vs Debian's torchrun, on the same worker in the same run.
+// The worker is this program itself (`restart_bench --worker`, a small native process, so the figure is the
+// launcher's latency rather than an interpreter's start-up; `--shell-worker` uses worker.sh, a bash script, instead).
+// It fails on local rank 0 in every attempt but the last, and writes timestamps: "fail" just before exiting 1,
+// "start" as the first action of every worker. One gap = start of the next attempt's rank 0
+// minus the failing exit. The other ranks are stopped by the launcher (SIGTERM) on each failure.
+//   ctrun    --nproc-per-node=N --max-restarts R --no-python worker.sh
+//   torchrun --nproc_per_node=N --max_restarts R --monitor_interval 0.1 --no_python worker.sh
+//
+// usage: restart_bench [--restarts 10] [--nproc 2] [--ctrun PATH] [--python /usr/bin/python3] [--torchrun PATH.py]
+//                      [--shell-worker 1]
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Appends "<kind> <attempt> <local_rank> <epoch seconds>" with one O_APPEND write (several workers share the file).
+void record(const char* kind, int attempt, int local_rank) {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  char line[128];
+  int n = std::snprintf(line, sizeof line, "%s %d %d %lld.%09ld\n", kind, attempt, local_rank,
+                        static_cast<long long>(ts.tv_sec), ts.tv_nsec);
+  int fd = ::open(std::getenv("BENCH_OUT"), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  (void)!::write(fd, line, static_cast<size_t>(n));
+  ::close(fd);
+}
+
+int worker_main() {
+  int attempt = std::atoi(std::getenv("TORCHELASTIC_RESTART_COUNT"));
+  int local_rank = std::atoi(std::getenv("LOCAL_RANK"));
+  record("start", attempt, local_rank);
+  if (attempt >= std::atoi(std::getenv("BENCH_RESTARTS"))) return 0;
+  if (local_rank == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    record("fail", attempt, local_rank);
+    return 1;
+  }
+  ::pause();  // until the launcher stops this worker
+  return 0;
+}
+
+int run(const std::vector<std::string>& argv_s, const std::string& out_file, int restarts, const std::string& tmpdir) {
+  std::vector<char*> argv;
+  for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    ::setenv("BENCH_OUT", out_file.c_str(), 1);
+    ::setenv("BENCH_RESTARTS", std::to_string(restarts).c_str(), 1);
+    ::setenv("TMPDIR", tmpdir.c_str(), 1);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+// Gaps in seconds: start of attempt k+1's rank 0 minus the failure of attempt k.
+std::vector<double> gaps(const std::string& out_file) {
+  std::map<int, double> fail, start;
+  std::ifstream in(out_file);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream s(line);
+    std::string kind;
+    int attempt = 0, rank = 0;
+    double t = 0;
+    s >> kind >> attempt >> rank >> t;
+    if (rank != 0) continue;
+    (kind == "fail" ? fail : start)[attempt] = t;
+  }
+  std::vector<double> out;
+  for (const auto& [attempt, t] : fail) {
+    if (start.count(attempt + 1)) out.push_back(start[attempt + 1] - t);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--worker") == 0) return worker_main();
+  int restarts = 10;
+  int nproc = 2;
+  std::string ctrun = std::filesystem::canonical("/proc/self/exe").parent_path().string() + "/ctrun";
+  std::string python = CTRUN_TORCH_PYTHON;
+  std::string torchrun = std::string(CTRUN_SHARED_DIR) + "/interop/torchrun_py311.py";
+  std::string self = std::filesystem::canonical("/proc/self/exe").string();
+  bool shell_worker = false;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--restarts")
+      restarts = std::atoi(v.c_str());
+    else if (k == "--nproc")
+      nproc = std::atoi(v.c_str());
+    else if (k == "--ctrun")
+      ctrun = v;
+    else if (k == "--python")
+      python = v;
+    else if (k == "--torchrun")
+      torchrun = v;
+    else if (k == "--shell-worker")
+      shell_worker = v == "1";
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  std::string tmpdir = std::filesystem::temp_directory_path().string() + "/restart_bench_" + std::to_string(::getpid());
+  std::filesystem::create_directories(tmpdir);
+  std::string n = std::to_string(nproc), r = std::to_string(restarts);
+  std::vector<std::string> worker = {self, "--worker"};
+  if (shell_worker) worker = {RESTART_BENCH_WORKER};
+  std::vector<std::string> ctrun_cmd = {ctrun, "--nproc-per-node=" + n, "--max-restarts", r, "--no-python"};
+  std::vector<std::string> torch_cmd = {
+      python, torchrun, "--nproc_per_node=" + n, "--max_restarts", r, "--monitor_interval", "0.1", "--no_python"};
+  ctrun_cmd.insert(ctrun_cmd.end(), worker.begin(), worker.end());
+  torch_cmd.insert(torch_cmd.end(), worker.begin(), worker.end());
+  std::string c_out = tmpdir + "/ctrun.txt", t_out = tmpdir + "/torchrun.txt";
+  int cs = run(ctrun_cmd, c_out, restarts, tmpdir);
+  int ts = run(torch_cmd, t_out, restarts, tmpdir);
+  auto cg = gaps(c_out), tg = gaps(t_out);
+  std::filesystem::remove_all(tmpdir);
+  double cm = median(cg), tm = median(tg);
+  std::printf("restart_bench: nproc=%d, %d restarts each, %s worker (gaps measured: ctrun %zu, torchrun %zu)\n", nproc,
+              restarts, shell_worker ? "bash" : "native", cg.size(), tg.size());
+  std::printf("%-10s %18s %10s %10s\n", "launcher", "median restart gap", "min", "max");
+  auto row = [](const char* name, const std::vector<double>& g, double m) {
+    std::printf("%-10s %15.2f ms %7.2f ms %7.2f ms\n", name, m * 1e3,
+                g.empty() ? 0 : *std::min_element(g.begin(), g.end()) * 1e3,
+                g.empty() ? 0 : *std::max_element(g.begin(), g.end()) * 1e3);
+  };
+  row("ctrun", cg, cm);
+  row("torchrun", tg, tm);
+  if (cm > 0) std::printf("ratio      1/%.0f (target 1/20: %s)\n", tm / cm, tm / cm >= 20 ? "met" : "MISSED");
+  bool ok = WIFEXITED(cs) && WEXITSTATUS(cs) == 0 && WIFEXITED(ts) && WEXITSTATUS(ts) == 0 &&
+            cg.size() == static_cast<size_t>(restarts) && tg.size() == static_cast<size_t>(restarts);
+  if (!ok) std::printf("warning: a launcher did not complete every restart (exit ctrun %d, torchrun %d)\n", cs, ts);
+  return ok ? 0 : 1;
+}

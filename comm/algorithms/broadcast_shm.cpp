@@ -1,0 +1,23 @@
+// Shared-memory broadcast: the root copies a piece into its workspace, a barrier, everyone copies it out.
+#include <algorithm>
+#include <cstring>
+
+#include "comm/algorithms/algorithms.hpp"
+
+namespace ctrun::comm::algorithms {
+
+void broadcast_shm(Context& ctx, Buffer buffer, int root) {
+  if (ctx.size() == 1 || buffer.empty()) return;
+  auto* ws = ctx.workspace();
+  char* data = static_cast<char*>(buffer.data());
+  const std::size_t bytes = buffer.bytes();
+  for (std::size_t off = 0; off < bytes; off += ws->half_bytes()) {
+    const std::size_t len = std::min(ws->half_bytes(), bytes - off);
+    const int h = ws->next_half();
+    if (ctx.rank() == root) std::memcpy(ws->half(root, h), data + off, len);
+    ws->barrier(ctx.deadline(), ctx.signature(bytes));
+    if (ctx.rank() != root) std::memcpy(data + off, ws->half(root, h), len);
+  }
+}
+
+}  // namespace ctrun::comm::algorithms

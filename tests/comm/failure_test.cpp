@@ -1,0 +1,179 @@
+// Misuse and failure: invalid arguments raise at once on the caller; ranks that call different ops or sizes
+// get a PeerError naming the mismatch; a stalled rank makes the others fail within the group timeout.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "harness.hpp"
+
+namespace ctrun::comm::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+ProcessGroupOptions quick(const std::string& transport, const std::string& algorithm = "") {
+  ProcessGroupOptions o;
+  o.transport = transport;
+  o.algorithm = algorithm;
+  o.timeout = seconds(2);
+  return o;
+}
+
+class PerTransport : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PerTransport, InvalidArgumentsThrowOnTheCaller) {
+  run_ranks(2, quick(GetParam()), [](int rank, ProcessGroup& pg) {
+    std::vector<float> f(4);
+    std::vector<std::int32_t> i(4);
+    EXPECT_THROW(pg.all_reduce(f, ReduceOp::kBxor), InvalidArgumentError);
+    EXPECT_THROW(pg.broadcast(f, 2), InvalidArgumentError);
+    EXPECT_THROW(pg.broadcast(f, -1), InvalidArgumentError);
+    EXPECT_THROW(pg.send(f, rank), InvalidArgumentError);
+    EXPECT_THROW(pg.send(f, 5), InvalidArgumentError);
+    EXPECT_THROW(pg.all_gather({Buffer(f)}, f), InvalidArgumentError);               // 1 output for 2 ranks
+    EXPECT_THROW(pg.all_gather({Buffer(f), Buffer(i)}, f), InvalidArgumentError);    // dtype mismatch
+    std::vector<float> big(9);
+    EXPECT_THROW(pg.all_gather_into(big, f), InvalidArgumentError);
+    EXPECT_THROW(pg.all_to_all_single(f, f, {1, 2}, {2, 2}), InvalidArgumentError);  // splits sum to 3
+    EXPECT_THROW(pg.all_reduce(Buffer(static_cast<void*>(nullptr), 3, DataType::kFloat32)), InvalidArgumentError);
+    EXPECT_THROW(pg.all_reduce(Buffer(f.data(), 4, DataType::kFloat32, Device::cuda(0))), InvalidArgumentError);
+    // The group still works after rejected calls (nothing was sent).
+    std::vector<std::int32_t> v{rank + 1};
+    pg.all_reduce(v);
+    EXPECT_EQ(v[0], 3);
+  });
+}
+
+TEST_P(PerTransport, MismatchedSizesRaiseAClearError) {
+  for (const char* algo : {"all_reduce=ring", "all_reduce=recursive_doubling", "all_reduce=shm"}) {
+    const auto start = Clock::now();
+    const auto errors = run_ranks_collect(3, quick(GetParam(), algo), [](int rank, ProcessGroup& pg) {
+      std::vector<float> v(rank == 1 ? 1000 : 1200, 1.0f);
+      pg.all_reduce(v);
+    });
+    bool named = false;
+    for (const auto& e : errors) {
+      EXPECT_NE(e, "") << algo << ": every rank must fail";
+      named |= e.find("different sizes") != std::string::npos || e.find("mismatched") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << algo << ": some rank must name the size mismatch; got: " << errors[0] << " | " << errors[1];
+    EXPECT_LT(Clock::now() - start, seconds(8)) << algo;
+  }
+}
+
+TEST_P(PerTransport, MismatchedOpsRaiseAClearError) {
+  const auto errors = run_ranks_collect(2, quick(GetParam(), "all_reduce=recursive_doubling,broadcast=tree"),
+                                        [](int rank, ProcessGroup& pg) {
+                                          std::vector<float> v(16, 1.0f);
+                                          if (rank == 0) {
+                                            pg.broadcast(v, 1);
+                                          } else {
+                                            pg.all_reduce(v);
+                                          }
+                                          pg.barrier();  // whoever passed the first op fails here at the latest
+                                        });
+  bool named = false;
+  for (const auto& e : errors) {
+    EXPECT_NE(e, "");
+    named |= e.find("mismatched collectives") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << errors[0] << " | " << errors[1];
+}
+
+TEST_P(PerTransport, AStalledRankMakesTheOthersFailWithinTheTimeout) {
+  const auto start = Clock::now();
+  const auto errors = run_ranks_collect(4, quick(GetParam()), [](int rank, ProcessGroup& pg) {
+    std::vector<float> v(1000, 1.0f);
+    if (rank == 3) {
+      std::this_thread::sleep_for(seconds(4));  // never joins the all_reduce
+      return;
+    }
+    pg.all_reduce(v);
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(errors[static_cast<std::size_t>(r)], "") << "rank " << r;
+  }
+  EXPECT_NE(errors[0].find("timed out"), std::string::npos) << errors[0];
+  EXPECT_LT(Clock::now() - start, seconds(8));
+}
+
+TEST_P(PerTransport, WorkWaitTimesOutAndReportsCompletion) {
+  run_ranks(2, quick(GetParam()), [](int rank, ProcessGroup& pg) {
+    std::vector<int> v(8, rank);
+    if (rank == 0) {
+      auto w = pg.irecv(v, 1, 9);
+      EXPECT_FALSE(w->is_completed());
+      EXPECT_THROW(w->wait(milliseconds(50)), TimeoutError);
+      pg.barrier();  // now rank 1 sends
+      w->wait();
+      EXPECT_TRUE(w->is_success());
+      EXPECT_EQ(v[7], 1);
+    } else {
+      pg.barrier();
+      pg.send(v, 0, 9);
+    }
+  });
+}
+
+TEST_P(PerTransport, SubGroupsAndNonMembers) {
+  run_ranks(4, quick(GetParam()), [](int rank, ProcessGroup& pg) {
+    auto low = pg.new_group({0, 1});
+    auto high = pg.new_group({2, 3});
+    auto mine = rank < 2 ? low : high;
+    auto other = rank < 2 ? high : low;
+    EXPECT_EQ(mine->size(), 2);
+    EXPECT_EQ(mine->rank(), rank % 2);
+    EXPECT_FALSE(other->is_member());
+    std::vector<std::int64_t> v{rank};
+    mine->all_reduce(v);
+    EXPECT_EQ(v[0], rank < 2 ? 1 : 5);
+    EXPECT_THROW(other->all_reduce(v), NotMemberError);
+    EXPECT_THROW(pg.new_group({0, 9}), InvalidArgumentError);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PerTransport, ::testing::Values("shm", "tcp"));
+
+TEST(InitMethods, FileUrlAndBadUrls) {
+  const std::string path = ::testing::TempDir() + "ctcomm-file-init-" + std::to_string(getpid());
+  std::remove(path.c_str());
+  // tcp:// and env:// are covered by the multi-process examples (they need a fixed port).
+  {
+    const std::string method = "file://" + path;
+    std::vector<std::string> errors(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          ProcessGroupOptions o;
+          o.timeout = seconds(10);
+          auto pg = ProcessGroup::init(method + "?rank=" + std::to_string(r) + "&world_size=3", o);
+          std::vector<int> v{r};
+          pg->all_reduce(v);
+          if (v[0] != 3) errors[static_cast<std::size_t>(r)] = "wrong sum " + std::to_string(v[0]);
+        } catch (const std::exception& e) {
+          errors[static_cast<std::size_t>(r)] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors) EXPECT_EQ(e, "") << method;
+  }
+  std::remove(path.c_str());
+  EXPECT_THROW(ProcessGroup::init("nope://x"), InvalidArgumentError);
+  EXPECT_THROW(ProcessGroup::init("tcp://127.0.0.1:1?rank=3&world_size=2"), InvalidArgumentError);
+}
+
+TEST(Backends, UnknownOrMissingBackendIsAClearError) {
+  auto store = std::make_shared<store::MemoryStore>();
+  ProcessGroupOptions o;
+  o.backend = "nope";
+  EXPECT_THROW(ProcessGroup::from_store(store, "x", 0, 1, o), UnsupportedError);
+  EXPECT_THROW(ProcessGroup::from_store(store, "x", 1, 1), InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace ctrun::comm::testing
