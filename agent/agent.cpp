@@ -18,9 +18,11 @@
 #include "agent/error_file.hpp"
 #include "agent/event_log.hpp"
 #include "agent/failure.hpp"
+#include "agent/guardian.hpp"
 #include "agent/line_splitter.hpp"
-#include "agent/local_rendezvous.hpp"
 #include "agent/log_layout.hpp"
+#include "agent/rendezvous_factory.hpp"
+#include "agent/round_agreement.hpp"
 #include "agent/signal_names.hpp"
 #include "agent/stream_plan.hpp"
 #include "agent/tee_stream.hpp"
@@ -67,6 +69,7 @@ struct Worker {
   std::int64_t exited_epoch = 0;
   bool stopped_by_us = false;  // exited after ctrun signalled it
   std::string error_file;
+  std::string spawn_error;  // why it could not be started, for the summary's traceback field
 };
 
 }  // namespace
@@ -81,7 +84,10 @@ class Agent::Impl {
         death_signals_(io_),
         kill_timer_(io_),
         drain_timer_(io_),
+        membership_timer_(io_),
         events_(config_.event_log) {}
+
+  void use_handler(std::unique_ptr<rdzv::Handler> handler) { rdzv_ = std::move(handler); }
 
   int run() {
     // ctrun writes to pipes and consoles that may close under it; an error return is enough.
@@ -89,26 +95,17 @@ class Agent::Impl {
     for (int s : config_.signal_numbers) death_signals_.add(s);
     remaining_restarts_ = config_.max_restarts;
 
-    std::string store_host = config_.local_addr.value_or(config_.standalone ? "127.0.0.1" : config_.master_addr);
-    std::uint16_t store_port =
-        config_.rdzv_backend == "static" && config_.master_port ? static_cast<std::uint16_t>(*config_.master_port) : 0;
-    try {
-      store_ = std::make_unique<WorkerStore>(store_host, store_port);
-    } catch (const std::exception& e) {
-      log_->error("cannot start the workers' store on {}:{}: {}", store_host, store_port, e.what());
-      return 1;
-    }
-    rdzv_ = std::make_unique<LocalRendezvous>(config_.rdzv_id, config_.rdzv_backend, config_.nproc_per_node);
-    rdzv_->set_worker_store_address(store_host, store_->port());
+    if (!open_stores()) return exit_code_;
     layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());
     if (layout_->enabled()) log_->info("log directory set to: {}", layout_->run_dir());
-    log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} store={}:{}", rdzv_->run_id(),
-               config_.nproc_per_node, config_.max_restarts, store_host, store_->port());
+    log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} nnodes={}:{} rdzv={} store={}",
+               rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
+               rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
     events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
                                  {"nproc_per_node", config_.nproc_per_node},
                                  {"max_restarts", config_.max_restarts},
-                                 {"master_addr", store_host},
-                                 {"master_port", store_->port()}});
+                                 {"master_addr", store_host_},
+                                 {"master_port", store_ ? store_->port() : 0}});
     if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding) {
       allowed_cpus_ = allowed_cpus();
       numa_nodes_ = numa_nodes(allowed_cpus_);
@@ -125,16 +122,78 @@ class Agent::Impl {
   }
 
  private:
+  // The workers' store, then the rendezvous handler (static node rank 0's handler reuses the store on
+  // --master-port). Returns false with exit_code_ set when either cannot start.
+  bool open_stores() {
+    const bool single = is_single_node(config_);
+    static_multi_node_ = !single && config_.rdzv_backend == "static";
+    std::string bind_host;
+    std::uint16_t port = 0;
+    if (single) {
+      store_host_ = config_.local_addr.value_or(config_.standalone ? "127.0.0.1" : config_.master_addr);
+      bind_host = store_host_;
+      if (config_.rdzv_backend == "static" && config_.master_port)
+        port = static_cast<std::uint16_t>(*config_.master_port);
+    } else if (static_multi_node_) {
+      // As torchrun's static backend: node rank 0 serves one store at the master address for the rendezvous and
+      // every worker of every node; the other nodes bind nothing.
+      auto p = rendezvous_parameters(config_);
+      rdzv::Endpoint ep = p.endpoint.empty() ? rdzv::Endpoint{p.master_addr, p.master_port}
+                                             : rdzv::parse_endpoint(p.endpoint, p.master_port);
+      store_host_ = ep.host;
+      bind_host = ep.host;
+      port = ep.port;
+    } else {
+      // c10d: an ephemeral port on this node's address; the round's group rank 0 publishes it as MASTER_ADDR:PORT.
+      store_host_ = node_address(config_);
+      bind_host = config_.local_addr && !config_.local_addr->empty() ? *config_.local_addr : "0.0.0.0";
+    }
+    if (!static_multi_node_ || config_.node_rank == 0) {
+      try {
+        store_ = std::make_unique<WorkerStore>(bind_host, port);
+      } catch (const std::exception& e) {
+        log_->error("cannot start the workers' store on {}:{}: {}", bind_host, port, e.what());
+        exit_code_ = 1;
+        return false;
+      }
+    }
+    try {
+      if (!rdzv_) rdzv_ = make_rendezvous_handler(config_);
+    } catch (const std::invalid_argument& e) {
+      log_->error("{}", e.what());
+      exit_code_ = 2;
+      return false;
+    } catch (const std::exception& e) {
+      log_->error("rendezvous failed: {}", e.what());
+      exit_code_ = 1;
+      return false;
+    }
+    if (store_) rdzv_->set_worker_store_address(store_host_, store_->port());
+    return true;
+  }
+
   void start_attempt() {
-    round_ = rdzv_->next_rendezvous();
+    ++attempt_seq_;
+    for (const auto& w : workers_) guardian_forget(w.pid);  // the previous attempt's groups were signalled
+    // A fresh keyspace: no key of a previous attempt survives into this one. Cleared before joining, never after:
+    // once the round completes, other nodes' workers may write here at once. The previous round is over for every
+    // node by now. Not with the static backend, whose one store also holds the rendezvous (as torchrun; torch
+    // <= 2.0 workers scope their keys by attempt there).
+    if (store_ && !static_multi_node_) store_->clear();
+    try {
+      round_ = rdzv_->next_rendezvous();
+      agree_on_restart_count();
+    } catch (const rdzv::RendezvousError& e) {
+      log_->error("rendezvous failed: {}", e.what());
+      events_.emit("rendezvous_failed", {{"error", e.what()}});
+      exit_code_ = 1;
+      return finish();
+    }
     events_.emit("rendezvous", {{"round", round_.round},
                                 {"group_rank", round_.group_rank},
                                 {"group_world_size", round_.group_world_size},
                                 {"world_size", round_.global_world_size}});
-    auto T0 = monotonic_ns();
-    store_->clear();  // a fresh keyspace: no key of a previous attempt survives into this one
     layout_->prepare_attempt(restart_count_, config_.nproc_per_node);
-    auto T1 = monotonic_ns();
     failure_seen_ = false;
     stopping_ = false;
     workers_.assign(static_cast<std::size_t>(config_.nproc_per_node), Worker{});
@@ -143,10 +202,7 @@ class Agent::Impl {
     // which measured faster restarts on a busy machine than forking the whole group first.
     for (int r = 0; r < config_.nproc_per_node && !stopping_; ++r) {
       try {
-        auto T2 = monotonic_ns();
         StartedWorker started = spawn(r);
-        auto T3 = monotonic_ns();
-        if (r == 0) fprintf(stderr, "EXP clear+layout %.3f ms, pre-spawn %.3f spawn %.3f\n", (T1-T0)/1e6, (T2-T1)/1e6, (T3-T2)/1e6);
         try {
           confirm_exec(started);
         } catch (const std::exception&) {
@@ -157,7 +213,43 @@ class Agent::Impl {
         spawn_failed(r, e.what());
       }
     }
+    watch_membership();
     maybe_finish_attempt();
+  }
+
+  // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp).
+  void agree_on_restart_count() {
+    if (round_.group_world_size <= 1 || !round_.store || rdzv_->backend() != "c10d") return;
+    try {
+      int agreed = agree_restart_count(*round_.store, restart_count_, round_.group_world_size, kAgreementTimeout);
+      if (agreed != restart_count_)
+        log_->info("restart count of this round: {} (this node had {})", agreed, restart_count_);
+      restart_count_ = agreed;
+    } catch (const store::StoreError& e) {
+      throw rdzv::RendezvousError(std::string("the members of the round did not all agree on a restart count: ") +
+                                  e.what());
+    }
+  }
+
+  // Multi-node rounds end when a node waits to join or a member is lost. The rendezvous answers that only when
+  // asked (a store read), so it is asked every --monitor-interval; a single-node job never asks.
+  void watch_membership() {
+    if (round_.group_world_size <= 1 && config_.max_nodes <= 1) return;
+    membership_timer_.expires_after(
+        std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(config_.monitor_interval)));
+    membership_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || finished_ || stopping_) return;
+      int waiting = rdzv_->num_nodes_waiting();
+      if (waiting > 0 || rdzv_->round_broken()) {
+        std::string reason = rdzv_->restart_reason();
+        log_->warn("Membership changed ({}); restarting worker group into a new round",
+                   reason.empty() ? std::to_string(waiting) + " node(s) waiting" : reason);
+        events_.emit("membership_change", {{"nodes_waiting", waiting}, {"reason", reason}});
+        membership_restart_ = true;
+        return stop_workers(SIGTERM);
+      }
+      watch_membership();
+    });
   }
 
   // A worker that cannot even start fails the attempt like one that exits at once.
@@ -165,6 +257,7 @@ class Agent::Impl {
     log_->error("local_rank {}: {}", local_rank, why);
     Worker& w = workers_[static_cast<std::size_t>(local_rank)];
     w.exitcode = 127;
+    w.spawn_error = why;
     w.exited_ns = monotonic_ns();
     w.exited_epoch = epoch_seconds();
     on_worker_failed();
@@ -233,6 +326,7 @@ class Agent::Impl {
       req.stderr_fd = stream_fd(2);
       started = start_worker(req);
       w.pid = started.pid;
+      guardian_watch(w.pid);
     } catch (...) {
       for (int fd : child_fds) ::close(fd);
       throw;
@@ -291,7 +385,7 @@ class Agent::Impl {
                            {"restart_count", restart_count_}};
       if (w.exitcode < 0) ev["signal"] = signal_name(-w.exitcode);
       events_.emit("worker_exit", ev);
-      if (w.exitcode != 0) {
+      if (w.exitcode != 0 && !w.stopped_by_us) {
         log_->info("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}", w.exitcode, w.local_rank, w.pid,
                    config_.script);
         on_worker_failed();
@@ -336,8 +430,8 @@ class Agent::Impl {
         std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(config_.shutdown_timeout)));
     // The attempt is part of the check: a deadline that expired just as the group ended must not SIGKILL the
     // next attempt's workers.
-    kill_timer_.async_wait([this, attempt = restart_count_](const boost::system::error_code& ec) {
-      if (ec || attempt != restart_count_ || finished_) return;
+    kill_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || finished_) return;
       for (auto& w : workers_) {
         if (w.running) {
           log_->warn("local_rank {} (pid {}) still running {} s after the stop signal; sending SIGKILL", w.local_rank,
@@ -354,12 +448,23 @@ class Agent::Impl {
     }
     if (finished_) return;
     kill_timer_.cancel();
+    membership_timer_.cancel();
     if (death_signal_ != 0) {
+      // Leave the round without closing the run: the other nodes restart at once (torchrun #67742).
+      rdzv_->leave();
       exit_code_ = config_.propagate_exit_code ? 128 + death_signal_ : 1;
       return finish();
     }
+    if (membership_restart_ && !failure_seen_) {
+      membership_restart_ = false;  // a new round; it does not use up --max-restarts (as torchrun)
+      return start_attempt();
+    }
+    membership_restart_ = false;
     if (!failure_seen_) {
       log_->info("worker group succeeded");
+      // Wait for the other nodes so an early finisher does not look like a scale-down (torchrun: 300 s).
+      if (!rdzv_->exit_barrier(std::chrono::seconds(300))) log_->warn("exit barrier timed out");
+      rdzv_->shutdown();
       exit_code_ = 0;
       return finish();
     }
@@ -372,6 +477,7 @@ class Agent::Impl {
       return start_attempt();
     }
     report_failure();
+    rdzv_->shutdown();  // as torchrun: the run is over for every node
     finish();
   }
 
@@ -384,6 +490,7 @@ class Agent::Impl {
       if (w.stopped_by_us && !read_worker_error_file(w.error_file)) continue;
       failures.push_back(
           make_failure(w.local_rank, w.global_rank, w.pid, w.exitcode, w.error_file, w.exited_epoch, w.exited_ns));
+      if (!w.spawn_error.empty()) failures.back().message = w.spawn_error;
     }
     if (failures.empty()) return;
     std::string summary = format_failure_summary(entrypoint_name(config_), failures, fqdn());
@@ -407,6 +514,7 @@ class Agent::Impl {
   void finish() {
     finished_ = true;
     children_.cancel();
+    membership_timer_.cancel();
     death_signals_.cancel();
     drain_or_stop();
   }
@@ -453,10 +561,15 @@ class Agent::Impl {
   boost::asio::signal_set death_signals_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer drain_timer_;
+  boost::asio::steady_timer membership_timer_;
   EventLog events_;
   std::optional<std::string> prefix_template_ = env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
 
-  std::unique_ptr<WorkerStore> store_;
+  static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);
+
+  std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
+  std::string store_host_;
+  bool static_multi_node_ = false;
   std::unique_ptr<rdzv::Handler> rdzv_;
   std::unique_ptr<LogLayout> layout_;
   rdzv::RoundInfo round_;
@@ -470,6 +583,8 @@ class Agent::Impl {
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;
+  std::uint64_t attempt_seq_ = 0;  // every start_attempt, restarts and new rounds alike
+  bool membership_restart_ = false;
   bool failure_seen_ = false;
   bool stopping_ = false;
   bool finished_ = false;
@@ -478,6 +593,10 @@ class Agent::Impl {
 };
 
 Agent::Agent(LaunchConfig config, EnvLookup env) : impl_(std::make_unique<Impl>(std::move(config), std::move(env))) {}
+Agent::Agent(LaunchConfig config, EnvLookup env, std::unique_ptr<rdzv::Handler> handler)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(env))) {
+  impl_->use_handler(std::move(handler));
+}
 Agent::~Agent() = default;
 int Agent::run() { return impl_->run(); }
 

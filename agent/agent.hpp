@@ -7,6 +7,7 @@
 
 #include "agent/cli.hpp"
 #include "agent/launch_config.hpp"
+#include "rendezvous/handler.hpp"
 
 namespace ctrun::agent {
 
@@ -14,6 +15,8 @@ class Agent {
  public:
   // nproc_per_node must already be resolved (agent/nproc.hpp).
   Agent(LaunchConfig config, EnvLookup env);
+  // With a given rendezvous handler instead of the one the config asks for (tests, embedding).
+  Agent(LaunchConfig config, EnvLookup env, std::unique_ptr<rdzv::Handler> handler);
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;

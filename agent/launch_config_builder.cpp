@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "agent/flags.hpp"
+#include "agent/rendezvous_factory.hpp"
 #include "agent/signal_names.hpp"
 
 namespace ctrun::agent {
@@ -18,9 +19,7 @@ namespace {
 }
 
 [[noreturn]] void not_supported_yet(const std::string& what) {
-  throw UsageError(what +
-                   " is not supported yet by ctrun (single-node only for now); run on one node "
-                   "(--standalone or --nnodes 1)");
+  throw UsageError(what + " is not supported yet by ctrun; use --rdzv-backend c10d or static");
 }
 
 long long to_int(const std::string& dest, const std::string& text) {
@@ -101,6 +100,20 @@ void parse_signals(LaunchConfig& c) {
       bad("signals_to_handle", trimmed + " cannot be handled");
     }
     c.signal_numbers.push_back(*sig);
+  }
+}
+
+// The rendezvous library's own checks (--rdzv-conf values, the endpoint), run before anything is opened.
+void validate_rendezvous(const LaunchConfig& c) {
+  try {
+    rdzv::RendezvousParameters p = rendezvous_parameters(c);
+    if (!c.rdzv_endpoint.empty()) {
+      rdzv::parse_endpoint(c.rdzv_endpoint,
+                           c.rdzv_backend == "c10d" ? rdzv::kDefaultC10dPort : rdzv::kDefaultMasterPort);
+    }
+    if (c.rdzv_backend == "c10d") rdzv::c10d_settings(p);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
 }
 
@@ -208,13 +221,18 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
     if (c.rdzv_backend == "etcd" || c.rdzv_backend == "etcd-v2") not_supported_yet("--rdzv-backend " + c.rdzv_backend);
     bad("rdzv_backend", "unknown backend '" + c.rdzv_backend + "' (static or c10d)");
   }
-  if (c.max_nodes > 1) not_supported_yet("--nnodes " + v.str("nnodes") + " (multi-node)");
-
   c.node_rank = static_cast<int>(to_int("node_rank", v.str("node_rank")));
   if (c.node_rank < 0) bad("node_rank", "must be >= 0");
-  if (c.node_rank >= c.max_nodes) {
-    if (c.max_nodes == 1) not_supported_yet("--node-rank " + std::to_string(c.node_rank) + " (multi-node)");
-    bad("node_rank", "must be smaller than the number of nodes");
+  if (c.rdzv_backend == "static") {
+    // As torchrun: the static backend has no elasticity, and the node rank picks one of exactly N places.
+    if (c.min_nodes != c.max_nodes) {
+      bad("nnodes", "'" + v.str("nnodes") + "': MIN:MAX needs --rdzv-backend c10d (static needs a fixed N)");
+    }
+    if (c.node_rank >= c.max_nodes) {
+      bad("node_rank", std::to_string(c.node_rank) + " must be smaller than --nnodes " + std::to_string(c.max_nodes));
+    }
+  } else if (!c.standalone && c.max_nodes > 1 && c.rdzv_endpoint.empty()) {
+    bad("rdzv_endpoint", "--rdzv-backend c10d with several nodes needs --rdzv-endpoint host[:port]");
   }
   c.master_addr = v.str("master_addr");
   if (auto port = v.get("master_port")) {
@@ -224,6 +242,7 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   }
   if (c.standalone) c.master_port.reset();  // --standalone picks a free port
   c.local_addr = v.get("local_addr");
+  validate_rendezvous(c);
 
   long long restarts = to_int("max_restarts", v.str("max_restarts"));
   if (restarts < 0) bad("max_restarts", "must be >= 0");

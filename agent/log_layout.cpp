@@ -24,7 +24,8 @@ LogLayout::LogLayout(const std::optional<std::string>& log_dir, const std::strin
   if (log_dir && *log_dir == "/dev/null") return;
   std::string base;
   if (log_dir) {
-    base = *log_dir;
+    // Absolute, since workers get paths under it (TORCHELASTIC_ERROR_FILE) and may change directory.
+    base = std::filesystem::absolute(*log_dir).lexically_normal().string();
     std::error_code ec;
     std::filesystem::create_directories(base, ec);
     if (ec) throw std::runtime_error("cannot create --log-dir " + base + ": " + ec.message());

@@ -41,8 +41,10 @@ void check_same(const Buffer& ref, const Buffer& b, const char* what, std::size_
 void check_op(ReduceOp op, DataType dtype, const char* what) {
   if (static_cast<int>(op) >= kNumReduceOps) throw InvalidArgumentError(std::string(what) + ": invalid reduce op");
   if (is_bitwise(op) && is_floating_point(dtype)) {
-    throw InvalidArgumentError(std::string(what) + ": " + std::string(to_string(op)) + " is a bitwise op and needs an "
-                               "integer dtype, got " + std::string(to_string(dtype)));
+    throw InvalidArgumentError(std::string(what) + ": " + std::string(to_string(op)) +
+                               " is a bitwise op and needs an "
+                               "integer dtype, got " +
+                               std::string(to_string(dtype)));
   }
 }
 
@@ -113,8 +115,9 @@ int ProcessGroup::group_rank(int global) const {
 
 void ProcessGroup::require_member() const {
   if (rank_ < 0) {
-    throw NotMemberError("this rank is not a member of the group (its global ranks are given to new_group); "
-                         "only members may call its ops");
+    throw NotMemberError(
+        "this rank is not a member of the group (its global ranks are given to new_group); "
+        "only members may call its ops");
   }
   if (!backend_) throw CommError("the process group was shut down");
 }
@@ -124,7 +127,9 @@ Backend& ProcessGroup::backend() {
   return *backend_;
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks) { return new_group(std::move(ranks), options_); }
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks) {
+  return new_group(std::move(ranks), options_);
+}
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, ProcessGroupOptions options) {
   // Ranks are relative to this group's members' global ranks; every member calls new_group in the same order,
@@ -154,8 +159,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, Pr
 
 void ProcessGroup::send(Buffer buffer, int dst, int tag) { isend(buffer, dst, tag)->wait(); }
 void ProcessGroup::recv(Buffer buffer, int src, int tag) { irecv(buffer, src, tag)->wait(); }
-WorkPtr ProcessGroup::isend(Buffer buffer, int dst, int tag) { return batch_isend_irecv({P2POp::send(buffer, dst, tag)}); }
-WorkPtr ProcessGroup::irecv(Buffer buffer, int src, int tag) { return batch_isend_irecv({P2POp::recv(buffer, src, tag)}); }
+WorkPtr ProcessGroup::isend(Buffer buffer, int dst, int tag) {
+  return batch_isend_irecv({P2POp::send(buffer, dst, tag)});
+}
+WorkPtr ProcessGroup::irecv(Buffer buffer, int src, int tag) {
+  return batch_isend_irecv({P2POp::recv(buffer, src, tag)});
+}
 
 WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp> ops) {
   require_member();
@@ -232,9 +241,9 @@ void ProcessGroup::all_gather_into(Buffer output, Buffer input) { all_gather_int
 WorkPtr ProcessGroup::all_gather_into_async(Buffer output, Buffer input) {
   require_member();
   if (output.count() != input.count() * static_cast<std::size_t>(size())) {
-    throw InvalidArgumentError("all_gather_into: output has " + std::to_string(output.count()) +
-                               " elements, expected size() * input = " +
-                               std::to_string(input.count() * static_cast<std::size_t>(size())));
+    throw InvalidArgumentError(
+        "all_gather_into: output has " + std::to_string(output.count()) +
+        " elements, expected size() * input = " + std::to_string(input.count() * static_cast<std::size_t>(size())));
   }
   check_same(input, output, "all_gather_into", 0, false);
   return all_gather_async(output.split(static_cast<std::size_t>(size())), input);
@@ -308,9 +317,9 @@ void ProcessGroup::reduce_scatter_from(Buffer output, Buffer input, ReduceOp op)
 WorkPtr ProcessGroup::reduce_scatter_from_async(Buffer output, Buffer input, ReduceOp op) {
   require_member();
   if (input.count() != output.count() * static_cast<std::size_t>(size())) {
-    throw InvalidArgumentError("reduce_scatter_from: input has " + std::to_string(input.count()) +
-                               " elements, expected size() * output = " +
-                               std::to_string(output.count() * static_cast<std::size_t>(size())));
+    throw InvalidArgumentError(
+        "reduce_scatter_from: input has " + std::to_string(input.count()) +
+        " elements, expected size() * output = " + std::to_string(output.count() * static_cast<std::size_t>(size())));
   }
   check_same(output, input, "reduce_scatter_from", 0, false);
   return reduce_scatter_async(output, input.split(static_cast<std::size_t>(size())), op);
@@ -372,7 +381,8 @@ WorkPtr ProcessGroup::all_to_all_single_async(Buffer output, Buffer input, std::
     }
     return parts;
   };
-  return all_to_all_async(cut(output, std::move(output_splits), "output"), cut(input, std::move(input_splits), "input"));
+  return all_to_all_async(cut(output, std::move(output_splits), "output"),
+                          cut(input, std::move(input_splits), "input"));
 }
 
 void ProcessGroup::barrier() { barrier_async()->wait(); }

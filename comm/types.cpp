@@ -22,14 +22,22 @@ std::size_t element_size(DataType dtype) {
 
 std::string_view to_string(DataType dtype) {
   switch (dtype) {
-    case DataType::kFloat32: return "float32";
-    case DataType::kFloat64: return "float64";
-    case DataType::kFloat16: return "float16";
-    case DataType::kBFloat16: return "bfloat16";
-    case DataType::kInt8: return "int8";
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
+    case DataType::kFloat32:
+      return "float32";
+    case DataType::kFloat64:
+      return "float64";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kBFloat16:
+      return "bfloat16";
+    case DataType::kInt8:
+      return "int8";
+    case DataType::kUInt8:
+      return "uint8";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
   }
   return "invalid";
 }
@@ -41,14 +49,22 @@ bool is_floating_point(DataType dtype) {
 
 std::string_view to_string(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kProduct: return "product";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kBand: return "band";
-    case ReduceOp::kBor: return "bor";
-    case ReduceOp::kBxor: return "bxor";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kProduct:
+      return "product";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kBand:
+      return "band";
+    case ReduceOp::kBor:
+      return "bor";
+    case ReduceOp::kBxor:
+      return "bxor";
   }
   return "invalid";
 }

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -113,7 +115,9 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   }
   if (p.endpoint.empty()) throw std::invalid_argument("--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
   auto ep = parse_endpoint(p.endpoint, kDefaultC10dPort);
-  auto server = maybe_host(ep, config.settings.is_host.value_or(is_local_host(ep.host)));
+  // torchrun: host iff the endpoint names this machine. With --local-addr, iff it names this node.
+  const bool matches = p.local_addr.empty() ? is_local_host(ep.host) : same_host(p.local_addr, ep.host);
+  auto server = maybe_host(ep, config.settings.is_host.value_or(matches));
   if (server) ep.port = server->port();  // port 0 (--standalone): the port the OS picked
   if (ep.port == 0) throw std::invalid_argument("--rdzv-endpoint port 0 needs this node to host the store");
   const auto timeout = config.settings.read_timeout;
@@ -121,7 +125,31 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
       config, node, [ep, timeout] { return connect(ep, timeout, timeout); }, options.clock, server);
 }
 
+std::vector<sockaddr_storage> resolve(const std::string& host) {
+  std::vector<sockaddr_storage> out;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return out;
+  for (auto* r = resolved; r; r = r->ai_next) {
+    sockaddr_storage s{};
+    std::memcpy(&s, r->ai_addr, std::min<std::size_t>(r->ai_addrlen, sizeof s));
+    out.push_back(s);
+  }
+  ::freeaddrinfo(resolved);
+  return out;
+}
+
 }  // namespace
+
+bool same_host(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  for (const auto& x : resolve(a))
+    for (const auto& y : resolve(b))
+      if (same_address(reinterpret_cast<const sockaddr*>(&x), reinterpret_cast<const sockaddr*>(&y))) return true;
+  return false;
+}
 
 bool is_local_host(const std::string& host) {
   if (host == "localhost" || host == host_name()) return true;

@@ -6,6 +6,7 @@
 //   p.backend = "c10d"; p.endpoint = "node0:29400"; p.run_id = "job1";
 //   std::tie(p.min_nodes, p.max_nodes) = rdzv::parse_nnodes("2:4");
 //   p.config = rdzv::parse_rdzv_conf("join_timeout=60,last_call_timeout=5");
+//   p.local_addr = local_addr_flag;                       // --local-addr as given ("" if not)
 //   auto h = rdzv::create_handler(p, rdzv::NodeSpec{local_addr, nproc, role});
 
 #include <memory>
@@ -29,5 +30,8 @@ std::unique_ptr<Handler> create_handler(const RendezvousParameters& params, cons
 // torchrun's _matches_machine_hostname: "localhost", a loopback address, this host's name, or any address of a
 // local interface. Decides which agent hosts the c10d store when --rdzv-conf is_host is not given.
 bool is_local_host(const std::string& host);
+
+// True if the two host names or addresses resolve to a common address (no lookup for numeric addresses).
+bool same_host(const std::string& a, const std::string& b);
 
 }  // namespace ctrun::rdzv

@@ -15,6 +15,7 @@
 //   all workers succeeded -> h->exit_barrier(timeout) -> h->shutdown() (closes the run id for good).
 //   final failure (no restarts left) -> h->shutdown() as torchrun, so the other nodes stop too.
 //   a signal -> h->leave() (not shutdown(): a signal must not close the run; survivors restart at once).
+// Call a handler from one thread (the agent's); its heartbeats run on a thread of their own.
 
 #include <cstdint>
 #include <memory>

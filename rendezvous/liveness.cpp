@@ -45,25 +45,23 @@ bool Liveness::stale(int rank, const std::string& value, TimePoint now) {
 
 void Liveness::check(TimePoint now) {
   const auto& m = *membership_;
-  if (watch_ < m.rank) {
-    if (stale(watch_, store_.get(keys_.heartbeat(m.round, watch_)), now)) {
-      declare_gone(watch_, now);
-      seen_.erase(watch_);
-      ++watch_;  // the next rank up is the monitor now (maybe us)
-    }
-    return;
-  }
   std::vector<int> ranks;
   std::vector<std::string> keys;
-  for (int r = m.rank + 1; r < m.members; ++r) {
-    if (exited_.count(r) != 0) continue;
-    ranks.push_back(r);
-    keys.push_back(keys_.heartbeat(m.round, r));
+  if (watch_ < m.rank) {
+    // Watch the monitor and the next ranks after it: if several low ranks die together, their silences are timed
+    // in parallel, not one after the other.
+    for (int r = watch_; r < m.rank && static_cast<int>(ranks.size()) < kWatchWindow; ++r)
+      if (exited_.count(r) == 0) ranks.push_back(r);
+  } else {
+    for (int r = m.rank + 1; r < m.members; ++r)
+      if (exited_.count(r) == 0) ranks.push_back(r);
   }
+  for (int r : ranks) keys.push_back(keys_.heartbeat(m.round, r));
   if (keys.empty()) return;
   auto values = store_.multi_get(keys);
   for (std::size_t i = 0; i < ranks.size(); ++i)
     if (stale(ranks[i], values[i], now)) declare_gone(ranks[i], now);
+  while (watch_ < m.rank && exited_.count(watch_) != 0) ++watch_;  // the next rank up is the monitor now (maybe us)
 }
 
 void Liveness::declare_gone(int rank, TimePoint now) {

@@ -1,11 +1,12 @@
 #pragma once
 // Heartbeats and failure detection for the members of a round, driven by tick(now) (a thread in the handler, a
-// fake clock in tests). Cost per keep-alive interval: one ADD per member to beat, one GET per member to watch,
-// and one MULTI_GET of N counters by one monitor: O(N) per interval for the whole job, not O(N^2).
+// fake clock in tests). Cost per check (every interval/4): a MULTI_GET of at most kWatchWindow counters per
+// member and one of N counters by the monitor; plus one ADD per member per interval: O(N) for the whole job.
 //
 // Who watches whom: the lowest-ranked member that has not exited is the monitor and watches every higher rank;
-// every other member watches only that monitor. When the monitor dies its watchers declare it dead and the next
-// rank takes over, so no single death goes unnoticed. A counter that does not move for
+// every other member watches only that monitor and the next kWatchWindow - 1 ranks after it (so that several
+// low ranks dying together are timed in parallel). When the monitor dies its watchers declare it dead and the
+// next rank takes over, so no death goes unnoticed. A counter that does not move for
 // keep_alive_interval x keep_alive_max_attempt - interval/2 (checked every interval/4) marks its member dead:
 // detection lands within interval x max_attempt of the last heartbeat.
 
@@ -30,6 +31,8 @@ struct LivenessConfig {
 
 class Liveness {
  public:
+  static constexpr int kWatchWindow = 3;
+
   Liveness(store::Store& store, LivenessConfig config);
 
   // Beat as `rank` of round `round` and watch its members (replaces the previous round).
@@ -47,7 +50,8 @@ class Liveness {
   };
   void check(TimePoint now);
   bool stale(int rank, const std::string& value, TimePoint now);
-  // The member stopped beating: unless it left the round, declare it dead (which ends the round).
+  // The member stopped beating: unless it left the round, declare it dead (which ends the round). Either way it
+  // is no longer watched.
   void declare_gone(int rank, TimePoint now);
 
   store::Store& store_;

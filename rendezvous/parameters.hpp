@@ -22,7 +22,10 @@ struct RendezvousParameters {
   std::string run_id = "none";     // --rdzv-id (torchrun's default is the string "none")
   int min_nodes = 1;
   int max_nodes = 1;
-  int node_rank = 0;                      // static only (--node-rank)
+  int node_rank = 0;  // static only (--node-rank)
+  // --local-addr as given (empty if not): when set, this node hosts the c10d store only if it names the endpoint's
+  // host, so that several agents of one machine (distinct loopback addresses) do not all claim it.
+  std::string local_addr;
   std::string master_addr = "127.0.0.1";  // static only, when endpoint is empty
   std::uint16_t master_port = kDefaultMasterPort;
   std::map<std::string, std::string> config;  // --rdzv-conf

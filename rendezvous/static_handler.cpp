@@ -43,6 +43,10 @@ RoundInfo StaticHandler::next_rendezvous() {
       store_->multi_set(akeys, avals);
     }
     auto a = Assignment::decode(store_->get(key(fmt::format("assign/{}", config_.node_rank))));
+    // Rank 0 returns only once every node has read its assignment: its agent may serve its worker store on this
+    // very store and clear it for a fresh attempt as soon as we return.
+    if (store_->add(key("acked"), 1) == n) store_->set(key("acked_all"), "1");
+    if (config_.node_rank == 0) store_->wait({key("acked_all")});
     RoundInfo info;
     info.group_rank = a.group_rank;
     info.group_world_size = a.group_world_size;

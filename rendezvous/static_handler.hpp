@@ -2,7 +2,8 @@
 // The static backend (torchrun's static_tcp_rendezvous): --nnodes N --node-rank R, node rank 0 hosts the store at
 // --master-addr:--master-port (or --rdzv-endpoint), which also serves the workers (TORCHELASTIC_USE_AGENT_STORE).
 // No elasticity: the one round is computed once (rank 0 reads N records, writes N assignments) and reused on
-// every restart, since neither the node ranks nor the local world sizes can change.
+// every restart, since neither the node ranks nor the local world sizes can change. Rank 0 returns only after every
+// node read its assignment, so an agent that serves its worker store on the same port may clear it afterwards.
 
 #include <memory>
 #include <optional>

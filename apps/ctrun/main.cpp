@@ -1,4 +1,4 @@
-// ctrun [options] SCRIPT [script args...]: torchrun's command line, one node, no orphaned workers.
+// ctrun [options] SCRIPT [script args...]: torchrun's command line, one node or many, no orphaned workers.
 // Exit codes: 0 success, 1 a worker failed (or --propagate-exit-code: its code), 2 a bad command line.
 
 #include <cstdio>
@@ -8,6 +8,7 @@
 
 #include "agent/agent.hpp"
 #include "agent/cli.hpp"
+#include "agent/guardian.hpp"
 #include "agent/nproc.hpp"
 #include "common/log.hpp"
 
@@ -54,6 +55,8 @@ int main(int argc, char** argv) {
     ::setenv("OMP_NUM_THREADS", "1", 1);
     log->warn(kOmpWarning);
   }
+  // Before any thread exists (fork): kills the workers' process groups, grandchildren included, if ctrun dies.
+  if (!start_guardian()) log->warn("could not start the orphan guardian; workers' children may outlive a killed ctrun");
   try {
     Agent agent(std::move(config), env);
     return agent.run();

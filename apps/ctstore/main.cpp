@@ -97,8 +97,11 @@ int main(int argc, char** argv) {
     log->error("{}", e.what());
     return 1;
   }
-  log->info("serving TCPStore on {}:{} (both dialects)", opts.host, server.port());
-  std::cout << "ctstore listening on " << opts.host << ":" << server.port() << std::endl;
+  // IPv6 literals are bracketed so that HOST:PORT stays unambiguous ("[::]:29400").
+  const std::string shown =
+      opts.host.find(':') != std::string::npos && opts.host.front() != '[' ? "[" + opts.host + "]" : opts.host;
+  log->info("serving TCPStore on {}:{} (both dialects)", shown, server.port());
+  std::cout << "ctstore listening on " << shown << ":" << server.port() << std::endl;
 
   bool stopping = false;
   std::function<void()> wait_signal = [&] {

@@ -16,13 +16,14 @@ void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer inp
   if (own != in && bytes) std::memcpy(own, in, bytes);
   if (n == 1 || bytes == 0) return;
   auto* ws = ctx.workspace();
-  for (std::size_t off = 0; off < bytes; off += ws->half_bytes()) {
-    const std::size_t len = std::min(ws->half_bytes(), bytes - off);
-    const int h = ws->next_half();
-    std::memcpy(ws->half(me, h), in + off, len);
+  for (std::size_t off = 0; off < bytes; off += ws->part_bytes()) {
+    const std::size_t len = std::min(ws->part_bytes(), bytes - off);
+    const int h = ws->next_part();
+    std::memcpy(ws->part(me, h), in + off, len);
     ws->barrier(ctx.deadline(), ctx.signature(bytes));
     for (int r = 0; r < n; ++r) {
-      if (r != me) std::memcpy(static_cast<char*>(outputs[static_cast<std::size_t>(r)].data()) + off, ws->half(r, h), len);
+      if (r != me)
+        std::memcpy(static_cast<char*>(outputs[static_cast<std::size_t>(r)].data()) + off, ws->part(r, h), len);
     }
   }
 }

@@ -11,12 +11,12 @@ void broadcast_shm(Context& ctx, Buffer buffer, int root) {
   auto* ws = ctx.workspace();
   char* data = static_cast<char*>(buffer.data());
   const std::size_t bytes = buffer.bytes();
-  for (std::size_t off = 0; off < bytes; off += ws->half_bytes()) {
-    const std::size_t len = std::min(ws->half_bytes(), bytes - off);
-    const int h = ws->next_half();
-    if (ctx.rank() == root) std::memcpy(ws->half(root, h), data + off, len);
+  for (std::size_t off = 0; off < bytes; off += ws->part_bytes()) {
+    const std::size_t len = std::min(ws->part_bytes(), bytes - off);
+    const int h = ws->next_part();
+    if (ctx.rank() == root) std::memcpy(ws->part(root, h), data + off, len);
     ws->barrier(ctx.deadline(), ctx.signature(bytes));
-    if (ctx.rank() != root) std::memcpy(data + off, ws->half(root, h), len);
+    if (ctx.rank() != root) std::memcpy(data + off, ws->part(root, h), len);
   }
 }
 

@@ -16,8 +16,9 @@ void gather_direct(Context& ctx, const std::vector<Buffer>& outputs, Buffer inpu
   if (own.data() != input.data() && input.bytes()) std::memcpy(own.data(), input.data(), input.bytes());
   std::vector<RequestPtr> recvs;
   for (int r = 0; r < ctx.size(); ++r) {
-    if (r != me) recvs.push_back(ctx.irecv(r, outputs[static_cast<std::size_t>(r)].data(),
-                                           outputs[static_cast<std::size_t>(r)].bytes()));
+    if (r != me)
+      recvs.push_back(
+          ctx.irecv(r, outputs[static_cast<std::size_t>(r)].data(), outputs[static_cast<std::size_t>(r)].bytes()));
   }
   ctx.wait(recvs);
 }

@@ -20,18 +20,18 @@ void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& 
   }
   if (output.empty()) return;
   auto* ws = ctx.workspace();
-  const std::size_t piece = std::max<std::size_t>(ws->half_bytes() / (es * static_cast<std::size_t>(n)), 1);
+  const std::size_t piece = std::max<std::size_t>(ws->part_bytes() / (es * static_cast<std::size_t>(n)), 1);
   for (std::size_t off = 0; off < output.count(); off += piece) {
     const std::size_t len = std::min(piece, output.count() - off);
-    const int h = ws->next_half();
+    const int h = ws->next_part();
     for (int j = 0; j < n; ++j) {
-      std::memcpy(ws->half(me, h) + static_cast<std::size_t>(j) * piece * es,
+      std::memcpy(ws->part(me, h) + static_cast<std::size_t>(j) * piece * es,
                   static_cast<const char*>(inputs[static_cast<std::size_t>(j)].data()) + off * es, len * es);
     }
     ws->barrier(ctx.deadline(), ctx.signature(output.count()));
     const std::size_t at = static_cast<std::size_t>(me) * piece * es;
-    reduce::reduce_to(dtype, op, out + off * es, ws->half(0, h) + at, ws->half(1, h) + at, len);
-    for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, out + off * es, ws->half(r, h) + at, len);
+    reduce::reduce_to(dtype, op, out + off * es, ws->part(0, h) + at, ws->part(1, h) + at, len);
+    for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, out + off * es, ws->part(r, h) + at, len);
   }
 }
 

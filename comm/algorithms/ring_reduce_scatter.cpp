@@ -34,7 +34,8 @@ void ring_reduce_scatter(Context& ctx, const std::vector<RingBlock>& blocks, Dat
     const auto& b = blocks[static_cast<std::size_t>(mod(me - 2 - s))];
     char* region = scratch + static_cast<std::size_t>(s) * max_block * es;
     for (std::size_t off = 0; off < b.count; off += ce) {
-      recvs[static_cast<std::size_t>(s)].push_back(ctx.irecv(left, region + off * es, std::min(ce, b.count - off) * es));
+      recvs[static_cast<std::size_t>(s)].push_back(
+          ctx.irecv(left, region + off * es, std::min(ce, b.count - off) * es));
     }
   }
   if (post_more_recvs) post_more_recvs();

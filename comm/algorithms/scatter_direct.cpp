@@ -14,7 +14,8 @@ void scatter_direct(Context& ctx, Buffer output, const std::vector<Buffer>& inpu
   std::vector<RequestPtr> sends;
   for (int d = 1; d < ctx.size(); ++d) {
     const int r = ctx.peer(d);
-    sends.push_back(ctx.isend(r, inputs[static_cast<std::size_t>(r)].data(), inputs[static_cast<std::size_t>(r)].bytes()));
+    sends.push_back(
+        ctx.isend(r, inputs[static_cast<std::size_t>(r)].data(), inputs[static_cast<std::size_t>(r)].bytes()));
   }
   const Buffer& own = inputs[static_cast<std::size_t>(me)];
   if (own.data() != output.data() && own.bytes()) std::memcpy(output.data(), own.data(), own.bytes());

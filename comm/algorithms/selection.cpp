@@ -21,10 +21,14 @@ struct NameOf {
   Algorithm algorithm;
 };
 constexpr NameOf kAlgorithms[] = {
-    {"ring", Algorithm::kRing},         {"recursive_doubling", Algorithm::kRecursiveDoubling},
-    {"tree", Algorithm::kTree},         {"chain", Algorithm::kChain},
-    {"direct", Algorithm::kDirect},     {"pairwise", Algorithm::kPairwise},
-    {"dissemination", Algorithm::kDissemination}, {"shm", Algorithm::kShm},
+    {"ring", Algorithm::kRing},
+    {"recursive_doubling", Algorithm::kRecursiveDoubling},
+    {"tree", Algorithm::kTree},
+    {"chain", Algorithm::kChain},
+    {"direct", Algorithm::kDirect},
+    {"pairwise", Algorithm::kPairwise},
+    {"dissemination", Algorithm::kDissemination},
+    {"shm", Algorithm::kShm},
     {"auto", Algorithm::kAuto},
 };
 
@@ -51,16 +55,23 @@ bool implements(OpKind op, Algorithm a) {
            op == OpKind::kReduceScatter;
   }
   switch (op) {
-    case OpKind::kAllReduce: return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
+    case OpKind::kAllReduce:
+      return a == Algorithm::kRing || a == Algorithm::kRecursiveDoubling;
     case OpKind::kBroadcast:
-    case OpKind::kReduce: return a == Algorithm::kTree || a == Algorithm::kChain;
+    case OpKind::kReduce:
+      return a == Algorithm::kTree || a == Algorithm::kChain;
     case OpKind::kAllGather:
-    case OpKind::kReduceScatter: return a == Algorithm::kRing || a == Algorithm::kDirect;
+    case OpKind::kReduceScatter:
+      return a == Algorithm::kRing || a == Algorithm::kDirect;
     case OpKind::kGather:
-    case OpKind::kScatter: return a == Algorithm::kDirect;
-    case OpKind::kAllToAll: return a == Algorithm::kPairwise;
-    case OpKind::kBarrier: return a == Algorithm::kDissemination;
-    case OpKind::kSend: return false;
+    case OpKind::kScatter:
+      return a == Algorithm::kDirect;
+    case OpKind::kAllToAll:
+      return a == Algorithm::kPairwise;
+    case OpKind::kBarrier:
+      return a == Algorithm::kDissemination;
+    case OpKind::kSend:
+      return false;
   }
   return false;
 }
@@ -69,16 +80,26 @@ bool implements(OpKind op, Algorithm a) {
 
 const char* op_name(OpKind op) {
   switch (op) {
-    case OpKind::kSend: return "send";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kAllReduce: return "all_reduce";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAllGather: return "all_gather";
-    case OpKind::kGather: return "gather";
-    case OpKind::kScatter: return "scatter";
-    case OpKind::kReduceScatter: return "reduce_scatter";
-    case OpKind::kAllToAll: return "all_to_all";
-    case OpKind::kBarrier: return "barrier";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kAllReduce:
+      return "all_reduce";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kAllGather:
+      return "all_gather";
+    case OpKind::kGather:
+      return "gather";
+    case OpKind::kScatter:
+      return "scatter";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
+    case OpKind::kAllToAll:
+      return "all_to_all";
+    case OpKind::kBarrier:
+      return "barrier";
   }
   return "?";
 }
@@ -121,15 +142,23 @@ Algorithm Selector::choose(OpKind op, std::size_t bytes, int group_size, bool sh
   switch (op) {
     case OpKind::kAllReduce:
       return bytes >= kAllReduceRingFrom && group_size > 2 ? Algorithm::kRing : Algorithm::kRecursiveDoubling;
-    case OpKind::kBroadcast: return bytes >= kBroadcastChainFrom ? Algorithm::kChain : Algorithm::kTree;
-    case OpKind::kReduce: return bytes >= kReduceChainFrom ? Algorithm::kChain : Algorithm::kTree;
-    case OpKind::kAllGather: return bytes >= kAllGatherRingFrom ? Algorithm::kRing : Algorithm::kDirect;
-    case OpKind::kReduceScatter: return bytes >= kReduceScatterRingFrom ? Algorithm::kRing : Algorithm::kDirect;
+    case OpKind::kBroadcast:
+      return bytes >= kBroadcastChainFrom ? Algorithm::kChain : Algorithm::kTree;
+    case OpKind::kReduce:
+      return bytes >= kReduceChainFrom ? Algorithm::kChain : Algorithm::kTree;
+    case OpKind::kAllGather:
+      return bytes >= kAllGatherRingFrom ? Algorithm::kRing : Algorithm::kDirect;
+    case OpKind::kReduceScatter:
+      return bytes >= kReduceScatterRingFrom ? Algorithm::kRing : Algorithm::kDirect;
     case OpKind::kGather:
-    case OpKind::kScatter: return Algorithm::kDirect;
-    case OpKind::kAllToAll: return Algorithm::kPairwise;
-    case OpKind::kBarrier: return Algorithm::kDissemination;
-    case OpKind::kSend: break;
+    case OpKind::kScatter:
+      return Algorithm::kDirect;
+    case OpKind::kAllToAll:
+      return Algorithm::kPairwise;
+    case OpKind::kBarrier:
+      return Algorithm::kDissemination;
+    case OpKind::kSend:
+      break;
   }
   return Algorithm::kDirect;
 }

@@ -100,8 +100,8 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(BackendContext context) : Backend(std::move(context)) {
     register_op_names();
-    const std::string spec = context_.options.algorithm.empty() ? env_or("CTRUN_COMM_ALGO", "")
-                                                                 : context_.options.algorithm;
+    const std::string spec =
+        context_.options.algorithm.empty() ? env_or("CTRUN_COMM_ALGO", "") : context_.options.algorithm;
     selector_ = algorithms::Selector(spec);
     chunk_bytes_ = chunk_bytes_from_env();
     transport_ = make_transport(context_, &transport_name_);
@@ -115,9 +115,7 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   bool supports(Device device) const override { return device.is_cpu(); }
 
-  WorkPtr send(Buffer buffer, int dst, int tag) override {
-    return batch_p2p({P2POp::send(buffer, dst, tag)});
-  }
+  WorkPtr send(Buffer buffer, int dst, int tag) override { return batch_p2p({P2POp::send(buffer, dst, tag)}); }
   WorkPtr recv(Buffer buffer, int src, int tag) override { return batch_p2p({P2POp::recv(buffer, src, tag)}); }
 
   WorkPtr batch_p2p(std::vector<P2POp> ops) override {
@@ -249,9 +247,9 @@ class CpuBackend final : public Backend {
             throw;
           } catch (const CommError& e) {
             // A timeout or a broken peer leaves the other ranks mid-collective: abort so they fail fast too.
-            messenger_->abort(std::string(op_name(kind)) + " failed on rank " + std::to_string(rank()) + ": " +
-                                  e.what(),
-                              std::current_exception());
+            messenger_->abort(
+                std::string(op_name(kind)) + " failed on rank " + std::to_string(rank()) + ": " + e.what(),
+                std::current_exception());
             rethrow_with_context(std::string(op_name(kind)) + " (" + std::string(to_string(dtype)) + ", " +
                                  std::to_string(bytes) + " bytes, " + algorithm_name(a) + ", " + transport_name_ +
                                  ") on rank " + std::to_string(rank()));

@@ -74,6 +74,13 @@ void host_or_connect(Rendezvous& rv, const std::string& host, std::uint16_t port
   rv.store = std::make_shared<store::TcpStore>(co);
 }
 
+void check_rank(int rank, int world_size) {
+  if (world_size < 1 || rank >= world_size) {
+    throw InvalidArgumentError("comm init: rank " + std::to_string(rank) + " is out of range for world size " +
+                               std::to_string(world_size));
+  }
+}
+
 }  // namespace
 
 Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, Duration timeout) {
@@ -88,6 +95,7 @@ Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, 
     }
     // As torch: under an elastic agent the agent already hosts the store, and every restart attempt gets its
     // own key space so a stale key from a failed attempt can never be read.
+    check_rank(rv.rank, rv.world_size);
     const bool agent_store = getenv_str("TORCHELASTIC_USE_AGENT_STORE") == "True";
     host_or_connect(rv, addr, parse_port(port), !agent_store, timeout);
     if (agent_store) {
@@ -101,16 +109,18 @@ Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, 
     const auto query = parse_query(q == std::string::npos ? "" : rest.substr(q + 1));
     rest = rest.substr(0, q);
     const auto colon = rest.rfind(':');
-    if (colon == std::string::npos) throw InvalidArgumentError("comm init: expected tcp://host:port, got " + init_method);
+    if (colon == std::string::npos)
+      throw InvalidArgumentError("comm init: expected tcp://host:port, got " + init_method);
     std::string host = rest.substr(0, colon);
     if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     rv.rank = rank >= 0 ? rank : query.count("rank") ? parse_int(query.at("rank"), "rank") : -1;
-    rv.world_size = world_size >= 0 ? world_size
+    rv.world_size = world_size >= 0             ? world_size
                     : query.count("world_size") ? parse_int(query.at("world_size"), "world_size")
                                                 : -1;
     if (rv.rank < 0 || rv.world_size < 0) {
       throw InvalidArgumentError("comm init: tcp:// needs rank and world_size (arguments or ?rank=&world_size=)");
     }
+    check_rank(rv.rank, rv.world_size);
     host_or_connect(rv, host, parse_port(rest.substr(colon + 1)), true, timeout);
     rv.prefix = "ctcomm";
   } else if (init_method.rfind("file://", 0) == 0) {
@@ -119,7 +129,7 @@ Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, 
     const auto query = parse_query(q == std::string::npos ? "" : rest.substr(q + 1));
     const std::string path = rest.substr(0, q);
     rv.rank = rank >= 0 ? rank : query.count("rank") ? parse_int(query.at("rank"), "rank") : -1;
-    rv.world_size = world_size >= 0 ? world_size
+    rv.world_size = world_size >= 0             ? world_size
                     : query.count("world_size") ? parse_int(query.at("world_size"), "world_size")
                                                 : -1;
     if (rv.rank < 0 || rv.world_size < 0 || path.empty()) {
@@ -131,10 +141,7 @@ Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, 
     throw InvalidArgumentError("comm init: unsupported init_method '" + init_method +
                                "' (use env://, tcp://host:port or file:///path)");
   }
-  if (rv.rank >= rv.world_size) {
-    throw InvalidArgumentError("comm init: rank " + std::to_string(rv.rank) + " is out of range for world size " +
-                               std::to_string(rv.world_size));
-  }
+  check_rank(rv.rank, rv.world_size);
   return rv;
 }
 

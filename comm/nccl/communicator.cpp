@@ -56,12 +56,14 @@ std::unique_ptr<Communicator> Communicator::split(Communicator& parent, int key,
   ncclConfig_t config = make_config();
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommSplit(parent.comm_, 0, key, &comm, &config);
-  // The split is a call on the parent: in non-blocking mode its progress shows in the parent's async error.
-  parent.complete(r, "ncclCommSplit", deadline);
+  if (r != ncclSuccess && r != ncclInProgress) throw_nccl(r, "ncclCommSplit", parent.comm_);
+  // Non-blocking: the new communicator exists at once and reports its own progress (polled below).
   if (comm == nullptr) throw CommError("ncclCommSplit returned no communicator");
   std::unique_ptr<Communicator> self(new Communicator(comm, parent.device_));
   try {
     self->complete(ncclInProgress, "ncclCommSplit (new communicator)", deadline);
+    // NCCL asks callers to let an in-progress call settle on a non-blocking communicator before its next call.
+    if (r == ncclInProgress) parent.complete(r, "ncclCommSplit (parent communicator)", deadline);
   } catch (...) {
     self->abort();
     throw;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "comm/nccl/nccl_backend.hpp"
+#include "comm/nccl/staging_backend.hpp"
 #include "comm/nccl/stream.hpp"
 #include "comm/nccl/unique_id_exchange.hpp"
 #include "common/log.hpp"
@@ -180,12 +181,18 @@ void NcclBackend::abort(const std::string& reason) {
 }
 
 int device_of(Backend& backend) {
-  auto* nccl = dynamic_cast<NcclBackend*>(&backend);
+  Backend* b = &backend;
+  if (auto* staging = dynamic_cast<StagingBackend*>(b)) b = &staging->inner();
+  auto* nccl = dynamic_cast<NcclBackend*>(b);
   return nccl != nullptr ? nccl->device() : -1;
 }
 
 std::unique_ptr<Backend> make_nccl_backend(BackendContext context) {
-  return std::make_unique<NcclBackend>(std::move(context));
+  // Host buffers are staged through the group's GPU, so code written for the cpu backend (comm's examples) runs
+  // unchanged with --backend nccl; device buffers go straight to NCCL.
+  return std::make_unique<StagingBackend>(
+      std::move(context), StagingBackend::Direction::kToDevice,
+      [](BackendContext ctx) { return std::make_unique<NcclBackend>(std::move(ctx)); });
 }
 
 }  // namespace ctrun::comm::nccl

@@ -8,7 +8,8 @@
 
 namespace ctrun::comm::nccl {
 
-// The "nccl" backend: CUDA device buffers, one NCCL communicator per group. Throws UnsupportedError naming the
+// The "nccl" backend: CUDA device buffers, one NCCL communicator per group; host buffers are staged through the
+// group's GPU (slower: synchronous upload, allocation per op). Throws UnsupportedError naming the
 // reason when no CUDA GPU is usable here, TimeoutError when the other ranks do not join within the timeout.
 // Device: env CTRUN_COMM_DEVICE if set, else the thread's current device if it is not 0 (cudaSetDevice was
 // called), else LOCAL_RANK % device count (torchrun's one GPU per local rank), else 0.

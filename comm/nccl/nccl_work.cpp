@@ -102,7 +102,9 @@ void NcclWork::wait(Duration timeout) {
   if (state_.load(std::memory_order_acquire) == kDone) return;
   // Device-side wait: later work on the caller's stream starts after the op, the host carries on.
   DeviceGuard guard(pool_->device());
-  cuda_check(cudaStreamWaitEvent(current_stream(), done_, 0), "cudaStreamWaitEvent(" + what_ + ")");
+  if (cudaError_t err = cudaStreamWaitEvent(current_stream(), done_, 0); err != cudaSuccess) {
+    throw_cuda(err, "cudaStreamWaitEvent(" + what_ + ")");  // message built only on failure: hot path
+  }
 }
 
 void NcclWork::synchronize() {

@@ -4,26 +4,33 @@
 #include <string>
 
 #include "comm/nccl/cuda_check.hpp"
+#include "comm/nccl/device_memory.hpp"
 #include "comm/nccl/nccl_backend.hpp"
 #include "comm/nccl/stream.hpp"
 
 namespace ctrun::comm::nccl {
 namespace {
 
-// The host backend of a sub-group is created with the host backend of the parent (a cpu backend may look at
-// its parent's transports), not with this wrapper.
+// The wrapped backend of a sub-group is created with the wrapped backend of the parent (nccl splits its
+// parent's communicator, a cpu backend may look at its parent's transports), not with this wrapper.
 BackendContext unwrap_parent(BackendContext context) {
-  if (auto* staging = dynamic_cast<StagingBackend*>(context.parent)) context.parent = &staging->host_backend();
+  if (auto* staging = dynamic_cast<StagingBackend*>(context.parent)) context.parent = &staging->inner();
   return context;
 }
 
-// Host ops poll for completion; copies back are rare compared with the op itself, so a short sleep is enough.
+// Wrapped ops are polled for completion; copies back are rare next to the op itself, so a short sleep is enough.
 constexpr auto kCompletionPoll = std::chrono::microseconds(100);
+
+void add_device(std::vector<int>& devices, int device) {
+  if (std::find(devices.begin(), devices.end(), device) == devices.end()) devices.push_back(device);
+}
 
 }  // namespace
 
-StagingBackend::StagingBackend(BackendContext context, const BackendFactory& make_host_backend)
-    : Backend(context), host_(make_host_backend(unwrap_parent(std::move(context)))) {}
+StagingBackend::StagingBackend(BackendContext context, Direction direction, const BackendFactory& make_inner)
+    : Backend(context), direction_(direction), inner_(make_inner(unwrap_parent(std::move(context)))) {
+  if (direction_ == Direction::kToDevice) device_ = device_of(*inner_);
+}
 
 StagingBackend::~StagingBackend() {
   bool busy = false;
@@ -33,7 +40,7 @@ StagingBackend::~StagingBackend() {
     busy = !pending_.empty();
   }
   // Ops still in flight would keep the completion thread waiting up to the group timeout: fail them now.
-  if (busy) host_->abort("process group destroyed while CUDA-staged ops were in flight");
+  if (busy) inner_->abort("process group destroyed while staged ops were in flight");
   cv_.notify_all();
   if (completer_.joinable()) completer_.join();
   for (auto& [device, stream] : copy_streams_) {
@@ -42,24 +49,37 @@ StagingBackend::~StagingBackend() {
   }
 }
 
+bool StagingBackend::supports(Device device) const {
+  if (direction_ == Direction::kToDevice) return device.is_cpu() || inner_->supports(device);
+  if (!device.is_cuda()) return inner_->supports(device);
+  // Probed once per process (initialises the CUDA runtime), and only when a CUDA buffer is first seen.
+  static const int devices = cuda_device_count();
+  return device.index >= 0 && device.index < devices;
+}
+
 Buffer StagingBackend::stage(Buffer b, Role role, Plan& plan) {
-  if (!b.is_cuda()) return b;
+  if (!needs_staging(b)) return b;
+  if (direction_ == Direction::kToDevice) {
+    // Host data is ready now: a synchronous upload, ordered before the op (which waits for the caller's stream).
+    DeviceBuffer& block = plan.device_blocks.emplace_back(b.bytes(), device_);
+    if (role != Role::kOut && b.bytes() > 0) block.upload(b.data(), b.bytes());
+    Buffer staged(block.data(), b.count(), b.dtype(), Device::cuda(device_));
+    if (role != Role::kIn) plan.copy_back.emplace_back(b, staged);
+    return staged;
+  }
   const int device = b.device().index;
-  PinnedBlock block = PinnedPool::instance().acquire(b.bytes());
-  Buffer host(block.data(), b.count(), b.dtype(), Device::cpu());
+  PinnedBlock& block = plan.host_blocks.emplace_back(PinnedPool::instance().acquire(b.bytes()));
+  Buffer staged(block.data(), b.count(), b.dtype(), Device::cpu());
   DeviceGuard guard(device);
   if (role != Role::kOut && b.bytes() > 0) {
-    cuda_check(cudaMemcpyAsync(host.data(), b.data(), b.bytes(), cudaMemcpyDeviceToHost, current_stream()),
+    cuda_check(cudaMemcpyAsync(staged.data(), b.data(), b.bytes(), cudaMemcpyDeviceToHost, current_stream()),
                "cudaMemcpyAsync D2H (staging " + std::to_string(b.bytes()) + " bytes)");
   }
   // Every device involved is synchronised, outputs included: kernels still reading an output must finish
   // before the copy back overwrites it.
-  if (std::find(plan.devices.begin(), plan.devices.end(), device) == plan.devices.end()) {
-    plan.devices.push_back(device);
-  }
-  if (role != Role::kIn) plan.copy_back.emplace_back(b, host);
-  plan.blocks.push_back(std::move(block));
-  return host;
+  add_device(plan.devices, device);
+  if (role != Role::kIn) plan.copy_back.emplace_back(b, staged);
+  return staged;
 }
 
 void StagingBackend::finish_staging(Plan& plan) {
@@ -69,12 +89,12 @@ void StagingBackend::finish_staging(Plan& plan) {
   }
 }
 
-WorkPtr StagingBackend::complete_later(WorkPtr host_work, Plan plan) {
-  if (plan.blocks.empty()) return host_work;
+WorkPtr StagingBackend::complete_later(WorkPtr inner_work, Plan plan) {
+  if (plan.empty()) return inner_work;
   auto work = std::make_shared<CompletionWork>(context_.options.timeout);
   {
     std::lock_guard lock(mutex_);
-    pending_.push_back({std::move(host_work), std::move(plan), work});
+    pending_.push_back({std::move(inner_work), std::move(plan), work});
     if (!completer_.joinable()) completer_ = std::thread([this] { run_completions(); });
   }
   cv_.notify_all();
@@ -91,12 +111,35 @@ cudaStream_t StagingBackend::copy_stream(int device) {
   return stream;
 }
 
+void StagingBackend::copy_back(Plan& plan) {
+  std::vector<int> used;
+  for (const auto& [original, staged] : plan.copy_back) {
+    if (original.bytes() == 0) continue;
+    if (direction_ == Direction::kToDevice) {
+      DeviceGuard guard(device_);
+      cuda_check(cudaMemcpy(original.data(), staged.data(), original.bytes(), cudaMemcpyDeviceToHost),
+                 "cudaMemcpy D2H (staging)");
+      continue;
+    }
+    const int device = original.device().index;
+    DeviceGuard guard(device);
+    cuda_check(
+        cudaMemcpyAsync(original.data(), staged.data(), original.bytes(), cudaMemcpyHostToDevice, copy_stream(device)),
+        "cudaMemcpyAsync H2D (staging)");
+    add_device(used, device);
+  }
+  for (int device : used) {
+    DeviceGuard guard(device);
+    cuda_check(cudaStreamSynchronize(copy_stream(device)), "cudaStreamSynchronize (staging)");
+  }
+}
+
 void StagingBackend::run_completions() {
   std::unique_lock lock(mutex_);
   while (!(stop_ && pending_.empty())) {
     std::vector<Pending> done;
     for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->host_work->is_completed()) {
+      if (it->inner_work->is_completed()) {
         done.push_back(std::move(*it));
         it = pending_.erase(it);
       } else {
@@ -113,109 +156,96 @@ void StagingBackend::run_completions() {
     }
     lock.unlock();
     for (auto& p : done) {
-      std::exception_ptr error = p.host_work->exception();
+      std::exception_ptr error = p.inner_work->exception();
       if (!error) {
         try {
-          std::vector<int> used;
-          for (const auto& [device_buffer, host_buffer] : p.plan.copy_back) {
-            if (device_buffer.bytes() == 0) continue;
-            const int device = device_buffer.device().index;
-            DeviceGuard guard(device);
-            cuda_check(cudaMemcpyAsync(device_buffer.data(), host_buffer.data(), device_buffer.bytes(),
-                                       cudaMemcpyHostToDevice, copy_stream(device)),
-                       "cudaMemcpyAsync H2D (staging)");
-            if (std::find(used.begin(), used.end(), device) == used.end()) used.push_back(device);
-          }
-          for (int device : used) {
-            DeviceGuard guard(device);
-            cuda_check(cudaStreamSynchronize(copy_stream(device)), "cudaStreamSynchronize (staging)");
-          }
+          copy_back(p.plan);
         } catch (...) {
           error = std::current_exception();
         }
       }
       p.work->complete(error);
     }
-    done.clear();  // pinned blocks go back to the pool before the lock is retaken
+    done.clear();  // staging memory is released before the lock is retaken
     lock.lock();
   }
 }
 
 WorkPtr StagingBackend::send(Buffer buffer, int dst, int tag) {
-  if (!buffer.is_cuda()) return host_->send(buffer, dst, tag);
+  if (!needs_staging(buffer)) return inner_->send(buffer, dst, tag);
   Plan plan;
-  Buffer host = stage(buffer, Role::kIn, plan);
+  Buffer staged = stage(buffer, Role::kIn, plan);
   finish_staging(plan);
-  return complete_later(host_->send(host, dst, tag), std::move(plan));
+  return complete_later(inner_->send(staged, dst, tag), std::move(plan));
 }
 
 WorkPtr StagingBackend::recv(Buffer buffer, int src, int tag) {
-  if (!buffer.is_cuda()) return host_->recv(buffer, src, tag);
+  if (!needs_staging(buffer)) return inner_->recv(buffer, src, tag);
   Plan plan;
-  Buffer host = stage(buffer, Role::kOut, plan);
+  Buffer staged = stage(buffer, Role::kOut, plan);
   finish_staging(plan);
-  return complete_later(host_->recv(host, src, tag), std::move(plan));
+  return complete_later(inner_->recv(staged, src, tag), std::move(plan));
 }
 
 WorkPtr StagingBackend::batch_p2p(std::vector<P2POp> ops) {
   Plan plan;
   for (auto& op : ops) op.buffer = stage(op.buffer, op.kind == P2POp::Kind::kSend ? Role::kIn : Role::kOut, plan);
   finish_staging(plan);
-  return complete_later(host_->batch_p2p(std::move(ops)), std::move(plan));
+  return complete_later(inner_->batch_p2p(std::move(ops)), std::move(plan));
 }
 
 WorkPtr StagingBackend::broadcast(Buffer buffer, int root) {
   Plan plan;
-  Buffer host = stage(buffer, rank() == root ? Role::kIn : Role::kOut, plan);
+  Buffer staged = stage(buffer, rank() == root ? Role::kIn : Role::kOut, plan);
   finish_staging(plan);
-  return complete_later(host_->broadcast(host, root), std::move(plan));
+  return complete_later(inner_->broadcast(staged, root), std::move(plan));
 }
 
 WorkPtr StagingBackend::all_reduce(Buffer buffer, ReduceOp op) {
   Plan plan;
-  Buffer host = stage(buffer, Role::kInOut, plan);
+  Buffer staged = stage(buffer, Role::kInOut, plan);
   finish_staging(plan);
-  return complete_later(host_->all_reduce(host, op), std::move(plan));
+  return complete_later(inner_->all_reduce(staged, op), std::move(plan));
 }
 
 WorkPtr StagingBackend::reduce(Buffer buffer, int root, ReduceOp op) {
   Plan plan;
   // Non-roots' buffers are scratch after a reduce: only the root's result is copied back.
-  Buffer host = stage(buffer, rank() == root ? Role::kInOut : Role::kIn, plan);
+  Buffer staged = stage(buffer, rank() == root ? Role::kInOut : Role::kIn, plan);
   finish_staging(plan);
-  return complete_later(host_->reduce(host, root, op), std::move(plan));
+  return complete_later(inner_->reduce(staged, root, op), std::move(plan));
 }
 
 WorkPtr StagingBackend::all_gather(std::vector<Buffer> outputs, Buffer input) {
   Plan plan;
   for (auto& o : outputs) o = stage(o, Role::kOut, plan);
-  Buffer host_input = stage(input, Role::kIn, plan);
+  Buffer staged_input = stage(input, Role::kIn, plan);
   finish_staging(plan);
-  return complete_later(host_->all_gather(std::move(outputs), host_input), std::move(plan));
+  return complete_later(inner_->all_gather(std::move(outputs), staged_input), std::move(plan));
 }
 
 WorkPtr StagingBackend::gather(std::vector<Buffer> outputs, Buffer input, int root) {
   Plan plan;
   for (auto& o : outputs) o = stage(o, Role::kOut, plan);
-  Buffer host_input = stage(input, Role::kIn, plan);
+  Buffer staged_input = stage(input, Role::kIn, plan);
   finish_staging(plan);
-  return complete_later(host_->gather(std::move(outputs), host_input, root), std::move(plan));
+  return complete_later(inner_->gather(std::move(outputs), staged_input, root), std::move(plan));
 }
 
 WorkPtr StagingBackend::scatter(Buffer output, std::vector<Buffer> inputs, int root) {
   Plan plan;
   for (auto& in : inputs) in = stage(in, Role::kIn, plan);
-  Buffer host_output = stage(output, Role::kOut, plan);
+  Buffer staged_output = stage(output, Role::kOut, plan);
   finish_staging(plan);
-  return complete_later(host_->scatter(host_output, std::move(inputs), root), std::move(plan));
+  return complete_later(inner_->scatter(staged_output, std::move(inputs), root), std::move(plan));
 }
 
 WorkPtr StagingBackend::reduce_scatter(Buffer output, std::vector<Buffer> inputs, ReduceOp op) {
   Plan plan;
   for (auto& in : inputs) in = stage(in, Role::kIn, plan);
-  Buffer host_output = stage(output, Role::kOut, plan);
+  Buffer staged_output = stage(output, Role::kOut, plan);
   finish_staging(plan);
-  return complete_later(host_->reduce_scatter(host_output, std::move(inputs), op), std::move(plan));
+  return complete_later(inner_->reduce_scatter(staged_output, std::move(inputs), op), std::move(plan));
 }
 
 WorkPtr StagingBackend::all_to_all(std::vector<Buffer> outputs, std::vector<Buffer> inputs) {
@@ -223,13 +253,13 @@ WorkPtr StagingBackend::all_to_all(std::vector<Buffer> outputs, std::vector<Buff
   for (auto& in : inputs) in = stage(in, Role::kIn, plan);
   for (auto& o : outputs) o = stage(o, Role::kOut, plan);
   finish_staging(plan);
-  return complete_later(host_->all_to_all(std::move(outputs), std::move(inputs)), std::move(plan));
+  return complete_later(inner_->all_to_all(std::move(outputs), std::move(inputs)), std::move(plan));
 }
 
-void StagingBackend::abort(const std::string& reason) { host_->abort(reason); }
+void StagingBackend::abort(const std::string& reason) { inner_->abort(reason); }
 
 std::unique_ptr<Backend> make_cuda_staging_backend(BackendContext context, const BackendFactory& make_host_backend) {
-  return std::make_unique<StagingBackend>(std::move(context), make_host_backend);
+  return std::make_unique<StagingBackend>(std::move(context), StagingBackend::Direction::kToHost, make_host_backend);
 }
 
 }  // namespace ctrun::comm::nccl

@@ -1,8 +1,12 @@
 #pragma once
-// A Backend decorator that lets a host backend (cpu) take CUDA buffers: each CUDA buffer of an op is copied into
-// pinned host memory (ordered after the caller's current stream, then synchronised, since the host backend reads
-// it right away), the host backend runs the op on the copies, and a completion thread copies outputs back to the
-// device before the returned Work completes. Ops with only host buffers go straight to the host backend.
+// A Backend decorator that moves an op's buffers to where the wrapped backend can use them, runs the op there,
+// and copies the outputs back before the returned Work completes:
+//   kToHost    a host backend (cpu) takes CUDA buffers: copies into pinned host memory, ordered after the
+//              caller's current stream (then synchronised: the host backend reads them right away);
+//   kToDevice  the nccl backend takes host buffers (torch's NCCL refuses them; comm's examples keep their data
+//              in host memory): copies into device memory on the backend's GPU.
+// Buffers the wrapped backend already accepts go straight through, with no CUDA call. A completion thread waits
+// for the wrapped op (polling its Work) and does the copy back, so async ops stay async.
 
 #include <condition_variable>
 #include <map>
@@ -14,18 +18,23 @@
 #include <cuda_runtime_api.h>
 
 #include "comm/backend.hpp"
+#include "comm/nccl/device_memory.hpp"
 #include "comm/nccl/pinned_pool.hpp"
 
 namespace ctrun::comm::nccl {
 
 class StagingBackend final : public Backend {
  public:
-  StagingBackend(BackendContext context, const BackendFactory& make_host_backend);
+  enum class Direction { kToHost, kToDevice };
+
+  StagingBackend(BackendContext context, Direction direction, const BackendFactory& make_inner);
   ~StagingBackend() override;
 
-  std::string_view name() const override { return host_->name(); }
-  bool supports(Device device) const override { return device.is_cuda() || host_->supports(device); }
-  Backend& host_backend() { return *host_; }
+  std::string_view name() const override { return inner_->name(); }
+  // kToHost: CUDA buffers only where that device exists (without a GPU they are invalid arguments, as in CPU-only
+  // builds). kToDevice: host buffers always.
+  bool supports(Device device) const override;
+  Backend& inner() { return *inner_; }
 
   WorkPtr send(Buffer buffer, int dst, int tag) override;
   WorkPtr recv(Buffer buffer, int src, int tag) override;
@@ -38,29 +47,37 @@ class StagingBackend final : public Backend {
   WorkPtr scatter(Buffer output, std::vector<Buffer> inputs, int root) override;
   WorkPtr reduce_scatter(Buffer output, std::vector<Buffer> inputs, ReduceOp op) override;
   WorkPtr all_to_all(std::vector<Buffer> outputs, std::vector<Buffer> inputs) override;
-  WorkPtr barrier() override { return host_->barrier(); }
+  WorkPtr barrier() override { return inner_->barrier(); }
   void abort(const std::string& reason) override;
 
  private:
-  // The host copies of one op's CUDA buffers and what to copy back.
+  // The staged copies of one op's buffers and what to copy back.
   struct Plan {
-    std::vector<PinnedBlock> blocks;
-    std::vector<std::pair<Buffer, Buffer>> copy_back;  // (device buffer, its host copy)
-    std::vector<int> devices;                          // devices whose current stream fed the copies
+    std::vector<PinnedBlock> host_blocks;              // kToHost
+    std::vector<DeviceBuffer> device_blocks;           // kToDevice
+    std::vector<std::pair<Buffer, Buffer>> copy_back;  // (caller's buffer, its staged copy)
+    std::vector<int> devices;                          // kToHost: devices whose current stream fed the copies
+    bool empty() const { return host_blocks.empty() && device_blocks.empty(); }
   };
   enum class Role { kIn, kOut, kInOut };
-  // Returns the host view of `b` (b itself on the host); kIn/kInOut copy the device contents in.
+  bool needs_staging(const Buffer& b) const {
+    return direction_ == Direction::kToHost ? b.is_cuda() : b.device().is_cpu();
+  }
+  // Returns the buffer the wrapped backend gets (`b` itself when it needs no staging); kIn/kInOut copy data in.
   Buffer stage(Buffer b, Role role, Plan& plan);
-  // Waits for the device-to-host copies queued by stage().
+  // kToHost: waits for the device-to-host copies queued by stage().
   void finish_staging(Plan& plan);
-  // Hands the host op's Work and the plan to the completion thread; returns the caller's Work.
-  WorkPtr complete_later(WorkPtr host_work, Plan plan);
+  // Hands the wrapped op's Work and the plan to the completion thread; returns the caller's Work.
+  WorkPtr complete_later(WorkPtr inner_work, Plan plan);
+  void copy_back(Plan& plan);
   void run_completions();
   cudaStream_t copy_stream(int device);
 
-  std::unique_ptr<Backend> host_;
+  Direction direction_;
+  int device_ = -1;  // kToDevice: the wrapped backend's GPU
+  std::unique_ptr<Backend> inner_;
   struct Pending {
-    WorkPtr host_work;
+    WorkPtr inner_work;
     Plan plan;
     std::shared_ptr<CompletionWork> work;
   };

@@ -76,10 +76,14 @@ void dispatch_op(ReduceOp op, void* dst, const void* a, const void* b, std::size
   const auto* y = static_cast<const T*>(b);
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return loop<Sum>(d, x, y, n);
-    case ReduceOp::kProduct: return loop<Prod>(d, x, y, n);
-    case ReduceOp::kMin: return loop<Min>(d, x, y, n);
-    case ReduceOp::kMax: return loop<Max>(d, x, y, n);
+    case ReduceOp::kAvg:
+      return loop<Sum>(d, x, y, n);
+    case ReduceOp::kProduct:
+      return loop<Prod>(d, x, y, n);
+    case ReduceOp::kMin:
+      return loop<Min>(d, x, y, n);
+    case ReduceOp::kMax:
+      return loop<Max>(d, x, y, n);
     case ReduceOp::kBand:
     case ReduceOp::kBor:
     case ReduceOp::kBxor:
@@ -103,14 +107,22 @@ void divide_loop(T* d, std::size_t n, int divisor) {
 void reduce_to(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b, std::size_t count) {
   if (count == 0) return;
   switch (dtype) {
-    case DataType::kFloat32: return dispatch_op<float>(op, dst, a, b, count);
-    case DataType::kFloat64: return dispatch_op<double>(op, dst, a, b, count);
-    case DataType::kFloat16: return dispatch_op<Float16>(op, dst, a, b, count);
-    case DataType::kBFloat16: return dispatch_op<BFloat16>(op, dst, a, b, count);
-    case DataType::kInt8: return dispatch_op<std::int8_t>(op, dst, a, b, count);
-    case DataType::kUInt8: return dispatch_op<std::uint8_t>(op, dst, a, b, count);
-    case DataType::kInt32: return dispatch_op<std::int32_t>(op, dst, a, b, count);
-    case DataType::kInt64: return dispatch_op<std::int64_t>(op, dst, a, b, count);
+    case DataType::kFloat32:
+      return dispatch_op<float>(op, dst, a, b, count);
+    case DataType::kFloat64:
+      return dispatch_op<double>(op, dst, a, b, count);
+    case DataType::kFloat16:
+      return dispatch_op<Float16>(op, dst, a, b, count);
+    case DataType::kBFloat16:
+      return dispatch_op<BFloat16>(op, dst, a, b, count);
+    case DataType::kInt8:
+      return dispatch_op<std::int8_t>(op, dst, a, b, count);
+    case DataType::kUInt8:
+      return dispatch_op<std::uint8_t>(op, dst, a, b, count);
+    case DataType::kInt32:
+      return dispatch_op<std::int32_t>(op, dst, a, b, count);
+    case DataType::kInt64:
+      return dispatch_op<std::int64_t>(op, dst, a, b, count);
   }
   throw InvalidArgumentError("invalid dtype");
 }
@@ -121,12 +133,18 @@ void reduce_into(DataType dtype, ReduceOp op, void* dst, const void* src, std::s
 
 void divide(DataType dtype, void* data, std::size_t n, int divisor) {
   switch (dtype) {
-    case DataType::kFloat32: return divide_loop(static_cast<float*>(data), n, divisor);
-    case DataType::kFloat64: return divide_loop(static_cast<double*>(data), n, divisor);
-    case DataType::kInt8: return divide_loop(static_cast<std::int8_t*>(data), n, divisor);
-    case DataType::kUInt8: return divide_loop(static_cast<std::uint8_t*>(data), n, divisor);
-    case DataType::kInt32: return divide_loop(static_cast<std::int32_t*>(data), n, divisor);
-    case DataType::kInt64: return divide_loop(static_cast<std::int64_t*>(data), n, divisor);
+    case DataType::kFloat32:
+      return divide_loop(static_cast<float*>(data), n, divisor);
+    case DataType::kFloat64:
+      return divide_loop(static_cast<double*>(data), n, divisor);
+    case DataType::kInt8:
+      return divide_loop(static_cast<std::int8_t*>(data), n, divisor);
+    case DataType::kUInt8:
+      return divide_loop(static_cast<std::uint8_t*>(data), n, divisor);
+    case DataType::kInt32:
+      return divide_loop(static_cast<std::int32_t*>(data), n, divisor);
+    case DataType::kInt64:
+      return divide_loop(static_cast<std::int64_t*>(data), n, divisor);
     case DataType::kFloat16: {
       auto* d = static_cast<Float16*>(data);
       for (std::size_t i = 0; i < n; ++i) d[i] = to_float16(to_float(d[i]) / static_cast<float>(divisor));

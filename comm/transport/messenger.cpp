@@ -229,9 +229,9 @@ void Messenger::on_header(int peer, Peer& p) {
     if (it->second.empty()) p.recvs.erase(it);
     --p.pending_recvs;
     if (len != r->bytes) {
-      auto err = std::make_exception_ptr(PeerError(
-          peer_name(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
-          " but this rank expects " + std::to_string(r->bytes) + " bytes: the ranks passed different sizes"));
+      auto err = std::make_exception_ptr(
+          PeerError(peer_name(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
+                    " but this rank expects " + std::to_string(r->bytes) + " bytes: the ranks passed different sizes"));
       finish(r, err);
       std::rethrow_exception(err);
     }

@@ -42,7 +42,7 @@ struct Request {
   std::size_t bytes = 0;
 
   // Progress state (owned by Messenger).
-  std::size_t done = 0;       // payload bytes moved
+  std::size_t done = 0;         // payload bytes moved
   std::size_t header_done = 0;  // sends: header bytes written (or bytes of `frame` written)
   std::string frame;            // small sends: header + payload copied into one contiguous write
   bool finished = false;

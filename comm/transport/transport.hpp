@@ -18,16 +18,17 @@ namespace ctrun::comm::transport {
 using Clock = std::chrono::steady_clock;
 
 // Memory that every rank of the group maps (shm transport only): algorithms that read peers' data in place
-// instead of passing messages (algorithms/*_shm.cpp). Each rank owns two halves, used alternately by
-// successive pieces of work, so that one barrier per piece suffices: a rank rewrites a half only after everyone
-// passed the barrier of the piece after the one that last read it.
+// instead of passing messages (algorithms/*_shm.cpp). Each rank owns kParts parts, used in rotation by
+// successive pieces of work: a rank rewrites a part only after everyone passed two more barriers, so one
+// barrier per piece suffices even when the results of a piece are read after the next piece's barrier.
 class SharedWorkspace {
  public:
+  static constexpr int kParts = 3;
   virtual ~SharedWorkspace() = default;
-  virtual std::size_t half_bytes() const = 0;
-  virtual char* half(int rank, int which) = 0;
-  // 0, 1, 0, 1, ... identical on every rank as long as all ranks run the same collectives.
-  virtual int next_half() = 0;
+  virtual std::size_t part_bytes() const = 0;
+  virtual char* part(int rank, int which) = 0;
+  // 0, 1, 2, 0, ... identical on every rank as long as all ranks run the same collectives.
+  virtual int next_part() = 0;
   // Returns once every rank has entered barrier() as often as this one; TimeoutError at the deadline, PeerError
   // when a peer died or the group was aborted, or when a peer's `signature` differs (it is running another op
   // or another size: shared-memory algorithms pass no messages that could reveal that).

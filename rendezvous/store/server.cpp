@@ -68,7 +68,7 @@ struct Connection {
   std::size_t need = 0;                      // don't parse again before `in` holds this many bytes
   std::string out;                           // replies not yet handed to the socket
   std::string writing;                       // the buffer of the write in flight
-  std::uint64_t accounted = 0;               // in + out + writing, as counted in Impl::io_bytes_
+  std::uint64_t accounted = 0;               // in + out + writing, as counted in Impl::io_bytes
   bool write_in_flight = false;
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
@@ -101,16 +101,26 @@ class Server::Impl final : public detail::ReplySink {
   void listen() {
     asio::ip::address addr;
     boost::system::error_code ec;
-    addr = asio::ip::make_address(opts.host, ec);
+    std::string host = opts.host;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    addr = asio::ip::make_address(host, ec);
     if (ec) {
       tcp::resolver resolver(io);
-      auto results = resolver.resolve(opts.host, std::to_string(opts.port), ec);
+      auto results = resolver.resolve(host, std::to_string(opts.port), ec);
       if (ec || results.empty())
         throw StoreError(
             fmt::format("TCPStore server: cannot resolve host '{}': {}. Pass an IP address or a "
                         "resolvable host name.",
                         opts.host, ec ? ec.message() : "no addresses"));
+      // Prefer IPv4 for a name such as "localhost" (often ::1 first): clients given MASTER_ADDR=127.0.0.1
+      // or the same name usually reach IPv4; pass "::" to serve both.
       addr = results.begin()->endpoint().address();
+      for (const auto& r : results) {
+        if (r.endpoint().address().is_v4()) {
+          addr = r.endpoint().address();
+          break;
+        }
+      }
     }
     tcp::endpoint ep(addr, opts.port);
     const std::string where = endpoint_string(ep);

@@ -85,18 +85,26 @@ void Keyspace::wake_all(const std::string& key, bool include_barrier) {
 void Keyspace::wake_one(const std::string& key) {
   auto w = waiters_.find(key);
   if (w == waiters_.end()) return;
-  while (!w->second.empty()) {
-    ConnId c = w->second.front();
-    w->second.erase(w->second.begin());
-    auto reg = waits_.find(c);
-    if (reg == waits_.end() || reg->second.barrier) continue;
+  auto& list = w->second;
+  for (std::size_t i = 0; i < list.size();) {
+    auto reg = waits_.find(list[i]);
+    if (reg == waits_.end()) {
+      list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));  // stale entry
+      continue;
+    }
+    if (reg->second.barrier) {  // barrier arrivals wait for the count, not for queue elements
+      ++i;
+      continue;
+    }
+    const ConnId c = list[i];
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
     if (--reg->second.remaining == 0) {
       waits_.erase(reg);
       reply_u8(c, u8(WaitResponse::kStopWaiting));
     }
     break;
   }
-  if (w->second.empty()) waiters_.erase(w);
+  if (list.empty()) waiters_.erase(w);
 }
 
 void Keyspace::notify_watchers(const std::string& key, WatchResponse type, std::string_view old_value,

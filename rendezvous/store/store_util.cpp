@@ -23,8 +23,11 @@ std::string printable_key(std::string_view key, std::size_t max_len) {
 std::string wait_timeout_message(const std::vector<std::string>& keys, Duration timeout) {
   std::string list;
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (i) list += ", ";
-    list += "'" + printable_key(keys[i]) + "'";
+    // Appended piecewise: gcc 12 gives a false -Wrestrict warning on "'" + std::string + "'".
+    if (i) list.append(", ");
+    list.push_back('\'');
+    list.append(printable_key(keys[i]));
+    list.push_back('\'');
   }
   return fmt::format("wait timeout after {} ms for keys [{}]: no process set them in time. "
                      "Check that every rank/agent started and reached this point, or raise the timeout.",

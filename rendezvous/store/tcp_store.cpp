@@ -146,14 +146,7 @@ class TcpStore::Impl {
   void append(const std::string& key, std::string_view value) {
     std::lock_guard lock(mutex_);
     if (!is_v2()) {
-      // torch's Store::append fallback for servers without APPEND: a compare_set loop. Missing key: expected ""
-      // creates it with value. Present: retry until our concatenation wins.
-      std::string expected(value);
-      std::string current = compare_set_locked(key, "", expected);
-      while (current != expected) {
-        expected = current + std::string(value);
-        current = compare_set_locked(key, current, expected);
-      }
+      append_legacy_locked(key, value);
       return;
     }
     begin(Command::kAppend, key);
@@ -324,6 +317,27 @@ class TcpStore::Impl {
   void expect_stop_waiting(std::uint8_t r) {
     if (r != static_cast<std::uint8_t>(protocol::WaitResponse::kStopWaiting))
       protocol_error(fmt::format("expected STOP_WAITING (0), got {}", r));
+  }
+
+  // torch <= 2.0 servers have no APPEND: a compare_set loop. torch's own fallback starts with
+  // compare_set(key, "", value) and wrongly stops when the key already held exactly `value`; instead read the
+  // current value with compare_set(key, N, N) for a random nonce N (a missing key returns N and creates
+  // nothing; a present one returns its value unchanged), then swap current -> current + value.
+  void append_legacy_locked(const std::string& key, std::string_view value) {
+    if (append_nonce_.empty()) {
+      std::random_device rd;
+      for (int i = 0; i < 4; ++i) append_nonce_ += fmt::format("{:08x}", rd());
+      append_nonce_ =
+          "\x01"
+          "ctrun-append-probe-" +
+          append_nonce_;
+    }
+    for (;;) {
+      auto current = compare_set_locked(key, append_nonce_, append_nonce_);
+      if (current == append_nonce_) current.clear();  // missing: compare_set(key, "", ...) creates it
+      std::string desired = current + std::string(value);
+      if (compare_set_locked(key, current, desired) == desired) return;
+    }
   }
 
   void barrier_legacy_locked(const std::string& key, std::int64_t world_size, Duration timeout) {
@@ -626,6 +640,7 @@ class TcpStore::Impl {
   std::vector<char> rbuf_;
   std::size_t rpos_ = 0, rend_ = 0;
   std::string wbuf_;
+  std::string append_nonce_;                      // see append_legacy_locked
   Duration applied_timeout_{-1};                  // the timeout set as SO_RCVTIMEO/SO_SNDTIMEO on fd_
   Command current_command_ = Command::kValidate;  // for error messages
   std::string current_key_;

@@ -30,7 +30,7 @@ struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 29500;
   protocol::Dialect dialect = protocol::Dialect::kV2;
-  Duration timeout = kDefaultTimeout;          // default for get/wait (Store::timeout())
+  Duration timeout = kDefaultTimeout;  // default for get/wait (Store::timeout())
   Duration connect_timeout = std::chrono::seconds(60);
   // Like torch's TCPStore(world_size=N): send ADD "init/" 1 after connecting (not prefixed with '/').
   bool add_init_key = false;

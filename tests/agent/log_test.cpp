@@ -62,7 +62,7 @@ TEST(StreamPlan, TeeRedirectFilter) {
 }
 
 TEST(LogLayout, TorchrunLayout) {
-  std::string base = ::testing::TempDir() + "/ctrun_layout";
+  std::string base = (std::filesystem::path(::testing::TempDir()) / "ctrun_layout").lexically_normal().string();
   std::filesystem::remove_all(base);
   LogLayout layout(base, "myrun");
   ASSERT_TRUE(layout.enabled());

@@ -46,6 +46,12 @@ CtrunProcess::CtrunProcess(const std::vector<std::string>& args, const std::map<
     if (env.count(kv.substr(0, kv.find('='))) == 0) env_s.push_back(kv);
   }
   for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
+  if (env.count("TMPDIR") == 0) {
+    // ctrun makes torchrun's $TMPDIR/torchelastic_* log folder for every run: keep those out of /tmp.
+    tmp_dir_ = base + ".tmp";
+    std::filesystem::create_directories(tmp_dir_);
+    env_s.push_back("TMPDIR=" + tmp_dir_);
+  }
   std::vector<char*> argv, envp;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -71,6 +77,7 @@ CtrunProcess::~CtrunProcess() {
   }
   std::filesystem::remove(out_path_);
   std::filesystem::remove(err_path_);
+  if (!tmp_dir_.empty()) std::filesystem::remove_all(tmp_dir_);
 }
 
 RunResult CtrunProcess::wait(std::chrono::seconds deadline) {

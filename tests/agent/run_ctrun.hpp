@@ -32,6 +32,7 @@ class CtrunProcess {
  private:
   pid_t pid_ = -1;
   std::string out_path_, err_path_;
+  std::string tmp_dir_;
   bool done_ = false;
 };
 

@@ -49,8 +49,8 @@ TEST(Torch, FailsOnAttempt0SucceedsOnAttempt1WithFreshStore) {
 
 TEST(Torch, RecordedTracebackAppearsInTheSummary) {
   if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
-  RunResult r = run_ctrun({"--nproc-per-node=2", "--log-dir", "/tmp", workers_dir() + "/torch_record.py"}, torch_env(),
-                          std::chrono::seconds(120));
+  RunResult r =
+      run_ctrun({"--nproc-per-node=2", workers_dir() + "/torch_record.py"}, torch_env(), std::chrono::seconds(120));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   auto root = r.err.find("Root Cause (first observed failure):");
   ASSERT_NE(root, std::string::npos) << r.err;

@@ -85,7 +85,8 @@ void check_reduce_scatter(int rank, int n, ProcessGroup& pg, int& seed) {
         }
         for (std::size_t i = 0; i < count; ++i) {
           const std::size_t global = static_cast<std::size_t>(rank) * count + i;
-          expect_at(out, dtype, i, reference_reduce(n, global, seed, op, dtype), label("reduce_scatter", dtype, count, op));
+          expect_at(out, dtype, i, reference_reduce(n, global, seed, op, dtype),
+                    label("reduce_scatter", dtype, count, op));
         }
       }
     }
@@ -100,10 +101,13 @@ void check_data_movement(int rank, int n, ProcessGroup& pg, int& seed) {
       const int root = (seed + 1) % n;
       {  // broadcast
         TestBuffer b(dtype, count);
-        if (rank == root) b.fill(root, seed, k);
-        else b.fill_constant(3);
+        if (rank == root)
+          b.fill(root, seed, k);
+        else
+          b.fill_constant(3);
         pg.broadcast(b.view(), root);
-        for (std::size_t i = 0; i < count; ++i) expect_at(b, dtype, i, value_of(root, i, seed, k, dtype), label("broadcast", dtype, count));
+        for (std::size_t i = 0; i < count; ++i)
+          expect_at(b, dtype, i, value_of(root, i, seed, k, dtype), label("broadcast", dtype, count));
       }
       {  // all_gather, list and single-buffer forms
         TestBuffer in(dtype, count);
@@ -147,18 +151,21 @@ void check_data_movement(int rank, int n, ProcessGroup& pg, int& seed) {
         if (rank == root) {
           for (int r = 0; r < n; ++r) {
             TestBuffer part(dtype, count);
-            for (std::size_t i = 0; i < count; ++i) in.set(static_cast<std::size_t>(r) * count + i, value_of(r, i, seed, k, dtype));
+            for (std::size_t i = 0; i < count; ++i)
+              in.set(static_cast<std::size_t>(r) * count + i, value_of(r, i, seed, k, dtype));
             ins.push_back(in.slice(static_cast<std::size_t>(r) * count, count));
           }
         }
         TestBuffer out(dtype, count);
         pg.scatter(out.view(), ins, root);
-        for (std::size_t i = 0; i < count; ++i) expect_at(out, dtype, i, value_of(rank, i, seed, k, dtype), label("scatter", dtype, count));
+        for (std::size_t i = 0; i < count; ++i)
+          expect_at(out, dtype, i, value_of(rank, i, seed, k, dtype), label("scatter", dtype, count));
       }
       {  // all_to_all, equal splits: rank r's block j holds value_of(r*n+j, i)
         TestBuffer in(dtype, count * static_cast<std::size_t>(n));
         for (int j = 0; j < n; ++j) {
-          for (std::size_t i = 0; i < count; ++i) in.set(static_cast<std::size_t>(j) * count + i, value_of(rank * n + j, i, seed, k, dtype));
+          for (std::size_t i = 0; i < count; ++i)
+            in.set(static_cast<std::size_t>(j) * count + i, value_of(rank * n + j, i, seed, k, dtype));
         }
         TestBuffer out(dtype, count * static_cast<std::size_t>(n));
         pg.all_to_all_single(out.view(), in.view());
@@ -192,7 +199,8 @@ void check_data_movement(int rank, int n, ProcessGroup& pg, int& seed) {
         off = 0;
         for (int j = 0; j < n; ++j) {
           for (std::size_t i = 0; i < c(j, rank); ++i) {
-            expect_at(out, dtype, off + i, value_of(j * n + rank, i, seed, k, dtype), label("all_to_all uneven", dtype, count));
+            expect_at(out, dtype, off + i, value_of(j * n + rank, i, seed, k, dtype),
+                      label("all_to_all uneven", dtype, count));
           }
           off += c(j, rank);
         }
@@ -221,8 +229,10 @@ void check_point_to_point(int rank, int n, ProcessGroup& pg, int& seed) {
     auto w4 = pg.isend(b.view(), right, 2);
     for (auto& w : {w1, w2, w3, w4}) w->wait();
     for (std::size_t i = 0; i < count; ++i) {
-      expect_at(ra, DataType::kInt32, i, value_of(left, i, seed, ReduceOp::kSum, DataType::kInt32), "isend/irecv tag 1");
-      expect_at(rb, DataType::kInt32, i, value_of(left, i, seed + 1, ReduceOp::kSum, DataType::kInt32), "isend/irecv tag 2");
+      expect_at(ra, DataType::kInt32, i, value_of(left, i, seed, ReduceOp::kSum, DataType::kInt32),
+                "isend/irecv tag 1");
+      expect_at(rb, DataType::kInt32, i, value_of(left, i, seed + 1, ReduceOp::kSum, DataType::kInt32),
+                "isend/irecv tag 2");
     }
     // The same through batch_isend_irecv, both directions at once.
     TestBuffer from_left(DataType::kInt32, count);
@@ -231,8 +241,10 @@ void check_point_to_point(int rank, int n, ProcessGroup& pg, int& seed) {
                           P2POp::recv(from_left.view(), left, 3), P2POp::recv(from_right.view(), right, 3)})
         ->wait();
     for (std::size_t i = 0; i < count; ++i) {
-      expect_at(from_left, DataType::kInt32, i, value_of(left, i, seed, ReduceOp::kSum, DataType::kInt32), "batch from left");
-      expect_at(from_right, DataType::kInt32, i, value_of(right, i, seed, ReduceOp::kSum, DataType::kInt32), "batch from right");
+      expect_at(from_left, DataType::kInt32, i, value_of(left, i, seed, ReduceOp::kSum, DataType::kInt32),
+                "batch from left");
+      expect_at(from_right, DataType::kInt32, i, value_of(right, i, seed, ReduceOp::kSum, DataType::kInt32),
+                "batch from right");
     }
   }
   // Blocking send/recv chain 0 -> 1 -> ... -> n-1, each hop adding one.

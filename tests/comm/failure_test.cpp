@@ -33,8 +33,8 @@ TEST_P(PerTransport, InvalidArgumentsThrowOnTheCaller) {
     EXPECT_THROW(pg.broadcast(f, -1), InvalidArgumentError);
     EXPECT_THROW(pg.send(f, rank), InvalidArgumentError);
     EXPECT_THROW(pg.send(f, 5), InvalidArgumentError);
-    EXPECT_THROW(pg.all_gather({Buffer(f)}, f), InvalidArgumentError);               // 1 output for 2 ranks
-    EXPECT_THROW(pg.all_gather({Buffer(f), Buffer(i)}, f), InvalidArgumentError);    // dtype mismatch
+    EXPECT_THROW(pg.all_gather({Buffer(f)}, f), InvalidArgumentError);             // 1 output for 2 ranks
+    EXPECT_THROW(pg.all_gather({Buffer(f), Buffer(i)}, f), InvalidArgumentError);  // dtype mismatch
     std::vector<float> big(9);
     EXPECT_THROW(pg.all_gather_into(big, f), InvalidArgumentError);
     EXPECT_THROW(pg.all_to_all_single(f, f, {1, 2}, {2, 2}), InvalidArgumentError);  // splits sum to 3

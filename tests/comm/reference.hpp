@@ -25,7 +25,8 @@ inline double value_of(int rank, std::size_t i, int seed, ReduceOp op, DataType 
 // Typed storage for one buffer.
 class TestBuffer {
  public:
-  TestBuffer(DataType dtype, std::size_t count) : dtype_(dtype), count_(count), bytes_(count * element_size(dtype) + 1) {}
+  TestBuffer(DataType dtype, std::size_t count)
+      : dtype_(dtype), count_(count), bytes_(count * element_size(dtype) + 1) {}
 
   Buffer view() { return Buffer(bytes_.data(), count_, dtype_); }
   Buffer slice(std::size_t off, std::size_t n) { return view().slice(off, n); }
@@ -34,28 +35,52 @@ class TestBuffer {
   void set(std::size_t i, double v) {
     char* p = bytes_.data() + i * element_size(dtype_);
     switch (dtype_) {
-      case DataType::kFloat32: store(p, static_cast<float>(v)); break;
-      case DataType::kFloat64: store(p, v); break;
-      case DataType::kFloat16: store(p, reduce::to_float16(static_cast<float>(v))); break;
-      case DataType::kBFloat16: store(p, reduce::to_bfloat16(static_cast<float>(v))); break;
-      case DataType::kInt8: store(p, static_cast<std::int8_t>(static_cast<std::int64_t>(v))); break;
-      case DataType::kUInt8: store(p, static_cast<std::uint8_t>(static_cast<std::int64_t>(v))); break;
-      case DataType::kInt32: store(p, static_cast<std::int32_t>(static_cast<std::int64_t>(v))); break;
-      case DataType::kInt64: store(p, static_cast<std::int64_t>(v)); break;
+      case DataType::kFloat32:
+        store(p, static_cast<float>(v));
+        break;
+      case DataType::kFloat64:
+        store(p, v);
+        break;
+      case DataType::kFloat16:
+        store(p, reduce::to_float16(static_cast<float>(v)));
+        break;
+      case DataType::kBFloat16:
+        store(p, reduce::to_bfloat16(static_cast<float>(v)));
+        break;
+      case DataType::kInt8:
+        store(p, static_cast<std::int8_t>(static_cast<std::int64_t>(v)));
+        break;
+      case DataType::kUInt8:
+        store(p, static_cast<std::uint8_t>(static_cast<std::int64_t>(v)));
+        break;
+      case DataType::kInt32:
+        store(p, static_cast<std::int32_t>(static_cast<std::int64_t>(v)));
+        break;
+      case DataType::kInt64:
+        store(p, static_cast<std::int64_t>(v));
+        break;
     }
   }
 
   double get(std::size_t i) const {
     const char* p = bytes_.data() + i * element_size(dtype_);
     switch (dtype_) {
-      case DataType::kFloat32: return load<float>(p);
-      case DataType::kFloat64: return load<double>(p);
-      case DataType::kFloat16: return reduce::to_float(load<Float16>(p));
-      case DataType::kBFloat16: return reduce::to_float(load<BFloat16>(p));
-      case DataType::kInt8: return load<std::int8_t>(p);
-      case DataType::kUInt8: return load<std::uint8_t>(p);
-      case DataType::kInt32: return load<std::int32_t>(p);
-      case DataType::kInt64: return static_cast<double>(load<std::int64_t>(p));
+      case DataType::kFloat32:
+        return load<float>(p);
+      case DataType::kFloat64:
+        return load<double>(p);
+      case DataType::kFloat16:
+        return reduce::to_float(load<Float16>(p));
+      case DataType::kBFloat16:
+        return reduce::to_float(load<BFloat16>(p));
+      case DataType::kInt8:
+        return load<std::int8_t>(p);
+      case DataType::kUInt8:
+        return load<std::uint8_t>(p);
+      case DataType::kInt32:
+        return load<std::int32_t>(p);
+      case DataType::kInt64:
+        return static_cast<double>(load<std::int64_t>(p));
     }
     return 0;
   }
@@ -91,13 +116,27 @@ inline double reference_reduce(int n, std::size_t i, int seed, ReduceOp op, Data
       const auto v = static_cast<std::int64_t>(value_of(r, i, seed, op, dtype));
       switch (op) {
         case ReduceOp::kSum:
-        case ReduceOp::kAvg: acc += v; break;
-        case ReduceOp::kProduct: acc *= v; break;
-        case ReduceOp::kMin: acc = std::min(acc, v); break;
-        case ReduceOp::kMax: acc = std::max(acc, v); break;
-        case ReduceOp::kBand: acc &= v; break;
-        case ReduceOp::kBor: acc |= v; break;
-        case ReduceOp::kBxor: acc ^= v; break;
+        case ReduceOp::kAvg:
+          acc += v;
+          break;
+        case ReduceOp::kProduct:
+          acc *= v;
+          break;
+        case ReduceOp::kMin:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::kMax:
+          acc = std::max(acc, v);
+          break;
+        case ReduceOp::kBand:
+          acc &= v;
+          break;
+        case ReduceOp::kBor:
+          acc |= v;
+          break;
+        case ReduceOp::kBxor:
+          acc ^= v;
+          break;
       }
     }
     if (op == ReduceOp::kAvg) acc /= n;
@@ -108,11 +147,20 @@ inline double reference_reduce(int n, std::size_t i, int seed, ReduceOp op, Data
     const double v = value_of(r, i, seed, op, dtype);
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProduct: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-      default: break;
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProduct:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+      default:
+        break;
     }
   }
   if (op == ReduceOp::kAvg) acc /= n;
@@ -125,9 +173,9 @@ inline bool close_enough(double got, double want, DataType dtype) {
 }
 
 inline const std::vector<DataType>& all_dtypes() {
-  static const std::vector<DataType> v = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                                          DataType::kBFloat16, DataType::kInt8, DataType::kUInt8,
-                                          DataType::kInt32, DataType::kInt64};
+  static const std::vector<DataType> v = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                                          DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
+                                          DataType::kInt32,    DataType::kInt64};
   return v;
 }
 

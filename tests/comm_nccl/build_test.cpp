@@ -80,7 +80,9 @@ TEST(NcclBuild, NcclErrorsMapToCommErrors) {
 TEST(NcclBuild, CpuBackendWithHostBuffersPassesThroughStaging) {
   run_ranks(3, "cpu", [](int rank, ProcessGroup& pg) {
     EXPECT_EQ(pg.backend().name(), "cpu");
-    EXPECT_TRUE(pg.backend().supports(Device::cuda(0)));  // the wrapper accepts CUDA buffers
+    // The wrapper accepts CUDA buffers where that GPU exists.
+    EXPECT_EQ(pg.backend().supports(Device::cuda(0)), gpu_available());
+    EXPECT_FALSE(pg.backend().supports(Device::cuda(1 << 20)));
     std::vector<std::int32_t> v(5, rank + 1);
     pg.all_reduce(v);
     EXPECT_EQ(v, std::vector<std::int32_t>(5, 6));
@@ -99,13 +101,13 @@ TEST(NcclBuild, CpuBackendWithHostBuffersPassesThroughStaging) {
   });
 }
 
-TEST(NcclBuild, CpuBackendWithCudaBufferWithoutGpuThrowsUnsupported) {
+TEST(NcclBuild, CpuBackendRejectsCudaBuffersWithoutGpu) {
   if (gpu_available()) GTEST_SKIP() << "this machine has a GPU; the no-GPU error path cannot be exercised";
   run_ranks(2, "cpu", [](int, ProcessGroup& pg) {
-    // Never dereferenced: staging fails on the first CUDA call.
+    // Never dereferenced: rejected before any op, as in builds without CUDA.
     static float fake = 0;
     Buffer device_buffer(&fake, 1, Device::cuda(0));
-    EXPECT_THROW(pg.all_reduce(device_buffer), UnsupportedError);
+    EXPECT_THROW(pg.all_reduce(device_buffer), InvalidArgumentError);
   });
 }
 

@@ -37,3 +37,9 @@ TEST(Factory, StandaloneStyleEndpointHostsOnAnEphemeralPort) {
   EXPECT_TRUE(h->shutdown());
   EXPECT_TRUE(h->is_closed());
 }
+
+TEST(Factory, SameHostComparesAddresses) {
+  EXPECT_TRUE(same_host("127.0.0.2", "127.0.0.2"));
+  EXPECT_FALSE(same_host("127.0.0.2", "127.0.0.3"));  // one machine, two "nodes" of a multi-node test
+  EXPECT_TRUE(same_host("::1", "0:0:0:0:0:0:0:1"));
+}

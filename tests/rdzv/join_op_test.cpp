@@ -1,6 +1,8 @@
 // The join state machine against a fake clock: join, last call, timeouts, spares, membership change, closed ids.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <random>
 #include <set>
 
 #include "sim.hpp"
@@ -194,5 +196,40 @@ TEST(JoinOp, ManyNodesArrivingInReverseOrderGetNaturalOrderRanks) {
       EXPECT_EQ(a.group_rank, n - 1 - i);  // node1..nodeN in natural order
     }
     EXPECT_EQ(static_cast<int>(seen.size()), n);
+  }
+}
+
+TEST(JoinOp, RandomArrivalsAndTimingKeepEveryRoundConsistent) {
+  for (unsigned seed = 1; seed <= 300; ++seed) {
+    std::mt19937 rng(seed);
+    const int min = 1 + static_cast<int>(rng() % 4), max = min + static_cast<int>(rng() % 5);
+    const int n = 1 + static_cast<int>(rng() % 12);
+    Sim sim(config(min, max));
+    for (int i = 0; i < n; ++i) {
+      sim.join("node" + std::to_string(rng() % 50));
+      if (rng() % 3 == 0) sim.settle();
+      if (rng() % 4 == 0) sim.clock().advance(std::chrono::seconds(rng() % 40));
+    }
+    sim.settle();
+    sim.clock().advance(31s);  // every last call has expired
+    sim.settle();
+    std::map<std::uint64_t, std::set<int>> ranks;
+    std::map<std::uint64_t, int> sizes;
+    int held = 0;
+    for (int i = 0; i < n; ++i) {
+      auto& node = sim.node(i);
+      ASSERT_TRUE(node.error.empty()) << "seed " << seed << ": " << node.error;
+      if (!node.result) continue;  // a spare behind a full round
+      ++held;
+      const auto& a = node.result->assignment;
+      EXPECT_TRUE(ranks[node.result->round].insert(a.group_rank).second) << "seed " << seed << ": duplicate rank";
+      auto it = sizes.try_emplace(node.result->round, a.group_world_size).first;
+      EXPECT_EQ(it->second, a.group_world_size) << "seed " << seed;
+      EXPECT_LE(a.group_world_size, max);
+    }
+    for (auto& [round, set] : ranks) EXPECT_EQ(static_cast<int>(set.size()), sizes[round]) << "seed " << seed;
+    if (n >= min) {
+      EXPECT_GE(held, min) << "seed " << seed;  // nobody is left waiting for nothing
+    }
   }
 }

@@ -1,6 +1,9 @@
 // Heartbeat loss against a fake clock: detection bound, monitor death, survivors' next round, spares moving in.
 #include <gtest/gtest.h>
 
+#include <random>
+#include <set>
+
 #include "rendezvous/membership.hpp"
 #include "sim.hpp"
 
@@ -98,4 +101,44 @@ TEST(Liveness, SpareTakesThePlaceOfADeadMember) {
   EXPECT_EQ(sim.node(spare).result->round, 1u);
   EXPECT_EQ(sim.node(0).result->round, 1u);
   EXPECT_EQ(sim.node(spare).result->assignment.group_world_size, 2);
+}
+
+TEST(Liveness, RandomDeathsThenSurvivorsRegroupConsistently) {
+  for (unsigned seed = 1; seed <= 200; ++seed) {
+    std::mt19937 rng(seed);
+    const int min = 1 + static_cast<int>(rng() % 3), max = min + static_cast<int>(rng() % 4);
+    const int n = max;
+    Sim sim(config(min, max));
+    for (int i = 0; i < n; ++i) sim.join("node" + std::to_string(i));
+    sim.settle();
+    ASSERT_EQ(sim.done_count(), n) << "seed " << seed;
+    sim.run_for(std::chrono::seconds(rng() % 10));
+    std::vector<int> survivors;
+    for (int i = 0; i < n; ++i) {
+      if (rng() % 3 == 0)
+        sim.kill(i);
+      else
+        survivors.push_back(i);
+    }
+    if (survivors.empty() || static_cast<int>(survivors.size()) == n) continue;  // nobody to detect, or nothing
+    sim.run_for(16s);
+    ASSERT_FALSE(sim.over(0).empty()) << "seed " << seed << ": a death went unnoticed";
+    for (int i : survivors) sim.rejoin(i);
+    sim.run_for(60s);  // the rest of the dead are declared (several dead low ranks: up to 2 x 15 s), last call
+    std::set<int> ranks;
+    for (int i : survivors) {
+      auto& node = sim.node(i);
+      if (static_cast<int>(survivors.size()) < min) {
+        EXPECT_FALSE(node.result) << "seed " << seed;
+        continue;
+      }
+      ASSERT_TRUE(node.result) << "seed " << seed << ": " << node.error;
+      EXPECT_EQ(node.result->round, 1u) << "seed " << seed;
+      EXPECT_EQ(node.result->assignment.group_world_size, static_cast<int>(survivors.size())) << "seed " << seed;
+      ranks.insert(node.result->assignment.group_rank);
+    }
+    if (static_cast<int>(survivors.size()) >= min) {
+      EXPECT_EQ(ranks.size(), survivors.size()) << "seed " << seed;
+    }
+  }
 }

@@ -401,6 +401,28 @@ TEST(ServerBind, Ipv6LoopbackAndDualStack) {
   }
 }
 
+TEST(ServerBind, HostNamesAndBracketedIpv6) {
+  ServerOptions o;
+  o.host = "localhost";  // resolved; IPv4 preferred
+  Server s(o);
+  s.start();
+  RawSocket c("127.0.0.1", s.port());
+  std::string numkeys(1, 6);
+  ASSERT_TRUE(c.send_all(numkeys));
+  EXPECT_EQ(c.recv_exact(8).size(), 8u);
+  ServerOptions o6;
+  o6.host = "[::1]";
+  Server s6(o6);
+  try {
+    s6.start();
+  } catch (const StoreError& e) {
+    GTEST_SKIP() << "IPv6 unavailable here: " << e.what();
+  }
+  RawSocket c6("::1", s6.port());
+  ASSERT_TRUE(c6.send_all(numkeys));
+  EXPECT_EQ(c6.recv_exact(8).size(), 8u);
+}
+
 TEST(ServerBind, BusyPortIsAClearError) {
   ServerOptions o;
   o.host = "127.0.0.1";

@@ -87,6 +87,13 @@ inline void check_multi_and_append(Store& s) {
   s.append("ma/ap", "ab");
   s.append("ma/ap", std::string("\0cd", 3));
   EXPECT_EQ(s.get("ma/ap"), std::string("ab\0cd", 5));
+  // A key that already holds exactly the appended bytes (torch's legacy fallback stops early here).
+  s.set("ma/same", "xy");
+  s.append("ma/same", "xy");
+  EXPECT_EQ(s.get("ma/same"), "xyxy");
+  s.set("ma/emptyval", "");
+  s.append("ma/emptyval", "z");
+  EXPECT_EQ(s.get("ma/emptyval"), "z");
   EXPECT_THROW(s.multi_set({"a"}, {}), store::StoreError);
 }
 

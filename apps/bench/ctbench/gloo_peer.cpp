@@ -35,8 +35,8 @@ std::map<std::pair<std::string, std::size_t>, Row> run_gloo(int nproc, const std
   while (fgets(line, sizeof line, p)) {
     char op[64];
     Row row;
-    if (std::sscanf(line, "op=%63s bytes=%zu time_us=%lf algbw=%lf busbw=%lf", op, &row.bytes, &row.time_us,
-                    &row.algbw, &row.busbw) == 5) {
+    if (std::sscanf(line, "op=%63s bytes=%zu time_us=%lf algbw=%lf busbw=%lf", op, &row.bytes, &row.time_us, &row.algbw,
+                    &row.busbw) == 5) {
       row.op = op;
       rows[{row.op, row.bytes}] = row;
     }

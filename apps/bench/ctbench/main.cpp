@@ -72,8 +72,8 @@ int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>
       if (pg->rank() == 0) {
         std::printf("%s\n", format_row(row).c_str());
         std::fflush(stdout);
-        if (results) results << row.op << ' ' << row.bytes << ' ' << row.time_us << ' ' << row.algbw << ' ' << row.busbw
-                             << '\n';
+        if (results)
+          results << row.op << ' ' << row.bytes << ' ' << row.time_us << ' ' << row.algbw << ' ' << row.busbw << '\n';
       }
     }
   }
@@ -127,9 +127,11 @@ int main(int argc, char** argv) {
 
   // Parent: launch the ranks, then the gloo peer, then print both side by side.
   const double memcpy_bw = ctrun::bench::memcpy_gbps(64u << 20);
-  const std::string results = (std::filesystem::temp_directory_path() / ("ctbench-" + std::to_string(getpid()))).string();
+  const std::string results =
+      (std::filesystem::temp_directory_path() / ("ctbench-" + std::to_string(getpid()))).string();
   std::vector<std::string> child_argv(argv, argv + argc);
-  const int rc = ctrun::bench::spawn_ranks(nproc, child_argv, {{"CTBENCH_RESULTS", results}}, std::chrono::seconds(900));
+  const int rc =
+      ctrun::bench::spawn_ranks(nproc, child_argv, {{"CTBENCH_RESULTS", results}}, std::chrono::seconds(900));
   std::vector<Row> mine;
   {
     std::ifstream in(results);

@@ -25,7 +25,7 @@ Row measure(comm::ProcessGroup& pg, const std::string& op, std::size_t bytes, in
   // Gathers: "bytes" is the gathered total, as in nccl-tests; each rank contributes bytes / n.
   const std::size_t per_rank = std::max<std::size_t>(count / static_cast<std::size_t>(n), 1);
   std::vector<float> a(op == "all_gather" ? per_rank : count, 1.0f);
-  std::vector<float> b(op == "all_gather" ? per_rank * static_cast<std::size_t>(n)
+  std::vector<float> b(op == "all_gather"       ? per_rank * static_cast<std::size_t>(n)
                        : op == "reduce_scatter" ? per_rank
                                                 : 0);
   std::vector<float> in(op == "reduce_scatter" ? per_rank * static_cast<std::size_t>(n) : 0, 1.0f);

@@ -111,7 +111,7 @@ std::map<int, Figure> run_torchrun(const std::vector<int>& sizes) {
 int main(int argc, char** argv) {
   CLI::App app{"rdzv_bench: c10d rendezvous of N agents, ctrun vs torch's DynamicRendezvousHandler"};
   std::vector<int> sizes{4, 64, 256, 1024};
-  std::vector<int> torch_sizes{4, 64};
+  std::vector<int> torch_sizes{4, 64, 128};
   int repeats = 3;
   app.add_option("--sizes", sizes, "agent counts for ctrun")->delimiter(',');
   app.add_option("--torch-sizes", torch_sizes, "agent counts for torch (it does not finish 256 here)")->delimiter(',');

@@ -33,12 +33,12 @@ struct alignas(64) RingHeader {
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
               "shared-memory atomics must be lock free");
 
-// Layout: header, one ring per sender, then the owner's two workspace halves.
+// Layout: header, one ring per sender, then the owner's workspace parts.
 inline std::size_t rings_end(int size, std::size_t ring_bytes) {
   return sizeof(SegmentHeader) + static_cast<std::size_t>(size) * (sizeof(RingHeader) + ring_bytes);
 }
-inline std::size_t segment_bytes(int size, std::size_t ring_bytes, std::size_t half_bytes) {
-  return rings_end(size, ring_bytes) + 2 * half_bytes;
+inline std::size_t segment_bytes(int size, std::size_t ring_bytes, std::size_t part_bytes, int parts) {
+  return rings_end(size, ring_bytes) + static_cast<std::size_t>(parts) * part_bytes;
 }
 
 inline RingHeader* ring_header(void* segment, int sender, std::size_t ring_bytes) {

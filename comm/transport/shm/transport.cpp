@@ -67,7 +67,7 @@ std::size_t bytes_from_env(const char* name, std::size_t fallback) {
   return p;
 }
 
-// Workspace halves: any size from 1 KiB, rounded up to 64 bytes (keeps every dtype aligned).
+// Workspace parts: any size from 1 KiB, rounded up to 64 bytes (keeps every dtype aligned).
 std::size_t workspace_bytes_from_env(std::size_t fallback) {
   std::size_t bytes = fallback;
   if (const char* v = std::getenv("CTRUN_COMM_SHM_WORKSPACE_BYTES"); v && *v) bytes = std::strtoull(v, nullptr, 10);
@@ -80,7 +80,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       : rank_(rank),
         size_(size),
         ring_bytes_(bytes_from_env("CTRUN_COMM_SHM_RING_BYTES", options.ring_bytes)),
-        half_bytes_(workspace_bytes_from_env(options.workspace_half_bytes)),
+        part_bytes_(workspace_bytes_from_env(options.workspace_part_bytes)),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
     try {
@@ -156,9 +156,9 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     }
     const auto now = Clock::now();
     if (now >= until) return;
-    const auto slice =
-        std::min<std::chrono::milliseconds>(kLivenessSlice, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                until - now + std::chrono::milliseconds(1)));
+    const auto slice = std::min<std::chrono::milliseconds>(
+        kLivenessSlice,
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - now + std::chrono::milliseconds(1)));
     h->sleepers.fetch_add(1, std::memory_order_seq_cst);
     if (h->doorbell.load(std::memory_order_seq_cst) == expected) futex_wait(&h->doorbell, expected, slice);
     h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
@@ -174,12 +174,12 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   void interrupt() override { ring_doorbell(rank_); }
 
   SharedWorkspace* workspace() override { return this; }
-  std::size_t half_bytes() const override { return half_bytes_; }
-  char* half(int r, int which) override {
+  std::size_t part_bytes() const override { return part_bytes_; }
+  char* part(int r, int which) override {
     return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + rings_end(size_, ring_bytes_) +
-           static_cast<std::size_t>(which) * half_bytes_;
+           static_cast<std::size_t>(which) * part_bytes_;
   }
-  int next_half() override { return static_cast<int>(half_counter_++ & 1); }
+  int next_part() override { return static_cast<int>(part_counter_++ % kParts); }
 
   void barrier(Clock::time_point deadline, std::uint64_t signature) override {
     const std::uint64_t gen = ++barrier_gen_;
@@ -202,7 +202,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       if (Clock::now() >= deadline) {
         std::string who;
         for (int r : waiting_) who += (who.empty() ? "" : ", ") + std::to_string(r);
-        throw TimeoutError("shared-memory barrier: rank(s) " + who + " did not arrive in time");
+        throw TimeoutError("shared-memory barrier timed out: rank(s) " + who + " did not arrive");
       }
       wait_event(token, deadline, waiting_, {});
     }
@@ -248,8 +248,10 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     for (int r = 0; r < size_; ++r) {
       auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
       if (r != rank_ && h->barrier_signature[gen % 2].load(std::memory_order_relaxed) != signature) {
-        throw PeerError("mismatched collectives: rank " + std::to_string(r) + " entered a shared-memory collective "
-                        "with a different op, dtype or size than rank " + std::to_string(rank_) +
+        throw PeerError("mismatched collectives: rank " + std::to_string(r) +
+                        " entered a shared-memory collective "
+                        "with a different op, dtype or size than rank " +
+                        std::to_string(rank_) +
                         "; every rank must issue the same collectives with the same sizes in the same order");
       }
     }
@@ -271,7 +273,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     const int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) throw CommError("comm shm: shm_open(" + name_ + ") failed: " + std::strerror(errno));
     linked_ = true;
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, half_bytes_);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       ::close(fd);
       throw CommError("comm shm: cannot size segment " + name_ + " to " + std::to_string(bytes) +
@@ -305,7 +307,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       throw CommError("comm shm: cannot open rank " + std::to_string(peer) + "'s segment " + name + ": " +
                       std::strerror(errno) + " (ranks in different containers? set CTRUN_COMM_TRANSPORT=tcp)");
     }
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, half_bytes_);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
     struct stat st {};
     fstat(fd, &st);
     if (static_cast<std::size_t>(st.st_size) != bytes) {
@@ -329,7 +331,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
   void release() {
     unlink_own();
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, half_bytes_);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
     for (auto& seg : segments_) {
       if (seg) munmap(seg, bytes);
       seg = nullptr;
@@ -339,13 +341,13 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   int rank_;
   int size_;
   std::size_t ring_bytes_;
-  std::size_t half_bytes_;
+  std::size_t part_bytes_;
   std::string name_;
   bool linked_ = false;
   std::vector<void*> segments_;
   std::vector<int> pids_;
   Clock::time_point last_liveness_{};
-  std::uint64_t half_counter_ = 0;
+  std::uint64_t part_counter_ = 0;
   std::uint64_t barrier_gen_ = 0;
   std::vector<int> waiting_;
 };

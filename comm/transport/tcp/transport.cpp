@@ -240,8 +240,7 @@ class TcpTransport final : public Transport {
       std::uint32_t hello[2] = {0, 0};
       // The connecting side sends its hello right after connect(): a short bound is enough.
       if (!read_exact(fd, hello, sizeof hello, Clock::now() + std::chrono::seconds(5)) || hello[0] != kHelloMagic ||
-          hello[1] >= static_cast<std::uint32_t>(size_) || static_cast<int>(hello[1]) >= rank_ ||
-          fds_[hello[1]] >= 0) {
+          hello[1] >= static_cast<std::uint32_t>(size_) || static_cast<int>(hello[1]) >= rank_ || fds_[hello[1]] >= 0) {
         log::get("comm")->warn("comm tcp: rank {} dropped a connection with a bad hello", rank_);
         ::close(fd);
         continue;

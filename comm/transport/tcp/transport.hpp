@@ -14,7 +14,7 @@
 namespace ctrun::comm::transport::tcp {
 
 struct Options {
-  std::string advertise_host;  // address peers connect to; empty -> pick_advertise_host()
+  std::string advertise_host;                   // address peers connect to; empty -> pick_advertise_host()
   Duration timeout = std::chrono::seconds(30);  // connecting and waiting for a peer's address
 };
 

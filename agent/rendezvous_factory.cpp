@@ -1,0 +1,65 @@
+#include "agent/rendezvous_factory.hpp"
+
+#include <netdb.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "agent/local_rendezvous.hpp"
+#include "rendezvous/factory.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+std::string fqdn() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
+  addrinfo hints{};
+  hints.ai_flags = AI_CANONNAME;
+  addrinfo* info = nullptr;
+  std::string out = name;
+  if (::getaddrinfo(name, nullptr, &hints, &info) == 0) {
+    if (info && info->ai_canonname && std::strchr(info->ai_canonname, '.')) out = info->ai_canonname;
+    ::freeaddrinfo(info);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool is_single_node(const LaunchConfig& config) {
+  if (config.standalone) return true;
+  // A c10d endpoint is a real rendezvous even for one node: its run id can be closed and reused by mistake.
+  if (config.rdzv_backend == "c10d" && !config.rdzv_endpoint.empty()) return false;
+  return config.max_nodes <= 1;
+}
+
+std::string node_address(const LaunchConfig& config) {
+  if (config.local_addr && !config.local_addr->empty()) return *config.local_addr;
+  return fqdn();
+}
+
+rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config) {
+  rdzv::RendezvousParameters p;
+  p.backend = config.rdzv_backend;
+  p.endpoint = config.rdzv_endpoint;
+  p.run_id = config.rdzv_id;
+  p.min_nodes = config.min_nodes;
+  p.max_nodes = config.max_nodes;
+  p.node_rank = config.node_rank;
+  p.local_addr = config.local_addr.value_or("");
+  p.master_addr = config.master_addr;
+  p.master_port = config.master_port ? static_cast<std::uint16_t>(*config.master_port) : rdzv::kDefaultMasterPort;
+  p.config = config.rdzv_conf;
+  return p;
+}
+
+std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config) {
+  if (is_single_node(config)) {
+    return std::make_unique<LocalRendezvous>(config.rdzv_id, config.rdzv_backend, config.nproc_per_node);
+  }
+  return rdzv::create_handler(rendezvous_parameters(config),
+                              rdzv::NodeSpec{node_address(config), config.nproc_per_node, config.role});
+}
+
+}  // namespace ctrun::agent

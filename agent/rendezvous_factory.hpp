@@ -1,0 +1,28 @@
+#pragma once
+// Where the agent gets its rendezvous handler: LocalRendezvous for a single-node job (--standalone, or one static
+// node), otherwise rdzv::create_handler() (static or c10d, rendezvous/factory.hpp) from the launch config.
+
+#include <memory>
+#include <string>
+
+#include "agent/launch_config.hpp"
+#include "rendezvous/handler.hpp"
+#include "rendezvous/parameters.hpp"
+
+namespace ctrun::agent {
+
+// True when the job needs no other agent: the agent then uses LocalRendezvous and no store traffic at all.
+bool is_single_node(const LaunchConfig& config);
+
+// The address other nodes know this node by: --local-addr, else this host's fully qualified name (torchrun's
+// socket.getfqdn()). It is the node's identity and rank sort key in the rendezvous.
+std::string node_address(const LaunchConfig& config);
+
+// Throws std::invalid_argument for bad rendezvous settings (ctrun exits 2) and rdzv::RendezvousError when the
+// rendezvous store cannot be reached.
+std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config);
+
+// The parameters create_handler() gets; validated by the launch config builder without opening anything.
+rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config);
+
+}  // namespace ctrun::agent

@@ -1,0 +1,96 @@
+// The agent loop with a scripted rendezvous handler (in-process, real worker processes): a node waiting to join
+// ends the round and starts a new one without using up --max-restarts, and the handler sees torchrun's calls.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agent/agent.hpp"
+#include "agent/launch_config_builder.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+// Two-node rounds where this agent is group rank 1; one node waits to join during the first round.
+class ScriptedHandler final : public rdzv::Handler {
+ public:
+  int rounds = 0, waiting_polls = 0, shutdowns = 0, leaves = 0, barriers = 0;
+  void set_worker_store_address(const std::string& host, std::uint16_t port) override {
+    host_ = host;
+    port_ = port;
+  }
+  rdzv::RoundInfo next_rendezvous() override {
+    rdzv::RoundInfo info;
+    info.round = static_cast<std::uint64_t>(rounds++);
+    info.group_rank = 1;
+    info.group_world_size = 2;
+    info.base_global_rank = 2;
+    info.global_world_size = 4;
+    info.base_role_rank = 2;
+    info.role_world_size = 4;
+    info.master_addr = host_;
+    info.master_port = port_;
+    return info;
+  }
+  int num_nodes_waiting() override {
+    ++waiting_polls;
+    return rounds == 1 && waiting_polls >= 2 ? 1 : 0;
+  }
+  bool round_broken() override { return false; }
+  std::string restart_reason() override { return "node X waits to join"; }
+  bool exit_barrier(store::Duration) override {
+    ++barriers;
+    return true;
+  }
+  bool is_closed() override { return false; }
+  void set_closed() override {}
+  bool shutdown() override {
+    ++shutdowns;
+    return true;
+  }
+  void leave() override { ++leaves; }
+  std::string run_id() const override { return "scripted"; }
+  std::string backend() const override { return "scripted"; }
+  bool use_agent_store() const override { return true; }
+
+ private:
+  std::string host_;
+  std::uint16_t port_ = 0;
+};
+
+TEST(AgentLoop, WaitingNodeStartsANewRoundWithoutUsingRestarts) {
+  std::string dir = ::testing::TempDir() + "/ctrun_agent_loop";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  LaunchConfig c;
+  c.nproc_per_node = 2;
+  c.max_restarts = 0;
+  c.monitor_interval = 0.05;
+  c.no_python = true;
+  c.log_dir = "/dev/null";
+  c.shutdown_timeout = 5;
+  c.script = std::string(CTRUN_WORKERS_DIR) + "/once_then_exit.sh";
+  c.signal_numbers = {};  // the test process keeps its own signal handling
+  ::setenv("OUT_DIR", dir.c_str(), 1);
+  auto handler = std::make_unique<ScriptedHandler>();
+  ScriptedHandler* h = handler.get();
+  Agent agent(c, process_env(), std::move(handler));
+  EXPECT_EQ(agent.run(), 0);
+  EXPECT_EQ(h->rounds, 2);
+  EXPECT_EQ(h->barriers, 1);
+  EXPECT_EQ(h->shutdowns, 1);
+  EXPECT_EQ(h->leaves, 0);
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream in(dir + "/starts_" + std::to_string(r));
+    std::stringstream text;
+    text << in.rdbuf();
+    // Both rounds: restart count 0, global rank = base 2 + local rank, world size 4.
+    std::string line = "0 " + std::to_string(2 + r) + " 4\n";
+    EXPECT_EQ(text.str(), line + line);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ctrun::agent
