@@ -1,6 +1,7 @@
 #include "comm/process_group.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <set>
@@ -137,15 +138,20 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, Pr
   const int id = next_group_id_++;
   if (ranks.empty()) throw InvalidArgumentError("new_group: the rank list is empty");
   std::set<int> seen;
-  std::string key = prefix_ + "/g" + std::to_string(id) + ":";
+  // The sub-group's store prefix: sequence number + a hash of the member list (not the list itself, which
+  // would make every key of a 1000-rank sub-group kilobytes long).
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a
   for (int r : ranks) {
     if (group_rank(r) < 0) {
       throw InvalidArgumentError("new_group: rank " + std::to_string(r) + " is not in the parent group (size " +
                                  std::to_string(size()) + ")");
     }
     if (!seen.insert(r).second) throw InvalidArgumentError("new_group: rank " + std::to_string(r) + " is listed twice");
-    key += std::to_string(r) + ",";
+    hash = (hash ^ static_cast<std::uint64_t>(r)) * 1099511628211ull;
   }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  const std::string key = prefix_ + "/g" + std::to_string(id) + "-" + std::to_string(ranks.size()) + "-" + hex;
   const int my_global = rank_ >= 0 ? global_ranks_[static_cast<std::size_t>(rank_)] : -1;
   auto it = std::find(ranks.begin(), ranks.end(), my_global);
   const int sub_rank = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());

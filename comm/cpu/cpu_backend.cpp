@@ -340,11 +340,14 @@ class CpuBackend final : public Backend {
         continue;
       }
       if (messenger_->has_pending()) {
-        if (stopping && Clock::now() >= stop_deadline_) break;
-        expire_p2p();
-        if (!messenger_->progress()) {
-          messenger_->progress_or_wait(token,
-                                       stopping ? std::min(next_p2p_deadline(), stop_deadline_) : next_p2p_deadline());
+        // Shutting down: flush posted sends (a rank often sends and exits), but never wait for receives.
+        if (stopping && (!messenger_->has_pending_sends() || Clock::now() >= stop_deadline_)) break;
+        try {
+          expire_p2p();
+          idle_progress(token, stopping);
+        } catch (const std::exception& e) {
+          // Nothing may escape the worker thread: fail everything pending instead.
+          messenger_->abort(std::string("comm worker: ") + e.what(), std::current_exception());
         }
         continue;
       }
@@ -354,6 +357,13 @@ class CpuBackend final : public Backend {
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     }
     in_transport_wait_.store(false);
+  }
+
+  // Pending p2p and nothing queued: move bytes, else sleep until an event, a new op, or a p2p deadline.
+  void idle_progress(std::uint64_t token, bool stopping) {
+    if (messenger_->progress()) return;
+    const auto until = stopping ? std::min(next_p2p_deadline(), stop_deadline_) : next_p2p_deadline();
+    messenger_->progress_or_wait(token, until);
   }
 
   void execute(Task& task) {

@@ -14,6 +14,9 @@ constexpr std::size_t kHeaderBytes = 16;
 constexpr std::size_t kInlineBytes = 8192;
 constexpr std::uint64_t kSeqMask = (1ull << 40) - 1;
 constexpr std::size_t kMaxAbortReason = 4096;
+// A message nobody has posted a receive for is buffered; beyond this size it is a protocol violation (or a
+// hostile peer) rather than an early message, and buffering it could exhaust memory.
+constexpr std::uint64_t kMaxUnexpectedBytes = 4ull << 30;
 
 std::mutex g_names_mutex;
 std::vector<std::string>& op_names() {
@@ -244,6 +247,11 @@ void Messenger::on_header(int peer, Peer& p) {
       if (!queue.empty()) check_signature(peer, tag, ptag);
     }
   }
+  if (len > kMaxUnexpectedBytes) {
+    throw PeerError(peer_name(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
+                    " that no receive expects (more than the " + std::to_string(kMaxUnexpectedBytes) +
+                    "-byte limit for early messages): a protocol error");
+  }
   auto u = std::make_shared<Unexpected>();
   u->tag = tag;
   u->data.resize(len);
@@ -318,6 +326,13 @@ bool Messenger::progress() {
 }
 
 bool Messenger::has_pending() const { return in_flight_ > 0; }
+
+bool Messenger::has_pending_sends() const {
+  for (const auto& p : peers_) {
+    if (!p.sends.empty()) return true;
+  }
+  return false;
+}
 
 void Messenger::wait_for_events(std::uint64_t token, Clock::time_point until) {
   want_read_.clear();

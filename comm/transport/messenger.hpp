@@ -71,6 +71,7 @@ class Messenger {
   // taken by the caller before it last looked for new work) or `until`.
   void progress_or_wait(std::uint64_t token, Clock::time_point until);
   bool has_pending() const;
+  bool has_pending_sends() const;
 
   // Fails every pending and future request with `error` and tells peers (best effort) why.
   void abort(const std::string& reason, std::exception_ptr error);

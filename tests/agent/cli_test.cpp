@@ -109,17 +109,24 @@ TEST(Cli, Errors) {
   EXPECT_THROW(lex_command_line({"--help"}), HelpRequested);
 }
 
-TEST(Cli, MultiNodeIsNotSupportedYet) {
-  for (auto args : std::vector<std::vector<std::string>>{{"--nnodes", "2", "t.py"},
-                                                         {"--nnodes", "1:4", "t.py"},
-                                                         {"--node-rank", "1", "t.py"},
-                                                         {"--rdzv-backend", "etcd", "t.py"}}) {
-    try {
-      parse(args);
-      ADD_FAILURE() << args[0] << " " << args[1] << " was accepted";
-    } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find("not supported yet"), std::string::npos) << e.what();
-    }
+TEST(Cli, MultiNodeFlags) {
+  auto st =
+      parse({"--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.2", "--master-port", "29999", "t.py"});
+  EXPECT_EQ(st.max_nodes, 2);
+  EXPECT_EQ(st.node_rank, 1);
+  auto dyn = parse({"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.2:29400", "--nnodes", "1:4", "--rdzv-conf",
+                    "join_timeout=5,keep_alive_interval=0.5", "t.py"});
+  EXPECT_EQ(dyn.min_nodes, 1);
+  EXPECT_EQ(dyn.max_nodes, 4);
+  // Bad multi-node input is a usage error (exit 2) with the reason.
+  for (auto args :
+       std::vector<std::vector<std::string>>{{"--nnodes", "2", "--node-rank", "2", "t.py"},
+                                             {"--nnodes", "1:4", "t.py"},  // static needs a fixed N
+                                             {"--rdzv-backend", "c10d", "--nnodes", "1:4", "t.py"},  // no endpoint
+                                             {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--nnodes", "2",
+                                              "--rdzv-conf", "join_timeout=x", "t.py"},
+                                             {"--rdzv-backend", "etcd", "t.py"}}) {
+    EXPECT_THROW(parse(args), UsageError) << args[0] << " " << args[1];
   }
 }
 

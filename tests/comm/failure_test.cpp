@@ -135,6 +135,29 @@ TEST_P(PerTransport, SubGroupsAndNonMembers) {
   });
 }
 
+TEST_P(PerTransport, ShutdownFlushesSendsAndFailsPendingReceivesPromptly) {
+  ProcessGroupOptions o = quick(GetParam());
+  o.timeout = seconds(60);  // far longer than the bound below: shutdown must not wait for it
+  WorkPtr orphan;
+  std::vector<int> got(4, 0);
+  std::vector<int> v(4, 7);  // outlives the groups: buffers must stay valid until their Work completes
+  std::vector<int> never(4, 0);
+  const auto start = Clock::now();
+  run_ranks(2, o, [&](int rank, ProcessGroup& pg) {
+    if (rank == 0) {
+      orphan = pg.irecv(never, 1, 99);  // never sent: destroying the group must fail it, not wait for it
+      pg.isend(v, 1, 5);                // not waited for: destroying the group must still deliver it
+    } else {
+      pg.recv(got, 0, 5);
+    }
+  });
+  EXPECT_LT(Clock::now() - start, seconds(5));
+  ASSERT_TRUE(orphan);
+  EXPECT_TRUE(orphan->is_completed());
+  EXPECT_TRUE(orphan->exception() != nullptr);
+  EXPECT_EQ(got[3], 7);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, PerTransport, ::testing::Values("shm", "tcp"));
 
 TEST(InitMethods, FileUrlAndBadUrls) {

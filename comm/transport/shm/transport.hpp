@@ -18,7 +18,8 @@
 namespace ctrun::comm::transport::shm {
 
 struct Options {
-  std::size_t ring_bytes = 4u << 20;  // per sender; env CTRUN_COMM_SHM_RING_BYTES overrides
+  std::size_t ring_bytes =
+      1u << 20;  // per sender (tmpfs pages are touched only as used); env CTRUN_COMM_SHM_RING_BYTES
   // SharedWorkspace part: L2-sized pieces stay in cache; env CTRUN_COMM_SHM_WORKSPACE_BYTES.
   std::size_t workspace_part_bytes = 256u << 10;
   Duration timeout = std::chrono::seconds(30);  // waiting for peers' segments

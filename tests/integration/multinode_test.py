@@ -1,0 +1,288 @@
+"""End-to-end multi-node tests: several real ctrun agents on one machine, each on its own loopback address
+(127.0.0.2, 127.0.0.3, ...) as --local-addr, running real worker processes (torch 1.13 gloo where PyTorch is
+installed). Every wait is bounded; every process started here is killed at the end.
+
+Run one case: multinode_test.py CASE (ctest runs each as integration.CASE). Exit 77 = skipped.
+"""
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+CTRUN = os.environ.get("CTRUN_BIN", "ctrun")
+CTSTORE = os.environ.get("CTSTORE_BIN", "ctstore")
+TORCH_PYTHON = os.environ.get("CTRUN_TORCH_PYTHON", "/usr/bin/python3")
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "job.py")
+SKIP = 77
+
+
+def have_torch():
+    try:
+        return subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed as d; assert d.is_available()"],
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def free_port(host="127.0.0.2"):
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes (its parent, the killed agent, is gone; init reaps it)
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Cluster:
+    """The agents of one test and the files their workers write."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ctrun-mn-")
+        self.agents = {}  # tag -> Popen
+        self.others = []
+
+    def start(self, tag, addr, flags, job_args=(), nproc=1, env=None):
+        e = dict(os.environ, OUT_DIR=self.dir, NODE_TAG=tag, PYTHON_EXEC=TORCH_PYTHON, GLOO_SOCKET_IFNAME="lo",
+                 LOGLEVEL="INFO")
+        e.update(env or {})
+        log = open(os.path.join(self.dir, f"agent.{tag}.log"), "w")
+        cmd = [CTRUN, "--local-addr", addr, "--nproc-per-node", str(nproc), "--monitor-interval", "0.2",
+               "--shutdown-timeout", "5", *flags, JOB, *job_args]
+        self.agents[tag] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+        return self.agents[tag]
+
+    def wait(self, tag, timeout):
+        return self.agents[tag].wait(timeout=timeout)
+
+    def log(self, tag):
+        with open(os.path.join(self.dir, f"agent.{tag}.log")) as f:
+            return f.read()
+
+    def logs(self):
+        return "\n".join(f"--- {t}\n{self.log(t)[-4000:]}" for t in self.agents)
+
+    def results(self):
+        out = {}
+        for path in glob.glob(os.path.join(self.dir, "result.*.json")):
+            with open(path) as f:
+                out[os.path.basename(path)[len("result."):-len(".json")]] = json.load(f)
+        return out
+
+    def rounds(self, pattern="*"):
+        return glob.glob(os.path.join(self.dir, f"round.{pattern}"))
+
+    def worker_pids(self, tag="*"):
+        return [int(p.rsplit(".", 1)[1]) for p in glob.glob(os.path.join(self.dir, f"pid.{tag}.*"))]
+
+    def wait_for(self, what, predicate, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
+
+    def close(self):
+        for p in self.agents.values():  # SIGKILL the agent only: its guardian then kills its workers' groups
+            if p.poll() is None:
+                p.kill()
+        for p in list(self.agents.values()) + self.others:
+            try:
+                p.kill()
+                p.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        time.sleep(0.3)
+        for pid in self.worker_pids():  # never leave anything behind, even when a test failed
+            if alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def c10d(endpoint, run_id, nnodes, conf=""):
+    flags = ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id, "--nnodes", nnodes]
+    return flags + (["--rdzv-conf", conf] if conf else [])
+
+
+class MultiNode(unittest.TestCase):
+    needs_torch = {"test_static_two_nodes_torch", "test_c10d_three_nodes_torch", "test_worker_failure_restarts_all",
+                   "test_join_mid_run", "test_kill_agent_survivors_finish"}
+
+    def setUp(self):
+        self.c = Cluster()
+
+    def tearDown(self):
+        self.c.close()
+
+    def assert_no_orphans(self, within=2.0):
+        pids = self.c.worker_pids()
+        self.assertTrue(pids, "the workers recorded no pids")
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.05)
+        self.assertEqual([p for p in pids if alive(p)], [], "processes outlived their agent\n" + self.c.logs())
+
+    def check_torch_results(self, expected_world, tags_nproc):
+        res = self.c.results()
+        self.assertEqual(len(res), expected_world, self.c.logs())
+        ranks = sorted(int(r["RANK"]) for r in res.values())
+        self.assertEqual(ranks, list(range(expected_world)))
+        for name, r in res.items():
+            self.assertEqual(int(r["WORLD_SIZE"]), expected_world, name)
+            self.assertEqual(r["sum"], expected_world * (expected_world + 1) / 2, name)
+            self.assertEqual(r["torch_rank"], int(r["RANK"]), name)
+            self.assertEqual(int(r["LOCAL_WORLD_SIZE"]), tags_nproc[r["NODE_TAG"]], name)
+            self.assertEqual(int(r["GROUP_WORLD_SIZE"]), len(tags_nproc), name)
+            self.assertEqual(r["ROLE_RANK"], r["RANK"], name)
+            self.assertEqual(r["TORCHELASTIC_USE_AGENT_STORE"], "True")
+        return res
+
+    # --- static backend -------------------------------------------------------------------------------------
+    def test_static_two_nodes_torch(self):
+        port = free_port()
+        flags = ["--nnodes", "2", "--master-addr", "127.0.0.2", "--master-port", str(port)]
+        self.c.start("b", "127.0.0.3", flags + ["--node-rank", "1"], nproc=1)  # before the master: it waits
+        self.c.start("a", "127.0.0.2", flags + ["--node-rank", "0"], nproc=2)
+        self.assertEqual(self.c.wait("a", 90), 0, self.c.logs())
+        self.assertEqual(self.c.wait("b", 30), 0, self.c.logs())
+        res = self.check_torch_results(3, {"a": 2, "b": 1})
+        for r in res.values():
+            self.assertEqual((r["MASTER_ADDR"], int(r["MASTER_PORT"])), ("127.0.0.2", port))
+        self.assertEqual(res["b.0"]["RANK"], "2")
+        self.assertEqual(res["b.0"]["GROUP_RANK"], "1")
+        self.assertEqual(res["a.1"]["GROUP_RANK"], "0")
+
+    # --- c10d backend ---------------------------------------------------------------------------------------
+    def test_c10d_three_nodes_torch(self):
+        ep = f"127.0.0.2:{free_port()}"
+        nproc = {"n2": 1, "n3": 2, "n4": 1}
+        for tag in ("n2", "n3", "n4"):
+            self.c.start(tag, "127.0.0." + tag[1:], c10d(ep, "c3", "3", "join_timeout=60"), nproc=nproc[tag])
+        for tag in nproc:
+            self.assertEqual(self.c.wait(tag, 90), 0, self.c.logs())
+        res = self.check_torch_results(4, nproc)
+        # Group ranks in address order, RANK = sum of the lower nodes' nproc + LOCAL_RANK.
+        self.assertEqual([res[k]["RANK"] for k in ("n2.0", "n3.0", "n3.1", "n4.0")], ["0", "1", "2", "3"])
+        self.assertEqual([res[k]["GROUP_RANK"] for k in ("n2.0", "n3.1", "n4.0")], ["0", "1", "2"])
+        masters = {(r["MASTER_ADDR"], r["MASTER_PORT"]) for r in res.values()}
+        self.assertEqual(len(masters), 1)
+        self.assertEqual(masters.pop()[0], "127.0.0.2")  # group rank 0's agent hosts the workers' store
+
+    def test_natural_order_and_closed_run_id(self):
+        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.c.others.append(store)
+        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        ep = f"127.0.0.1:{port}"
+        addrs = {"n10": "127.0.0.10", "n9": "127.0.0.9", "n2": "127.0.0.2"}
+        for tag, addr in addrs.items():  # 10 starts first: arrival order must not matter
+            self.c.start(tag, addr, c10d(ep, "nat", "3", "join_timeout=30"), job_args=["--no-torch"])
+        for tag in addrs:
+            self.assertEqual(self.c.wait(tag, 60), 0, self.c.logs())
+        res = self.c.results()
+        self.assertEqual({t: res[t + ".0"]["GROUP_RANK"] for t in addrs}, {"n2": "0", "n9": "1", "n10": "2"})
+        # The run id is closed now: reusing it is a clear error, not a hang.
+        p = self.c.start("again", "127.0.0.2", c10d(ep, "nat", "1", "join_timeout=10"), job_args=["--no-torch"])
+        self.assertEqual(p.wait(timeout=30), 1)
+        self.assertIn("is closed", self.c.log("again"))
+        self.assertIn("new --rdzv-id", self.c.log("again"))
+
+    def test_worker_failure_restarts_all(self):
+        ep = f"127.0.0.2:{free_port()}"
+        for tag in ("n2", "n3"):
+            self.c.start(tag, "127.0.0." + tag[1:], c10d(ep, "fail", "2", "join_timeout=60") + ["--max-restarts", "1"],
+                         job_args=["--fail-group-rank", "1"])
+        for tag in ("n2", "n3"):
+            self.assertEqual(self.c.wait(tag, 120), 0, self.c.logs())
+        res = self.check_torch_results(2, {"n2": 1, "n3": 1})
+        # Both nodes' workers ran the second attempt with one restart count (torch 1.13 scopes its keys by it).
+        self.assertEqual({r["TORCHELASTIC_RESTART_COUNT"] for r in res.values()}, {"1"})
+        self.assertTrue(self.c.rounds("n2.0.ws2.rc0"), "node 2's first attempt never started")
+
+    # --- elasticity -----------------------------------------------------------------------------------------
+    def test_join_mid_run(self):
+        ep = f"127.0.0.2:{free_port()}"
+        flags = c10d(ep, "join", "2:3", "join_timeout=60,last_call_timeout=0.5")
+        for tag in ("n2", "n3"):
+            self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=["--target-world", "3"])
+        self.c.wait_for("a 2-node round", lambda: len(self.c.rounds("*.ws2.*")) == 2, 60)
+        self.c.start("n4", "127.0.0.4", flags, job_args=["--target-world", "3"])
+        for tag in ("n2", "n3", "n4"):
+            self.assertEqual(self.c.wait(tag, 90), 0, self.c.logs())
+        res = self.check_torch_results(3, {"n2": 1, "n3": 1, "n4": 1})
+        # A membership change is not a failure: no restart was consumed.
+        self.assertEqual({r["TORCHELASTIC_RESTART_COUNT"] for r in res.values()}, {"0"})
+
+    def test_kill_agent_survivors_finish(self):
+        ep = f"127.0.0.2:{free_port()}"
+        flags = c10d(ep, "kill", "2:3", "join_timeout=60,last_call_timeout=0.5,keep_alive_interval=0.3,"
+                                       "keep_alive_max_attempt=2")
+        for tag in ("n2", "n3", "n4"):
+            self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=["--target-world", "2", "--grandchild"])
+        self.c.wait_for("a 3-node round", lambda: len(self.c.rounds("*.ws3.*")) == 3, 60)
+        self.c.agents["n4"].send_signal(signal.SIGKILL)
+        for tag in ("n2", "n3"):
+            self.assertEqual(self.c.wait(tag, 90), 0, self.c.logs())
+        self.check_torch_results(2, {"n2": 1, "n3": 1})
+        self.assertIn("heartbeat", self.c.log("n2") + self.c.log("n3"))
+        self.assert_no_orphans()
+
+    def test_kill_below_min(self):
+        ep = f"127.0.0.2:{free_port()}"
+        flags = c10d(ep, "below", "2:3", "join_timeout=3,last_call_timeout=0.5,keep_alive_interval=0.3,"
+                                        "keep_alive_max_attempt=2")
+        for tag in ("n2", "n3"):
+            self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=["--target-world", "99", "--grandchild",
+                                                                      "--no-torch"])
+        self.c.wait_for("a 2-node round", lambda: len(self.c.rounds("*.ws2.*")) == 2, 60)
+        self.c.agents["n3"].send_signal(signal.SIGKILL)
+        self.assertEqual(self.c.wait("n2", 60), 1, self.c.logs())
+        log = self.c.log("n2")
+        self.assertIn("timed out", log)
+        self.assertIn("of min 2", log)
+        self.assert_no_orphans()
+
+    # --- the orphan guardian --------------------------------------------------------------------------------
+    def test_kill9_agent_leaves_no_grandchild(self):
+        p = self.c.start("solo", "127.0.0.2", ["--standalone"], nproc=2,
+                         job_args=["--target-world", "99", "--grandchild", "--no-torch"])
+        self.c.wait_for("workers and grandchildren", lambda: len(self.c.worker_pids()) == 4, 30)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        self.assert_no_orphans(within=1.0)
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    case = sys.argv[1]
+    if case in MultiNode.needs_torch and not have_torch():
+        print(f"SKIP {case}: PyTorch with torch.distributed is not installed for {TORCH_PYTHON}")
+        return SKIP
+    result = unittest.TextTestRunner(verbosity=2).run(unittest.defaultTestLoader.loadTestsFromName(
+        f"MultiNode.{case}", sys.modules[__name__]))
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Worker of the multi-node tests (run by ctrun on every node).
+
+Always records its pid (and its grandchild's, with --grandchild) under $OUT_DIR so the test can prove that none
+outlives the job. With --target-world N a worker whose WORLD_SIZE is not N only marks the round it is in and
+waits (to be stopped by a membership change); otherwise it runs a real torch gloo all_reduce and writes its env and
+the sum to $OUT_DIR/result.<NODE_TAG>.<LOCAL_RANK>.json. --no-torch writes the env only (no PyTorch needed).
+--fail-group-rank G makes the workers of group rank G exit 1 on restart count 0.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ENV_KEYS = ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE",
+            "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID",
+            "TORCHELASTIC_USE_AGENT_STORE", "NODE_TAG"]
+
+
+def write_atomic(path, text):
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(path + ".tmp", path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target-world", type=int, default=0)
+    ap.add_argument("--fail-group-rank", type=int, default=-1)
+    ap.add_argument("--grandchild", action="store_true")
+    ap.add_argument("--no-torch", action="store_true")
+    a = ap.parse_args()
+    out, node, env = os.environ["OUT_DIR"], os.environ["NODE_TAG"], os.environ
+    open(f"{out}/pid.{node}.{env['LOCAL_RANK']}.{os.getpid()}", "w").close()
+    if a.grandchild:  # same process group (and session) as this worker, not a direct child of ctrun
+        child = subprocess.Popen(["sleep", "300"])
+        open(f"{out}/pid.{node}.{env['LOCAL_RANK']}.{child.pid}", "w").close()
+    ws = int(env["WORLD_SIZE"])
+    write_atomic(f"{out}/round.{node}.{env['LOCAL_RANK']}.ws{ws}.rc{env['TORCHELASTIC_RESTART_COUNT']}", "")
+    if a.target_world and ws != a.target_world:
+        time.sleep(120)  # stopped by ctrun when the membership changes
+        sys.exit(3)
+    if int(env["GROUP_RANK"]) == a.fail_group_rank and env["TORCHELASTIC_RESTART_COUNT"] == "0":
+        sys.exit(1)
+    result = {k: env.get(k) for k in ENV_KEYS}
+    if not a.no_torch:
+        from datetime import timedelta
+
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+        t = torch.tensor([float(dist.get_rank() + 1)])
+        dist.all_reduce(t)
+        result["sum"] = t.item()
+        result["torch_rank"] = dist.get_rank()
+        result["torch_world"] = dist.get_world_size()
+        dist.barrier()
+    write_atomic(f"{out}/result.{node}.{env['LOCAL_RANK']}.json", json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
