@@ -1,5 +1,6 @@
 #include "agent/agent.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 #include "agent/worker_process.hpp"
 #include "agent/worker_store.hpp"
 #include "common/log.hpp"
+#include "rendezvous/factory.hpp"
 
 extern char** environ;
 
@@ -51,6 +53,11 @@ int exitcode_of(int status) {
   if (WIFSIGNALED(status)) return -WTERMSIG(status);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 1;
+}
+
+bool is_numeric_address(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
 int open_for_child(const std::string& path) {
@@ -141,7 +148,9 @@ class Agent::Impl {
       rdzv::Endpoint ep = p.endpoint.empty() ? rdzv::Endpoint{p.master_addr, p.master_port}
                                              : rdzv::parse_endpoint(p.endpoint, p.master_port);
       store_host_ = ep.host;
-      bind_host = ep.host;
+      // A numeric address of this machine is bound as given (several "nodes" of one machine on 127.0.0.x); a host
+      // name may resolve to another address here (127.0.1.1) than for the other nodes: bind every interface.
+      bind_host = is_numeric_address(ep.host) && rdzv::is_local_host(ep.host) ? ep.host : "0.0.0.0";
       port = ep.port;
     } else {
       // c10d: an ephemeral port on this node's address; the round's group rank 0 publishes it as MASTER_ADDR:PORT.
@@ -181,8 +190,12 @@ class Agent::Impl {
     // <= 2.0 workers scope their keys by attempt there).
     if (store_ && !static_multi_node_) store_->clear();
     try {
-      round_ = rdzv_->next_rendezvous();
-      agree_on_restart_count();
+      // A round that breaks before every member arrived is left at once; each try waits at most join_timeout.
+      for (int tries = 0;; ++tries) {
+        round_ = rdzv_->next_rendezvous();
+        if (agree_on_restart_count()) break;
+        if (tries >= kMaxBrokenRounds) throw rdzv::RendezvousError("rounds kept breaking before they started");
+      }
     } catch (const rdzv::RendezvousError& e) {
       log_->error("rendezvous failed: {}", e.what());
       events_.emit("rendezvous_failed", {{"error", e.what()}});
@@ -217,14 +230,23 @@ class Agent::Impl {
     maybe_finish_attempt();
   }
 
-  // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp).
-  void agree_on_restart_count() {
-    if (round_.group_world_size <= 1 || !round_.store || rdzv_->backend() != "c10d") return;
+  // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp). False
+  // when the round broke before every member arrived: the caller joins the next round.
+  bool agree_on_restart_count() {
+    if (round_.group_world_size <= 1 || !round_.store || rdzv_->backend() != "c10d") return true;
     try {
-      int agreed = agree_restart_count(*round_.store, restart_count_, round_.group_world_size, kAgreementTimeout);
-      if (agreed != restart_count_)
-        log_->info("restart count of this round: {} (this node had {})", agreed, restart_count_);
-      restart_count_ = agreed;
+      auto agreed = agree_restart_count(*round_.store, restart_count_, round_.group_world_size, kAgreementTimeout,
+                                        [this] { return rdzv_->num_nodes_waiting() > 0 || rdzv_->round_broken(); });
+      if (!agreed) {
+        log_->warn("round {} ended before it started ({}); joining the next round", round_.round,
+                   rdzv_->restart_reason());
+        return false;
+      }
+      if (*agreed != restart_count_) {
+        log_->info("restart count of this round: {} (this node had {})", *agreed, restart_count_);
+      }
+      restart_count_ = *agreed;
+      return true;
     } catch (const store::StoreError& e) {
       throw rdzv::RendezvousError(std::string("the members of the round did not all agree on a restart count: ") +
                                   e.what());
@@ -566,6 +588,7 @@ class Agent::Impl {
   std::optional<std::string> prefix_template_ = env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
 
   static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);
+  static constexpr int kMaxBrokenRounds = 100;
 
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;

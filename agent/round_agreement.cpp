@@ -4,7 +4,8 @@
 
 namespace ctrun::agent {
 
-int agree_restart_count(store::Store& s, int mine, int group_world_size, store::Duration timeout) {
+std::optional<int> agree_restart_count(store::Store& s, int mine, int group_world_size, store::Duration timeout,
+                                       const std::function<bool()>& round_over) {
   const std::string key = "restart_count";
   const std::string desired = std::to_string(mine);
   std::string expected;  // missing
@@ -15,8 +16,17 @@ int agree_restart_count(store::Store& s, int mine, int group_world_size, store::
     expected = now;                                       // a smaller one: replace it
   }
   if (s.add("restart_count_members", 1) >= group_world_size) s.set("restart_count_ready", "1");
-  s.wait({"restart_count_ready"}, timeout);
-  return std::stoi(s.get(key));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const store::Duration slice = std::chrono::milliseconds(500);
+  for (;;) {
+    try {
+      s.wait({"restart_count_ready"}, slice);
+      return std::stoi(s.get(key));
+    } catch (const store::TimeoutError&) {
+      if (std::chrono::steady_clock::now() + slice > deadline) throw;
+      if (round_over()) return std::nullopt;
+    }
+  }
 }
 
 }  // namespace ctrun::agent

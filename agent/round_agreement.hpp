@@ -7,14 +7,18 @@
 // /worker/attempt_<count>, so differing counts would never meet. The round's count is the largest any member holds.
 
 #include <chrono>
+#include <functional>
+#include <optional>
 
 #include "rendezvous/store/store.hpp"
 
 namespace ctrun::agent {
 
-// Every member of the round calls this once; returns max(mine over all group_world_size members). One
-// compare-and-set loop (uncontended: one try), one counter add, one wait. Throws store::StoreError (TimeoutError
-// when a member never arrives within timeout).
-int agree_restart_count(store::Store& round_store, int mine, int group_world_size, store::Duration timeout);
+// Every member of the round calls this once; returns max(mine over all group_world_size members), or nullopt when
+// `round_over()` turns true while waiting (a member died before it arrived: re-rendezvous). One compare-and-set
+// (uncontended: one try), one counter add, one wait (in slices, to ask round_over()). Throws store::StoreError
+// (TimeoutError when a member never arrives within timeout).
+std::optional<int> agree_restart_count(store::Store& round_store, int mine, int group_world_size,
+                                       store::Duration timeout, const std::function<bool()>& round_over);
 
 }  // namespace ctrun::agent

@@ -115,7 +115,8 @@ class Cluster:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if not os.environ.get("KEEP_DIR"):
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def c10d(endpoint, run_id, nnodes, conf=""):
