@@ -77,6 +77,7 @@ RoundInfo C10dHandler::next_rendezvous() {
   const auto& a = result.assignment;
   current_ = Membership{result.round, a.group_rank, a.group_world_size};
   over_cache_.clear();
+  exit_barrier_passed_ = false;
   waiting_cache_ = 0;
   {
     std::lock_guard lock(mutex_);
@@ -133,6 +134,7 @@ bool C10dHandler::exit_barrier(store::Duration timeout) {
     if (store_->add(keys_.exit_count(current_->round), 1) >= current_->members)
       store_->set(keys_.exit_done(current_->round), "1");
     store_->wait({keys_.exit_done(current_->round)}, timeout);
+    exit_barrier_passed_ = true;
     return true;
   } catch (const store::StoreError& e) {
     log::get("rdzv")->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round,
@@ -151,10 +153,27 @@ bool C10dHandler::shutdown() {
   stop_heartbeats();
   try {
     set_closed();
+    release_store();
     return true;
   } catch (const store::StoreError& e) {
     log::get("rdzv")->warn("could not close rendezvous '{}': {}", config_.run_id, e.what());
     return false;
+  }
+}
+
+// After a successful round every member closes the run (and stops heartbeats) through the store. The node hosting it
+// must not take it down under them: their last calls would retry a refused connection for read_timeout. So every
+// member counts itself out, and the host waits (up to close_timeout) until all have.
+void C10dHandler::release_store() {
+  if (!current_ || !exit_barrier_passed_) return;  // a failure: the others may never get here
+  if (store_->add(keys_.released(current_->round), 1) >= current_->members)
+    store_->set(keys_.released_all(current_->round), "1");
+  if (!keep_alive_) return;
+  try {
+    store_->wait({keys_.released_all(current_->round)}, config_.settings.close_timeout);
+  } catch (const store::TimeoutError&) {
+    log::get("rdzv")->warn("rendezvous '{}': not every node released the store within close_timeout; stopping it",
+                           config_.run_id);
   }
 }
 

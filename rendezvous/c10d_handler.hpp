@@ -54,6 +54,7 @@ class C10dHandler final : public Handler {
   std::string over_value();
   void heartbeat_loop();
   void stop_heartbeats();
+  void release_store();
 
   C10dConfig config_;
   NodeSpec node_;
@@ -67,6 +68,7 @@ class C10dHandler final : public Handler {
   std::optional<Membership> current_;
   std::string over_cache_;  // over(r) never changes once set: poll with CHECK until then, never after
   int waiting_cache_ = 0;
+  bool exit_barrier_passed_ = false;  // this round's exit barrier completed: every member will shut down
 
   std::mutex mutex_;  // guards liveness_ and stopping_
   std::condition_variable wake_;

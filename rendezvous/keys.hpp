@@ -30,6 +30,8 @@ class Keys {
   std::string drained(std::uint64_t r) const { return round(r) + "drained"; }  // every member left or died
   std::string exit_count(std::uint64_t r) const { return round(r) + "exit_barrier"; }
   std::string exit_done(std::uint64_t r) const { return round(r) + "exit_barrier_done"; }
+  std::string released(std::uint64_t r) const { return round(r) + "released"; }  // ADD: members done with the store
+  std::string released_all(std::uint64_t r) const { return round(r) + "released_all"; }
   std::string round(std::uint64_t r) const { return base_ + "r" + std::to_string(r) + "/"; }
 
  private:

@@ -14,7 +14,9 @@ void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer inp
   const auto* in = static_cast<const char*>(input.data());
   char* own = static_cast<char*>(outputs[static_cast<std::size_t>(me)].data());
   if (own != in && bytes) std::memcpy(own, in, bytes);
-  if (n == 1 || bytes == 0) return;
+  if (n == 1) return;
+  // Empty: one barrier anyway, so a rank that passed a different size gets a mismatch error, not a timeout.
+  if (bytes == 0) return ctx.workspace()->barrier(ctx.deadline(), ctx.signature(0));
   auto* ws = ctx.workspace();
   for (std::size_t off = 0; off < bytes; off += ws->part_bytes()) {
     const std::size_t len = std::min(ws->part_bytes(), bytes - off);

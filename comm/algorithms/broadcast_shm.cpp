@@ -7,7 +7,9 @@
 namespace ctrun::comm::algorithms {
 
 void broadcast_shm(Context& ctx, Buffer buffer, int root) {
-  if (ctx.size() == 1 || buffer.empty()) return;
+  if (ctx.size() == 1) return;
+  // Empty: one barrier anyway, so a rank that passed a different size gets a mismatch error, not a timeout.
+  if (buffer.empty()) return ctx.workspace()->barrier(ctx.deadline(), ctx.signature(0));
   auto* ws = ctx.workspace();
   char* data = static_cast<char*>(buffer.data());
   const std::size_t bytes = buffer.bytes();

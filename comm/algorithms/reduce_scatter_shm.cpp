@@ -18,7 +18,8 @@ void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& 
     if (output.bytes() && inputs[0].data() != out) std::memmove(out, inputs[0].data(), output.bytes());
     return;
   }
-  if (output.empty()) return;
+  // Empty: one barrier anyway, so a rank that passed a different size gets a mismatch error, not a timeout.
+  if (output.empty()) return ctx.workspace()->barrier(ctx.deadline(), ctx.signature(0));
   auto* ws = ctx.workspace();
   const std::size_t piece = std::max<std::size_t>(ws->part_bytes() / (es * static_cast<std::size_t>(n)), 1);
   for (std::size_t off = 0; off < output.count(); off += piece) {

@@ -30,11 +30,12 @@ std::string env_or(const char* name, const std::string& fallback) {
 }
 
 // Chunk size of the pipelined algorithms: big enough to amortise per-message costs, small enough that the next
-// hop starts early. CTRUN_COMM_CHUNK_BYTES overrides (benchmarks, tuning).
-std::size_t chunk_bytes_from_env() {
+// hop starts early. Over tcp every chunk costs syscalls and wake-ups on both sides, so chunks are larger there
+// (A/B runs in docs/comm.md). CTRUN_COMM_CHUNK_BYTES overrides (benchmarks, tuning).
+std::size_t chunk_bytes_from_env(const std::string& transport) {
   const std::string v = env_or("CTRUN_COMM_CHUNK_BYTES", "");
   if (!v.empty()) return std::max<std::size_t>(std::strtoull(v.c_str(), nullptr, 10), 64);
-  return 128 << 10;
+  return transport == "tcp" ? std::size_t{1} << 20 : std::size_t{128} << 10;
 }
 
 void register_op_names() {
@@ -103,8 +104,8 @@ class CpuBackend final : public Backend {
     const std::string spec =
         context_.options.algorithm.empty() ? env_or("CTRUN_COMM_ALGO", "") : context_.options.algorithm;
     selector_ = algorithms::Selector(spec);
-    chunk_bytes_ = chunk_bytes_from_env();
     transport_ = make_transport(context_, &transport_name_);
+    chunk_bytes_ = chunk_bytes_from_env(transport_name_);
     messenger_ = std::make_unique<transport::Messenger>(*transport_, rank(), size());
     log::get("comm")->debug("comm cpu: rank {}/{} transport {}", rank(), size(), transport_name_);
     worker_ = std::thread([this] { run(); });

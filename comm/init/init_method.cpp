@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "comm/init/file_store.hpp"
+#include "rendezvous/store/file_store.hpp"
 #include "rendezvous/store/prefix_store.hpp"
 #include "rendezvous/store/server.hpp"
 #include "rendezvous/store/tcp_store.hpp"
@@ -135,7 +135,7 @@ Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, 
     if (rv.rank < 0 || rv.world_size < 0 || path.empty()) {
       throw InvalidArgumentError("comm init: file:///path needs a path, rank and world_size");
     }
-    rv.store = std::make_shared<FileStore>(path, timeout);
+    rv.store = std::make_shared<store::FileStore>(path, timeout);
     rv.prefix = "ctcomm";
   } else {
     throw InvalidArgumentError("comm init: unsupported init_method '" + init_method +

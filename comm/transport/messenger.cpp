@@ -191,19 +191,18 @@ bool Messenger::progress_sends(int peer, Peer& p) {
         if (r->header_done < r->frame.size()) continue;
       }
       r->done = r->bytes;
-    } else if (r->header_done < kHeaderBytes) {
+    } else if (r->header_done < kHeaderBytes || r->done < r->bytes) {
+      // Header and payload leave in one write straight from the user's buffer (no copy, no extra syscall).
       char header[kHeaderBytes];
       encode_header(header, r->tag, r->bytes);
-      const std::size_t n = transport_.write_some(peer, header + r->header_done, kHeaderBytes - r->header_done);
+      const std::size_t head = kHeaderBytes - r->header_done;
+      std::size_t n = transport_.write_some2(peer, header + r->header_done, head, r->data + r->done,
+                                             r->bytes - r->done);
       if (n == 0) return moved;
-      r->header_done += n;
       moved = true;
-      continue;
-    } else if (r->done < r->bytes) {
-      const std::size_t n = transport_.write_some(peer, r->data + r->done, r->bytes - r->done);
-      if (n == 0) return moved;
-      r->done += n;
-      moved = true;
+      const std::size_t h = std::min(n, head);
+      r->header_done += h;
+      r->done += n - h;
       continue;
     }
     RequestPtr done = r;

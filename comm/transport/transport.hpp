@@ -45,6 +45,12 @@ class Transport {
   // (the peer exited, closed or aborted) or when this rank was told to abort.
   virtual std::size_t write_some(int peer, const void* data, std::size_t n) = 0;
   virtual std::size_t read_some(int peer, void* data, std::size_t n) = 0;
+  // Writes the end of `head` then `body` in one operation where the transport can (tcp: one sendmsg, so a
+  // message header never travels in a segment and a syscall of its own); returns the bytes moved from both.
+  virtual std::size_t write_some2(int peer, const void* head, std::size_t head_n, const void* body,
+                                  std::size_t body_n) {
+    return head_n ? write_some(peer, head, head_n) : write_some(peer, body, body_n);
+  }
 
   // Waiting without lost wake-ups: take a token, try to make progress, then wait_event(token, ...). It returns
   // at once if anything happened since the token was taken; else when a pipe may have become readable or

@@ -320,8 +320,11 @@ class Server::Impl final : public detail::ReplySink {
   // ---- writing ----
   void flush_dirty() {
     // Replies may be queued for many connections by one request (wake-ups, watch events).
-    auto list = std::move(dirty);
-    dirty.clear();
+    // Swapped with a kept buffer rather than moved out, so that neither vector gives up its capacity: the
+    // hot path (one batch of replies per read) then allocates nothing here.
+    std::vector<ConnPtr> list;
+    list.swap(flushing);
+    list.swap(dirty);
     for (auto& c : list) {
       c->dirty = false;
       if (c->closed) continue;
@@ -336,6 +339,8 @@ class Server::Impl final : public detail::ReplySink {
       if (output_backlogged(c)) c->paused = true;
       start_write(c);
     }
+    list.clear();
+    if (flushing.empty()) flushing.swap(list);  // keep the capacity (a nested flush may have refilled it)
   }
 
   void start_write(const ConnPtr& c) {
@@ -470,6 +475,7 @@ class Server::Impl final : public detail::ReplySink {
   std::vector<std::uint8_t> scratch;
   std::unordered_map<ConnId, ConnPtr> conns;
   std::vector<ConnPtr> dirty;
+  std::vector<ConnPtr> flushing;  // spare buffer for flush_dirty
   ConnId next_id = 1;
   std::uint64_t io_bytes = 0;
   std::uint64_t accepted = 0;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "harness.hpp"
@@ -62,6 +63,46 @@ TEST_P(PerTransport, MismatchedSizesRaiseAClearError) {
     EXPECT_TRUE(named) << algo << ": some rank must name the size mismatch; got: " << errors[0] << " | " << errors[1];
     EXPECT_LT(Clock::now() - start, seconds(8)) << algo;
   }
+}
+
+// One rank passing 0 elements used to return before the shared-memory barrier, leaving the others to time out.
+TEST(SharedMemory, EmptyVersusNonEmptyRaisesAClearError) {
+  using Fn = std::function<void(int, ProcessGroup&)>;
+  const std::vector<std::pair<std::string, Fn>> cases = {
+      {"all_reduce",
+       [](int rank, ProcessGroup& pg) {
+         std::vector<float> v(rank == 0 ? 0 : 64, 1.0f);
+         pg.all_reduce(v);
+       }},
+      {"broadcast",
+       [](int rank, ProcessGroup& pg) {
+         std::vector<float> v(rank == 2 ? 0 : 64, 1.0f);
+         pg.broadcast(v, 0);
+       }},
+      {"all_gather_into",
+       [](int rank, ProcessGroup& pg) {
+         const std::size_t k = rank == 1 ? 0 : 8;
+         std::vector<float> in(k, 1.0f), out(3 * k);
+         pg.all_gather_into(out, in);
+       }},
+  };
+  for (const auto& [name, fn] : cases) {
+    const auto start = Clock::now();
+    const auto errors = run_ranks_collect(3, quick("shm", "shm"), fn);
+    for (const auto& e : errors) {
+      EXPECT_NE(e.find("mismatched"), std::string::npos) << name << ": every rank must name the mismatch; got: " << e;
+    }
+    EXPECT_LT(Clock::now() - start, milliseconds(1500)) << name << ": must fail before the 2 s timeout";
+  }
+  // All ranks empty is fine.
+  run_ranks(3, quick("shm", "shm"), [](int, ProcessGroup& pg) {
+    std::vector<float> v;
+    pg.all_reduce(v);
+    pg.broadcast(v, 1);
+    std::vector<float> one{1.0f};
+    pg.all_reduce(one);
+    EXPECT_EQ(one[0], 3.0f);
+  });
 }
 
 TEST_P(PerTransport, MismatchedOpsRaiseAClearError) {

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +41,26 @@ void resolve(const std::string& host, const std::string& port, bool passive, Add
   hints.ai_flags = passive ? AI_PASSIVE : 0;
   const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &out.list);
   if (rc != 0) throw CommError("comm tcp: cannot resolve '" + host + "': " + gai_strerror(rc));
+}
+
+// Kernel socket buffers: the default 16 KiB send buffer (grown only slowly by autotuning) makes a ring step
+// of a large collective hundreds of short writes and wake-ups. CTRUN_COMM_TCP_BUFFER_BYTES overrides; 0 keeps
+// the kernel's autotuning. Capped by net.core.{w,r}mem_max.
+int socket_buffer_bytes() {
+  static const int bytes = [] {
+    const char* v = std::getenv("CTRUN_COMM_TCP_BUFFER_BYTES");
+    if (v && *v) return static_cast<int>(std::min<unsigned long long>(std::strtoull(v, nullptr, 10), 1ull << 30));
+    return 4 << 20;
+  }();
+  return bytes;
+}
+
+// Before connect()/listen(), so that the window scale negotiated at the handshake covers the buffer.
+void set_buffers(int fd) {
+  const int bytes = socket_buffer_bytes();
+  if (bytes <= 0) return;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
 void set_nodelay_nonblocking(int fd) {
@@ -75,6 +96,8 @@ class TcpTransport final : public Transport {
         size_(size),
         options_(std::move(options)),
         fds_(static_cast<std::size_t>(size), -1),
+        readable_(static_cast<std::size_t>(size), 1),
+        writable_(static_cast<std::size_t>(size), 1),
         errors_(static_cast<std::size_t>(size)) {
     if (options_.advertise_host.empty()) options_.advertise_host = pick_advertise_host();
     event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -88,22 +111,53 @@ class TcpTransport final : public Transport {
 
   bool connected(int peer) const override { return fds_[static_cast<std::size_t>(peer)] >= 0; }
 
+  // readable_/writable_ remember that the last call found the socket drained (full); poll() in wait_event sets
+  // them again. That saves the EAGAIN syscall per peer and per progress round that otherwise doubles the
+  // syscall count of a ring step.
   std::size_t write_some(int peer, const void* data, std::size_t n) override {
+    return write_some2(peer, nullptr, 0, data, n);
+  }
+
+  std::size_t write_some2(int peer, const void* head, std::size_t head_n, const void* body,
+                          std::size_t body_n) override {
     const int fd = socket_for(peer);
-    if (fd < 0) return 0;
-    const ssize_t w = ::send(fd, data, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (w >= 0) return static_cast<std::size_t>(w);
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+    const auto idx = static_cast<std::size_t>(peer);
+    if (fd < 0 || !writable_[idx]) return 0;
+    iovec iov[2];
+    int parts = 0;
+    if (head_n) iov[parts++] = {const_cast<void*>(head), head_n};
+    if (body_n) iov[parts++] = {const_cast<void*>(body), body_n};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<decltype(msg.msg_iovlen)>(parts);
+    const ssize_t w = ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w >= 0) {
+      if (static_cast<std::size_t>(w) < head_n + body_n) writable_[idx] = 0;
+      return static_cast<std::size_t>(w);
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      writable_[idx] = 0;
+      return 0;
+    }
+    if (errno == EINTR) return 0;
     broken(peer, "sending failed (" + errno_text() + "): it exited or closed the group");
   }
 
   std::size_t read_some(int peer, void* data, std::size_t n) override {
     const int fd = socket_for(peer);
-    if (fd < 0) return 0;
+    const auto idx = static_cast<std::size_t>(peer);
+    if (fd < 0 || !readable_[idx]) return 0;
     const ssize_t r = ::recv(fd, data, n, MSG_DONTWAIT);
-    if (r > 0) return static_cast<std::size_t>(r);
+    if (r > 0) {
+      if (static_cast<std::size_t>(r) < n) readable_[idx] = 0;
+      return static_cast<std::size_t>(r);
+    }
     if (r == 0) broken(peer, "closed its connection: it exited or destroyed its process group");
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      readable_[idx] = 0;
+      return 0;
+    }
+    if (errno == EINTR) return 0;
     broken(peer, "receiving failed (" + errno_text() + "): it exited or closed the group");
   }
 
@@ -117,14 +171,17 @@ class TcpTransport final : public Transport {
     for (int peer : want_write) socket_for(peer);
     for (int peer : want_read) socket_for(peer);
     pfds_.clear();
+    poll_peers_.clear();
     pfds_.push_back({event_fd_, POLLIN, 0});
     pfds_.push_back({listen_fd_, POLLIN, 0});
     for (int peer = 0; peer < size_; ++peer) {
-      const int fd = fds_[static_cast<std::size_t>(peer)];
+      const auto idx = static_cast<std::size_t>(peer);
+      const int fd = fds_[idx];
       if (fd < 0) continue;
       short events = POLLIN;
       if (std::find(want_write.begin(), want_write.end(), peer) != want_write.end()) events |= POLLOUT;
       pfds_.push_back({fd, events, 0});
+      poll_peers_.push_back(peer);
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
     const int timeout_ms = static_cast<int>(std::clamp<long long>(left + 1, 0, 1000));
@@ -133,6 +190,13 @@ class TcpTransport final : public Transport {
     if (pfds_[0].revents & POLLIN) {
       std::uint64_t v;
       [[maybe_unused]] auto ignored = ::read(event_fd_, &v, sizeof v);
+    }
+    for (std::size_t i = 0; i < poll_peers_.size(); ++i) {
+      const short rev = pfds_[i + 2].revents;
+      const auto idx = static_cast<std::size_t>(poll_peers_[i]);
+      // Errors and hang-ups count as both: the next read or write reports them.
+      if (rev & (POLLIN | POLLHUP | POLLERR)) readable_[idx] = 1;
+      if (rev & (POLLOUT | POLLHUP | POLLERR)) writable_[idx] = 1;
     }
     if (pfds_[1].revents & POLLIN) accept_pending();
   }
@@ -181,6 +245,7 @@ class TcpTransport final : public Transport {
     for (addrinfo* a = ai.list; a; a = a->ai_next) {
       const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
+      set_buffers(fd);  // inherited by accepted sockets
       if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, std::max(size_, 16)) == 0) {
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
@@ -217,11 +282,13 @@ class TcpTransport final : public Transport {
       for (addrinfo* a = ai.list; a; a = a->ai_next) {
         const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) continue;
+        set_buffers(fd);
         if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
           const std::uint32_t hello[2] = {kHelloMagic, static_cast<std::uint32_t>(rank_)};
           if (::send(fd, hello, sizeof hello, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hello)) {
             set_nodelay_nonblocking(fd);
             fds_[static_cast<std::size_t>(peer)] = fd;
+            readable_[static_cast<std::size_t>(peer)] = writable_[static_cast<std::size_t>(peer)] = 1;
             return;
           }
         }
@@ -247,6 +314,7 @@ class TcpTransport final : public Transport {
       }
       set_nodelay_nonblocking(fd);
       fds_[hello[1]] = fd;
+      readable_[hello[1]] = writable_[hello[1]] = 1;
     }
   }
 
@@ -268,8 +336,11 @@ class TcpTransport final : public Transport {
   int event_fd_ = -1;
   std::uint16_t port_ = 0;
   std::vector<int> fds_;
+  std::vector<char> readable_;  // see write_some2
+  std::vector<char> writable_;
   std::vector<std::string> errors_;
   std::vector<pollfd> pfds_;
+  std::vector<int> poll_peers_;  // peer of pfds_[i + 2]
   bool aborted_ = false;
 };
 

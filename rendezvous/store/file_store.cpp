@@ -1,4 +1,4 @@
-#include "comm/init/file_store.hpp"
+#include "rendezvous/store/file_store.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,7 +10,7 @@
 
 #include "rendezvous/store/store_util.hpp"
 
-namespace ctrun::comm::init {
+namespace ctrun::store {
 namespace {
 
 constexpr char kSet = 'S';
@@ -39,7 +39,7 @@ bool read_exact(int fd, void* buf, std::size_t n) {
 
 FileStore::FileStore(std::string path, Duration timeout) : path_(std::move(path)), timeout_(timeout) {
   Fd f{::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
-  if (f.fd < 0) throw store::StoreError("file store: cannot open " + path_ + ": " + std::strerror(errno));
+  if (f.fd < 0) throw StoreError("file store: cannot open " + path_ + ": " + std::strerror(errno));
 }
 
 FileStore::Map FileStore::load(int fd) {
@@ -71,7 +71,7 @@ void FileStore::write_record(int fd, char op, const std::string& key, std::strin
   rec.append(reinterpret_cast<const char*>(&vlen), 4).append(value);
   ::lseek(fd, 0, SEEK_END);
   if (::write(fd, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) {
-    throw store::StoreError("file store: cannot write " + path_ + ": " + std::strerror(errno));
+    throw StoreError("file store: cannot write " + path_ + ": " + std::strerror(errno));
   }
 }
 
@@ -79,8 +79,8 @@ template <class Fn>
 auto FileStore::locked(Fn&& fn) {
   std::lock_guard guard(mutex_);
   Fd f{::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
-  if (f.fd < 0) throw store::StoreError("file store: cannot open " + path_ + ": " + std::strerror(errno));
-  if (::flock(f.fd, LOCK_EX) != 0) throw store::StoreError("file store: cannot lock " + path_);
+  if (f.fd < 0) throw StoreError("file store: cannot open " + path_ + ": " + std::strerror(errno));
+  if (::flock(f.fd, LOCK_EX) != 0) throw StoreError("file store: cannot lock " + path_);
   Map map = load(f.fd);
   auto set = [&](const std::string& k, std::string_view v) {
     write_record(f.fd, kSet, k, v);
@@ -126,7 +126,7 @@ std::string FileStore::compare_set(const std::string& key, std::string_view expe
 std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
   return locked([&](Map& m, auto& set, auto&) {
     auto it = m.find(key);
-    const std::int64_t v = (it == m.end() ? 0 : store::parse_add_operand(key, it->second)) + delta;
+    const std::int64_t v = (it == m.end() ? 0 : parse_add_operand(key, it->second)) + delta;
     set(key, std::to_string(v));
     return v;
   });
@@ -141,10 +141,10 @@ bool FileStore::check(const std::vector<std::string>& keys) {
   });
 }
 
-void FileStore::wait(const std::vector<std::string>& keys, store::Duration timeout) {
-  const auto deadline = store::Clock::now() + timeout;
+void FileStore::wait(const std::vector<std::string>& keys, Duration timeout) {
+  const auto deadline = Clock::now() + timeout;
   while (!check(keys)) {
-    if (store::Clock::now() >= deadline) throw store::TimeoutError(store::wait_timeout_message(keys, timeout));
+    if (Clock::now() >= deadline) throw TimeoutError(wait_timeout_message(keys, timeout));
     std::this_thread::sleep_for(kPoll);
   }
 }
@@ -178,7 +178,7 @@ std::vector<std::string> FileStore::multi_get(const std::vector<std::string>& ke
 }
 
 void FileStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
-  store::check_multi_set_sizes(keys, values);
+  check_multi_set_sizes(keys, values);
   locked([&](Map&, auto& set, auto&) {
     for (std::size_t i = 0; i < keys.size(); ++i) set(keys[i], values[i]);
     return 0;
@@ -197,7 +197,7 @@ void FileStore::queue_push(const std::string& key, std::string_view value) {
 }
 
 std::optional<std::string> FileStore::queue_pop(const std::string& key, bool block) {
-  const auto deadline = store::Clock::now() + timeout_;
+  const auto deadline = Clock::now() + timeout_;
   for (;;) {
     auto v = locked([&](Map& m, auto& set, auto& erase) -> std::optional<std::string> {
       const std::string head_key = key + "\x01head";
@@ -211,7 +211,7 @@ std::optional<std::string> FileStore::queue_pop(const std::string& key, bool blo
       return out;
     });
     if (v || !block) return v;
-    if (store::Clock::now() >= deadline) throw store::TimeoutError(store::wait_timeout_message({key}, timeout_));
+    if (Clock::now() >= deadline) throw TimeoutError(wait_timeout_message({key}, timeout_));
     std::this_thread::sleep_for(kPoll);
   }
 }
@@ -232,15 +232,15 @@ std::vector<std::string> FileStore::list_keys() {
   });
 }
 
-void FileStore::barrier(const std::string& key, std::int64_t world_size, store::Duration timeout) {
+void FileStore::barrier(const std::string& key, std::int64_t world_size, Duration timeout) {
   add(key, 1);
-  const auto deadline = store::Clock::now() + timeout;
+  const auto deadline = Clock::now() + timeout;
   for (;;) {
     const std::int64_t arrived = add(key, 0);
     if (arrived >= world_size) return;
-    if (store::Clock::now() >= deadline) throw store::TimeoutError(store::wait_timeout_message({key}, timeout));
+    if (Clock::now() >= deadline) throw TimeoutError(wait_timeout_message({key}, timeout));
     std::this_thread::sleep_for(kPoll);
   }
 }
 
-}  // namespace ctrun::comm::init
+}  // namespace ctrun::store

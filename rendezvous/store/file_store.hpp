@@ -8,12 +8,11 @@
 #include <mutex>
 #include <string>
 
-#include "comm/types.hpp"
 #include "rendezvous/store/store.hpp"
 
-namespace ctrun::comm::init {
+namespace ctrun::store {
 
-class FileStore final : public store::Store {
+class FileStore final : public Store {
  public:
   FileStore(std::string path, Duration timeout);
 
@@ -23,7 +22,7 @@ class FileStore final : public store::Store {
   std::int64_t add(const std::string& key, std::int64_t delta) override;
   bool check(const std::vector<std::string>& keys) override;
   using Store::wait;
-  void wait(const std::vector<std::string>& keys, store::Duration timeout) override;
+  void wait(const std::vector<std::string>& keys, Duration timeout) override;
   std::int64_t num_keys() override;
   bool delete_key(const std::string& key) override;
   void append(const std::string& key, std::string_view value) override;
@@ -33,9 +32,9 @@ class FileStore final : public store::Store {
   std::optional<std::string> queue_pop(const std::string& key, bool block) override;
   std::int64_t queue_len(const std::string& key) override;
   std::vector<std::string> list_keys() override;
-  void barrier(const std::string& key, std::int64_t world_size, store::Duration timeout) override;
-  store::Duration timeout() const override { return timeout_; }
-  void set_timeout(store::Duration timeout) override { timeout_ = timeout; }
+  void barrier(const std::string& key, std::int64_t world_size, Duration timeout) override;
+  Duration timeout() const override { return timeout_; }
+  void set_timeout(Duration timeout) override { timeout_ = timeout; }
 
  private:
   using Map = std::map<std::string, std::string>;
@@ -46,8 +45,8 @@ class FileStore final : public store::Store {
   void write_record(int fd, char op, const std::string& key, std::string_view value);
 
   std::string path_;
-  store::Duration timeout_;
+  Duration timeout_;
   std::mutex mutex_;  // flock is per open file description; threads of one process serialise here
 };
 
-}  // namespace ctrun::comm::init
+}  // namespace ctrun::store

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Real torch 2.6 clients and workers (v2 dialect) against ctstore and ctrun's agent store.
+
+Runs on the host (any python3 >= 3.8, no torch needed); the torch 2.6 parts run in the Debian trixie chroot
+built by ../shared/interop/torch2-env.sh (default /opt/torch2-chroot). See README.md.
+
+usage: run_torch2_tests.py --ctstore BIN --ctrun BIN [--quick] [--compare] [CASE ...]
+cases: ops gloo ctrun restart        (default: all)
+  ops      ops26.py (every Python op of 2.6's TCPStore) against ctstore; with --compare also against torch 2.6's
+           own legacy server, and the two transcripts must be identical
+  gloo     init_process_group("gloo") in agent-store mode on ctstore: 2 and 4 workers, with and without
+           TORCH_DIST_INIT_BARRIER=1, through a patched rendezvous.TCPStore and through USE_LIBUV=0
+           (--quick: 4 workers with the barrier, and 2 workers through USE_LIBUV=0)
+  ctrun    ctrun --standalone --nproc-per-node=4 --no-python chroot_python.sh gloo_worker26.py
+  restart  the same with --max-restarts 1, failing on attempt 0: attempt 1 must see no key of attempt 0
+Exit: 0 all passed, 1 a failure, 77 skipped (no chroot, not root).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+TORCH2_ENV = os.environ.get("TORCH2_ENV", os.path.join(REPO, "..", "shared", "interop", "torch2-env.sh"))
+CHROOT_DIR = os.environ.get("CHROOT_DIR", "/opt/torch2-chroot")
+CHROOT_PY = os.path.join(HERE, "chroot_python.sh")
+SKIP = 77
+JOB_TIMEOUT = 90
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def skip_reason():
+    if not os.path.isdir(CHROOT_DIR):
+        return f"{CHROOT_DIR} does not exist (build it with: {TORCH2_ENV} build, as root, ~1.3 GB)"
+    if not os.path.exists(os.path.join(CHROOT_DIR, "usr/bin/python3")):
+        return f"{CHROOT_DIR} is not a built torch 2.6 chroot"
+    if os.geteuid() != 0:
+        return "the torch 2.6 chroot needs root (chroot, mount)"
+    if not os.access(TORCH2_ENV, os.X_OK):
+        return f"{TORCH2_ENV} not found"
+    return None
+
+
+def chroot_env(extra=None):
+    env = dict(os.environ)
+    env["TORCH2_ENV"] = TORCH2_ENV
+    env["CHROOT_DIR"] = CHROOT_DIR
+    env["TORCH2_BIND"] = REPO
+    env.update(extra or {})
+    return env
+
+
+class Daemon:
+    """A background process that prints "... listening on HOST:PORT" first; killed on exit."""
+
+    def __init__(self, argv, env=None):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                     start_new_session=True)
+        deadline = time.time() + 30
+        self.port = None
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"listening on (\S+):(\d+)", line)
+            if m:
+                self.port = int(m.group(2))
+                break
+        if self.port is None:
+            self.stop()
+            raise RuntimeError(f"{argv[0]} did not print its port: {self.proc.stderr.read()[-2000:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def run_chroot_python(args, env=None, timeout=JOB_TIMEOUT):
+    return subprocess.run([CHROOT_PY] + args, env=chroot_env(env), capture_output=True, text=True, timeout=timeout)
+
+
+def strip_noise(text):
+    """Drops c10d's timestamped warnings and the port line, which differ between runs and servers."""
+    return [l for l in text.splitlines() if not l.startswith("[W") and " A.port " not in l]
+
+
+# ------------------------------------------------------------------------------------------------- cases
+def case_ops(a):
+    ok = True
+    store = Daemon([a.ctstore, "--host", "127.0.0.1", "--port", "0"])
+    try:
+        r = run_chroot_python([os.path.join(HERE, "ops26.py"), "127.0.0.1", str(store.port)])
+    finally:
+        rc = store.stop()
+    ours = strip_noise(r.stdout)
+    fails = [l for l in ours if l.startswith("FAIL")]
+    log(f"ops26 vs ctstore: exit {r.returncode}, {sum(l.startswith('ok') for l in ours)} ok, {len(fails)} failed")
+    for l in fails:
+        log("  " + l)
+    if r.returncode != 0 or not any(l.startswith("done: 0 failed") for l in ours):
+        log(r.stdout[-3000:] + r.stderr[-3000:])
+        ok = False
+    if rc != 0:
+        log(f"ctstore exited {rc} on SIGTERM")
+        ok = False
+    if a.compare:
+        server = Daemon([CHROOT_PY, os.path.join(HERE, "torch_server26.py")], env=chroot_env())
+        try:
+            t = run_chroot_python([os.path.join(HERE, "ops26.py"), "127.0.0.1", str(server.port)])
+        finally:
+            server.stop()
+        theirs = strip_noise(t.stdout)
+        if theirs != ours:
+            import difflib
+            log("transcripts differ (--- torch 2.6 legacy server, +++ ctstore):")
+            log("\n".join(difflib.unified_diff(theirs, ours, lineterm="", n=1)))
+            ok = False
+        else:
+            log(f"ops26 transcript identical to torch 2.6's own server ({len(ours)} lines)")
+    return ok
+
+
+def gloo_env(port, rank, world, extra):
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
+           "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world), "GROUP_RANK": "0",
+           "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0", "GLOO_SOCKET_IFNAME": "lo"}
+    env.update(extra)
+    return env
+
+
+def check_ranks(out, world, attempt=0):
+    missing = [r for r in range(world) if not re.search(rf"^rank {r}/{world} attempt {attempt} ok ", out, re.M)]
+    return missing
+
+
+def direct_gloo(a, world, extra, label, worker_args=()):
+    store = Daemon([a.ctstore, "--host", "127.0.0.1", "--port", "0"])
+    t0 = time.time()
+    procs = []
+    try:
+        for rank in range(world):
+            procs.append(subprocess.Popen([CHROOT_PY, os.path.join(HERE, "gloo_worker26.py"), *worker_args],
+                                          env=chroot_env(gloo_env(store.port, rank, world, extra)),
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        outs = []
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=JOB_TIMEOUT)[0])
+            except subprocess.TimeoutExpired:
+                p.kill()
+                outs.append(p.communicate()[0] + "\n<timed out>")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        store.stop()
+    out = "".join(outs)
+    codes = [p.returncode for p in procs]
+    missing = check_ranks(out, world)
+    good = all(c == 0 for c in codes) and not missing
+    log(f"{'ok  ' if good else 'FAIL'} direct gloo {label}: world {world}, exit codes {codes}, "
+        f"{time.time() - t0:.1f} s")
+    if not good:
+        log(out[-4000:])
+    return good
+
+
+def case_gloo(a):
+    ok = True
+    patched = {}  # gloo_worker26.py patches rendezvous.TCPStore with use_libuv=False
+    via_env = {"USE_LIBUV": "0"}  # the env:// rendezvous reads USE_LIBUV (2.4+), no patch needed
+    runs = [(4, {"TORCH_DIST_INIT_BARRIER": "1"}, "patched, TORCH_DIST_INIT_BARRIER=1", ()),
+            (2, via_env, "USE_LIBUV=0, unpatched", ("--no-patch",))]
+    if not a.quick:
+        runs = [(2, patched, "patched", ()), (2, {"TORCH_DIST_INIT_BARRIER": "1"}, "patched, barrier", ()),
+                (4, patched, "patched", ()), (4, {"TORCH_DIST_INIT_BARRIER": "1"}, "patched, barrier", ()),
+                (2, via_env, "USE_LIBUV=0, unpatched", ("--no-patch",)),
+                (4, dict(via_env, TORCH_DIST_INIT_BARRIER="1"), "USE_LIBUV=0, unpatched, barrier", ("--no-patch",))]
+    for world, extra, label, args in runs:
+        ok = direct_gloo(a, world, extra, label, args) and ok
+    return ok
+
+
+def run_ctrun(a, args, extra_env=None):
+    env = chroot_env(dict({"GLOO_SOCKET_IFNAME": "lo"}, **(extra_env or {})))
+    t0 = time.time()
+    r = subprocess.run([a.ctrun] + args, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT * 2)
+    return r, time.time() - t0
+
+
+def case_ctrun(a):
+    ok = True
+    for world, extra, label in [(4, {}, "")] + ([] if a.quick else [(4, {"TORCH_DIST_INIT_BARRIER": "1"},
+                                                                       ", TORCH_DIST_INIT_BARRIER=1")]):
+        r, secs = run_ctrun(a, ["--standalone", f"--nproc-per-node={world}", "--no-python", CHROOT_PY,
+                                os.path.join(HERE, "gloo_worker26.py")], extra)
+        missing = check_ranks(r.stdout, world)
+        good = r.returncode == 0 and not missing
+        log(f"{'ok  ' if good else 'FAIL'} ctrun --standalone --nproc-per-node={world}{label}: exit {r.returncode}, "
+            f"{secs:.1f} s")
+        if not good:
+            log(f"ranks without an ok line: {missing}\n--- stdout\n{r.stdout[-4000:]}\n--- stderr\n{r.stderr[-4000:]}")
+        ok = ok and good
+    return ok
+
+
+def case_restart(a):
+    world = 2 if a.quick else 4
+    r, secs = run_ctrun(a, ["--standalone", f"--nproc-per-node={world}", "--max-restarts", "1", "--no-python",
+                            CHROOT_PY, os.path.join(HERE, "gloo_worker26.py"), "--fail-on-attempt-0"])
+    failed0 = [rk for rk in range(world) if f"rank {rk}/{world} attempt 0 failing on purpose" in r.stdout]
+    missing1 = check_ranks(r.stdout, world, attempt=1)
+    fresh = all(re.search(rf"^rank {rk}/{world} attempt 1 ok .* stale_keys_seen=False$", r.stdout, re.M)
+                for rk in range(world))
+    good = r.returncode == 0 and len(failed0) == world and not missing1 and fresh
+    log(f"{'ok  ' if good else 'FAIL'} ctrun --max-restarts 1, {world} workers failing on attempt 0: "
+        f"exit {r.returncode}, attempt 0 failed on ranks {failed0}, attempt 1 ok on "
+        f"{[rk for rk in range(world) if rk not in missing1]}, {secs:.1f} s")
+    if not good:
+        log(f"--- stdout\n{r.stdout[-5000:]}\n--- stderr\n{r.stderr[-5000:]}")
+    return good
+
+
+CASES = {"ops": case_ops, "gloo": case_gloo, "ctrun": case_ctrun, "restart": case_restart}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ctstore", required=True)
+    p.add_argument("--ctrun", required=True)
+    p.add_argument("--quick", action="store_true", help="the subset ctest runs (< 60 s)")
+    p.add_argument("--compare", action="store_true", help="also diff ops26 against torch 2.6's own server")
+    p.add_argument("cases", nargs="*", help="ops gloo ctrun restart (default: all)")
+    a = p.parse_args()
+    unknown = [c for c in a.cases if c not in CASES]
+    if unknown:
+        p.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
+    reason = skip_reason()
+    if reason:
+        log(f"SKIP: {reason}")
+        return SKIP
+    t0 = time.time()
+    results = {}
+    for name in a.cases or list(CASES):
+        try:
+            results[name] = CASES[name](a)
+        except Exception as e:  # a hung or broken case fails, the others still run
+            log(f"FAIL {name}: {type(e).__name__}: {e}")
+            results[name] = False
+    log(f"torch2 results: {results} in {time.time() - t0:.1f} s")
+    return 0 if all(results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
