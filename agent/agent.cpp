@@ -183,7 +183,11 @@ class Agent::Impl {
 
   void start_attempt() {
     ++attempt_seq_;
-    for (const auto& w : workers_) guardian_forget(w.pid);  // the previous attempt's groups were signalled
+    // The previous attempt's groups that are empty now: their ids may be recycled, so the guardian must forget them.
+    // A group a worker's child still holds stays watched.
+    for (const auto& w : workers_) {
+      if (w.pid > 0 && ::kill(-w.pid, 0) != 0 && errno == ESRCH) guardian_forget(w.pid);
+    }
     // A fresh keyspace: no key of a previous attempt survives into this one. Cleared before joining, never after:
     // once the round completes, other nodes' workers may write here at once. The previous round is over for every
     // node by now. Not with the static backend, whose one store also holds the rendezvous (as torchrun; torch
@@ -197,8 +201,11 @@ class Agent::Impl {
         if (tries >= kMaxBrokenRounds) throw rdzv::RendezvousError("rounds kept breaking before they started");
       }
     } catch (const rdzv::RendezvousError& e) {
-      log_->error("rendezvous failed: {}", e.what());
-      events_.emit("rendezvous_failed", {{"error", e.what()}});
+      // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
+      std::string why = e.what();
+      if (!last_round_end_.empty()) why += " (the previous round ended: " + last_round_end_ + ")";
+      log_->error("rendezvous failed: {}", why);
+      events_.emit("rendezvous_failed", {{"error", why}});
       exit_code_ = 1;
       return finish();
     }
@@ -261,13 +268,24 @@ class Agent::Impl {
         std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(config_.monitor_interval)));
     membership_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
       if (ec || attempt != attempt_seq_ || finished_ || stopping_) return;
-      int waiting = rdzv_->num_nodes_waiting();
-      if (waiting > 0 || rdzv_->round_broken()) {
-        std::string reason = rdzv_->restart_reason();
+      int waiting = 0;
+      bool broken = false;
+      std::string reason;
+      try {
+        waiting = rdzv_->num_nodes_waiting();
+        broken = waiting == 0 && rdzv_->round_broken();
+        if (waiting > 0 || broken) reason = rdzv_->restart_reason();
+      } catch (const std::exception& e) {
+        // The rendezvous store is gone (its host died): end the round; joining the next one says what failed.
+        broken = true;
+        reason = std::string("the rendezvous store failed: ") + e.what();
+      }
+      if (waiting > 0 || broken) {
         log_->warn("Membership changed ({}); restarting worker group into a new round",
                    reason.empty() ? std::to_string(waiting) + " node(s) waiting" : reason);
         events_.emit("membership_change", {{"nodes_waiting", waiting}, {"reason", reason}});
         membership_restart_ = true;
+        last_round_end_ = reason;
         return stop_workers(SIGTERM);
       }
       watch_membership();
@@ -593,6 +611,7 @@ class Agent::Impl {
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;
   bool static_multi_node_ = false;
+  std::string last_round_end_;  // why the previous round ended (membership change), for error messages
   std::unique_ptr<rdzv::Handler> rdzv_;
   std::unique_ptr<LogLayout> layout_;
   rdzv::RoundInfo round_;

@@ -247,6 +247,25 @@ class MultiNode(unittest.TestCase):
         self.assertIn("heartbeat", self.c.log("n2") + self.c.log("n3"))
         self.assert_no_orphans()
 
+    def test_sigterm_agent_others_reform(self):
+        ep = f"127.0.0.2:{free_port()}"
+        # keep_alive_interval is long: the survivors must learn of the leave from leave(), not from lost heartbeats.
+        flags = c10d(ep, "term", "2:3", "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=30")
+        for tag in ("n2", "n3", "n4"):
+            self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=["--target-world", "2", "--no-torch"])
+        self.c.wait_for("a 3-node round", lambda: len(self.c.rounds("*.ws3.*")) == 3, 60)
+        start = time.monotonic()
+        self.c.agents["n4"].send_signal(signal.SIGTERM)
+        self.assertEqual(self.c.wait("n4", 30), 1, self.c.logs())
+        for tag in ("n2", "n3"):
+            self.assertEqual(self.c.wait(tag, 30), 0, self.c.logs())
+        self.assertLess(time.monotonic() - start, 15)
+        self.assertIn("left", self.c.log("n2"))
+        res = self.c.results()
+        self.assertEqual(sorted(res), ["n2.0", "n3.0"])
+        self.assertEqual({r["WORLD_SIZE"] for r in res.values()}, {"2"})
+        self.assert_no_orphans()
+
     def test_kill_below_min(self):
         ep = f"127.0.0.2:{free_port()}"
         flags = c10d(ep, "below", "2:3", "join_timeout=3,last_call_timeout=0.5,keep_alive_interval=0.3,"
@@ -260,6 +279,9 @@ class MultiNode(unittest.TestCase):
         log = self.c.log("n2")
         self.assertIn("timed out", log)
         self.assertIn("of min 2", log)
+        failure = [l for l in log.splitlines() if "rendezvous failed" in l]
+        self.assertTrue(failure, log)
+        self.assertIn("127.0.0.3", failure[0])  # who is missing: the node whose heartbeat stopped
         self.assert_no_orphans()
 
     # --- the orphan guardian --------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A torch 2.x gloo worker in agent-store mode, the way torchrun (and ctrun) starts one.
 
-usage: python3 gloo_worker26.py [--fail-on-attempt-0] [--no-patch]
+usage: python3 gloo_worker26.py [--fail-on-attempt-0]
 env:   RANK WORLD_SIZE MASTER_ADDR MASTER_PORT TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT
        (set by ctrun, or by run_torch2_tests.py for the direct runs); TORCH_DIST_INIT_BARRIER=1 optional.
 
@@ -19,10 +19,15 @@ import torch
 import torch.distributed as dist
 
 # Debian's 2.6 has no libuv; the agent-store path builds its TCPStore in torch.distributed.rendezvous.
-# --no-patch leaves it alone (then the job needs USE_LIBUV=0 in the environment, which env:// reads too).
-if "--no-patch" not in sys.argv[1:]:
-    rdv = sys.modules["torch.distributed.rendezvous"]
-    rdv.TCPStore = functools.partial(dist.TCPStore, use_libuv=False)
+# In agent-store mode 2.6 creates it with the default use_libuv=True whatever USE_LIBUV says, so patch it.
+rdv = sys.modules["torch.distributed.rendezvous"]
+rdv.TCPStore = functools.partial(dist.TCPStore, use_libuv=False)
+
+def say(line):
+    """One write(2) per line: the workers share one pipe, and print() under PYTHONUNBUFFERED=1 writes the text
+    and its newline separately, so another rank's line could land in between."""
+    os.write(1, (line + "\n").encode())
+
 
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 fail_first = "--fail-on-attempt-0" in sys.argv[1:]
@@ -56,13 +61,12 @@ if fail_first and attempt == 0:
     raw.set(f"from_attempt_0_rank_{rank}", b"x")
     raw.set("attempt0_done", b"1")
     dist.barrier()
-    print(f"rank {rank}/{world} attempt 0 failing on purpose", flush=True)
+    say(f"rank {rank}/{world} attempt 0 failing on purpose")
     sys.exit(1)
 
 want = [expected, expected] + ([3.0] if rank in (0, 1) else [])
 good = sums == want and stale is not True
 extra = "" if stale is None else f" stale_keys_seen={stale}"
-print(f"rank {rank}/{world} attempt {attempt} {'ok' if good else 'WRONG'} sums={sums} expected={want}{extra}",
-      flush=True)
+say(f"rank {rank}/{world} attempt {attempt} {'ok' if good else 'WRONG'} sums={sums} expected={want}{extra}")
 dist.destroy_process_group()
 sys.exit(0 if good else 1)

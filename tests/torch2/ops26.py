@@ -1,6 +1,7 @@
 """Every Python-visible TCPStore op of a real torch 2.x client (v2 dialect) against a server at HOST PORT.
 
 usage: python3 ops26.py HOST PORT        (inside the torch 2.6 chroot; see README.md)
+       python3 ops26.py                  as a ctrun worker: the agent's store at MASTER_ADDR:MASTER_PORT
 
 Runs against any TCPStore server: ours (ctstore, ctrun's agent store) or torch's own legacy server
 (torch_server26.py), so the two transcripts can be diffed. Every step checks its result against the
@@ -15,7 +16,12 @@ import time
 import torch
 import torch.distributed as dist
 
-HOST, PORT = sys.argv[1], int(sys.argv[2])
+import os
+
+if len(sys.argv) > 2:
+    HOST, PORT = sys.argv[1], int(sys.argv[2])
+else:
+    HOST, PORT = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
 T = datetime.timedelta
 BIN = b"\x00\x01\x02nul\x00\xff\xfe\x00\x00"  # binary value with NULs
 BIG = bytes(range(256)) * 4096  # 1 MiB

@@ -90,12 +90,16 @@ int main(int argc, char** argv) {
   std::string backend = "cpu";
   bool no_gloo = false;
   double scale = 1.0;
+  std::string transport;
   app.add_option("--nproc", nproc, "ranks to launch when not under ctrun/torchrun")->check(CLI::Range(1, 64));
   app.add_option("--ops", ops_arg, "comma-separated: all_reduce, all_gather, broadcast, reduce_scatter, reduce");
   app.add_option("--sizes", sizes_arg, "comma-separated byte sizes (K/M suffixes)");
   app.add_option("--backend", backend, "cpu or nccl");
   app.add_flag("--no-gloo", no_gloo, "skip the torch gloo peer");
   app.add_option("--iters-scale", scale, "multiply the iteration counts (quick runs: 0.1)");
+  app.add_option("--transport", transport, "cpu backend transport of the ranks: auto, tcp or shm "
+                                            "(sets CTRUN_COMM_TRANSPORT; gloo always uses TCP)")
+      ->check(CLI::IsMember({"auto", "tcp", "shm"}));
   CLI11_PARSE(app, argc, argv);
 
   const auto ops = split(ops_arg);
@@ -118,6 +122,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // The ranks inherit it (launched by us, or by ctrun with this variable in its environment).
+  if (!transport.empty()) setenv("CTRUN_COMM_TRANSPORT", transport.c_str(), 1);
   try {
     if (std::getenv("RANK")) return run_rank(ops, sizes, backend, scale);
   } catch (const std::exception& e) {

@@ -183,8 +183,8 @@ RoundTripResult measure_event_driven(std::uint16_t port, const std::function<dou
         break;
       case Op::kSetGet:
         // What TcpStore::set + get send: SET (no reply), then WAIT [key] (00) and GET key (the value).
-        c.steps.push_back({encode(proto::Command::kSet, {key}, {c.value}) + encode(proto::Command::kWait, {key}),
-                           Step::Reply::kU8});
+        c.steps.push_back(
+            {encode(proto::Command::kSet, {key}, {c.value}) + encode(proto::Command::kWait, {key}), Step::Reply::kU8});
         c.steps.push_back({encode(proto::Command::kGet, {key}), Step::Reply::kBytes});
         break;
       case Op::kCheck:

@@ -124,9 +124,8 @@ int run(int argc, char** argv) {
   std::vector<Contender> contenders{{"ctstore", [&] { return start_ctstore(ctstore); }},
                                     {"torch", [&] { return start_torch_server(python, torch_script); }}};
 
-  fmt::print(
-      "store_bench: {} CPUs ({}), {} ms per point after {} ms warm-up, legacy-dialect traffic on loopback\n",
-      ::sysconf(_SC_NPROCESSORS_ONLN), cpu_model(), duration_ms, warmup_ms);
+  fmt::print("store_bench: {} CPUs ({}), {} ms per point after {} ms warm-up, legacy-dialect traffic on loopback\n",
+             ::sysconf(_SC_NPROCESSORS_ONLN), cpu_model(), duration_ms, warmup_ms);
   std::fflush(stdout);
 
   // Round trips: both servers up at once, measured alternately per point so drift hits both alike. Each load
@@ -145,9 +144,10 @@ int run(int argc, char** argv) {
     for (const auto& gen : loads) {
       const bool events = gen == "events";
       if (events)
-        fmt::print("\nround trips, event-driven load generator ({} epoll thread(s) for all connections, one request "
-                   "outstanding per connection, raw legacy-dialect requests):\n",
-                   load_threads);
+        fmt::print(
+            "\nround trips, event-driven load generator ({} epoll thread(s) for all connections, one request "
+            "outstanding per connection, raw legacy-dialect requests):\n",
+            load_threads);
       else
         fmt::print("\nround trips, realistic clients (a thread per connection, our TcpStore, legacy dialect):\n");
       fmt::print("{:<9} {:>6} {:>14} {:>14} {:>7}   {:>22} {:>22}\n", "op", "conns", "ctstore ops/s", "torch ops/s",
@@ -160,11 +160,11 @@ int run(int argc, char** argv) {
             for (auto& s : servers) {
               auto cpu = [&s] { return s.cpu_seconds(); };
               runs[s.name].push_back(
-                  events ? measure_event_driven(s.port, cpu, op, conns, load_threads,
-                                                std::chrono::milliseconds(warmup_ms),
-                                                std::chrono::milliseconds(duration_ms))
-                         : measure_round_trips(s.port, cpu, op, conns, std::chrono::milliseconds(warmup_ms),
-                                               std::chrono::milliseconds(duration_ms)));
+                  events
+                      ? measure_event_driven(s.port, cpu, op, conns, load_threads, std::chrono::milliseconds(warmup_ms),
+                                             std::chrono::milliseconds(duration_ms))
+                      : measure_round_trips(s.port, cpu, op, conns, std::chrono::milliseconds(warmup_ms),
+                                            std::chrono::milliseconds(duration_ms)));
             }
           for (auto& [name, v] : runs) {
             std::sort(v.begin(), v.end(), [](auto& x, auto& y) { return x.ops_per_second < y.ops_per_second; });
