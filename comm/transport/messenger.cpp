@@ -341,6 +341,8 @@ void Messenger::wait_for_events(std::uint64_t token, Clock::time_point until) {
     if (peer == rank_ || p.error) continue;
     if (!p.sends.empty()) want_write_.push_back(peer);
     if (p.pending_recvs > 0 || p.target || (p.stash && p.stash->waiter)) want_read_.push_back(peer);
+    // Mid-payload, waking up for a few bytes only costs a context switch; headers and stashes wake on any byte.
+    transport_.expect_bytes(peer, p.target && p.abort_remaining == 0 ? p.target->bytes - p.target->done : 1);
   }
   try {
     transport_.wait_event(token, until, want_read_, want_write_);

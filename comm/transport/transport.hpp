@@ -60,6 +60,10 @@ class Transport {
   virtual void wait_event(std::uint64_t token, Clock::time_point until, const std::vector<int>& want_read,
                           const std::vector<int>& want_write) = 0;
 
+  // Hint before wait_event: the next read from `peer` is only useful once `bytes` arrived (the rest of a message
+  // payload), so the wait need not wake for less (tcp: SO_RCVLOWAT). Default: ignored.
+  virtual void expect_bytes(int /*peer*/, std::size_t /*bytes*/) {}
+
   // False for a lazily connected peer that has no connection yet (nothing to notify on abort).
   virtual bool connected(int peer) const = 0;
 

@@ -5,7 +5,7 @@ Runs on the host (any python3 >= 3.8, no torch needed); the torch 2.6 parts run 
 built by ../shared/interop/torch2-env.sh (default /opt/torch2-chroot). See README.md.
 
 usage: run_torch2_tests.py --ctstore BIN --ctrun BIN [--quick] [--compare] [CASE ...]
-cases: ops gloo ctrun restart torchrun        (default: all; --quick: all but torchrun)
+cases: ops gloo ctrun restart torchrun multinode   (default: all; --quick: the first four)
   ops      ops26.py (every Python op of 2.6's TCPStore) against ctstore and, as the worker of
            ctrun --standalone --nproc-per-node=1, against the agent-hosted store; with --compare also against
            torch 2.6's own legacy server; the transcripts must be identical
@@ -17,6 +17,8 @@ cases: ops gloo ctrun restart torchrun        (default: all; --quick: all but to
            (4 workers; --quick: 2)
   torchrun two real torch 2.6 torchrun agents (torchrun26.py) with --rdzv-backend c10d and ctstore as the
            --rdzv-endpoint, 2 gloo workers each (not in --quick)
+  multinode two ctrun agents on 127.0.0.2/.3, c10d rendezvous on ctstore, 2 workers each, --max-restarts 1 with
+           --fail-on-attempt-0 (not in --quick)
 Exit: 0 all passed, 1 a failure, 77 skipped (no chroot, not root).
 """
 import argparse
@@ -134,7 +136,8 @@ def case_ops(a):
             server.stop()
     ours = strip_noise(r.stdout)
     fails = [l for l in ours if l.startswith("FAIL")]
-    log(f"{'ok  ' if r.returncode == 0 and not fails else 'FAIL'} ops26 vs ctstore: exit {r.returncode}, {sum(l.startswith('ok') for l in ours)} ok, {len(fails)} failed")
+    log(f"{'ok  ' if r.returncode == 0 and not fails else 'FAIL'} ops26 vs ctstore: exit {r.returncode}, "
+        f"{sum(l.startswith('ok') for l in ours)} ok, {len(fails)} failed")
     for l in fails:
         log("  " + l)
     if r.returncode != 0 or not any(l.startswith("done: 0 failed") for l in ours):
@@ -306,8 +309,79 @@ def case_torchrun(a):
     return good
 
 
+def case_multinode(a):
+    """Two ctrun agents (127.0.0.2, 127.0.0.3), c10d rendezvous on ctstore, 2 torch 2.6 workers each, failing on
+    attempt 0: node 1's workers use node 0's agent store, and attempt 1 must see no key of attempt 0."""
+    store = Daemon([a.ctstore, "--host", "127.0.0.1", "--port", "0"])
+    t0 = time.time()
+    procs = []
+    try:
+        for n in (2, 3):
+            procs.append(subprocess.Popen(
+                [a.ctrun, "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                 f"127.0.0.1:{store.port}", "--rdzv-id", "torch2mn", "--local-addr", f"127.0.0.{n}",
+                 "--max-restarts", "1", "--no-python", CHROOT_PY, os.path.join(HERE, "gloo_worker26.py"),
+                 "--fail-on-attempt-0"],
+                env=chroot_env({"GLOO_SOCKET_IFNAME": "lo"}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True))
+        outs = []
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=JOB_TIMEOUT * 2))
+            except subprocess.TimeoutExpired:
+                p.terminate()  # ctrun forwards it to its workers
+                outs.append(p.communicate())
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        store.stop()
+    out = "".join(o for o, _ in outs)
+    codes = [p.returncode for p in procs]
+    failed0 = [rk for rk in range(4) if f"rank {rk}/4 attempt 0 failing on purpose" in out]
+    fresh = [rk for rk in range(4)
+             if re.search(rf"^rank {rk}/4 attempt 1 ok .* stale_keys_seen=False$", out, re.M)]
+    good = codes == [0, 0] and len(failed0) == 4 and len(fresh) == 4
+    log(f"{'ok  ' if good else 'FAIL'} two ctrun agents (c10d on ctstore), 2x2 torch 2.6 workers, --max-restarts 1: "
+        f"exit codes {codes}, attempt 0 failed on {failed0}, attempt 1 ok and fresh on {fresh}, "
+        f"{time.time() - t0:.1f} s")
+    if not good:
+        log("\n".join(f"--- stdout\n{o[-3000:]}\n--- stderr\n{e[-3000:]}" for o, e in outs))
+    return good
+
+
+def torch2_env_runs():
+    """Pids of live `torch2-env.sh run` processes (any user of the chroot, ours or not)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"torch2-env.sh") for a in argv[:2]) and b"run" in argv[1:3]:
+            pids.append(int(d))
+    return pids
+
+
+def reclaim_leaked_mounts():
+    """torch2-env.sh counts its active runs to know when to unmount /proc and /dev. A run whose bash gets SIGTERM
+    while it is already cleaning up (ctrun stops the surviving workers' groups when one fails, which is exactly
+    when the others exit too) leaves the count one too high, and the chroot stays mounted. When no run is alive
+    at all, any count is such a leak: reset it with `torch2-env.sh umount`."""
+    try:
+        with open(os.path.join(CHROOT_DIR, ".torch2-env", "users")) as f:
+            users = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return
+    if users > 0 and not torch2_env_runs():
+        subprocess.run([TORCH2_ENV, "umount"], env=chroot_env(), stdout=subprocess.DEVNULL)
+        log(f"note: torch2-env.sh counted {users} active run(s) with none alive; unmounted the chroot")
+
+
 CASES = {"ops": case_ops, "gloo": case_gloo, "ctrun": case_ctrun, "restart": case_restart,
-         "torchrun": case_torchrun}
+         "torchrun": case_torchrun, "multinode": case_multinode}
 QUICK_CASES = ["ops", "gloo", "ctrun", "restart"]
 
 
@@ -317,7 +391,7 @@ def main():
     p.add_argument("--ctrun", required=True)
     p.add_argument("--quick", action="store_true", help="the subset ctest runs (< 60 s)")
     p.add_argument("--compare", action="store_true", help="also diff ops26 against torch 2.6's own server")
-    p.add_argument("cases", nargs="*", help="ops gloo ctrun restart torchrun (default: all)")
+    p.add_argument("cases", nargs="*", help="ops gloo ctrun restart torchrun multinode (default: all)")
     a = p.parse_args()
     unknown = [c for c in a.cases if c not in CASES]
     if unknown:
@@ -334,6 +408,7 @@ def main():
         except Exception as e:  # a hung or broken case fails, the others still run
             log(f"FAIL {name}: {type(e).__name__}: {e}")
             results[name] = False
+    reclaim_leaked_mounts()
     log(f"torch2 results: {results} in {time.time() - t0:.1f} s")
     return 0 if all(results.values()) else 1
 

@@ -24,6 +24,7 @@ namespace ctrun::comm::transport::tcp {
 namespace {
 
 constexpr std::uint32_t kHelloMagic = 0x4d435443;  // "CTCM"
+constexpr std::size_t kMaxLowWater = 256 << 10;    // see expect_bytes
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -98,6 +99,7 @@ class TcpTransport final : public Transport {
         fds_(static_cast<std::size_t>(size), -1),
         readable_(static_cast<std::size_t>(size), 1),
         writable_(static_cast<std::size_t>(size), 1),
+        lowat_(static_cast<std::size_t>(size), 1),
         errors_(static_cast<std::size_t>(size)) {
     if (options_.advertise_host.empty()) options_.advertise_host = pick_advertise_host();
     event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -159,6 +161,18 @@ class TcpTransport final : public Transport {
     }
     if (errno == EINTR) return 0;
     broken(peer, "receiving failed (" + errno_text() + "): it exited or closed the group");
+  }
+
+  // Wakes poll() only once a useful amount of a payload is queued, not per 64 KiB segment (each wake-up of a rank
+  // on a busy machine may wait for a scheduler tick). Capped well below the receive buffer so the sender can
+  // always fill it; an EOF or error still wakes poll at once, and wait_event never sleeps more than 1 s.
+  void expect_bytes(int peer, std::size_t bytes) override {
+    const auto idx = static_cast<std::size_t>(peer);
+    const int fd = fds_[idx];
+    if (fd < 0) return;
+    const int want = static_cast<int>(std::clamp<std::size_t>(bytes, 1, kMaxLowWater));
+    if (lowat_[idx] == want) return;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) lowat_[idx] = want;
   }
 
   std::uint64_t event_token() override { return 0; }  // poll() is level-triggered: no token needed
@@ -338,6 +352,7 @@ class TcpTransport final : public Transport {
   std::vector<int> fds_;
   std::vector<char> readable_;  // see write_some2
   std::vector<char> writable_;
+  std::vector<int> lowat_;  // SO_RCVLOWAT last set per socket (1 = the kernel's default)
   std::vector<std::string> errors_;
   std::vector<pollfd> pfds_;
   std::vector<int> poll_peers_;  // peer of pfds_[i + 2]
