@@ -243,7 +243,11 @@ class CpuBackend final : public Backend {
                       Clock::now() + context_.options.timeout, scratch_, chunk_bytes_);
           try {
             if (auto fatal = messenger_->fatal_error()) std::rethrow_exception(fatal);
-            fn(ctx, a);
+            if (bytes == 0 && size() > 1 && a != Algorithm::kShm && equal_sizes_required(kind)) {
+              exchange_empty_around_ring(ctx);
+            } else {
+              fn(ctx, a);
+            }
           } catch (const InvalidArgumentError&) {
             throw;
           } catch (const CommError& e) {
@@ -258,6 +262,23 @@ class CpuBackend final : public Backend {
         },
         work);
     return work;
+  }
+
+  // Ops whose buffers must have the same size on every rank.
+  static bool equal_sizes_required(OpKind kind) {
+    return kind == OpKind::kAllReduce || kind == OpKind::kBroadcast || kind == OpKind::kReduce ||
+           kind == OpKind::kAllGather || kind == OpKind::kReduceScatter;
+  }
+
+  // The message-passing algorithms send nothing for an empty buffer, so a rank that passed 0 elements while
+  // others passed more would leave them waiting until the timeout (or, in a broadcast, let everyone finish
+  // silently). Empty ranks instead send an empty message to the right and receive one from the left: a peer
+  // running the real algorithm then sees a 0-byte message where it expects data, or sends data where this
+  // rank expects 0 bytes, and both report the size mismatch. When every rank is empty this costs one step.
+  static void exchange_empty_around_ring(Context& ctx) {
+    auto recv = ctx.irecv(ctx.peer(-1), nullptr, 0);
+    auto send = ctx.isend(ctx.peer(1), nullptr, 0);
+    ctx.wait({recv, send});
   }
 
   void post_p2p(const std::vector<P2POp>& ops, const std::shared_ptr<CompletionWork>& work) {

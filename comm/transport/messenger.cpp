@@ -196,8 +196,8 @@ bool Messenger::progress_sends(int peer, Peer& p) {
       char header[kHeaderBytes];
       encode_header(header, r->tag, r->bytes);
       const std::size_t head = kHeaderBytes - r->header_done;
-      std::size_t n = transport_.write_some2(peer, header + r->header_done, head, r->data + r->done,
-                                             r->bytes - r->done);
+      std::size_t n =
+          transport_.write_some2(peer, header + r->header_done, head, r->data + r->done, r->bytes - r->done);
       if (n == 0) return moved;
       moved = true;
       const std::size_t h = std::min(n, head);

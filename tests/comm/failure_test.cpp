@@ -65,6 +65,33 @@ TEST_P(PerTransport, MismatchedSizesRaiseAClearError) {
   }
 }
 
+// Over tcp the message-passing algorithms send nothing for an empty buffer; empty ranks exchange an empty
+// message around the ring instead, so a ring neighbour that passed more names the mismatch.
+TEST(Tcp, EmptyVersusNonEmptyAllReduceRaisesAClearError) {
+  for (const char* algo : {"all_reduce=ring", "all_reduce=recursive_doubling", ""}) {
+    const auto start = Clock::now();
+    const auto errors = run_ranks_collect(3, quick("tcp", algo), [](int rank, ProcessGroup& pg) {
+      std::vector<float> v(rank == 1 ? 0 : 4096, 1.0f);
+      pg.all_reduce(v);
+    });
+    bool named = false;
+    for (const auto& e : errors) {
+      EXPECT_NE(e, "") << algo << ": every rank must fail";
+      named |= e.find("different sizes") != std::string::npos || e.find("mismatched") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << algo << ": some rank must name the mismatch; got: " << errors[0] << " | " << errors[1];
+    EXPECT_LT(Clock::now() - start, milliseconds(1500)) << algo << ": must fail before the 2 s timeout";
+  }
+  run_ranks(3, quick("tcp"), [](int, ProcessGroup& pg) {
+    std::vector<float> empty;
+    pg.all_reduce(empty);
+    pg.broadcast(empty, 2);
+    std::vector<float> one{1.0f};
+    pg.all_reduce(one);
+    EXPECT_EQ(one[0], 3.0f);
+  });
+}
+
 // One rank passing 0 elements used to return before the shared-memory barrier, leaving the others to time out.
 TEST(SharedMemory, EmptyVersusNonEmptyRaisesAClearError) {
   using Fn = std::function<void(int, ProcessGroup&)>;

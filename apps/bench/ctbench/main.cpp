@@ -97,8 +97,9 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "cpu or nccl");
   app.add_flag("--no-gloo", no_gloo, "skip the torch gloo peer");
   app.add_option("--iters-scale", scale, "multiply the iteration counts (quick runs: 0.1)");
-  app.add_option("--transport", transport, "cpu backend transport of the ranks: auto, tcp or shm "
-                                            "(sets CTRUN_COMM_TRANSPORT; gloo always uses TCP)")
+  app.add_option("--transport", transport,
+                 "cpu backend transport of the ranks: auto, tcp or shm "
+                 "(sets CTRUN_COMM_TRANSPORT; gloo always uses TCP)")
       ->check(CLI::IsMember({"auto", "tcp", "shm"}));
   CLI11_PARSE(app, argc, argv);
 

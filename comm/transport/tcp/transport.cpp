@@ -24,7 +24,6 @@ namespace ctrun::comm::transport::tcp {
 namespace {
 
 constexpr std::uint32_t kHelloMagic = 0x4d435443;  // "CTCM"
-constexpr std::size_t kMaxLowWater = 256 << 10;    // see expect_bytes
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -52,6 +51,18 @@ int socket_buffer_bytes() {
     const char* v = std::getenv("CTRUN_COMM_TCP_BUFFER_BYTES");
     if (v && *v) return static_cast<int>(std::min<unsigned long long>(std::strtoull(v, nullptr, 10), 1ull << 30));
     return 4 << 20;
+  }();
+  return bytes;
+}
+
+// Cap of SO_RCVLOWAT (see expect_bytes), from CTRUN_COMM_TCP_LOWAT_BYTES. Off (0) by default: A/B runs with
+// 256 KiB and 1 MiB on the 2-core VM showed no gain beyond noise (docs/benchmarks.md); kept as a tuning knob
+// for machines where wake-ups cost more.
+std::size_t max_low_water() {
+  static const std::size_t bytes = [] {
+    const char* v = std::getenv("CTRUN_COMM_TCP_LOWAT_BYTES");
+    if (v && *v) return static_cast<std::size_t>(std::min<unsigned long long>(std::strtoull(v, nullptr, 10), 1 << 20));
+    return std::size_t{0};
   }();
   return bytes;
 }
@@ -163,14 +174,14 @@ class TcpTransport final : public Transport {
     broken(peer, "receiving failed (" + errno_text() + "): it exited or closed the group");
   }
 
-  // Wakes poll() only once a useful amount of a payload is queued, not per 64 KiB segment (each wake-up of a rank
-  // on a busy machine may wait for a scheduler tick). Capped well below the receive buffer so the sender can
-  // always fill it; an EOF or error still wakes poll at once, and wait_event never sleeps more than 1 s.
+  // When enabled, wakes poll() only once a useful amount of a payload is queued, not per 64 KiB segment. Capped
+  // (<= 1 MiB) well below the receive buffer so the sender can always fill it; an EOF or error still wakes poll
+  // at once, and wait_event never sleeps more than 1 s.
   void expect_bytes(int peer, std::size_t bytes) override {
     const auto idx = static_cast<std::size_t>(peer);
     const int fd = fds_[idx];
-    if (fd < 0) return;
-    const int want = static_cast<int>(std::clamp<std::size_t>(bytes, 1, kMaxLowWater));
+    if (fd < 0 || max_low_water() == 0) return;
+    const int want = static_cast<int>(std::clamp<std::size_t>(bytes, 1, max_low_water()));
     if (lowat_[idx] == want) return;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) lowat_[idx] = want;
   }
@@ -227,6 +238,10 @@ class TcpTransport final : public Transport {
     for (int fd : fds_) {
       if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
     }
+    // Peers that never connected to us (lazy connection) are refused from now on instead of connecting to a
+    // listener nobody accepts from and waiting out their timeout (see connect_to).
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    listen_fd_ = -1;
   }
 
  private:
@@ -306,8 +321,16 @@ class TcpTransport final : public Transport {
             return;
           }
         }
+        const int err = errno;
         last_error = errno_text();
         ::close(fd);
+        // The peer listened before it published its address, so a refusal means its listener is gone: it
+        // exited or closed the group (e.g. it aborted before we first needed it). Retrying would only turn
+        // that into a timeout.
+        if (err == ECONNREFUSED) {
+          throw PeerError("comm tcp: rank " + std::to_string(peer) + " no longer accepts connections at " + addr +
+                          ": it exited, aborted or closed the group");
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
