@@ -7,6 +7,7 @@ Run one case: multinode_test.py CASE (ctest runs each as integration.CASE). Exit
 import glob
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -20,6 +21,9 @@ CTRUN = os.environ.get("CTRUN_BIN", "ctrun")
 CTSTORE = os.environ.get("CTSTORE_BIN", "ctstore")
 TORCH_PYTHON = os.environ.get("CTRUN_TORCH_PYTHON", "/usr/bin/python3")
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "job.py")
+# Debian's torch 1.13 torchrun, patched only to run on Python 3.11 (shared/interop/torchrun_py311.py).
+TORCHRUN_PY = os.environ.get("TORCHRUN_PY", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                         "..", "shared", "interop", "torchrun_py311.py"))
 SKIP = 77
 
 
@@ -56,6 +60,7 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix="ctrun-mn-")
         self.agents = {}  # tag -> Popen
         self.others = []
+        self.groups = []  # process groups to SIGKILL at the end (agents without our guardian: real torchrun)
 
     def start(self, tag, addr, flags, job_args=(), nproc=1, env=None):
         e = dict(os.environ, OUT_DIR=self.dir, NODE_TAG=tag, PYTHON_EXEC=TORCH_PYTHON, GLOO_SOCKET_IFNAME="lo",
@@ -66,6 +71,16 @@ class Cluster:
                "--shutdown-timeout", "5", *flags, JOB, *job_args]
         self.agents[tag] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
         return self.agents[tag]
+
+    def start_torchrun(self, tag, flags, job_args=()):
+        """A real torch 1.13 torchrun agent (its own process group, which holds its workers) running job.py."""
+        e = dict(os.environ, OUT_DIR=self.dir, NODE_TAG=tag, GLOO_SOCKET_IFNAME="lo", LOGLEVEL="INFO")
+        log = open(os.path.join(self.dir, f"agent.{tag}.log"), "w")
+        cmd = [TORCH_PYTHON, TORCHRUN_PY, "--monitor_interval", "0.1", *flags, JOB, *job_args]
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+        self.agents[tag] = p
+        self.groups.append(p.pid)
+        return p
 
     def wait(self, tag, timeout):
         return self.agents[tag].wait(timeout=timeout)
@@ -99,6 +114,11 @@ class Cluster:
         raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
 
     def close(self):
+        for pgid in self.groups:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                pass
         for p in self.agents.values():  # SIGKILL the agent only: its guardian then kills its workers' groups
             if p.poll() is None:
                 p.kill()
@@ -126,7 +146,7 @@ def c10d(endpoint, run_id, nnodes, conf=""):
 
 class MultiNode(unittest.TestCase):
     needs_torch = {"test_static_two_nodes_torch", "test_c10d_three_nodes_torch", "test_worker_failure_restarts_all",
-                   "test_join_mid_run", "test_kill_agent_survivors_finish"}
+                   "test_join_mid_run", "test_kill_agent_survivors_finish", "test_torchrun_agents_on_ctstore"}
 
     def setUp(self):
         self.c = Cluster()
@@ -219,6 +239,39 @@ class MultiNode(unittest.TestCase):
         self.assertEqual({r["TORCHELASTIC_RESTART_COUNT"] for r in res.values()}, {"1"})
         self.assertTrue(self.c.rounds("n2.0.ws2.rc0"), "node 2's first attempt never started")
 
+    def test_torchrun_agents_on_ctstore(self):
+        """Two real torch 1.13 torchrun agents (c10d backend: compare_set, get, set, wait) rendezvous on our
+        ctstore (legacy dialect) and run a gloo all_reduce over 2 x 2 workers."""
+        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.c.others.append(store)
+        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        # No is_host in --rdzv_conf: as users run it, each agent first tries to host the store on the endpoint
+        # (127.0.0.1 is this machine), finds the port taken by ctstore and becomes its client.
+        flags = ["--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                 f"127.0.0.1:{port}", "--rdzv_id", "trun", "--max_restarts", "0"]
+        for tag in ("t1", "t2"):
+            self.c.start_torchrun(tag, flags)
+        deadline = time.monotonic() + 120  # both agents within one bound, well inside ctest's TIMEOUT
+        for tag in ("t1", "t2"):
+            self.assertEqual(self.c.wait(tag, max(1.0, deadline - time.monotonic())), 0, self.c.logs())
+        res = self.c.results()
+        self.assertEqual(sorted(res), ["t1.0", "t1.1", "t2.0", "t2.1"], self.c.logs())
+        self.assertEqual(sorted(int(r["RANK"]) for r in res.values()), [0, 1, 2, 3])
+        for name, r in res.items():
+            self.assertEqual((r["WORLD_SIZE"], r["LOCAL_WORLD_SIZE"], r["GROUP_WORLD_SIZE"]), ("4", "2", "2"), name)
+            self.assertEqual(r["sum"], 10.0, name)  # 1 + 2 + 3 + 4
+            self.assertEqual(r["torch_rank"], int(r["RANK"]), name)
+            self.assertEqual(int(r["RANK"]), 2 * int(r["GROUP_RANK"]) + int(r["LOCAL_RANK"]), name)
+            self.assertEqual(r["TORCHELASTIC_RUN_ID"], "trun", name)
+        # The rendezvous really went through ctstore: its counters show the c10d backend's compare_set traffic.
+        store.send_signal(signal.SIGUSR1)
+        self.assertTrue(select.select([store.stdout], [], [], 10)[0], "ctstore printed no stats on SIGUSR1")
+        stats = json.loads(store.stdout.readline())
+        self.assertGreater(stats["ops"].get("COMPARE_SET", 0), 0, stats)
+        self.assertGreaterEqual(stats["connections_accepted"], 2, stats)
+        self.assertEqual(store.poll(), None, "ctstore died")
+
     # --- elasticity -----------------------------------------------------------------------------------------
     def test_join_mid_run(self):
         ep = f"127.0.0.2:{free_port()}"
@@ -301,6 +354,9 @@ def main():
     case = sys.argv[1]
     if case in MultiNode.needs_torch and not have_torch():
         print(f"SKIP {case}: PyTorch with torch.distributed is not installed for {TORCH_PYTHON}")
+        return SKIP
+    if case == "test_torchrun_agents_on_ctstore" and not os.path.exists(TORCHRUN_PY):
+        print(f"SKIP {case}: {TORCHRUN_PY} (torch 1.13's torchrun for Python 3.11) not found")
         return SKIP
     result = unittest.TextTestRunner(verbosity=2).run(unittest.defaultTestLoader.loadTestsFromName(
         f"MultiNode.{case}", sys.modules[__name__]))
