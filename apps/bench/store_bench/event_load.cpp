@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,13 +28,6 @@ namespace {
 namespace proto = store::protocol;
 
 constexpr std::size_t kValueBytes = 32;  // as the thread-per-connection clients' value
-
-double self_cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-  return sec(u.ru_utime) + sec(u.ru_stime);
-}
 
 std::string encode(proto::Command c, std::vector<std::string> keys, std::vector<std::string> values = {},
                    std::int64_t integer = 0) {
@@ -151,10 +143,6 @@ bool receive(Conn& c) {
   return true;
 }
 
-struct alignas(64) Counter {
-  std::atomic<std::uint64_t> n{0};
-};
-
 }  // namespace
 
 RoundTripResult measure_event_driven(std::uint16_t port, const std::function<double()>& server_cpu_seconds, Op op,
@@ -194,7 +182,7 @@ RoundTripResult measure_event_driven(std::uint16_t port, const std::function<dou
     }
   }
 
-  std::vector<Counter> counts(static_cast<std::size_t>(threads));
+  std::vector<OpCounter> counts(static_cast<std::size_t>(threads));
   std::atomic<bool> stop{false};
   std::exception_ptr error;
   std::mutex error_mutex;
@@ -237,28 +225,11 @@ RoundTripResult measure_event_driven(std::uint16_t port, const std::function<dou
       if (ep >= 0) ::close(ep);
     });
   }
-  auto total = [&] {
-    std::uint64_t sum = 0;
-    for (auto& c : counts) sum += c.n.load(std::memory_order_relaxed);
-    return sum;
-  };
-  std::this_thread::sleep_for(warmup);
-  auto n0 = total();
-  auto cpu0 = server_cpu_seconds();
-  auto self0 = self_cpu_seconds();
-  auto t0 = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(duration);
-  auto n1 = total();
-  auto cpu1 = server_cpu_seconds();
-  auto self1 = self_cpu_seconds();
-  auto t1 = std::chrono::steady_clock::now();
+  auto result = measure_window(counts, server_cpu_seconds, warmup, duration);
   stop = true;
   for (auto& w : workers) w.join();
   if (error) std::rethrow_exception(error);
-  auto ops = static_cast<double>(n1 - n0);
-  return {.ops_per_second = ops / std::chrono::duration<double>(t1 - t0).count(),
-          .server_cpu_us_per_op = ops > 0 ? (cpu1 - cpu0) * 1e6 / ops : 0,
-          .client_cpu_us_per_op = ops > 0 ? (self1 - self0) * 1e6 / ops : 0};
+  return result;
 }
 
 }  // namespace ctrun::bench

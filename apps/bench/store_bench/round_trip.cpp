@@ -46,11 +46,7 @@ RoundTripResult measure_round_trips(std::uint16_t port, const std::function<doub
     o.connect_timeout = std::chrono::seconds(30);
     clients.push_back(std::make_unique<store::TcpStore>(o));
   }
-  // One counter per thread on its own cache line: a shared counter would measure cache-line ping-pong.
-  struct alignas(64) Counter {
-    std::atomic<std::uint64_t> n{0};
-  };
-  std::vector<Counter> counts(static_cast<std::size_t>(connections));
+  std::vector<OpCounter> counts(static_cast<std::size_t>(connections));
   std::atomic<bool> stop{false};
   std::exception_ptr error;
   std::mutex error_mutex;
@@ -86,9 +82,18 @@ RoundTripResult measure_round_trips(std::uint16_t port, const std::function<doub
       }
     });
   }
+  auto result = measure_window(counts, server_cpu_seconds, warmup, duration);
+  stop = true;
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  return result;
+}
+
+RoundTripResult measure_window(const std::vector<OpCounter>& counts, const std::function<double()>& server_cpu_seconds,
+                               std::chrono::milliseconds warmup, std::chrono::milliseconds duration) {
   auto total = [&] {
     std::uint64_t sum = 0;
-    for (auto& c : counts) sum += c.n.load(std::memory_order_relaxed);
+    for (const auto& c : counts) sum += c.n.load(std::memory_order_relaxed);
     return sum;
   };
   std::this_thread::sleep_for(warmup);
@@ -101,9 +106,6 @@ RoundTripResult measure_round_trips(std::uint16_t port, const std::function<doub
   auto cpu1 = server_cpu_seconds();
   auto self1 = self_cpu_seconds();
   auto t1 = std::chrono::steady_clock::now();
-  stop = true;
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
   auto ops = static_cast<double>(n1 - n0);
   return {.ops_per_second = ops / std::chrono::duration<double>(t1 - t0).count(),
           .server_cpu_us_per_op = ops > 0 ? (cpu1 - cpu0) * 1e6 / ops : 0,
