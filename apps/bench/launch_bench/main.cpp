@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 namespace {
 
 struct Sample {
@@ -65,22 +67,18 @@ int main(int argc, char** argv) {
   std::string ctrun = self_dir() + "/ctrun";
   std::string python = CTRUN_TORCH_PYTHON;
   std::string torchrun = std::string(CTRUN_SHARED_DIR) + "/interop/torchrun_py311.py";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--runs")
-      runs = std::atoi(v.c_str());
-    else if (k == "--nproc")
-      nproc = std::atoi(v.c_str());
-    else if (k == "--ctrun")
-      ctrun = v;
-    else if (k == "--python")
-      python = v;
-    else if (k == "--torchrun")
-      torchrun = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
-    }
+  CLI::App app{"Launch cost: ctrun vs torchrun starting no-op workers (median wall time and peak RSS)"};
+  app.add_option("--runs", runs, "launches per launcher (median reported)")->capture_default_str();
+  app.add_option("--nproc", nproc, "no-op workers per launch")->capture_default_str();
+  app.add_option("--ctrun", ctrun, "ctrun binary")->capture_default_str();
+  app.add_option("--python", python, "python with torch 1.13")->capture_default_str();
+  app.add_option("--torchrun", torchrun, "torchrun wrapper (../shared/interop/torchrun_py311.py)")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return e.get_exit_code() == 0 ? 0 : 2;  // a bad flag exits 2, as every ctrun program
   }
   std::string true_bin = "/bin/true";
   std::vector<std::string> ctrun_cmd = {ctrun, "--standalone", "--nproc-per-node=" + std::to_string(nproc),

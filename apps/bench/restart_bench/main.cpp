@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 namespace {
 
 // Appends "<kind> <attempt> <local_rank> <epoch seconds>" with one O_APPEND write (several workers share the file).
@@ -113,24 +115,20 @@ int main(int argc, char** argv) {
   std::string torchrun = std::string(CTRUN_SHARED_DIR) + "/interop/torchrun_py311.py";
   std::string self = std::filesystem::canonical("/proc/self/exe").string();
   bool shell_worker = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i], v = argv[i + 1];
-    if (k == "--restarts")
-      restarts = std::atoi(v.c_str());
-    else if (k == "--nproc")
-      nproc = std::atoi(v.c_str());
-    else if (k == "--ctrun")
-      ctrun = v;
-    else if (k == "--python")
-      python = v;
-    else if (k == "--torchrun")
-      torchrun = v;
-    else if (k == "--shell-worker")
-      shell_worker = v == "1";
-    else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
-    }
+  CLI::App app{"Restart latency: a worker's failing exit to its replacement's start, ctrun vs torchrun"};
+  app.add_option("--restarts", restarts, "failing attempts per launcher (median reported)")->capture_default_str();
+  app.add_option("--nproc", nproc, "workers per attempt")->capture_default_str();
+  app.add_option("--ctrun", ctrun, "ctrun binary")->capture_default_str();
+  app.add_option("--python", python, "python with torch 1.13")->capture_default_str();
+  app.add_option("--torchrun", torchrun, "torchrun wrapper (../shared/interop/torchrun_py311.py)")
+      ->capture_default_str();
+  app.add_option("--shell-worker", shell_worker, "1: the worker is a bash script instead of this binary")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return e.get_exit_code() == 0 ? 0 : 2;  // a bad flag exits 2, as every ctrun program
   }
   std::string tmpdir = std::filesystem::temp_directory_path().string() + "/restart_bench_" + std::to_string(::getpid());
   std::filesystem::create_directories(tmpdir);
