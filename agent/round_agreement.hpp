@@ -10,7 +10,7 @@
 #include <functional>
 #include <optional>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::agent {
 

@@ -1,6 +1,6 @@
 #include "agent/worker_store.hpp"
 
-#include "rendezvous/store/server.hpp"
+#include "store/server.hpp"
 
 namespace ctrun::agent {
 

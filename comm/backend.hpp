@@ -22,7 +22,7 @@
 #include "comm/options.hpp"
 #include "comm/types.hpp"
 #include "comm/work.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::comm {
 

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "comm/init/init_method.hpp"
-#include "rendezvous/store/prefix_store.hpp"
+#include "store/prefix_store.hpp"
 
 namespace ctrun::comm {
 namespace {

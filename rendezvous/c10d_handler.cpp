@@ -8,7 +8,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/membership.hpp"
-#include "rendezvous/store/prefix_store.hpp"
+#include "store/prefix_store.hpp"
 
 namespace ctrun::rdzv {
 namespace {

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <memory>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::rdzv {
 

@@ -15,8 +15,8 @@
 #include "common/log.hpp"
 #include "rendezvous/c10d_handler.hpp"
 #include "rendezvous/static_handler.hpp"
-#include "rendezvous/store/server.hpp"
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/server.hpp"
+#include "store/tcp_store.hpp"
 
 namespace ctrun::rdzv {
 namespace {

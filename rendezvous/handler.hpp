@@ -22,7 +22,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::rdzv {
 

@@ -6,7 +6,7 @@
 
 #include "rendezvous/handler.hpp"
 #include "rendezvous/membership.hpp"
-#include "rendezvous/store/store_util.hpp"
+#include "store/store_util.hpp"
 
 namespace ctrun::rdzv {
 namespace {

@@ -12,7 +12,7 @@
 #include "rendezvous/clock.hpp"
 #include "rendezvous/keys.hpp"
 #include "rendezvous/records.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::rdzv {
 

@@ -19,7 +19,7 @@
 #include "rendezvous/clock.hpp"
 #include "rendezvous/join_op.hpp"
 #include "rendezvous/keys.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::rdzv {
 

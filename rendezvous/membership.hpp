@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "rendezvous/keys.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::rdzv {
 

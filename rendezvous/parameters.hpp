@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::rdzv {
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "rendezvous/records.hpp"
-#include "rendezvous/store/prefix_store.hpp"
+#include "store/prefix_store.hpp"
 
 namespace ctrun::rdzv {
 

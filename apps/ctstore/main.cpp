@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
-#include "rendezvous/store/server.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/server.hpp"
+#include "store/store.hpp"
 
 namespace {
 

@@ -3,10 +3,10 @@
 #include <cstdlib>
 #include <map>
 
-#include "rendezvous/store/file_store.hpp"
-#include "rendezvous/store/prefix_store.hpp"
-#include "rendezvous/store/server.hpp"
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/file_store.hpp"
+#include "store/prefix_store.hpp"
+#include "store/server.hpp"
+#include "store/tcp_store.hpp"
 
 namespace ctrun::comm::init {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "comm/types.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::comm::init {
 

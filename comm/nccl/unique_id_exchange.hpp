@@ -11,7 +11,7 @@
 #include <string>
 
 #include "comm/types.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::comm::nccl {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "example_util.hpp"
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/tcp_store.hpp"
 
 int main(int argc, char** argv) {
   std::string store_addr;

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/store/memory_store.hpp"
+#include "store/memory_store.hpp"
 
 namespace ctrun::agent {
 namespace {

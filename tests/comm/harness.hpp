@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "comm/process_group.hpp"
-#include "rendezvous/store/memory_store.hpp"
+#include "store/memory_store.hpp"
 
 namespace ctrun::comm::testing {
 

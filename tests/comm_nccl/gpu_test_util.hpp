@@ -11,7 +11,7 @@
 
 #include "comm/nccl/device_memory.hpp"
 #include "comm/process_group.hpp"
-#include "rendezvous/store/memory_store.hpp"
+#include "store/memory_store.hpp"
 
 // GTEST_SKIP()s the calling test (it returns from the test body) when this machine has no usable GPU.
 #define CTRUN_REQUIRE_GPU()                                                                   \

@@ -10,8 +10,8 @@
 
 #include "rendezvous/counting_store.hpp"
 #include "rendezvous/factory.hpp"
-#include "rendezvous/store/memory_store.hpp"
-#include "rendezvous/store/server.hpp"
+#include "store/memory_store.hpp"
+#include "store/server.hpp"
 
 using namespace ctrun;
 using namespace ctrun::rdzv;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store/server.hpp"
+#include "store/server.hpp"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include "rendezvous/join_op.hpp"
 #include "rendezvous/keys.hpp"
 #include "rendezvous/liveness.hpp"
-#include "rendezvous/store/memory_store.hpp"
+#include "store/memory_store.hpp"
 
 namespace ctrun::rdzv::test {
 

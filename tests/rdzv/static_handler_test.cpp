@@ -5,8 +5,8 @@
 #include <future>
 
 #include "rendezvous/factory.hpp"
-#include "rendezvous/store/memory_store.hpp"
-#include "rendezvous/store/server.hpp"
+#include "store/memory_store.hpp"
+#include "store/server.hpp"
 
 using namespace ctrun;
 using namespace ctrun::rdzv;

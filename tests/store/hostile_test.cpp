@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "rendezvous/store/server.hpp"
+#include "store/server.hpp"
 #include "tests/store/raw_socket.hpp"
 
 namespace ctrun::store {

@@ -1,4 +1,4 @@
-#include "rendezvous/store/memory_store.hpp"
+#include "store/memory_store.hpp"
 
 #include <thread>
 

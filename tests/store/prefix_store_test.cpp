@@ -1,15 +1,15 @@
 // PrefixStore: PyTorch's key joining (prefix + "/" + key, "//" for a prefix ending in "/", nesting
 // concatenates), num_keys unfiltered, list_keys filtered and stripped; over MemoryStore and over TcpStore.
 
-#include "rendezvous/store/prefix_store.hpp"
+#include "store/prefix_store.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "rendezvous/store/memory_store.hpp"
-#include "rendezvous/store/server.hpp"
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/memory_store.hpp"
+#include "store/server.hpp"
+#include "store/tcp_store.hpp"
 #include "tests/store/store_checks.hpp"
 
 namespace ctrun::test {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/store/protocol.hpp"
+#include "store/protocol.hpp"
 
 namespace ctrun::store::protocol {
 namespace {

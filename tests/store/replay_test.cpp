@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/store/server.hpp"
+#include "store/server.hpp"
 #include "tests/store/raw_socket.hpp"
 
 namespace ctrun::store {

@@ -6,8 +6,8 @@
 
 #include <thread>
 
-#include "rendezvous/store/server.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/server.hpp"
+#include "store/store.hpp"
 #include "tests/store/raw_socket.hpp"
 
 namespace ctrun::store {

@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "rendezvous/store/file_store.hpp"
-#include "rendezvous/store/memory_store.hpp"
+#include "store/file_store.hpp"
+#include "store/memory_store.hpp"
 #include "tests/store/store_checks.hpp"
 
 namespace ctrun::test {

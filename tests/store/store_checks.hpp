@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::test {
 

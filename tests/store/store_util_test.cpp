@@ -1,4 +1,4 @@
-#include "rendezvous/store/store_util.hpp"
+#include "store/store_util.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // TcpStore client against our embedded server in both dialects, plus scripted fake servers for the paths a
 // real server cannot be made to take on demand (the cancel race, a hung server, a wrong-dialect peer).
 
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/tcp_store.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "rendezvous/store/server.hpp"
+#include "store/server.hpp"
 #include "tests/store/store_checks.hpp"
 
 namespace ctrun::test {

@@ -10,8 +10,8 @@
 #include <regex>
 #include <set>
 
-#include "rendezvous/store/prefix_store.hpp"
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/prefix_store.hpp"
+#include "store/tcp_store.hpp"
 #include "tests/store/store_checks.hpp"
 #include "tests/store/torch_env.hpp"
 

@@ -21,7 +21,7 @@
 #include "comm/nccl/device_memory.hpp"
 #include "comm/process_group.hpp"
 #include "raw_nccl.hpp"
-#include "rendezvous/store/memory_store.hpp"
+#include "store/memory_store.hpp"
 
 namespace {
 

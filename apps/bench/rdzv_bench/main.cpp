@@ -13,8 +13,8 @@
 #include "common/log.hpp"
 #include "rendezvous/c10d_handler.hpp"
 #include "rendezvous/counting_store.hpp"
-#include "rendezvous/store/server.hpp"
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/server.hpp"
+#include "store/tcp_store.hpp"
 
 using namespace ctrun;
 using namespace std::chrono_literals;

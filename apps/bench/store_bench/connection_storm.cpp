@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/store/protocol.hpp"
+#include "store/protocol.hpp"
 
 namespace ctrun::bench {
 

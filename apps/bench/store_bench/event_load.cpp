@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "rendezvous/store/protocol.hpp"
+#include "store/protocol.hpp"
 
 namespace ctrun::bench {
 namespace {

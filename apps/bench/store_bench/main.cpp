@@ -27,7 +27,7 @@
 #include "apps/bench/store_bench/event_load.hpp"
 #include "apps/bench/store_bench/round_trip.hpp"
 #include "apps/bench/store_bench/server_under_test.hpp"
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/tcp_store.hpp"
 
 namespace ctrun::bench {
 namespace {

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/tcp_store.hpp"
 
 namespace ctrun::bench {
 namespace {

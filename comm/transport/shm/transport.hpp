@@ -13,7 +13,7 @@
 
 #include "comm/transport/transport.hpp"
 #include "comm/types.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::comm::transport::shm {
 

@@ -7,8 +7,8 @@
 #include <span>
 #include <string>
 
-#include "rendezvous/store/protocol.hpp"
-#include "rendezvous/store/server_keyspace.hpp"
+#include "store/protocol.hpp"
+#include "store/server_keyspace.hpp"
 
 namespace ctrun::store::fuzz {
 

@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "rendezvous/store/protocol.hpp"
+#include "store/protocol.hpp"
 #include "tests/store/fuzz/codec_fuzz.hpp"
 
 namespace ctrun::store::fuzz {

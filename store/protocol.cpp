@@ -1,4 +1,4 @@
-#include "rendezvous/store/protocol.hpp"
+#include "store/protocol.hpp"
 
 #include <array>
 #include <bit>

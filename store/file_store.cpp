@@ -1,4 +1,4 @@
-#include "rendezvous/store/file_store.hpp"
+#include "store/file_store.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <thread>
 
-#include "rendezvous/store/store_util.hpp"
+#include "store/store_util.hpp"
 
 namespace ctrun::store {
 namespace {

@@ -1,9 +1,9 @@
-#include "rendezvous/store/memory_store.hpp"
+#include "store/memory_store.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "rendezvous/store/store_util.hpp"
+#include "store/store_util.hpp"
 
 namespace ctrun::store {
 

@@ -4,7 +4,7 @@
 // Memory per idle connection is kept small on purpose (the benchmark target is <= 16 KiB): an idle
 // connection has only a 128-byte read buffer; longer input is read into one shared 64 KiB scratch buffer
 // (safe: one loop thread), and only a partial request is copied into the connection.
-#include "rendezvous/store/server.hpp"
+#include "store/server.hpp"
 
 #include <array>
 #include <fstream>
@@ -16,8 +16,8 @@
 #include <boost/asio.hpp>
 
 #include "common/log.hpp"
-#include "rendezvous/store/server_keyspace.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/server_keyspace.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::store {
 

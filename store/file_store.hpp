@@ -1,19 +1,20 @@
 #pragma once
-// An in-process Store with the same semantics as our TCPStore server: for fast tests of the layers above
-// (threads as ranks, rendezvous state machines) and for single-process users.
+// A Store in a shared file, for init_method file:///path (ranks on one host or on a shared filesystem).
+// The file is a log of set/delete records; every operation takes an exclusive flock, replays the log and
+// appends. Waits poll every few milliseconds. Meant for rendezvous (a handful of keys), not as a data store.
+// Like torch's FileStore, use a fresh path per job: keys left by an earlier job would be read as current.
 
-#include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
+#include <string>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::store {
 
-class MemoryStore final : public Store {
+class FileStore final : public Store {
  public:
-  explicit MemoryStore(Duration timeout = kDefaultTimeout);
+  FileStore(std::string path, Duration timeout);
 
   void set(const std::string& key, std::string_view value) override;
   std::string get(const std::string& key) override;
@@ -32,21 +33,20 @@ class MemoryStore final : public Store {
   std::int64_t queue_len(const std::string& key) override;
   std::vector<std::string> list_keys() override;
   void barrier(const std::string& key, std::int64_t world_size, Duration timeout) override;
-  Duration timeout() const override;
-  void set_timeout(Duration timeout) override;
-
-  // Removes every key and queue (the agent's fresh keyspace per attempt).
-  void clear();
+  Duration timeout() const override { return timeout_; }
+  void set_timeout(Duration timeout) override { timeout_ = timeout; }
 
  private:
-  bool present_locked(const std::string& key) const;
-  void wait_locked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys, Duration timeout);
+  using Map = std::map<std::string, std::string>;
+  // Runs fn(map) under the file lock with the current contents; records fn's writes (set/delete) to the log.
+  template <class Fn>
+  auto locked(Fn&& fn);
+  Map load(int fd);
+  void write_record(int fd, char op, const std::string& key, std::string_view value);
 
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::string> data_;
-  std::map<std::string, std::deque<std::string>> queues_;
+  std::string path_;
   Duration timeout_;
+  std::mutex mutex_;  // flock is per open file description; threads of one process serialise here
 };
 
 }  // namespace ctrun::store

@@ -1,10 +1,10 @@
-#include "rendezvous/store/prefix_store.hpp"
+#include "store/prefix_store.hpp"
 
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "rendezvous/store/store_util.hpp"
+#include "store/store_util.hpp"
 
 namespace ctrun::store {
 

@@ -1,4 +1,4 @@
-#include "rendezvous/store/tcp_store.hpp"
+#include "store/tcp_store.hpp"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
-#include "rendezvous/store/store_util.hpp"
+#include "store/store_util.hpp"
 
 namespace ctrun::store {
 namespace {

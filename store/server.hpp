@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store/protocol.hpp"
+#include "store/protocol.hpp"
 
 namespace ctrun::store {
 

@@ -1,11 +1,11 @@
-#include "rendezvous/store/server_keyspace.hpp"
+#include "store/server_keyspace.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
 #include <fmt/format.h>
 
-#include "rendezvous/store/store_util.hpp"
+#include "store/store_util.hpp"
 
 namespace ctrun::store::detail {
 

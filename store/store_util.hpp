@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::store {
 

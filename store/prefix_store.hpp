@@ -1,20 +1,16 @@
 #pragma once
-// A Store in a shared file, for init_method file:///path (ranks on one host or on a shared filesystem).
-// The file is a log of set/delete records; every operation takes an exclusive flock, replays the log and
-// appends. Waits poll every few milliseconds. Meant for rendezvous (a handful of keys), not as a data store.
-// Like torch's FileStore, use a fresh path per job: keys left by an earlier job would be read as current.
+// PyTorch's PrefixStore: every key becomes prefix + "/" + key (a prefix ending in "/" yields "//", as
+// PyTorch). num_keys is NOT filtered (as PyTorch); list_keys returns only this prefix's keys, stripped.
 
-#include <map>
-#include <mutex>
-#include <string>
+#include <memory>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::store {
 
-class FileStore final : public Store {
+class PrefixStore final : public Store {
  public:
-  FileStore(std::string path, Duration timeout);
+  PrefixStore(std::string prefix, std::shared_ptr<Store> base);
 
   void set(const std::string& key, std::string_view value) override;
   std::string get(const std::string& key) override;
@@ -33,20 +29,16 @@ class FileStore final : public Store {
   std::int64_t queue_len(const std::string& key) override;
   std::vector<std::string> list_keys() override;
   void barrier(const std::string& key, std::int64_t world_size, Duration timeout) override;
-  Duration timeout() const override { return timeout_; }
-  void set_timeout(Duration timeout) override { timeout_ = timeout; }
+  Duration timeout() const override;
+  void set_timeout(Duration timeout) override;
+
+  std::string join_key(const std::string& key) const { return prefix_ + "/" + key; }
+  const std::shared_ptr<Store>& base() const { return base_; }
 
  private:
-  using Map = std::map<std::string, std::string>;
-  // Runs fn(map) under the file lock with the current contents; records fn's writes (set/delete) to the log.
-  template <class Fn>
-  auto locked(Fn&& fn);
-  Map load(int fd);
-  void write_record(int fd, char op, const std::string& key, std::string_view value);
-
-  std::string path_;
-  Duration timeout_;
-  std::mutex mutex_;  // flock is per open file description; threads of one process serialise here
+  std::vector<std::string> join_keys(const std::vector<std::string>& keys) const;
+  std::string prefix_;
+  std::shared_ptr<Store> base_;
 };
 
 }  // namespace ctrun::store

@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/store/protocol.hpp"
-#include "rendezvous/store/store.hpp"
+#include "store/protocol.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::store {
 

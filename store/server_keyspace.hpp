@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "rendezvous/store/protocol.hpp"
+#include "store/protocol.hpp"
 
 namespace ctrun::store::detail {
 

@@ -1,16 +1,19 @@
 #pragma once
-// PyTorch's PrefixStore: every key becomes prefix + "/" + key (a prefix ending in "/" yields "//", as
-// PyTorch). num_keys is NOT filtered (as PyTorch); list_keys returns only this prefix's keys, stripped.
+// An in-process Store with the same semantics as our TCPStore server: for fast tests of the layers above
+// (threads as ranks, rendezvous state machines) and for single-process users.
 
-#include <memory>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
 
-#include "rendezvous/store/store.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::store {
 
-class PrefixStore final : public Store {
+class MemoryStore final : public Store {
  public:
-  PrefixStore(std::string prefix, std::shared_ptr<Store> base);
+  explicit MemoryStore(Duration timeout = kDefaultTimeout);
 
   void set(const std::string& key, std::string_view value) override;
   std::string get(const std::string& key) override;
@@ -32,13 +35,18 @@ class PrefixStore final : public Store {
   Duration timeout() const override;
   void set_timeout(Duration timeout) override;
 
-  std::string join_key(const std::string& key) const { return prefix_ + "/" + key; }
-  const std::shared_ptr<Store>& base() const { return base_; }
+  // Removes every key and queue (the agent's fresh keyspace per attempt).
+  void clear();
 
  private:
-  std::vector<std::string> join_keys(const std::vector<std::string>& keys) const;
-  std::string prefix_;
-  std::shared_ptr<Store> base_;
+  bool present_locked(const std::string& key) const;
+  void wait_locked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys, Duration timeout);
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::string> data_;
+  std::map<std::string, std::deque<std::string>> queues_;
+  Duration timeout_;
 };
 
 }  // namespace ctrun::store
