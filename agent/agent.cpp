@@ -101,6 +101,7 @@ class Agent::Impl {
     std::signal(SIGPIPE, SIG_IGN);
     for (int s : config_.signal_numbers) death_signals_.add(s);
     remaining_restarts_ = config_.max_restarts;
+    restart_count_ = config_.initial_restart_count;  // Slurm requeues: SLURM_RESTART_COUNT (agent/cluster/)
 
     if (!open_stores()) return exit_code_;
     layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());

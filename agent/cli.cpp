@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "agent/cluster/cluster_env.hpp"
 #include "agent/config_file.hpp"
 #include "agent/flags.hpp"
 #include "agent/launch_config_builder.hpp"
@@ -23,6 +24,7 @@ std::string option_names(const FlagSpec& f) {
 struct Lexer {
   CLI::App app{"ctrun: a per-node launcher for PyTorch-style distributed jobs (torchrun compatible)", "ctrun"};
   std::map<std::string, std::string> values;
+  std::map<std::string, std::vector<std::string>> lists;  // kList flags: every occurrence
   std::map<std::string, CLI::Option*> options;
 
   Lexer() {
@@ -34,12 +36,16 @@ struct Lexer {
       CLI::Option* opt = nullptr;
       if (f.kind == FlagKind::kBool) {
         opt = app.add_flag(option_names(f))->description(std::string(f.help));
+      } else if (f.kind == FlagKind::kList) {
+        opt = app.add_option(option_names(f), lists[dest], std::string(f.help))
+                  ->allow_extra_args(false)
+                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
       } else {
         opt = app.add_option(option_names(f), values[dest], std::string(f.help))
                   ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
       }
-      std::string text = f.kind == FlagKind::kValue ? "VALUE" : "";
-      if (f.kind == FlagKind::kValue && f.default_value && !f.default_value->empty()) {
+      std::string text = f.kind != FlagKind::kBool ? "VALUE" : "";
+      if (f.kind != FlagKind::kBool && f.default_value && !f.default_value->empty()) {
         text += " [default: " + std::string(*f.default_value) + "]";
       }
       if (f.pet) text += " [env: " + pet_name(f.dest) + "]";
@@ -81,6 +87,12 @@ CommandLine lex_command_line(const std::vector<std::string>& args) {
     std::string dest(f.dest);
     auto* opt = lexer.options[dest];
     if (opt->count() == 0) continue;
+    if (f.kind == FlagKind::kList) {
+      std::string joined;
+      for (const auto& v : lexer.lists[dest]) joined += (joined.empty() ? "" : ",") + v;
+      out.values[dest] = joined;
+      continue;
+    }
     out.values[dest] = f.kind == FlagKind::kBool ? "1" : lexer.values[dest];
   }
   std::vector<std::string> rest = lexer.app.remaining();
@@ -106,7 +118,44 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const EnvL
     config_path = *pet;
   }
   if (config_path) file_values = read_config_file(*config_path);
-  return build_launch_config(cli, file_values, env);
+
+  // What the user said (command line > --config > PET_*); cluster variables only fill the rest.
+  auto given = [&](const std::string& dest) -> std::optional<std::string> {
+    if (auto it = cli.values.find(dest); it != cli.values.end()) return it->second;
+    if (auto it = file_values.find(dest); it != file_values.end()) return it->second;
+    const FlagSpec* f = find_flag(dest);
+    if (f != nullptr && f->pet) return env(pet_name(dest));
+    return std::nullopt;
+  };
+  std::optional<cluster::DerivedDefaults> derived;
+  const std::string standalone = given("standalone").value_or("0");
+  if (!given("hostfile") && !given("hosts") && (standalone.empty() || standalone == "0")) {
+    std::string no_slurm = given("no_slurm").value_or("0");
+    try {
+      derived = cluster::derive_cluster_defaults(env, given, no_slurm != "0" && !no_slurm.empty());
+    } catch (const cluster::ClusterEnvError& e) {
+      throw UsageError(e.what());
+    }
+  }
+  if (!derived) return build_launch_config(cli, file_values, env);
+
+  // Derived values act as PET_* defaults below the real ones, so the one precedence chain stays in the builder.
+  std::map<std::string, std::string> pet;
+  for (const auto& [dest, v] : derived->flags) pet[pet_name(dest)] = v.value;
+  EnvLookup layered = [&env, &pet](const std::string& name) -> std::optional<std::string> {
+    if (auto v = env(name)) return v;
+    if (auto it = pet.find(name); it != pet.end()) return it->second;
+    return std::nullopt;
+  };
+  LaunchConfig c;
+  try {
+    c = build_launch_config(cli, file_values, layered);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string(e.what()) + "\n  (" + derived->describe() + ")");
+  }
+  c.cluster_summary = derived->describe();
+  if (derived->initial_restart_count) c.initial_restart_count = std::stoi(derived->initial_restart_count->value);
+  return c;
 }
 
 }  // namespace ctrun::agent

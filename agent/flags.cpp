@@ -59,6 +59,23 @@ const std::vector<FlagSpec>& flag_table() {
        "Exit with the root-cause worker's exit code (128+N for signal N) instead of 1."},
       {"cpu_bind", "", K::kValue, "none", true, false,
        "Bind each local rank to a slice of the machine: none, core or numa."},
+      // Clusters (agent/cluster/, agent/multihost/; docs/cli.md "Clusters").
+      {"no_slurm", "", K::kBool, "0", true, false,
+       "Do not derive --nnodes, --node-rank, the endpoint, ... from SLURM_* variables."},
+      {"hostfile", "", K::kValue, std::nullopt, false, false,
+       "Start one agent per host of this file (lines `host slots=N`, # comments) over ssh."},
+      {"hosts", "", K::kValue, std::nullopt, false, false,
+       "Start one agent per host of this comma-separated list (host or host:slots) over ssh."},
+      {"include", "", K::kValue, std::nullopt, false, false,
+       "Only these hosts (and slots) of --hostfile/--hosts: host1:0,2@host2 (DeepSpeed's syntax)."},
+      {"exclude", "", K::kValue, std::nullopt, false, false,
+       "Leave out these hosts (or only these slots): host1:1@host3 (DeepSpeed's syntax)."},
+      {"ssh", "", K::kValue, "ssh -o BatchMode=yes -o ConnectTimeout=10", false, false,
+       "Command that runs a command on a host (the host and the command are appended)."},
+      {"export", "", K::kList, "", false, false,
+       "Comma-separated NAME or NAME=VALUE set on every host (besides the .ctrun_env files)."},
+      {"exit_on_stdin_close", "", K::kBool, "0", false, false,
+       "Stop the agent and its workers when stdin closes (what --hostfile runs on each host)."},
   };
   return table;
 }

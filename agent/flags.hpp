@@ -13,6 +13,7 @@ namespace ctrun::agent {
 enum class FlagKind {
   kValue,  // takes one value
   kBool,   // present -> true; PET_<DEST> must be an integer (torchrun's check_env)
+  kList,   // takes one value per occurrence; occurrences accumulate, joined by ',' (--export A=1 --export B)
 };
 
 struct FlagSpec {

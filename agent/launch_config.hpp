@@ -74,6 +74,20 @@ struct LaunchConfig {
   std::optional<std::string> event_log;  // one JSON line per event
   bool propagate_exit_code = false;      // exit with the root cause's code instead of torchrun's 1
 
+  // Clusters (docs/cli.md "Clusters").
+  int initial_restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the first attempt (Slurm: SLURM_RESTART_COUNT)
+  std::string cluster_summary;    // the line saying what was derived from Slurm/MPI/Kubeflow variables, or empty
+  struct MultiHost {
+    std::optional<std::string> hostfile;
+    std::optional<std::string> hosts;
+    std::optional<std::string> include;
+    std::optional<std::string> exclude;
+    std::string ssh;
+    std::string exports;
+    bool enabled() const { return hostfile.has_value() || hosts.has_value(); }
+  } multihost;
+  bool exit_on_stdin_close = false;
+
   // The worker command.
   std::string script;
   std::vector<std::string> script_args;

@@ -302,6 +302,16 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   c.event_log = v.get("event_log");
   c.propagate_exit_code = v.flag("propagate_exit_code");
 
+  c.multihost.hostfile = v.get("hostfile");
+  c.multihost.hosts = v.get("hosts");
+  if (c.multihost.hostfile && c.multihost.hosts) throw UsageError("use either --hostfile or --hosts, not both");
+  c.multihost.include = v.get("include");
+  c.multihost.exclude = v.get("exclude");
+  c.multihost.ssh = v.str("ssh");
+  if (c.multihost.ssh.find_first_not_of(' ') == std::string::npos) bad("ssh", "must name a command");
+  c.multihost.exports = v.str("export");
+  c.exit_on_stdin_close = v.flag("exit_on_stdin_close");
+
   if (c.run_path) {
     // torchrun's runpy.run_path needs an absolute path; make it one rather than fail.
     c.script = std::filesystem::absolute(c.script).string();

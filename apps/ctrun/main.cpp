@@ -9,6 +9,8 @@
 #include "agent/agent.hpp"
 #include "agent/cli.hpp"
 #include "agent/guardian.hpp"
+#include "agent/multihost/launcher.hpp"
+#include "agent/multihost/stdin_watch.hpp"
 #include "agent/nproc.hpp"
 #include "common/log.hpp"
 
@@ -31,6 +33,20 @@ int main(int argc, char** argv) {
   LaunchConfig config;
   try {
     config = parse_command_line(args, env);
+    // On each host of a --hostfile launch: the agent runs as a child that is stopped when ssh's stdin closes.
+    if (config.exit_on_stdin_close) {
+      return multihost::run_agent_watching_stdin(multihost::without_stdin_watch_flag(args),
+                                                 config.shutdown_timeout + 5.0);
+    }
+    if ((config.multihost.include || config.multihost.exclude) && !config.multihost.enabled()) {
+      throw UsageError("--include/--exclude select hosts of --hostfile or --hosts; give one of them");
+    }
+    if (config.multihost.enabled()) {
+      if (env(multihost::kLaunchedMarker)) {
+        throw UsageError("this agent was started by --hostfile/--hosts and names hosts itself (through --config?)");
+      }
+      return multihost::run_multihost(config, lex_command_line(args), env);
+    }
     config.nproc_per_node = resolve_nproc_per_node(config.nproc_per_node_spec, env);
   } catch (const HelpRequested& help) {
     std::fputs(help.what(), stdout);
@@ -39,6 +55,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\nctrun: error: %s\n", usage_line().c_str(), e.what());
     return 2;
   }
+  // What Slurm / MPI / Kubeflow variables decided, in one line (explicit flags always win).
+  if (!config.cluster_summary.empty()) std::fprintf(stderr, "%s\n", config.cluster_summary.c_str());
   if (config.monitor_interval != 0.1) {
     log->info("--monitor-interval {} accepted; ctrun reacts to worker exits as they happen", config.monitor_interval);
   }

@@ -176,6 +176,12 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"shutdown_timeout", "5"},
                                                      {"event_log", "/tmp/ev.jsonl"},
                                                      {"cpu_bind", "core"},
+                                                     {"hostfile", "/tmp/hostfile"},
+                                                     {"hosts", "a,b"},
+                                                     {"include", "a"},
+                                                     {"exclude", "b"},
+                                                     {"ssh", "ssh -p 2222"},
+                                                     {"export", "A=1"},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",
                                                    "nproc_per_node",
@@ -212,7 +218,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
     if (f.dest == "config") continue;
     for (const auto& name : {dashed_name(f.dest), underscored_name(f.dest)}) {
       std::vector<std::string> args = {name};
-      if (f.kind == FlagKind::kValue) args.push_back(sample.at(std::string(f.dest)));
+      if (f.kind != FlagKind::kBool) args.push_back(sample.at(std::string(f.dest)));
       args.push_back("t.py");
       EXPECT_NO_THROW(parse(args)) << name;
       EXPECT_EQ(lex_command_line(args).values.count(std::string(f.dest)), 1u) << name;

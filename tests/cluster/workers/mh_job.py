@@ -1,0 +1,54 @@
+"""Worker of the cluster tests. Records its pid under $OUT_DIR (so a test can prove none outlives the job), prints
+one line (the launcher prefixes it with the host), and unless --sleep runs a real torch gloo all_reduce and writes
+result.<RANK>.json with its env, the sum and the network namespace it ran in.
+
+--sleep: wait to be stopped. --exit-code G:C: the workers of group rank G exit with code C.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+KEYS = ["RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR",
+        "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "CUDA_VISIBLE_DEVICES", "EXPORTED",
+        "FROM_ENV_FILE", "SLURM_JOB_ID", "OMPI_COMM_WORLD_RANK"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sleep", action="store_true")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--exit-code", default="")
+    a = ap.parse_args()
+    out, env = os.environ["OUT_DIR"], os.environ
+    open(f"{out}/pid.{os.getpid()}", "w").close()
+    print(f"hello from rank {env['RANK']} of {env['WORLD_SIZE']}", flush=True)
+    if a.sleep:
+        time.sleep(300)
+        sys.exit(3)
+    if a.exit_code:
+        group, code = a.exit_code.split(":")
+        if env["GROUP_RANK"] == group:
+            sys.exit(int(code))
+    result = {k: env.get(k) for k in KEYS}
+    result["netns"] = os.readlink("/proc/self/ns/net")
+    if not a.no_torch:
+        from datetime import timedelta
+
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+        t = torch.tensor([float(dist.get_rank() + 1)])
+        dist.all_reduce(t)
+        result["sum"] = t.item()
+        result["torch_rank"] = dist.get_rank()
+        result["torch_world"] = dist.get_world_size()
+        dist.barrier()
+    with open(f"{out}/result.{env['RANK']}.json.tmp", "w") as f:
+        json.dump(result, f)
+    os.rename(f"{out}/result.{env['RANK']}.json.tmp", f"{out}/result.{env['RANK']}.json")
+
+
+if __name__ == "__main__":
+    main()
