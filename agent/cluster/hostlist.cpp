@@ -68,21 +68,40 @@ std::vector<std::string> bracket_values(const std::string& list, const std::stri
   }
 }
 
-// Appends every expansion of `item` (text with bracket groups) to `out`.
-void expand_item(const std::string& list, const std::string& prefix, const std::string& rest,
-                 std::vector<std::string>& out) {
-  size_t open = rest.find('[');
-  if (open == std::string::npos) {
-    out.push_back(prefix + rest);
-    if (out.size() > kMaxHosts) bad(list, "more than " + std::to_string(kMaxHosts) + " hosts");
-    return;
+// Appends every expansion of `item` (text with bracket groups) to `out`, in Slurm's order: the last group varies
+// fastest, then the first, the second, ... (`a[1-2]b[3-4]c[5-6]` -> a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 ...), as
+// `scontrol show hostnames` prints it.
+void expand_item(const std::string& list, const std::string& item, std::vector<std::string>& out) {
+  std::vector<std::string> texts;                 // text before group 0, between groups, after the last
+  std::vector<std::vector<std::string>> groups;  // the values of each bracket group
+  size_t pos = 0;
+  while (true) {
+    size_t open = item.find('[', pos);
+    if (open == std::string::npos) break;
+    size_t close = item.find(']', open);
+    if (close == std::string::npos) bad(list, "'[' without ']'");
+    texts.push_back(item.substr(pos, open - pos));
+    groups.push_back(bracket_values(list, item.substr(open + 1, close - open - 1)));
+    pos = close + 1;
   }
-  size_t close = rest.find(']', open);
-  if (close == std::string::npos) bad(list, "'[' without ']'");
-  std::string head = prefix + rest.substr(0, open);
-  std::string tail = rest.substr(close + 1);
-  for (const auto& v : bracket_values(list, rest.substr(open + 1, close - open - 1))) {
-    expand_item(list, head + v, tail, out);
+  texts.push_back(item.substr(pos));
+  const size_t n = groups.size();
+  std::vector<size_t> order;  // odometer digits, fastest first
+  if (n > 0) order.push_back(n - 1);
+  for (size_t g = 0; g + 1 < n; ++g) order.push_back(g);
+  std::vector<size_t> idx(n, 0);
+  while (true) {
+    std::string host = texts[0];
+    for (size_t g = 0; g < n; ++g) host += groups[g][idx[g]] + texts[g + 1];
+    out.push_back(std::move(host));
+    if (out.size() > kMaxHosts) bad(list, "more than " + std::to_string(kMaxHosts) + " hosts");
+    size_t k = 0;
+    for (; k < order.size(); ++k) {
+      size_t g = order[k];
+      if (++idx[g] < groups[g].size()) break;
+      idx[g] = 0;
+    }
+    if (k == order.size()) return;
   }
 }
 
@@ -93,7 +112,7 @@ std::vector<std::string> expand_hostlist(const std::string& list) {
   for (const auto& item : split_top_level(list)) {
     if (item.empty()) continue;  // "a,,b" and a trailing comma: Slurm skips them too
     if (item.find_first_of(" \t\n") != std::string::npos) bad(list, "white space in '" + item + "'");
-    expand_item(list, "", item, out);
+    expand_item(list, item, out);
   }
   if (out.empty()) bad(list, "no host");
   return out;

@@ -74,6 +74,7 @@ struct Remote {
   Stream out, err;
   std::deque<std::string> last_err;
   std::optional<int> exit_code;
+  bool stopped_by_us = false;  // exited after the launcher asked every host to stop
   Clock::time_point exited_at;
 };
 
@@ -94,10 +95,16 @@ class Launcher {
     std::signal(SIGPIPE, SIG_IGN);
     for (auto& r : remotes_) spawn(r);
     loop();
-    int worst = 0;
-    for (const auto& r : remotes_) worst = std::max(worst, r.exit_code.value_or(1));
-    if (signalled_) worst = std::max(worst, 1);
-    return worst;
+    // The worst code among hosts that ended on their own (the failure that stopped the job); hosts the launcher
+    // stopped report that they were stopped, which is no news. A signalled launcher exits non-zero in any case.
+    int own = 0, all = 0;
+    for (const auto& r : remotes_) {
+      int code = r.exit_code.value_or(1);
+      all = std::max(all, code);
+      if (!r.stopped_by_us) own = std::max(own, code);
+    }
+    if (own != 0) return own;
+    return signalled_ ? std::max(all, 1) : all;
   }
 
  private:
@@ -197,6 +204,7 @@ class Launcher {
 
   void on_exit(Remote& r, int status) {
     r.exit_code = exit_code_of(status);
+    r.stopped_by_us = stopping_;
     r.exited_at = Clock::now();
     if (r.stdin_fd >= 0) {
       ::close(r.stdin_fd);

@@ -65,6 +65,8 @@ int run_agent_watching_stdin(const std::vector<std::string>& args, double grace_
     ::_exit(127);
   }
 
+  // stderr is the ssh channel: once the launcher is gone, writing to it must not kill this process.
+  std::signal(SIGPIPE, SIG_IGN);
   bool watching = true;
   std::optional<Clock::time_point> kill_at;
   while (true) {
@@ -86,8 +88,8 @@ int run_agent_watching_stdin(const std::vector<std::string>& args, double grace_
       if (r <= 0 && !(r < 0 && errno == EINTR)) {
         // The launcher, or the connection to it, is gone: stop the agent and its workers.
         watching = false;
-        std::fprintf(stderr, "ctrun: the launcher went away (stdin closed); stopping the agent\n");
         ::kill(child, SIGTERM);
+        std::fprintf(stderr, "ctrun: the launcher went away (stdin closed); stopping the agent\n");
         kill_at = Clock::now() + std::chrono::milliseconds(static_cast<long long>(grace_seconds * 1000));
       }
     }

@@ -291,7 +291,7 @@ class MultiHost(unittest.TestCase):
 
     def test_unreachable_host(self):
         dead = f"{self.h.net}.77"  # in the namespaces' subnet, owned by nobody
-        p = self.h.launch(["--hostfile", self.h.hostfile([f"{dead} slots=2"])], ["--no-torch"])
+        p = self.h.launch(["--hostfile", self.h.hostfile([f"{dead} slots=2"]), "--shutdown-timeout", "3"], ["--no-torch"])
         start = time.monotonic()
         code = self.wait(p, 60)
         self.assertNotEqual(code, 0)

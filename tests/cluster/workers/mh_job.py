@@ -23,7 +23,8 @@ def main():
     a = ap.parse_args()
     out, env = os.environ["OUT_DIR"], os.environ
     open(f"{out}/pid.{os.getpid()}", "w").close()
-    print(f"hello from rank {env['RANK']} of {env['WORLD_SIZE']}", flush=True)
+    sys.stdout.write(f"hello from rank {env['RANK']} of {env['WORLD_SIZE']}\n")  # one write: whole lines
+    sys.stdout.flush()
     if a.sleep:
         time.sleep(300)
         sys.exit(3)
