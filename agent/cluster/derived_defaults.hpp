@@ -24,10 +24,10 @@ struct DerivedValue {
 };
 
 struct DerivedDefaults {
-  std::string source;                         // "Slurm job 123 step 0", "Open MPI", "Kubeflow"
-  std::map<std::string, DerivedValue> flags;  // flag dest -> value (only flags the user did not give)
+  std::string source;                                 // "Slurm job 123 step 0", "Open MPI", "Kubeflow"
+  std::map<std::string, DerivedValue> flags;          // flag dest -> value (only flags the user did not give)
   std::optional<DerivedValue> initial_restart_count;  // TORCHELASTIC_RESTART_COUNT of the first attempt
-  std::vector<std::string> notes;             // hints that are not values ("MASTER_ADDR not set: ...")
+  std::vector<std::string> notes;                     // hints that are not values ("MASTER_ADDR not set: ...")
 
   bool empty() const { return flags.empty() && !initial_restart_count && notes.empty(); }
   // Sets `dest` unless the user gave it.

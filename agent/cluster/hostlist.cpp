@@ -72,7 +72,7 @@ std::vector<std::string> bracket_values(const std::string& list, const std::stri
 // fastest, then the first, the second, ... (`a[1-2]b[3-4]c[5-6]` -> a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 ...), as
 // `scontrol show hostnames` prints it.
 void expand_item(const std::string& list, const std::string& item, std::vector<std::string>& out) {
-  std::vector<std::string> texts;                 // text before group 0, between groups, after the last
+  std::vector<std::string> texts;                // text before group 0, between groups, after the last
   std::vector<std::vector<std::string>> groups;  // the values of each bracket group
   size_t pos = 0;
   while (true) {

@@ -27,12 +27,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMaxLine = 64 * 1024;   // a longer line is passed on in pieces (bounded memory per stream)
-constexpr size_t kKeptErrLines = 5;      // last stderr lines per host, for the error message
+constexpr size_t kMaxLine = 64 * 1024;  // a longer line is passed on in pieces (bounded memory per stream)
+constexpr size_t kKeptErrLines = 5;     // last stderr lines per host, for the error message
 constexpr auto kDrain = std::chrono::seconds(2);
 
 // Flags the launcher handles itself; never sent to the hosts.
-const std::set<std::string> kLauncherOnly = {"hostfile", "hosts", "include", "exclude", "ssh", "export",
+const std::set<std::string> kLauncherOnly = {"hostfile",           "hosts", "include", "exclude", "ssh", "export",
                                              "exit_on_stdin_close"};
 
 std::string default_port(const std::string& backend) { return backend == "c10d" ? "29400" : "29500"; }
@@ -313,8 +313,7 @@ bool given(const CommandLine& cli, const std::string& dest) { return cli.values.
 }  // namespace
 
 std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Host>& hosts,
-                                    const std::string& ctrun_path, const std::string& run_id,
-                                    const EnvVars& exported) {
+                                    const std::string& ctrun_path, const std::string& run_id, const EnvVars& exported) {
   const std::string backend = given(cli, "rdzv_backend") ? cli.values.at("rdzv_backend") : "c10d";
   if (backend != "c10d" && backend != "static") {
     throw UsageError("--hostfile/--hosts: --rdzv-backend " + backend + " is not supported (c10d or static)");
@@ -324,7 +323,8 @@ std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Ho
   if (!given(cli, "nnodes")) common.insert(common.end(), {"--nnodes", std::to_string(hosts.size())});
   if (!given(cli, "rdzv_id")) common.insert(common.end(), {"--rdzv-id", run_id});
   if (backend == "c10d") {
-    if (!given(cli, "rdzv_endpoint")) common.insert(common.end(), {"--rdzv-endpoint", first + ":" + default_port(backend)});
+    if (!given(cli, "rdzv_endpoint"))
+      common.insert(common.end(), {"--rdzv-endpoint", first + ":" + default_port(backend)});
   } else {
     if (!given(cli, "master_addr") && !given(cli, "rdzv_endpoint")) {
       common.insert(common.end(), {"--master-addr", first});
@@ -404,10 +404,11 @@ int run_multihost(const LaunchConfig& config, const CommandLine& cli, const EnvL
   std::string rdzv;
   for (size_t i = 0; i + 1 < plans.front().argv.size(); ++i) {
     const auto& a = plans.front().argv[i];
-    if (a == "--rdzv-endpoint" || a == "--master-addr" || a == "--rdzv-id") rdzv += " " + a + " " + plans.front().argv[i + 1];
+    if (a == "--rdzv-endpoint" || a == "--master-addr" || a == "--rdzv-id")
+      rdzv += " " + a + " " + plans.front().argv[i + 1];
   }
-  write_all(2, "ctrun: starting " + std::to_string(plans.size()) + " hosts over " + ssh.front() + ": " + summary +
-                   ";" + rdzv + "\n");
+  write_all(2, "ctrun: starting " + std::to_string(plans.size()) + " hosts over " + ssh.front() + ": " + summary + ";" +
+                   rdzv + "\n");
   // Enough for every agent to stop its workers (--shutdown-timeout) and for ssh to return.
   Launcher launcher(std::move(plans), std::move(ssh), config.shutdown_timeout + 10.0);
   return launcher.run();

@@ -28,8 +28,7 @@ struct HostLaunch {
 
 // Pure: what runs where. `run_id` is used unless the user gave --rdzv-id. Throws UsageError.
 std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Host>& hosts,
-                                    const std::string& ctrun_path, const std::string& run_id,
-                                    const EnvVars& exported);
+                                    const std::string& ctrun_path, const std::string& run_id, const EnvVars& exported);
 
 // Runs the whole job; returns the launcher's exit code. Throws UsageError for a bad host list.
 int run_multihost(const LaunchConfig& config, const CommandLine& cli, const EnvLookup& env);

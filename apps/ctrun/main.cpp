@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
       throw UsageError("--include/--exclude select hosts of --hostfile or --hosts; give one of them");
     }
     if (config.multihost.enabled()) {
+      if (config.standalone) throw UsageError("--standalone is one node; it does not go with --hostfile/--hosts");
       if (env(multihost::kLaunchedMarker)) {
         throw UsageError("this agent was started by --hostfile/--hosts and names hosts itself (through --config?)");
       }

@@ -22,10 +22,14 @@ EnvLookup lookup(const Vars& vars) {
   };
 }
 
-const Vars kSlurm = {{"SLURM_JOB_ID", "4242"},         {"SLURM_STEP_ID", "0"},
-                     {"SLURM_NODEID", "2"},            {"SLURM_NNODES", "4"},
-                     {"SLURM_STEP_NUM_NODES", "4"},    {"SLURM_STEP_NODELIST", "gpu[07-10]"},
-                     {"SLURM_JOB_NODELIST", "gpu[01-10]"}, {"SLURM_CPUS_ON_NODE", "16"},
+const Vars kSlurm = {{"SLURM_JOB_ID", "4242"},
+                     {"SLURM_STEP_ID", "0"},
+                     {"SLURM_NODEID", "2"},
+                     {"SLURM_NNODES", "4"},
+                     {"SLURM_STEP_NUM_NODES", "4"},
+                     {"SLURM_STEP_NODELIST", "gpu[07-10]"},
+                     {"SLURM_JOB_NODELIST", "gpu[01-10]"},
+                     {"SLURM_CPUS_ON_NODE", "16"},
                      {"SLURM_STEP_TASKS_PER_NODE", "1(x4)"}};
 
 std::string value(const DerivedDefaults& d, const std::string& dest) {
@@ -88,7 +92,9 @@ TEST(Slurm, OutsideAStepOrSeveralTasksPerNode) {
 }
 
 TEST(Mpi, OpenMpiAndPmi) {
-  Vars v = {{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"MASTER_ADDR", "127.0.0.2"},
+  Vars v = {{"OMPI_COMM_WORLD_SIZE", "2"},
+            {"OMPI_COMM_WORLD_RANK", "1"},
+            {"MASTER_ADDR", "127.0.0.2"},
             {"MASTER_PORT", "1234"}};
   auto d = derive_mpi(lookup(v), lookup({}), false);
   ASSERT_TRUE(d);
@@ -109,8 +115,12 @@ TEST(Mpi, OpenMpiAndPmi) {
 }
 
 TEST(Kubeflow, RankIsANodeRank) {
-  Vars v = {{"PET_NNODES", "2"}, {"PET_NPROC_PER_NODE", "4"}, {"PET_MASTER_ADDR", "job-master-0"},
-            {"PET_MASTER_PORT", "23456"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  Vars v = {{"PET_NNODES", "2"},
+            {"PET_NPROC_PER_NODE", "4"},
+            {"PET_MASTER_ADDR", "job-master-0"},
+            {"PET_MASTER_PORT", "23456"},
+            {"RANK", "1"},
+            {"WORLD_SIZE", "2"}};
   auto given = [&](const std::string& dest) -> std::optional<std::string> {
     std::string pet = "PET_";
     for (char c : dest) pet += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -189,8 +199,9 @@ TEST(ClusterEnv, ThroughTheCommandLine) {
 }
 
 TEST(ClusterEnv, KubeflowGivesTheSameJobAsFlags) {
-  Vars kf = {{"PET_NNODES", "2"}, {"PET_NPROC_PER_NODE", "2"}, {"PET_MASTER_ADDR", "10.0.0.1"},
-             {"PET_MASTER_PORT", "23456"}, {"PET_MAX_RESTARTS", "3"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  Vars kf = {{"PET_NNODES", "2"},          {"PET_NPROC_PER_NODE", "2"}, {"PET_MASTER_ADDR", "10.0.0.1"},
+             {"PET_MASTER_PORT", "23456"}, {"PET_MAX_RESTARTS", "3"},   {"RANK", "1"},
+             {"WORLD_SIZE", "2"}};
   auto env_only = parse_command_line({"t.py"}, lookup(kf));
   auto flags = parse_command_line({"--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "10.0.0.1",
                                    "--master-port", "23456", "--max-restarts", "3", "--node-rank", "1", "t.py"},

@@ -261,6 +261,31 @@ class Launchers(unittest.TestCase):
         self.assertEqual({r["TORCHELASTIC_RUN_ID"] for r in res.values()}, {"kf-job"})
         self.assertIn("--rdzv-backend c10d (PET_NNODES=1:2 is elastic)", self.log("pod0"))
 
+    def test_slurm_restart_count_and_no_slurm(self):
+        """A requeued job's SLURM_RESTART_COUNT is the first attempt's restart count (and log folder); --no-slurm
+        and PET_NO_SLURM=1 ignore the step. Slurm's variables as srun sets them for a one-node step."""
+        step = dict(SLURM_JOB_ID="77", SLURM_STEP_ID="0", SLURM_NODEID="0", SLURM_STEP_NUM_NODES="1",
+                    SLURM_STEP_NODELIST="localhost", SLURM_CPUS_ON_NODE="2", SLURM_STEP_TASKS_PER_NODE="1",
+                    SLURM_RESTART_COUNT="3")
+        logs = os.path.join(self.dir, "logs")
+        p = self.start([CTRUN, "--log-dir", logs, "--tee", "3", JOB, "--no-torch"], self.base_env(**step), "requeued")
+        self.assertEqual(p.wait(timeout=60), 0, self.logs())
+        res = results(self.out)
+        self.assertEqual(sorted(res), [0, 1])  # --nproc-per-node 2 from SLURM_CPUS_ON_NODE
+        self.assertEqual({r["TORCHELASTIC_RESTART_COUNT"] for r in res.values()}, {"3"})
+        self.assertEqual({r["TORCHELASTIC_RUN_ID"] for r in res.values()}, {"77.0"})
+        self.assertTrue(glob.glob(os.path.join(logs, "77.0_*", "attempt_3", "0", "stdout.log")), self.logs())
+        self.assertIn("TORCHELASTIC_RESTART_COUNT starts at 3 (SLURM_RESTART_COUNT)", self.log("requeued"))
+        for name, flags, extra in (("flag", ["--no-slurm"], {}), ("env", [], {"PET_NO_SLURM": "1"})):
+            shutil.rmtree(self.out)
+            os.mkdir(self.out)
+            p = self.start([CTRUN, *flags, JOB, "--no-torch"], self.base_env(**step, **extra), name)
+            self.assertEqual(p.wait(timeout=60), 0, self.logs())
+            res = results(self.out)
+            self.assertEqual(sorted(res), [0], name)
+            self.assertEqual((res[0]["TORCHELASTIC_RESTART_COUNT"], res[0]["TORCHELASTIC_RUN_ID"]), ("0", "none"))
+            self.assertNotIn("from Slurm", self.log(name))
+
     def test_slurm_srun_two_nodes(self):
         slurm = Slurm(os.path.join(self.dir, "slurm"))
         try:

@@ -30,8 +30,8 @@ TEST(Hostfile, Parses) {
 }
 
 TEST(Hostfile, Errors) {
-  for (const char* bad : {"", "# only comments\n", "a slots=x\n", "a slots=0\n", "a gpus=2\n", "a\na\n", "-oProxy\n",
-                          "a;b\n"}) {
+  for (const char* bad :
+       {"", "# only comments\n", "a slots=x\n", "a slots=0\n", "a gpus=2\n", "a\na\n", "-oProxy\n", "a;b\n"}) {
     EXPECT_THROW(parse_hostfile(bad, "hf"), std::invalid_argument) << bad;
   }
   try {
@@ -102,8 +102,7 @@ bool has_pair(const S& argv, const std::string& a, const std::string& b) {
 TEST(Plan, C10dFromTheFirstHost) {
   auto cli = lex_command_line({"--hostfile", "hf", "--ssh", "ssh -p 2", "--export", "A=1", "--max-restarts", "2",
                                "--propagate-exit-code", "train.py", "--lr", "0.1"});
-  auto hosts = filter_hosts(parse_hostfile("h1 slots=2\nh2 slots=4\nh3\n", "hf"), std::nullopt,
-                            std::string("h2:0"));
+  auto hosts = filter_hosts(parse_hostfile("h1 slots=2\nh2 slots=4\nh3\n", "hf"), std::nullopt, std::string("h2:0"));
   auto plan = plan_launch(cli, hosts, "/opt/ctrun", "run-7", {{"X", "1"}});
   ASSERT_EQ(plan.size(), 3u);
   for (const auto& p : plan) {
