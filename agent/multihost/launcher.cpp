@@ -82,7 +82,11 @@ class Launcher {
  public:
   Launcher(std::vector<HostLaunch> plans, std::vector<std::string> ssh, double grace)
       : ssh_(std::move(ssh)), grace_(grace) {
-    for (auto& p : plans) remotes_.push_back(Remote{std::move(p), -1, -1, {}, {}, {}, {}, {}});
+    for (auto& p : plans) {
+      Remote r;
+      r.plan = std::move(p);
+      remotes_.push_back(std::move(r));
+    }
   }
 
   int run() {
