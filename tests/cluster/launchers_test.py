@@ -8,6 +8,7 @@
 Workers are real torch 1.13 gloo jobs (tests/cluster/workers/mh_job.py). Every process started here is killed by
 PID at the end. Run one case: launchers_test.py CASE. Exit 77 = skipped, with the reason.
 """
+import ctypes
 import glob
 import json
 import os
@@ -25,6 +26,11 @@ CTRUN = os.environ.get("CTRUN_BIN", "ctrun")
 TORCH_PYTHON = os.environ.get("CTRUN_TORCH_PYTHON", "/usr/bin/python3")
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "mh_job.py")
 SKIP = 77
+
+
+def die_with_parent():
+    """preexec_fn: SIGKILL when the test process dies (even killed by ctest's timeout)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class Skip(Exception):
@@ -68,6 +74,13 @@ class Slurm:
     def __init__(self, d):
         self.dir = d
         self.procs = []
+        try:
+            self.build(d)
+        except BaseException:
+            self.close()
+            raise
+
+    def build(self, d):
         for tool in ("munged", "slurmctld", "slurmd", "srun", "sinfo"):
             if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
                 raise Skip(f"{tool} is not installed (slurm-wlm, munge)")
@@ -128,7 +141,8 @@ PartitionName=ctp Nodes=ctn[1-2] Default=YES MaxTime=INFINITE State=UP
 
     def start(self, cmd, name):
         log = open(os.path.join(self.dir, f"{name}.out"), "w")
-        p = subprocess.Popen(cmd, env=getattr(self, "env", os.environ), stdout=log, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, env=getattr(self, "env", os.environ), stdout=log, stderr=subprocess.STDOUT,
+                             preexec_fn=die_with_parent)
         self.procs.append((name, p))
         time.sleep(0.2)
         if p.poll() is not None:

@@ -8,10 +8,12 @@ every namespace deleted, also on failure.
 
 Run one case: multihost_test.py CASE (ctest runs each as cluster.multihost.CASE). Exit 77 = skipped, with the reason.
 """
+import ctypes
 import glob
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +27,27 @@ TORCH_PYTHON = os.environ.get("CTRUN_TORCH_PYTHON", "/usr/bin/python3")
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "mh_job.py")
 SKIP = 77
 SSHD = "/usr/sbin/sshd"
+
+
+def die_with_parent():
+    """preexec_fn: SIGKILL when the test process dies (even killed by ctest's timeout)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def remove_stale_namespaces():
+    """Namespaces of an earlier run of this test that was killed before its cleanup (its pid is gone)."""
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        m = re.match(r"^(ctmh(\d+)(sw|h\d+|l))\b", line)
+        if not m or os.path.exists(f"/proc/{m.group(2)}"):
+            continue
+        pids = subprocess.run(["ip", "netns", "pids", m.group(1)], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+        subprocess.run(["ip", "netns", "del", m.group(1)], capture_output=True)
 
 
 def run(*cmd, check=True, timeout=30):
@@ -70,7 +93,7 @@ class Hosts:
     """N host namespaces + a launcher namespace on one bridge, each host with its own sshd."""
 
     def __init__(self, n):
-        self.tag = f"{os.getpid() % 100000}"
+        self.tag = f"{os.getpid()}"
         self.net = f"198.18.{random.randint(1, 250)}"
         self.dir = tempfile.mkdtemp(prefix="ctrun-mh-")
         self.out = os.path.join(self.dir, "out")
@@ -78,7 +101,16 @@ class Hosts:
         self.namespaces = []
         self.sshd = []
         self.procs = []
+        self.hosts = []
         self.made_run_sshd = False
+        remove_stale_namespaces()
+        try:
+            self.build(n)
+        except BaseException:
+            self.close()  # unittest does not call tearDown when setUp fails
+            raise
+
+    def build(self, n):
         self.switch = self.add_ns("sw")
         run("ip", "netns", "exec", self.switch, "ip", "link", "add", "br0", "type", "bridge")
         run("ip", "netns", "exec", self.switch, "ip", "link", "set", "br0", "up")
@@ -129,7 +161,7 @@ class Hosts:
                     "UsePAM no\nStrictModes no\nPrintMotd no\nLogLevel ERROR\n")
         log = open(os.path.join(self.dir, f"sshd_{i}.log"), "w")
         p = subprocess.Popen(["ip", "netns", "exec", ns, SSHD, "-D", "-e", "-f", cfg], stdout=log,
-                             stderr=subprocess.STDOUT)
+                             stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         self.sshd.append(p)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -164,7 +196,7 @@ class Hosts:
         cmd = ["ip", "netns", "exec", self.launcher_ns, CTRUN, "--ssh", self.ssh_command(), *flags, "--export",
                f"OUT_DIR={self.out},PYTHON_EXEC={TORCH_PYTHON},GLOO_SOCKET_IFNAME=eth0", JOB, *job_args]
         p = subprocess.Popen(cmd, stdout=open(self.stdout, "w"), stderr=open(self.stderr, "w"), env=e,
-                             cwd=self.dir, start_new_session=True)
+                             cwd=self.dir, start_new_session=True, preexec_fn=die_with_parent)
         self.procs.append(p)
         return p
 
