@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer target for the store codec
   python3-torch             # the real PyTorch peer for interop tests (torch 1.13)
   procps iproute2
+  help2man                  # man pages of ctrun and ctstore from their --help (make deb, make install)
 )
 
 missing=()
