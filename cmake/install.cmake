@@ -76,8 +76,11 @@ if(CTRUN_SHARED_LIBS)
     target_link_libraries(ctrun_comm_nccl_shared PRIVATE ctrun_cuda_nccl)
     target_include_directories(ctrun_comm_nccl_shared SYSTEM INTERFACE ${CTRUN_CUDA_INCLUDE_DIR})
     target_compile_definitions(ctrun_comm_nccl_shared INTERFACE CTRUN_COMM_WITH_NCCL=1)
-    # Keeps the library (and so its registration of "nccl") in programs that call nothing of it directly.
-    target_link_options(ctrun_comm_nccl_shared INTERFACE "LINKER:--undefined=ctrun_comm_nccl_registered")
+    # Keeps the library (and so its registration of "nccl") in programs that call nothing of it directly: a
+    # source compiled into each of them references it (--undefined would not count for --as-needed).
+    target_sources(ctrun_comm_nccl_shared INTERFACE
+      $<BUILD_INTERFACE:${CMAKE_CURRENT_LIST_DIR}/ctrun_comm_nccl_anchor.cpp>
+      $<INSTALL_INTERFACE:${CMAKE_INSTALL_DATADIR}/ctrun/ctrun_comm_nccl_anchor.cpp>)
     set(_ctrun_installed_comm_nccl ctrun_comm_nccl_shared)
   endif()
 else()
@@ -123,6 +126,8 @@ if(_ctrun_installed_comm_nccl)
     install(FILES ${_h} DESTINATION ${CTRUN_INSTALL_INCLUDEDIR}/${_dir} COMPONENT nccl)
   endforeach()
   install(EXPORT ctrun-nccl-targets NAMESPACE ctrun:: DESTINATION ${CTRUN_INSTALL_CMAKEDIR} COMPONENT nccl)
+  install(FILES ${CMAKE_CURRENT_LIST_DIR}/ctrun_comm_nccl_anchor.cpp DESTINATION ${CMAKE_INSTALL_DATADIR}/ctrun
+          COMPONENT nccl)
 endif()
 
 # CMake package: find_package(ctrun CONFIG [COMPONENTS comm_nccl]).

@@ -63,6 +63,11 @@ cmake -S "$src/tests/pkg/consumer_cmake" -B "$tmp/consumer_cmake" -DCMAKE_PREFIX
       -DCMAKE_BUILD_TYPE=Release >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; fail "consumer configure"; }
 cmake --build "$tmp/consumer_cmake" >>"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; fail "consumer build"; }
 run_job consumer_cmake "$tmp/consumer_cmake/consumer_cmake"
+if [ -e "$prefix/lib/libctrun_comm_nccl.so" ]; then
+  step "ctrun::comm_nccl registers the nccl backend by being linked"
+  "$tmp/consumer_cmake/consumer_nccl_registered" || fail "linking ctrun::comm_nccl did not register nccl"
+  readelf -d "$tmp/consumer_cmake/consumer_cmake" | grep -Eq 'NEEDED.*(cuda|nccl)' && fail "consumer_cmake needs CUDA"
+fi
 
 step "pkg-config ctrun: build tests/pkg/consumer_make"
 mkdir -p "$tmp/consumer_make"
@@ -70,4 +75,12 @@ PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -C "$tmp/consumer_make" \
   -f "$src/tests/pkg/consumer_make/Makefile" SRC="$src/tests/pkg/consumer_all_reduce.cpp" \
   >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log"; fail "pkg-config consumer build"; }
 run_job consumer_make "$tmp/consumer_make/consumer_make"
+if [ -e "$prefix/lib/pkgconfig/ctrun-comm-nccl.pc" ]; then
+  step "pkg-config ctrun-comm-nccl registers the nccl backend by being linked"
+  export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+  # shellcheck disable=SC2046
+  c++ -std=c++20 $(pkg-config --cflags ctrun-comm-nccl) -o "$tmp/nccl_pc" "$src/tests/pkg/consumer_nccl_registered.cpp" \
+      $(pkg-config --libs ctrun-comm-nccl) -Wl,-rpath,"$prefix/lib" || fail "pkg-config ctrun-comm-nccl build"
+  "$tmp/nccl_pc" || fail "linking ctrun-comm-nccl by pkg-config did not register nccl"
+fi
 echo "PASS"

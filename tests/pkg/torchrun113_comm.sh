@@ -10,9 +10,15 @@ bin=$1; torchrun=$2; python=${3:-python3}
 "$python" -c 'import torch.distributed.run' 2>/dev/null || { echo "SKIP: $python has no torch"; exit 77; }
 out=$(mktemp /tmp/ctrun-torchrun113.XXXXXX)
 trap 'rm -f "$out"' EXIT
+# torchrun's default static rendezvous: the workers use the agent's store (TORCHELASTIC_USE_AGENT_STORE=True),
+# torch 1.13's own TCPStore server. A free port instead of 29500 (other tests run at the same time).
+port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # No CTRUN_* variable: the dialect must be found, not told. Bounded: comm would otherwise wait for its timeout.
-env -u CTRUN_STORE_DIALECT timeout -k 5 150 "$python" "$torchrun" --standalone --nproc_per_node=2 --no_python \
+env -u CTRUN_STORE_DIALECT timeout -k 5 150 "$python" "$torchrun" --nproc_per_node=2 --master_addr=127.0.0.1 \
+  --master_port="$port" --no_python sh -c 'echo "agent store: $TORCHELASTIC_USE_AGENT_STORE"; exec "$0"' \
   "$bin/example_train" >"$out" 2>&1 && rc=0 || rc=$?
 cat "$out"
 [ "$rc" = 0 ] || { echo "FAIL: torchrun 1.13 + example_train exited $rc"; exit 1; }
+[ "$(grep -c '^agent store: True$' "$out")" = 2 ] || { echo "FAIL: the workers did not use torchrun's agent store"; exit 1; }
+grep -q 'trained on 2 ranks' "$out" || { echo "FAIL: example_train did not report its result"; exit 1; }
 echo PASS
