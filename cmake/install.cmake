@@ -100,10 +100,13 @@ else()
 endif()
 
 # Targets under the names the installed package gives them, for add_subdirectory(ctrun) users.
-add_library(ctrun::store ALIAS ${_ctrun_installed_store})
-add_library(ctrun::comm ALIAS ${_ctrun_installed_comm})
+list(GET _ctrun_installed_store 0 _t)
+add_library(ctrun::store ALIAS ${_t})
+list(GET _ctrun_installed_comm 0 _t)
+add_library(ctrun::comm ALIAS ${_t})
 if(_ctrun_installed_comm_nccl)
-  add_library(ctrun::comm_nccl ALIAS ${_ctrun_installed_comm_nccl})
+  list(GET _ctrun_installed_comm_nccl 0 _t)
+  add_library(ctrun::comm_nccl ALIAS ${_t})
 endif()
 
 # --- what is installed ----------------------------------------------------------------------------------------
@@ -170,10 +173,13 @@ install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR} FILES_MATCHING PATTERN "*.md")
 find_program(CTRUN_HELP2MAN help2man)
 if(CTRUN_HELP2MAN)
+  set(_ctrun_man_name_ctrun "torchrun-compatible per-node launcher and elastic agent")
+  set(_ctrun_man_name_ctstore "TCPStore server speaking PyTorch's wire protocol")
   foreach(_prog ctrun ctstore)
     add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/man/${_prog}.1
                        COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
                        COMMAND ${CTRUN_HELP2MAN} --no-info --no-discard-stderr --section=1
+                               "--name=${_ctrun_man_name_${_prog}}"
                                --output=${PROJECT_BINARY_DIR}/man/${_prog}.1 $<TARGET_FILE:${_prog}>
                        DEPENDS ${_prog}
                        COMMENT "man page of ${_prog} (help2man)" VERBATIM)

@@ -56,8 +56,10 @@ std::unique_ptr<Backend> create_backend(const std::string& name, BackendContext 
     for (const auto& [n, f] : reg.factories) known += (known.empty() ? "" : ", ") + n;
   }
   if (!factory) {
-    std::string hint = name == "nccl" ? " (nccl: link ctrun::comm_nccl / libctrun_comm_nccl, built when CUDA and NCCL are found: "
-                                               "CTRUN_WITH_NCCL=AUTO/ON)" : "";
+    std::string hint = name == "nccl"
+                           ? " (nccl: link ctrun::comm_nccl / libctrun_comm_nccl, built when CUDA and NCCL are found: "
+                             "CTRUN_WITH_NCCL=AUTO/ON)"
+                           : "";
     throw UnsupportedError("unknown comm backend '" + name + "'" + hint + "; available: " + known);
   }
   return factory(std::move(context));
