@@ -14,7 +14,9 @@ trap 'rm -f "$out"' EXIT
 # torch 1.13's own TCPStore server. A free port instead of 29500 (other tests run at the same time).
 port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # No CTRUN_* variable: the dialect must be found, not told. Bounded: comm would otherwise wait for its timeout.
-env -u CTRUN_STORE_DIALECT timeout -k 5 150 "$python" "$torchrun" --nproc_per_node=2 --master_addr=127.0.0.1 \
+unset_ctrun=$(env | sed -n 's/^\(CTRUN_[A-Za-z0-9_]*\)=.*/-u \1/p')
+# shellcheck disable=SC2086
+env $unset_ctrun timeout -k 5 150 "$python" "$torchrun" --nproc_per_node=2 --master_addr=127.0.0.1 \
   --master_port="$port" --no_python sh -c 'echo "agent store: $TORCHELASTIC_USE_AGENT_STORE"; exec "$0"' \
   "$bin/example_train" >"$out" 2>&1 && rc=0 || rc=$?
 cat "$out"
