@@ -22,12 +22,38 @@ set(CTRUN_INSTALL_PYTHONDIR lib/python3/dist-packages CACHE STRING "Where Python
 set(CMAKE_INSTALL_DEFAULT_COMPONENT_NAME ctrun)
 
 # The public API: what a worker includes. Installed under include/ctrun/<component>/, so that the headers'
-# own "comm/x.hpp" / "store/x.hpp" includes resolve with -I<prefix>/include/ctrun.
-set(CTRUN_STORE_PUBLIC_HEADERS store/store.hpp store/tcp_store.hpp store/protocol.hpp store/prefix_store.hpp
-                               store/memory_store.hpp store/file_store.hpp store/server.hpp)
-set(CTRUN_COMM_PUBLIC_HEADERS comm/process_group.hpp comm/backend.hpp comm/buffer.hpp comm/options.hpp
-                              comm/types.hpp comm/work.hpp)
-set(CTRUN_COMM_NCCL_PUBLIC_HEADERS comm/nccl/nccl_backend.hpp comm/nccl/stream.hpp comm/nccl/device_memory.hpp)
+# own "comm/x.hpp" / "store/x.hpp" includes resolve with -I<prefix>/include/ctrun. Listed are the entry points;
+# every project header they include (transitively) is added, so a header that a public one starts to include
+# is installed (and its API exported) without editing this list.
+# ctrun_public_headers(<var> <entry headers...>): the entries and every comm/ or store/ header they include.
+function(ctrun_public_headers var)
+  set(_todo ${ARGN})
+  set(_seen "")
+  while(_todo)
+    list(POP_FRONT _todo _h)
+    if(_h IN_LIST _seen)
+      continue()
+    endif()
+    list(APPEND _seen ${_h})
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${_h})
+    file(STRINGS ${PROJECT_SOURCE_DIR}/${_h} _includes REGEX "^#include \"(comm|store)/[^\"]+\"")
+    foreach(_inc ${_includes})
+      string(REGEX REPLACE "^#include \"([^\"]+)\".*" "\\1" _inc ${_inc})
+      list(APPEND _todo ${_inc})
+    endforeach()
+  endwhile()
+  set(${var} ${_seen} PARENT_SCOPE)
+endfunction()
+ctrun_public_headers(_ctrun_public_headers
+  store/store.hpp store/tcp_store.hpp store/prefix_store.hpp store/memory_store.hpp store/file_store.hpp
+  store/server.hpp comm/process_group.hpp comm/nccl/nccl_backend.hpp comm/nccl/stream.hpp comm/nccl/device_memory.hpp)
+set(CTRUN_STORE_PUBLIC_HEADERS ${_ctrun_public_headers})
+list(FILTER CTRUN_STORE_PUBLIC_HEADERS INCLUDE REGEX "^store/")
+set(CTRUN_COMM_NCCL_PUBLIC_HEADERS ${_ctrun_public_headers})
+list(FILTER CTRUN_COMM_NCCL_PUBLIC_HEADERS INCLUDE REGEX "^comm/nccl/")
+set(CTRUN_COMM_PUBLIC_HEADERS ${_ctrun_public_headers})
+list(FILTER CTRUN_COMM_PUBLIC_HEADERS INCLUDE REGEX "^comm/")
+list(FILTER CTRUN_COMM_PUBLIC_HEADERS EXCLUDE REGEX "^comm/nccl/")
 
 set(_ctrun_include_dirs $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:${CTRUN_INSTALL_INCLUDEDIR}>)
 # The build-tree libraries export their include directory too (add_subdirectory(ctrun) users, issue 16), and
@@ -74,6 +100,10 @@ if(CTRUN_SHARED_LIBS)
                              HEADERS ${CTRUN_COMM_NCCL_PUBLIC_HEADERS} PUBLIC ctrun_comm_shared
                              EXTRA ctrun_comm_nccl_registered)
     target_link_libraries(ctrun_comm_nccl_shared PRIVATE ctrun_cuda_nccl)
+    # libnccl/libcudart: from the loader's paths, else where this build found them (CUDA is rarely in ld.so.conf).
+    get_filename_component(_nccl_dir ${CTRUN_NCCL_LIBRARY} DIRECTORY)
+    get_filename_component(_cudart_dir ${CTRUN_CUDART_LIBRARY} DIRECTORY)
+    set_target_properties(ctrun_comm_nccl_shared PROPERTIES INSTALL_RPATH "$ORIGIN;${_nccl_dir};${_cudart_dir}")
     target_include_directories(ctrun_comm_nccl_shared SYSTEM INTERFACE ${CTRUN_CUDA_INCLUDE_DIR})
     target_compile_definitions(ctrun_comm_nccl_shared INTERFACE CTRUN_COMM_WITH_NCCL=1)
     # Keeps the library (and so its registration of "nccl") in programs that call nothing of it directly: a
