@@ -43,6 +43,10 @@ if [ -e "$prefix/lib/libctrun_comm_nccl.so" ]; then
 fi
 "$prefix/bin/ctrun" --version | tee "$tmp/version"
 grep -Eq '^ctrun [0-9]+\.[0-9]+\.[0-9]+ \(git [0-9a-f]{7,}' "$tmp/version" || fail "ctrun --version: $(cat "$tmp/version")"
+"$prefix/bin/ctstore" --version | grep -Eq '^ctstore [0-9.]+ \(git ' || fail "ctstore --version"
+# After SCRIPT, --version belongs to the script (torchrun's REMAINDER semantics), not to ctrun.
+remainder=$(timeout 60 "$prefix/bin/ctrun" --standalone --no-python sh -c 'echo "worker got: $1"' sh --version 2>&1)
+grep -q 'worker got: --version' <<<"$remainder" || fail "ctrun SCRIPT --version: $remainder"
 help=$("$prefix/bin/ctrun" --help)
 for word in --version --nproc-per-node --standalone 'Exit status' PET_; do
   grep -q -- "$word" <<<"$help" || fail "ctrun --help does not mention $word"
