@@ -65,6 +65,8 @@ foreach(_t ctrun_common ctrun_store ctrun_comm ctrun_comm_nccl)
 endforeach()
 target_include_directories(ctrun_store PUBLIC ${_ctrun_include_dirs})
 target_include_directories(ctrun_comm PUBLIC ${_ctrun_include_dirs})
+target_compile_features(ctrun_store PUBLIC cxx_std_20)
+target_compile_features(ctrun_comm PUBLIC cxx_std_20)
 
 # ctrun_add_shared_library(<name> ARCHIVE <static target> EXPORT_NAME <name> HEADERS ... [PUBLIC ...] [EXTRA ...])
 # lib<OUTPUT_NAME>.so.<VERSION> with SONAME lib<OUTPUT_NAME>.so.0, made of the whole static archive.
@@ -86,6 +88,7 @@ function(ctrun_add_shared_library name)
   target_link_libraries(${name} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${ARG_ARCHIVE}>" PUBLIC ${ARG_PUBLIC})
   target_link_options(${name} PRIVATE "LINKER:--version-script=${_map}" "LINKER:--no-undefined")
   target_include_directories(${name} INTERFACE ${_ctrun_include_dirs})
+  target_compile_features(${name} INTERFACE cxx_std_20)  # the public headers use C++20 (std::span, ...)
 endfunction()
 
 if(CTRUN_SHARED_LIBS)
