@@ -6,20 +6,9 @@
 # In the build tree every program and test links the static libraries (ctrun_store, ctrun_comm, ...), internals
 # included. The installed shared libraries are made from those same archives (--whole-archive, nothing compiled
 # twice) and export only the API of their public headers (a version script generated from them).
-include(GNUInstallDirs)
+# (The install directories, CTRUN_INSTALL_*, are set by cmake/install_dirs.cmake, before the components.)
 include(CMakePackageConfigHelpers)
 include(${CMAKE_CURRENT_LIST_DIR}/version_script.cmake)
-
-option(CTRUN_SHARED_LIBS "Install comm and store as shared libraries (OFF: static archives)" ON)
-set(CTRUN_SOVERSION 0)  # bump when the ABI of a public header changes incompatibly
-set(CTRUN_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/ctrun)
-set(CTRUN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/ctrun)
-set(CTRUN_INSTALL_PKGCONFIGDIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-# Python modules (the torch backend, comm/torch/) go here, relative to the prefix: /usr/lib/python3/dist-packages
-# in the Debian package, Debian's place for modules of any python3 version.
-set(CTRUN_INSTALL_PYTHONDIR lib/python3/dist-packages CACHE STRING "Where Python modules are installed")
-# Everything installed without an explicit COMPONENT belongs to the main package ("ctrun").
-set(CMAKE_INSTALL_DEFAULT_COMPONENT_NAME ctrun)
 
 # The public API: what a worker includes. Installed under include/ctrun/<component>/, so that the headers'
 # own "comm/x.hpp" / "store/x.hpp" includes resolve with -I<prefix>/include/ctrun. Listed are the entry points;
