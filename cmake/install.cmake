@@ -198,14 +198,15 @@ if(CTRUN_HELP2MAN)
   set(_ctrun_man_name_ctrun "torchrun-compatible per-node launcher and elastic agent")
   set(_ctrun_man_name_ctstore "TCPStore server speaking PyTorch's wire protocol")
   foreach(_prog ctrun ctstore)
-    add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/man/${_prog}.1
+    add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/man/${_prog}.1.gz
                        COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
                        COMMAND ${CTRUN_HELP2MAN} --no-info --no-discard-stderr --section=1
                                "--name=${_ctrun_man_name_${_prog}}"
                                --output=${PROJECT_BINARY_DIR}/man/${_prog}.1 $<TARGET_FILE:${_prog}>
+                       COMMAND gzip -9nf ${PROJECT_BINARY_DIR}/man/${_prog}.1
                        DEPENDS ${_prog}
                        COMMENT "man page of ${_prog} (help2man)" VERBATIM)
-    list(APPEND _ctrun_man_pages ${PROJECT_BINARY_DIR}/man/${_prog}.1)
+    list(APPEND _ctrun_man_pages ${PROJECT_BINARY_DIR}/man/${_prog}.1.gz)
   endforeach()
   add_custom_target(ctrun_man_pages ALL DEPENDS ${_ctrun_man_pages})
   install(FILES ${_ctrun_man_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)

@@ -38,7 +38,7 @@ for f in ./usr/bin/ctrun ./usr/bin/ctstore ./usr/lib/libctrun_comm.so.0 ./usr/li
   grep -qx -- "$f" "$tmp/contents" || fail "$f not in the package"
 done
 if grep -q 'libctrun_comm_nccl' "$tmp/contents"; then fail "the CUDA backend belongs to ctrun-nccl"; fi
-if command -v help2man >/dev/null; then grep -q './usr/share/man/man1/ctrun.1' "$tmp/contents" || fail "man page"; fi
+if command -v help2man >/dev/null; then grep -qx './usr/share/man/man1/ctrun.1.gz' "$tmp/contents" || fail "man page"; fi
 nccl_deb=$(ls "$tmp"/out/ctrun-nccl_*.deb 2>/dev/null | head -1 || true)
 if [ -n "$nccl_deb" ]; then
   dpkg-deb -I "$nccl_deb" >"$tmp/nccl.info"
