@@ -51,3 +51,13 @@ format:
 
 clean:
 	@rm -rf build build-asan build-tsan build-fuzz
+
+# Debian packages from the build directory (cmake/package.cmake): build/ctrun_<version>-1_<arch>.deb
+# (+ ctrun-nccl_... in CUDA builds). make install PREFIX=DIR installs into DIR (default /usr/local).
+PREFIX ?= /usr/local
+.PHONY: install deb
+install: build
+	@cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+deb: build
+	@cd $(BUILD_DIR) && cpack -G DEB

@@ -8,6 +8,7 @@
 #include "agent/config_file.hpp"
 #include "agent/flags.hpp"
 #include "agent/launch_config_builder.hpp"
+#include "common/version.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -31,6 +32,7 @@ struct Lexer {
     // Stop at the first word that is not an option: it is SCRIPT and the rest is the script's.
     app.prefix_command();
     app.set_help_flag("-h,--help", "Show this help and exit.");
+    app.set_version_flag("--version", version_line("ctrun"), "Print the version and git revision and exit.");
     for (const auto& f : flag_table()) {
       std::string dest(f.dest);
       CLI::Option* opt = nullptr;
@@ -52,7 +54,15 @@ struct Lexer {
       opt->option_text(text);
       options[dest] = opt;
     }
-    app.footer("SCRIPT [script args...]: the worker program; every word after SCRIPT is passed to it untouched.");
+    app.footer(
+        "SCRIPT [script args...]: the worker program; every word after SCRIPT is passed to it untouched.\n\n"
+        "Each worker gets torchrun's environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+        "ROLE_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_RUN_ID, ...\n\n"
+        "Environment: PET_<FLAG> sets a flag (precedence: command line, --config file, PET_*, default);\n"
+        "CTRUN_LOG_LEVEL (or LOGLEVEL): debug, info, warn, error.\n\n"
+        "Exit status: 0 when every worker succeeded; 1 when one failed (with --propagate-exit-code: its exit\n"
+        "code, 128+N for signal N); 2 for a bad command line.\n\n"
+        "Documentation: docs/cli.md in the sources, /usr/share/doc/ctrun/ when installed.");
   }
 };
 
@@ -79,6 +89,8 @@ CommandLine lex_command_line(const std::vector<std::string>& args) {
     lexer.app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     throw HelpRequested(lexer.app.help());
+  } catch (const CLI::CallForVersion& e) {
+    throw HelpRequested(std::string(e.what()) + "\n");
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());
   }

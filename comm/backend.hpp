@@ -86,9 +86,11 @@ class Backend {
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(BackendContext)>;
 
-// Backends by name. "cpu" is always registered; "nccl" in builds with CUDA + NCCL (see comm/backend_registry.cpp).
-// register_backend lets applications add their own (replacing one of the same name).
+// Backends by name. "cpu" is always registered; "nccl" when the program links ctrun_comm_nccl (CUDA builds; see
+// comm/backend_registry.cpp). register_backend lets applications add their own (replacing one of the same name);
+// backend_factory returns the one registered under `name` (empty if none), e.g. to wrap it.
 void register_backend(const std::string& name, BackendFactory factory);
+BackendFactory backend_factory(const std::string& name);
 bool has_backend(const std::string& name);
 // Throws UnsupportedError naming the registered backends when `name` is unknown.
 std::unique_ptr<Backend> create_backend(const std::string& name, BackendContext context);

@@ -1,13 +1,11 @@
-// The name -> factory table of backends. Built-ins are registered on first use (not by static initialisers,
-// which a static library's linker would drop).
+// The name -> factory table of backends. "cpu" is registered on first use (not by a static initialiser, which a
+// static library's linker would drop). The CUDA backends live in ctrun_comm_nccl, which registers "nccl" and
+// wraps "cpu" when a program linking it starts (comm/nccl/register.cpp), so this library never needs CUDA.
 #include <map>
 #include <mutex>
 
 #include "comm/backend.hpp"
 #include "comm/cpu/cpu_backend.hpp"
-#if defined(CTRUN_COMM_WITH_NCCL)
-#include "comm/nccl/nccl_backend.hpp"
-#endif
 
 namespace ctrun::comm {
 namespace {
@@ -21,15 +19,6 @@ Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry;
     reg->factories["cpu"] = [](BackendContext ctx) { return cpu::make_cpu_backend(std::move(ctx)); };
-#if defined(CTRUN_COMM_WITH_NCCL)
-    // comm/nccl/nccl_backend.hpp declares ctrun::comm::nccl::make_nccl_backend(BackendContext).
-    reg->factories["nccl"] = [](BackendContext ctx) { return nccl::make_nccl_backend(std::move(ctx)); };
-    // CUDA builds: the cpu backend also takes CUDA buffers, staged through pinned host memory (comm/nccl/).
-    reg->factories["cpu"] = [](BackendContext ctx) {
-      return nccl::make_cuda_staging_backend(
-          std::move(ctx), [](BackendContext host_ctx) { return cpu::make_cpu_backend(std::move(host_ctx)); });
-    };
-#endif
     return reg;
   }();
   return *r;
@@ -41,6 +30,13 @@ void register_backend(const std::string& name, BackendFactory factory) {
   auto& reg = registry();
   std::lock_guard lock(reg.mutex);
   reg.factories[name] = std::move(factory);
+}
+
+BackendFactory backend_factory(const std::string& name) {
+  auto& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  auto it = reg.factories.find(name);
+  return it == reg.factories.end() ? BackendFactory{} : it->second;
 }
 
 bool has_backend(const std::string& name) {
@@ -60,7 +56,10 @@ std::unique_ptr<Backend> create_backend(const std::string& name, BackendContext 
     for (const auto& [n, f] : reg.factories) known += (known.empty() ? "" : ", ") + n;
   }
   if (!factory) {
-    std::string hint = name == "nccl" ? " (nccl needs a build with CUDA and NCCL found: CTRUN_WITH_NCCL=AUTO/ON)" : "";
+    std::string hint = name == "nccl"
+                           ? " (nccl: link ctrun::comm_nccl / libctrun_comm_nccl, built when CUDA and NCCL are found: "
+                             "CTRUN_WITH_NCCL=AUTO/ON)"
+                           : "";
     throw UnsupportedError("unknown comm backend '" + name + "'" + hint + "; available: " + known);
   }
   return factory(std::move(context));

@@ -13,6 +13,7 @@ packages=(
   procps iproute2
   openssh-server openssh-client  # ctrun --hostfile fan-out; its tests run sshd in network namespaces
   slurm-wlm munge openmpi-bin    # the Slurm (slurmctld/slurmd/munged) and mpirun tests of agent/cluster/
+  help2man                  # man pages of ctrun and ctstore from their --help (make deb, make install)
 )
 
 missing=()

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
+#include "common/version.hpp"
 #include "store/server.hpp"
 #include "store/store.hpp"
 
@@ -73,9 +74,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stats-interval", stats_interval, "print a JSON stats line every SEC seconds (0: only on SIGUSR1)")
       ->check(CLI::NonNegativeNumber);
+  app.set_version_flag("--version", ctrun::version_line("ctstore"), "Print the version and git revision and exit.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "ctstore: " << e.what() << "\n\n" << app.help();
