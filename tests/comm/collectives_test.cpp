@@ -11,12 +11,10 @@
 namespace ctrun::comm::testing {
 namespace {
 
-// Small chunks make the pipelined algorithms cut even the test's "large" buffers into many chunks.
-const bool kSmallChunks = [] {
-  setenv("CTRUN_COMM_CHUNK_BYTES", "1024", 1);
-  setenv("CTRUN_COMM_SHM_WORKSPACE_BYTES", "4096", 1);  // the shm algorithms cut large buffers into pieces
-  return true;
-}();
+// Small chunks make the pipelined algorithms cut even the test's "large" buffers into many chunks, and a small
+// workspace makes the shm algorithms cut them into pieces (set per group, through the options).
+const std::map<std::string, std::string> kSmallChunks = {{"CTRUN_COMM_CHUNK_BYTES", "1024"},
+                                                         {"CTRUN_COMM_SHM_WORKSPACE_BYTES", "4096"}};
 
 constexpr std::size_t kSizes[] = {0, 1, 37, 3001};
 
@@ -270,6 +268,7 @@ TEST_P(Collectives, MatchTheSequentialReference) {
   // "shm": the shared-memory algorithms where the transport has them, the size table elsewhere.
   options.algorithm = p.family == "ring" ? kRingFamily : p.family == "tree" ? kTreeFamily : "shm";
   options.timeout = std::chrono::seconds(60);
+  options.settings = kSmallChunks;
   run_ranks(p.world, options, [&](int rank, ProcessGroup& pg) {
     int seed = 0;
     check_all_reduce_and_reduce(rank, p.world, pg, seed);

@@ -58,29 +58,13 @@ std::string link_target(const char* path) {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-std::size_t bytes_from_env(const char* name, std::size_t fallback) {
-  std::size_t bytes = fallback;
-  if (const char* v = std::getenv(name); v && *v) bytes = std::strtoull(v, nullptr, 10);
-  // Rings index with a mask: round up to a power of two, at least 64 KiB.
-  std::size_t p = 64 << 10;
-  while (p < bytes) p <<= 1;
-  return p;
-}
-
-// Workspace parts: any size from 1 KiB, rounded up to 64 bytes (keeps every dtype aligned).
-std::size_t workspace_bytes_from_env(std::size_t fallback) {
-  std::size_t bytes = fallback;
-  if (const char* v = std::getenv("CTRUN_COMM_SHM_WORKSPACE_BYTES"); v && *v) bytes = std::strtoull(v, nullptr, 10);
-  return (std::max<std::size_t>(bytes, 1024) + 63) / 64 * 64;
-}
-
 class ShmTransport final : public Transport, public SharedWorkspace {
  public:
   ShmTransport(std::shared_ptr<store::Store> store, int rank, int size, Options options)
       : rank_(rank),
         size_(size),
-        ring_bytes_(bytes_from_env("CTRUN_COMM_SHM_RING_BYTES", options.ring_bytes)),
-        part_bytes_(workspace_bytes_from_env(options.workspace_part_bytes)),
+        ring_bytes_(options.ring_bytes),
+        part_bytes_(options.workspace_part_bytes),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
     try {
