@@ -69,6 +69,13 @@ constexpr Setting kSettings[] = {
        const std::size_t n = parse_bytes("CTRUN_COMM_SHM_WORKSPACE_BYTES", v, kGiB);
        c.shm_workspace_bytes = (std::max<std::size_t>(n, 1024) + 63) / 64 * 64;
      }},
+    {"CTRUN_COMM_SHM_DIRECT", "1",
+     "shm: `1` lets ranks copy straight out of each other's buffers (process_vm_readv, probed at group creation: "
+     "off where seccomp, Yama or different users deny it) for the `shm_direct` algorithms; `0`: never",
+     [](Config& c, const std::string& v) {
+       one_of("CTRUN_COMM_SHM_DIRECT", v, {"0", "1"});
+       c.shm_direct = v == "1";
+     }},
     {"CTRUN_COMM_TCP_BUFFER_BYTES", "4194304",
      "tcp: SO_SNDBUF/SO_RCVBUF of every socket (capped by net.core.{w,r}mem_max); 0: kernel autotuning",
      [](Config& c, const std::string& v) { c.tcp_buffer_bytes = parse_bytes("CTRUN_COMM_TCP_BUFFER_BYTES", v, kGiB); }},

@@ -14,9 +14,7 @@ OpKind parse_op(const std::string& name) {
   throw InvalidArgumentError("unknown op '" + name + "' in the comm algorithm override (CTRUN_COMM_ALGO)");
 }
 
-bool usable(const AlgorithmRow& row, bool shared_memory) {
-  return row.needs != Needs::kSharedMemory || shared_memory;
-}
+bool usable(const AlgorithmRow& row, Needs available) { return row.needs <= available; }
 
 }  // namespace
 
@@ -40,13 +38,13 @@ Selector::Selector(const std::string& spec) {
   }
 }
 
-const AlgorithmRow* Selector::choose(OpKind op, std::size_t bytes, int group_size, bool shared_memory) const {
+const AlgorithmRow* Selector::choose(OpKind op, std::size_t bytes, int group_size, Needs available) const {
   if (auto it = per_op_.find(op); it != per_op_.end()) {
-    if (const AlgorithmRow* r = find_row(op, it->second); r && usable(*r, shared_memory)) return r;
+    if (const AlgorithmRow* r = find_row(op, it->second); r && usable(*r, available)) return r;
   }
-  if (const AlgorithmRow* r = find_row(op, global_); r && usable(*r, shared_memory)) return r;
+  if (const AlgorithmRow* r = find_row(op, global_); r && usable(*r, available)) return r;
   for (const auto& r : algorithm_table()) {
-    if (r.op == op && r.automatic && usable(r, shared_memory) && bytes >= r.min_bytes && group_size >= r.min_ranks) {
+    if (r.op == op && r.automatic && usable(r, available) && bytes >= r.min_bytes && group_size >= r.min_ranks) {
       return &r;
     }
   }

@@ -22,9 +22,9 @@ class Selector {
   explicit Selector(const std::string& spec);
 
   // bytes: the per-rank message size of the op (the buffer for all_reduce/broadcast/reduce, one rank's block
-  // for the gathers and scatters). shared_memory: the transport offers a SharedWorkspace. Never null for an op
-  // of op_table() other than kSend.
-  const AlgorithmRow* choose(OpKind op, std::size_t bytes, int group_size, bool shared_memory) const;
+  // for the gathers and scatters). available: what the transport offers (kSharedMemory: a SharedWorkspace;
+  // kPeerReads: one whose peer_reads() holds). Never null for an op of op_table() other than kSend.
+  const AlgorithmRow* choose(OpKind op, std::size_t bytes, int group_size, Needs available) const;
 
  private:
   std::map<OpKind, Algorithm> per_op_;

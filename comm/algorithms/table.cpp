@@ -30,6 +30,7 @@ constexpr NameOf kNames[] = {
     {"tree", Algorithm::kTree},   {"chain", Algorithm::kChain},
     {"direct", Algorithm::kDirect}, {"pairwise", Algorithm::kPairwise},
     {"dissemination", Algorithm::kDissemination}, {"shm", Algorithm::kShm},
+    {"shm_direct", Algorithm::kShmDirect},
     {"auto", Algorithm::kAuto},
 };
 
@@ -37,11 +38,23 @@ using A = Algorithm;
 using O = OpKind;
 constexpr auto kAny = Needs::kAnyTransport;
 constexpr auto kShmOnly = Needs::kSharedMemory;
+constexpr auto kPeerReads = Needs::kPeerReads;
+// The direct algorithms run only when overridden (automatic = false): on the 2-core VM, best of 3 alternated
+// runs, they took 1.5-5x the time of the piecewise ones at 1-64 MiB with 4 and 8 ranks (docs/benchmarks.md):
+// process_vm_readv pins and copies page by page in the kernel, slower here than memcpy through a cache-resident
+// workspace. kDirectFrom is where they would apply on a machine where that measures the other way.
+constexpr std::size_t kDirectFrom = 1024 * KiB;
+constexpr bool kDirectAutomatic = false;
 
 // Crossovers measured with ctbench (4 ranks, 2 cores, shm and tcp): below them the algorithm with fewer steps
 // wins, above them the one that moves fewer bytes per rank. With shared memory, reading peers' data in place
 // beats passing messages at every size measured (docs/benchmarks.md).
 constexpr AlgorithmRow kRows[] = {
+    {O::kAllReduce, A::kShmDirect, [](Context& c, const OpArgs& a) { all_reduce_shm_direct(c, a.buffer, a.op); },
+     kDirectFrom, 2, kPeerReads, kDirectAutomatic,
+     "rank r reduces slice r straight out of every rank's buffer (process_vm_readv into an L2-sized scratch, rank "
+     "order), writes it into its own buffer, then copies every other slice straight out of its owner's buffer; "
+     "3 barriers per op"},
     {O::kAllReduce, A::kShm, [](Context& c, const OpArgs& a) { all_reduce_shm(c, a.buffer, a.op); }, 0, 1, kShmOnly,
      true,
      "per piece: copy in, barrier, rank r reduces slice r of every rank's piece in one pass and publishes it, "
@@ -52,6 +65,9 @@ constexpr AlgorithmRow kRows[] = {
      [](Context& c, const OpArgs& a) { all_reduce_recursive_doubling(c, a.buffer, a.op); }, 0, 1, kAny, true,
      "log2(n) exchange steps; non-powers of two fold the extra ranks in first"},
 
+    {O::kBroadcast, A::kShmDirect, [](Context& c, const OpArgs& a) { broadcast_shm_direct(c, a.buffer, a.root); },
+     kDirectFrom, 2, kPeerReads, kDirectAutomatic,
+     "every rank copies the root's buffer straight out of it (process_vm_readv); 2 barriers per op"},
     {O::kBroadcast, A::kShm, [](Context& c, const OpArgs& a) { broadcast_shm(c, a.buffer, a.root); }, 0, 1, kShmOnly,
      true, "the root copies a piece into its workspace, barrier, every other rank copies it out"},
     {O::kBroadcast, A::kChain, [](Context& c, const OpArgs& a) { broadcast_chain(c, a.buffer, a.root); }, 256 * KiB,
@@ -64,6 +80,10 @@ constexpr AlgorithmRow kRows[] = {
     {O::kReduce, A::kTree, [](Context& c, const OpArgs& a) { reduce_tree(c, a.buffer, a.root, a.op); }, 0, 1, kAny,
      true, "binomial tree towards the root"},
 
+    {O::kAllGather, A::kShmDirect,
+     [](Context& c, const OpArgs& a) { all_gather_shm_direct(c, a.outputs, a.buffer); }, kDirectFrom / 8, 2,
+     kPeerReads, kDirectAutomatic,
+     "every rank copies each peer's input straight into its output (process_vm_readv); 2 barriers per op"},
     {O::kAllGather, A::kShm, [](Context& c, const OpArgs& a) { all_gather_shm(c, a.outputs, a.buffer); }, 0, 1,
      kShmOnly, true, "every rank copies a piece of its input into its workspace, barrier, copies every other's out"},
     {O::kAllGather, A::kRing, [](Context& c, const OpArgs& a) { all_gather_ring(c, a.outputs, a.buffer); }, 16 * KiB,
@@ -71,6 +91,11 @@ constexpr AlgorithmRow kRows[] = {
     {O::kAllGather, A::kDirect, [](Context& c, const OpArgs& a) { all_gather_direct(c, a.outputs, a.buffer); }, 0, 1,
      kAny, true, "every rank sends its block to every other at once"},
 
+    {O::kReduceScatter, A::kShmDirect,
+     [](Context& c, const OpArgs& a) { reduce_scatter_shm_direct(c, a.buffer, a.inputs, a.op); }, kDirectFrom / 8,
+     2, kPeerReads, kDirectAutomatic,
+     "rank r reduces block r straight out of every rank's inputs (process_vm_readv into an L2-sized scratch, rank "
+     "order) into its output; 2 barriers per op"},
     {O::kReduceScatter, A::kShm,
      [](Context& c, const OpArgs& a) { reduce_scatter_shm(c, a.buffer, a.inputs, a.op); }, 0, 1, kShmOnly, true,
      "every rank copies a piece of each block into its workspace, barrier, rank r reduces block r in one pass"},
@@ -138,7 +163,10 @@ std::string algorithm_markdown() {
     std::string when = r.automatic ? size_text(r.min_bytes) : "only when overridden";
     if (r.automatic && r.min_ranks > 1) when += ", >= " + std::to_string(r.min_ranks) + " ranks";
     out += std::string("| ") + op_name(r.op) + " | `" + algorithm_name(r.algorithm) + "` | " + when + " | " +
-           (r.needs == Needs::kSharedMemory ? "shm transport" : "any transport") + " | " + r.note + " |\n";
+           (r.needs == Needs::kPeerReads      ? "shm + peer reads"
+            : r.needs == Needs::kSharedMemory ? "shm transport"
+                                              : "any transport") +
+           " | " + r.note + " |\n";
   }
   return out;
 }

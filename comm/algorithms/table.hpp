@@ -31,7 +31,7 @@ enum class OpKind : int {
 inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kBarrier) + 1;
 const char* op_name(OpKind op);
 
-enum class Algorithm { kAuto, kRing, kRecursiveDoubling, kTree, kChain, kDirect, kPairwise, kDissemination, kShm };
+enum class Algorithm { kAuto, kRing, kRecursiveDoubling, kTree, kChain, kDirect, kPairwise, kDissemination, kShm, kShmDirect };
 const char* algorithm_name(Algorithm a);
 // Throws InvalidArgumentError listing the known names.
 Algorithm parse_algorithm(const std::string& name);
@@ -60,7 +60,8 @@ struct OpArgs {
 };
 using RunFn = void (*)(Context& ctx, const OpArgs& args);
 
-enum class Needs { kAnyTransport, kSharedMemory };
+// What a row needs from the transport, in increasing order: a transport offering one level offers the lower ones.
+enum class Needs { kAnyTransport, kSharedMemory, kPeerReads };
 
 struct AlgorithmRow {
   OpKind op;
@@ -68,7 +69,7 @@ struct AlgorithmRow {
   RunFn run;
   // The size table picks the first row of the op, in table order, whose conditions hold: bytes (the per-rank
   // message: the buffer, or one rank's block of a gather/scatter) >= min_bytes, group size >= min_ranks, and the
-  // transport provides what the row needs. Rows with automatic = false run only when overridden.
+  // transport provides what the row needs (needs <= what it has). Rows with automatic = false run only when overridden.
   std::size_t min_bytes;
   int min_ranks;
   Needs needs;

@@ -58,6 +58,7 @@ std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, 
     o.timeout = ctx.options.timeout;
     o.ring_bytes = ctx.config.shm_ring_bytes;
     o.workspace_part_bytes = ctx.config.shm_workspace_bytes;
+    o.peer_reads = ctx.config.shm_direct;
     return transport::shm::create(ctx.store, ctx.rank, ctx.size, o);
   }
   if (kind == "tcp") {
@@ -93,6 +94,9 @@ class CpuBackend final : public Backend {
     selector_ = algorithms::Selector(context_.config.algorithm);
     transport_ = make_transport(context_, &transport_name_);
     chunk_bytes_ = context_.config.chunk_bytes_for(transport_name_);
+    if (auto* ws = transport_->workspace()) {
+      available_ = ws->peer_reads() ? algorithms::Needs::kPeerReads : algorithms::Needs::kSharedMemory;
+    }
     messenger_ = std::make_unique<transport::Messenger>(*transport_, rank(), size());
     log::get("comm")->debug("comm cpu: rank {}/{} transport {}", rank(), size(), transport_name_);
     worker_ = std::thread([this] { run(); });
@@ -171,8 +175,7 @@ class CpuBackend final : public Backend {
     enqueue(
         [this, kind, dtype, bytes, args = std::move(args)]() mutable {
           const std::uint64_t seq = seq_++;
-          const algorithms::AlgorithmRow* row =
-              selector_.choose(kind, bytes, size(), transport_->workspace() != nullptr);
+          const algorithms::AlgorithmRow* row = selector_.choose(kind, bytes, size(), available_);
           if (!row) throw CommError(std::string("comm: no algorithm implements ") + op_name(kind));
           const Algorithm a = row->algorithm;
           Context ctx(*messenger_, rank(), size(), transport::collective_tag(static_cast<int>(kind), dtype, seq),
@@ -180,7 +183,7 @@ class CpuBackend final : public Backend {
           try {
             if (auto fatal = messenger_->fatal_error()) std::rethrow_exception(fatal);
             const algorithms::OpRow& info = algorithms::op_row(kind);
-            if (bytes == 0 && size() > 1 && row->needs != algorithms::Needs::kSharedMemory && info.equal_sizes) {
+            if (bytes == 0 && size() > 1 && row->needs == algorithms::Needs::kAnyTransport && info.equal_sizes) {
               exchange_empty_around_ring(ctx);
             } else {
               const ReduceOp requested = args.op;
@@ -354,6 +357,7 @@ class CpuBackend final : public Backend {
   }
 
   algorithms::Selector selector_;
+  algorithms::Needs available_ = algorithms::Needs::kAnyTransport;  // what the transport offers the table
   std::size_t chunk_bytes_ = 0;
   std::string transport_name_;
   std::unique_ptr<transport::Transport> transport_;

@@ -265,8 +265,10 @@ TEST_P(Collectives, MatchTheSequentialReference) {
   const Param& p = GetParam();
   ProcessGroupOptions options;
   options.transport = p.transport;
-  // "shm": the shared-memory algorithms where the transport has them, the size table elsewhere.
-  options.algorithm = p.family == "ring" ? kRingFamily : p.family == "tree" ? kTreeFamily : "shm";
+  // "shm", "shm_direct": the shared-memory algorithms where the transport has them, the size table elsewhere.
+  options.algorithm = p.family == "ring"   ? kRingFamily
+                      : p.family == "tree" ? kTreeFamily
+                                           : p.family;
   options.timeout = std::chrono::seconds(60);
   options.settings = kSmallChunks;
   run_ranks(p.world, options, [&](int rank, ProcessGroup& pg) {
@@ -283,6 +285,7 @@ std::vector<Param> all_params() {
   for (const char* transport : {"shm", "tcp"}) {
     for (int world = 1; world <= 8; ++world) {
       for (const char* family : {"ring", "tree", "shm"}) out.push_back({transport, world, family});
+      if (std::string(transport) == "shm") out.push_back({transport, world, "shm_direct"});
     }
   }
   return out;

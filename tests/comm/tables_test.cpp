@@ -33,11 +33,14 @@ std::vector<std::size_t> size_classes() {
   return out;
 }
 
-void expect_implemented(const AlgorithmRow* row, OpKind op, bool shm, const std::string& what) {
+constexpr Needs kTransports[] = {Needs::kAnyTransport, Needs::kSharedMemory, Needs::kPeerReads};
+
+void expect_implemented(const AlgorithmRow* row, OpKind op, Needs available, const std::string& what) {
   ASSERT_NE(row, nullptr) << what;
   EXPECT_EQ(row->op, op) << what;
   EXPECT_NE(row->run, nullptr) << what;
-  EXPECT_TRUE(shm || row->needs != Needs::kSharedMemory) << what << ": picked a shared-memory algorithm over tcp";
+  EXPECT_LE(static_cast<int>(row->needs), static_cast<int>(available))
+      << what << ": picked an algorithm the transport cannot run";
 }
 
 TEST(AlgorithmTable, EveryOpSizeAndGroupSizePicksAnImplementedAlgorithm) {
@@ -46,10 +49,11 @@ TEST(AlgorithmTable, EveryOpSizeAndGroupSizePicksAnImplementedAlgorithm) {
     if (o.op == OpKind::kSend) continue;  // p2p: no algorithm
     for (std::size_t bytes : size_classes()) {
       for (int n = 1; n <= 16; ++n) {
-        for (bool shm : {false, true}) {
+        for (Needs t : kTransports) {
           const std::string what = std::string(o.name) + " bytes=" + std::to_string(bytes) +
-                                   " ranks=" + std::to_string(n) + (shm ? " shm" : " tcp");
-          expect_implemented(table.choose(o.op, bytes, n, shm), o.op, shm, what);
+                                   " ranks=" + std::to_string(n) + " transport level " +
+                                   std::to_string(static_cast<int>(t));
+          expect_implemented(table.choose(o.op, bytes, n, t), o.op, t, what);
         }
       }
     }
@@ -60,26 +64,34 @@ TEST(AlgorithmTable, EveryRowIsReachableByOverrideAndItsOwnConditions) {
   for (const auto& r : algorithms::algorithm_table()) {
     const std::string spec = std::string(algorithms::op_name(r.op)) + "=" + algorithms::algorithm_name(r.algorithm);
     const Selector s(spec);
-    const bool shm = r.needs == Needs::kSharedMemory;
-    EXPECT_EQ(s.choose(r.op, 1 << 20, 4, true), &r) << spec;
-    // Without shared memory, an shm override falls back to the table (never to an unusable row).
-    expect_implemented(s.choose(r.op, 1 << 20, 4, false), r.op, false, spec + " over tcp");
+    EXPECT_EQ(s.choose(r.op, 1 << 20, 4, Needs::kPeerReads), &r) << spec;
+    EXPECT_EQ(s.choose(r.op, 1 << 20, 4, r.needs), &r) << spec;
+    // Where the transport lacks what the row needs, the override falls back to the table (never to an
+    // unusable row).
+    for (Needs t : kTransports) expect_implemented(s.choose(r.op, 1 << 20, 4, t), r.op, t, spec);
     if (r.automatic) {
-      // The row's own threshold reaches some row; above it, never an earlier-listed row for other sizes.
-      expect_implemented(Selector().choose(r.op, r.min_bytes, std::max(r.min_ranks, 1), shm), r.op, shm, spec);
+      // At its own thresholds, with exactly what it needs, the table picks this row or one listed before it.
+      const AlgorithmRow* picked = Selector().choose(r.op, r.min_bytes, std::max(r.min_ranks, 1), r.needs);
+      expect_implemented(picked, r.op, r.needs, spec);
+      EXPECT_LE(picked, &r) << spec;
     }
   }
 }
 
 TEST(AlgorithmTable, SizeThresholdsAsDocumented) {
   const Selector t;
-  EXPECT_EQ(t.choose(OpKind::kAllReduce, 64 << 10, 4, false)->algorithm, Algorithm::kRing);
-  EXPECT_EQ(t.choose(OpKind::kAllReduce, (64 << 10) - 1, 4, false)->algorithm, Algorithm::kRecursiveDoubling);
-  EXPECT_EQ(t.choose(OpKind::kAllReduce, 64 << 20, 2, false)->algorithm, Algorithm::kRecursiveDoubling);
-  EXPECT_EQ(t.choose(OpKind::kBroadcast, 256 << 10, 4, false)->algorithm, Algorithm::kChain);
-  EXPECT_EQ(t.choose(OpKind::kAllGather, 8, 4, false)->algorithm, Algorithm::kDirect);
+  const Needs tcp = Needs::kAnyTransport;
+  EXPECT_EQ(t.choose(OpKind::kAllReduce, 64 << 10, 4, tcp)->algorithm, Algorithm::kRing);
+  EXPECT_EQ(t.choose(OpKind::kAllReduce, (64 << 10) - 1, 4, tcp)->algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.choose(OpKind::kAllReduce, 64 << 20, 2, tcp)->algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.choose(OpKind::kBroadcast, 256 << 10, 4, tcp)->algorithm, Algorithm::kChain);
+  EXPECT_EQ(t.choose(OpKind::kAllGather, 8, 4, tcp)->algorithm, Algorithm::kDirect);
   for (OpKind op : {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kAllGather, OpKind::kReduceScatter}) {
-    EXPECT_EQ(t.choose(op, 64 << 20, 8, true)->needs, Needs::kSharedMemory) << algorithms::op_name(op);
+    EXPECT_EQ(t.choose(op, 64 << 20, 8, Needs::kSharedMemory)->algorithm, Algorithm::kShm) << algorithms::op_name(op);
+    // Direct algorithms only by override (slower on the machine measured, see table.cpp).
+    EXPECT_EQ(t.choose(op, 64 << 20, 8, Needs::kPeerReads)->algorithm, Algorithm::kShm) << algorithms::op_name(op);
+    EXPECT_EQ(Selector("shm_direct").choose(op, 64 << 20, 8, Needs::kPeerReads)->algorithm, Algorithm::kShmDirect);
+    EXPECT_EQ(t.choose(op, 8, 8, Needs::kPeerReads)->algorithm, Algorithm::kShm) << algorithms::op_name(op);
   }
 }
 
@@ -89,8 +101,8 @@ TEST(AlgorithmTable, OverrideErrorsNameTheBadEntry) {
   EXPECT_THROW(Selector("barrier=ring"), InvalidArgumentError);  // ring does not implement barrier
   // A global name applies only where the op has it; the rest comes from the table.
   const Selector ring("ring");
-  EXPECT_EQ(ring.choose(OpKind::kAllReduce, 8, 2, false)->algorithm, Algorithm::kRing);
-  EXPECT_EQ(ring.choose(OpKind::kBarrier, 0, 2, false)->algorithm, Algorithm::kDissemination);
+  EXPECT_EQ(ring.choose(OpKind::kAllReduce, 8, 2, Needs::kAnyTransport)->algorithm, Algorithm::kRing);
+  EXPECT_EQ(ring.choose(OpKind::kBarrier, 0, 2, Needs::kAnyTransport)->algorithm, Algorithm::kDissemination);
 }
 
 TEST(SettingsTable, DefaultsOfTheTableAreConfigsDefaults) {
@@ -104,6 +116,7 @@ TEST(SettingsTable, DefaultsOfTheTableAreConfigsDefaults) {
   EXPECT_EQ(from_table.chunk_bytes, built_in.chunk_bytes);
   EXPECT_EQ(from_table.shm_ring_bytes, built_in.shm_ring_bytes);
   EXPECT_EQ(from_table.shm_workspace_bytes, built_in.shm_workspace_bytes);
+  EXPECT_EQ(from_table.shm_direct, built_in.shm_direct);
   EXPECT_EQ(from_table.tcp_buffer_bytes, built_in.tcp_buffer_bytes);
   EXPECT_EQ(from_table.tcp_lowat_bytes, built_in.tcp_lowat_bytes);
 }

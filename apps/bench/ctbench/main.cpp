@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "comm/backend.hpp"
 #include "comm/process_group.hpp"
@@ -134,6 +135,10 @@ int main(int argc, char** argv) {
 
   // Parent: launch the ranks, then the gloo peer, then print both side by side.
   const double memcpy_bw = ctrun::bench::memcpy_gbps(64u << 20);
+  // The shm floor's bandwidth: as many copying threads as the ranks can run on at once.
+  const int copy_threads = std::min<int>(nproc, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const double copy_bw = ctrun::bench::memcpy_gbps_parallel(64u << 20, copy_threads);
+  const bool shm_floor = transport != "tcp";
   const std::string results =
       (std::filesystem::temp_directory_path() / ("ctbench-" + std::to_string(getpid()))).string();
   std::vector<std::string> child_argv(argv, argv + argc);
@@ -156,13 +161,23 @@ int main(int argc, char** argv) {
 
   std::printf("\n# ctbench summary: %d ranks, ctrun::comm backend %s vs torch 1.13 gloo, float32\n", nproc,
               backend.c_str());
-  std::printf("# memcpy (1 thread, 64 MiB): %.2f GB/s\n", memcpy_bw);
+  std::printf("# memcpy (1 thread, 64 MiB): %.2f GB/s; %d threads at once: %.2f GB/s in all\n", memcpy_bw,
+              copy_threads, copy_bw);
+  if (shm_floor) {
+    std::printf("# %%floor = floor time / ctrun's time; floor = n ranks x the bytes each must read+write in its own "
+                "buffers (all_reduce 2S, all_gather and reduce_scatter S+S/n, broadcast S) at %.2f GB/s x 2 "
+                "(meaningful where buffers exceed the caches: >= 16 MiB)\n",
+                copy_bw);
+  }
   if (!no_gloo && gloo.empty()) std::printf("# gloo peer unavailable: %s\n", why.c_str());
-  std::printf("%-15s %12s | %12s %9s %9s %6s | %12s %9s %9s | %8s %8s\n", "op", "bytes", "ctrun_us", "algbw", "busbw",
-              "%mcpy", "gloo_us", "algbw", "busbw", "busbw_x", "lat_x");
+  std::printf("%-15s %12s | %12s %9s %9s %6s %7s | %12s %9s %9s | %8s %8s\n", "op", "bytes", "ctrun_us", "algbw",
+              "busbw", "%mcpy", "%floor", "gloo_us", "algbw", "busbw", "busbw_x", "lat_x");
   for (const Row& r : mine) {
-    std::printf("%-15s %12zu | %12.1f %9.3f %9.3f %5.0f%% |", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw,
-                100.0 * r.busbw / memcpy_bw);
+    const double floor_us = shm_floor ? ctrun::bench::shm_floor_us(r.op, nproc, r.bytes, copy_bw) : 0;
+    char floor_pct[16] = "-";
+    if (floor_us > 0) std::snprintf(floor_pct, sizeof floor_pct, "%.0f%%", 100.0 * floor_us / r.time_us);
+    std::printf("%-15s %12zu | %12.1f %9.3f %9.3f %5.0f%% %7s |", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw,
+                100.0 * r.busbw / memcpy_bw, floor_pct);
     auto it = gloo.find({r.op, r.bytes});
     if (it != gloo.end()) {
       const Row& g = it->second;

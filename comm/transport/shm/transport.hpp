@@ -23,6 +23,7 @@ struct Options {
   // SharedWorkspace part, a multiple of 64 >= 1 KiB: CTRUN_COMM_SHM_WORKSPACE_BYTES.
   std::size_t workspace_part_bytes = 256u << 10;
   Duration timeout = std::chrono::seconds(30);  // waiting for peers' segments
+  bool peer_reads = true;  // probe process_vm_readv between ranks (CTRUN_COMM_SHM_DIRECT)
 };
 
 // "hostname|boot id|ipc namespace": ranks with equal keys can share POSIX shm segments.
