@@ -17,6 +17,7 @@
 #include "gloo_peer.hpp"
 #include "measure.hpp"
 #include "spawn.hpp"
+#include "tcp_floor.hpp"
 
 namespace {
 
@@ -55,7 +56,7 @@ std::string format_row(const Row& r) {
 
 // One rank (under ctrun/torchrun or spawned by the parent below).
 int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>& sizes, const std::string& backend,
-             double scale) {
+             double scale, bool tcp_floor) {
   ctrun::comm::ProcessGroupOptions options;
   options.backend = backend;
   options.timeout = std::chrono::seconds(120);
@@ -66,15 +67,22 @@ int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>
     std::printf("# ctbench rank 0 of %d, backend %s, float32\n%-15s %12s %12s %9s %9s\n", pg->size(), backend.c_str(),
                 "op", "bytes", "time_us", "algbw", "busbw");
   }
+  std::unique_ptr<ctrun::bench::TcpRing> ring;
+  if (tcp_floor && pg->size() > 1) ring = std::make_unique<ctrun::bench::TcpRing>(*pg);
   for (const auto& op : ops) {
     for (std::size_t bytes : sizes) {
       const int iters = iterations_for(bytes, scale);
-      const Row row = ctrun::bench::measure(*pg, op, bytes, iters, std::max(2, iters / 10));
+      Row row = ctrun::bench::measure(*pg, op, bytes, iters, std::max(2, iters / 10));
+      if (ring) {
+        const std::size_t ring_bytes = ctrun::bench::TcpRing::ring_bytes(op, pg->size(), row.bytes);
+        row.floor_us = ring->time_us(*pg, ring_bytes, std::clamp(iters / 4, 2, 20));
+      }
       if (pg->rank() == 0) {
         std::printf("%s\n", format_row(row).c_str());
         std::fflush(stdout);
         if (results)
-          results << row.op << ' ' << row.bytes << ' ' << row.time_us << ' ' << row.algbw << ' ' << row.busbw << '\n';
+          results << row.op << ' ' << row.bytes << ' ' << row.time_us << ' ' << row.algbw << ' ' << row.busbw << ' '
+                  << row.floor_us << '\n';
       }
     }
   }
@@ -127,7 +135,7 @@ int main(int argc, char** argv) {
   // The ranks inherit it (launched by us, or by ctrun with this variable in its environment).
   if (!transport.empty()) setenv("CTRUN_COMM_TRANSPORT", transport.c_str(), 1);
   try {
-    if (std::getenv("RANK")) return run_rank(ops, sizes, backend, scale);
+    if (std::getenv("RANK")) return run_rank(ops, sizes, backend, scale, transport == "tcp");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctbench: %s\n", e.what());
     return 1;
@@ -148,7 +156,7 @@ int main(int argc, char** argv) {
   {
     std::ifstream in(results);
     Row r;
-    while (in >> r.op >> r.bytes >> r.time_us >> r.algbw >> r.busbw) mine.push_back(r);
+    while (in >> r.op >> r.bytes >> r.time_us >> r.algbw >> r.busbw >> r.floor_us) mine.push_back(r);
     std::filesystem::remove(results);
   }
   if (rc != 0) {
@@ -163,6 +171,11 @@ int main(int argc, char** argv) {
               backend.c_str());
   std::printf("# memcpy (1 thread, 64 MiB): %.2f GB/s; %d threads at once: %.2f GB/s in all\n", memcpy_bw,
               copy_threads, copy_bw);
+  if (!shm_floor) {
+    std::printf("# %%floor = TCP ring floor / ctrun's time; floor = a bare socket ring between the same rank "
+                "processes moving the bytes per rank a bandwidth-optimal algorithm must move (all_reduce 2(n-1)/n S, "
+                "all_gather and reduce_scatter (n-1)/n S, broadcast S), best of several passes\n");
+  }
   if (shm_floor) {
     std::printf("# %%floor = floor time / ctrun's time; floor = n ranks x the bytes each must read+write in its own "
                 "buffers (all_reduce 2S, all_gather and reduce_scatter S+S/n, broadcast S) at %.2f GB/s x 2 "
@@ -173,7 +186,7 @@ int main(int argc, char** argv) {
   std::printf("%-15s %12s | %12s %9s %9s %6s %7s | %12s %9s %9s | %8s %8s\n", "op", "bytes", "ctrun_us", "algbw",
               "busbw", "%mcpy", "%floor", "gloo_us", "algbw", "busbw", "busbw_x", "lat_x");
   for (const Row& r : mine) {
-    const double floor_us = shm_floor ? ctrun::bench::shm_floor_us(r.op, nproc, r.bytes, copy_bw) : 0;
+    const double floor_us = shm_floor ? ctrun::bench::shm_floor_us(r.op, nproc, r.bytes, copy_bw) : r.floor_us;
     char floor_pct[16] = "-";
     if (floor_us > 0) std::snprintf(floor_pct, sizeof floor_pct, "%.0f%%", 100.0 * floor_us / r.time_us);
     std::printf("%-15s %12zu | %12.1f %9.3f %9.3f %5.0f%% %7s |", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw,

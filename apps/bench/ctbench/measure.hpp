@@ -14,6 +14,7 @@ struct Row {
   double time_us = 0;
   double algbw = 0;  // GB/s = bytes / time
   double busbw = 0;  // GB/s = algbw * nccl-tests' factor for the op
+  double floor_us = 0;  // tcp: the bare socket ring's time for the same bytes (tcp_floor.hpp); 0: not measured
 };
 
 // nccl-tests' bus bandwidth factors (doc/PERFORMANCE.md).
