@@ -49,8 +49,9 @@ int iterations_for(std::size_t bytes, double scale) {
 }
 
 std::string format_row(const Row& r) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%-15s %12zu %12.1f %9.3f %9.3f", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%-15s %12zu %12.1f %9.3f %9.3f %12.1f", r.op.c_str(), r.bytes, r.time_us, r.algbw,
+                r.busbw, r.floor_us);
   return buf;
 }
 
@@ -64,11 +65,15 @@ int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>
   std::ofstream results;
   if (const char* path = std::getenv("CTBENCH_RESULTS"); path && pg->rank() == 0) results.open(path);
   if (pg->rank() == 0) {
-    std::printf("# ctbench rank 0 of %d, backend %s, float32\n%-15s %12s %12s %9s %9s\n", pg->size(), backend.c_str(),
-                "op", "bytes", "time_us", "algbw", "busbw");
+    std::printf("# ctbench rank 0 of %d, backend %s, float32\n%-15s %12s %12s %9s %9s %12s\n", pg->size(),
+                backend.c_str(), "op", "bytes", "time_us", "algbw", "busbw", "tcp_floor_us");
   }
   std::unique_ptr<ctrun::bench::TcpRing> ring;
-  if (tcp_floor && pg->size() > 1) ring = std::make_unique<ctrun::bench::TcpRing>(*pg);
+  if (tcp_floor && pg->size() > 1) {
+    // The floor ring runs between the same addresses as comm's sockets (CTRUN_COMM_IFADDR in namespace runs).
+    const char* ifaddr = std::getenv("CTRUN_COMM_IFADDR");
+    ring = std::make_unique<ctrun::bench::TcpRing>(*pg, ifaddr && *ifaddr ? ifaddr : "127.0.0.1");
+  }
   for (const auto& op : ops) {
     for (std::size_t bytes : sizes) {
       const int iters = iterations_for(bytes, scale);

@@ -41,13 +41,16 @@ TcpRing::TcpRing(comm::ProcessGroup& pg, const std::string& host) {
   if (bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(lfd, 4) != 0 ||
       getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
     fail("listen");
-  std::vector<std::int32_t> ports(static_cast<std::size_t>(n));
-  std::vector<std::int32_t> mine{ntohs(a.sin_port)};
-  pg.all_gather_into(ports, mine);
+  // (address, port) of every rank's listener.
+  std::vector<std::int64_t> ends(2 * static_cast<std::size_t>(n));
+  std::vector<std::int64_t> mine{static_cast<std::int64_t>(a.sin_addr.s_addr), ntohs(a.sin_port)};
+  pg.all_gather_into(ends, mine);
   to_right_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   tune(to_right_);
   sockaddr_in r = a;
-  r.sin_port = htons(static_cast<std::uint16_t>(ports[static_cast<std::size_t>((pg.rank() + 1) % n)]));
+  const auto right = 2 * static_cast<std::size_t>((pg.rank() + 1) % n);
+  r.sin_addr.s_addr = static_cast<in_addr_t>(ends[right]);
+  r.sin_port = htons(static_cast<std::uint16_t>(ends[right + 1]));
   if (connect(to_right_, reinterpret_cast<sockaddr*>(&r), sizeof r) != 0) fail("connect");
   from_left_ = accept(lfd, nullptr, nullptr);
   if (from_left_ < 0) fail("accept");
