@@ -30,7 +30,8 @@ if [ -n "$rate" ]; then
   ip netns exec "$a" tc qdisc add dev "$va" root tbf rate "$rate" burst 256kb latency 50ms || exit 1
   ip netns exec "$b" tc qdisc add dev "$vb" root tbf rate "$rate" burst 256kb latency 50ms || exit 1
 fi
-echo "# two namespaces, veth ${rate:+shaped to $rate}${rate:-unshaped}; $nproc ranks (half per namespace); load $(cut -d' ' -f1-3 /proc/loadavg)"
+shape=unshaped; [ -n "$rate" ] && shape="shaped to $rate (tc tbf)"
+echo "# two namespaces, veth $shape; $nproc ranks (half per namespace); load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # run_job PORT CMD...: starts rank r in namespace A (r < nproc/2) or B, waits for all, prints rank 0's output.
 run_job() {
