@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "comm/buffer.hpp"
+#include "comm/config.hpp"
 #include "comm/options.hpp"
 #include "comm/types.hpp"
 #include "comm/work.hpp"
@@ -36,6 +37,8 @@ struct BackendContext {
   int size = 1;
   std::vector<int> global_ranks;  // group rank -> rank in the group new_group was first called on (the world)
   ProcessGroupOptions options;
+  // Every CTRUN_COMM_* setting, resolved once for this group from options and the environment (comm/config.hpp).
+  Config config;
   // The backend of the parent group when created by new_group (nccl may ncclCommSplit it); null for the world.
   Backend* parent = nullptr;
 };

@@ -1,6 +1,7 @@
 #pragma once
 // Options of process groups and point-to-point op descriptors, shared by ProcessGroup and every Backend.
 
+#include <map>
 #include <string>
 
 #include "comm/buffer.hpp"
@@ -22,6 +23,9 @@ struct ProcessGroupOptions {
   // tcp transport: address peers connect to (default: this host's name resolved, else MASTER_ADDR's interface,
   // else 127.0.0.1). Env CTRUN_COMM_IFADDR overrides.
   std::string listen_host;
+  // Any CTRUN_COMM_* setting by name (comm/config.cpp's table, docs/comm.md), overriding the environment for
+  // this group, e.g. {{"CTRUN_COMM_CHUNK_BYTES", "1024"}}. The fields above override these.
+  std::map<std::string, std::string> settings;
 };
 
 // One element of a batched send/recv (torch's P2POp + batch_isend_irecv).

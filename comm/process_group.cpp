@@ -49,11 +49,6 @@ void check_op(ReduceOp op, DataType dtype, const char* what) {
   }
 }
 
-std::string backend_from(const ProcessGroupOptions& options) {
-  const char* env = std::getenv("CTRUN_COMM_BACKEND");
-  return options.backend == "cpu" && env && *env ? std::string(env) : options.backend;
-}
-
 }  // namespace
 
 std::shared_ptr<ProcessGroup> ProcessGroup::init(const std::string& init_method, ProcessGroupOptions options, int rank,
@@ -85,9 +80,11 @@ ProcessGroup::ProcessGroup(std::shared_ptr<store::Store> store, std::string pref
       rank_(rank),
       global_ranks_(std::move(global_ranks)),
       options_(std::move(options)) {
-  options_.backend = backend_from(options_);
+  Config config = Config::resolve(options_);
+  options_.backend = config.backend;
   if (rank_ < 0) return;
   BackendContext ctx;
+  ctx.config = std::move(config);
   ctx.store = std::make_shared<store::PrefixStore>(prefix_, store_);
   ctx.rank = rank_;
   ctx.size = size();

@@ -39,4 +39,12 @@ void broadcast_shm(Context& ctx, Buffer buffer, int root);
 void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer input);
 void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op);
 
+// Direct shared-memory algorithms (need ctx.workspace()->peer_reads()): ranks publish their buffers' addresses and
+// copy straight out of each other's buffers (process_vm_readv): one copy per byte and 2-3 barriers per op at any
+// size (peer_buffers.hpp).
+void all_reduce_shm_direct(Context& ctx, Buffer buffer, ReduceOp op);
+void broadcast_shm_direct(Context& ctx, Buffer buffer, int root);
+void all_gather_shm_direct(Context& ctx, const std::vector<Buffer>& outputs, Buffer input);
+void reduce_scatter_shm_direct(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op);
+
 }  // namespace ctrun::comm::algorithms

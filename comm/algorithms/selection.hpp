@@ -1,34 +1,19 @@
 #pragma once
-// Which algorithm runs a collective: a table by message size and group size, overridable per op.
+// Which algorithm runs a collective: the first matching row of the algorithm table (table.hpp), unless overridden.
 //
-// Override syntax (ProcessGroupOptions::algorithm, else env CTRUN_COMM_ALGO):
+// Override syntax (ProcessGroupOptions::algorithm, else CTRUN_COMM_ALGO, resolved into Config::algorithm):
 //   "ring"                         every op that has a ring algorithm uses it
 //   "all_reduce=recursive_doubling,broadcast=chain"
-// Names: ring, recursive_doubling, tree, chain, direct, pairwise, dissemination, shm. Unknown names are an
-// error; "shm" applies only where the transport has shared memory (else the table decides).
+// Unknown names, and per-op entries naming an algorithm the op lacks, are errors; an algorithm that needs shared
+// memory applies only where the transport has it (else the table decides).
 
 #include <cstddef>
 #include <map>
 #include <string>
 
+#include "comm/algorithms/table.hpp"
+
 namespace ctrun::comm::algorithms {
-
-enum class OpKind : int {
-  kSend = 0,
-  kBroadcast,
-  kAllReduce,
-  kReduce,
-  kAllGather,
-  kGather,
-  kScatter,
-  kReduceScatter,
-  kAllToAll,
-  kBarrier,
-};
-const char* op_name(OpKind op);
-
-enum class Algorithm { kAuto, kRing, kRecursiveDoubling, kTree, kChain, kDirect, kPairwise, kDissemination, kShm };
-const char* algorithm_name(Algorithm a);
 
 class Selector {
  public:
@@ -37,8 +22,9 @@ class Selector {
   explicit Selector(const std::string& spec);
 
   // bytes: the per-rank message size of the op (the buffer for all_reduce/broadcast/reduce, one rank's block
-  // for the gathers and scatters). shared_memory: the transport offers a SharedWorkspace.
-  Algorithm choose(OpKind op, std::size_t bytes, int group_size, bool shared_memory) const;
+  // for the gathers and scatters). available: what the transport offers (kSharedMemory: a SharedWorkspace;
+  // kPeerReads: one whose peer_reads() holds). Never null for an op of op_table() other than kSend.
+  const AlgorithmRow* choose(OpKind op, std::size_t bytes, int group_size, Needs available) const;
 
  private:
   std::map<OpKind, Algorithm> per_op_;

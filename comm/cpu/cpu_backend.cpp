@@ -24,32 +24,17 @@ using algorithms::Context;
 using algorithms::OpKind;
 using transport::Clock;
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-// Chunk size of the pipelined algorithms: big enough to amortise per-message costs, small enough that the next
-// hop starts early. Over tcp every chunk costs syscalls and wake-ups on both sides, so chunks are larger there
-// (A/B runs in docs/comm.md). CTRUN_COMM_CHUNK_BYTES overrides (benchmarks, tuning).
-std::size_t chunk_bytes_from_env(const std::string& transport) {
-  const std::string v = env_or("CTRUN_COMM_CHUNK_BYTES", "");
-  if (!v.empty()) return std::max<std::size_t>(std::strtoull(v.c_str(), nullptr, 10), 64);
-  return transport == "tcp" ? std::size_t{1} << 20 : std::size_t{128} << 10;
-}
-
 void register_op_names() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::vector<std::string> names;
-    for (int i = 0; i <= static_cast<int>(OpKind::kBarrier); ++i) names.emplace_back(op_name(static_cast<OpKind>(i)));
+    for (const auto& o : algorithms::op_table()) names.emplace_back(o.name);
     transport::set_op_kind_names(std::move(names));
   });
 }
 
 std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, std::string* chosen) {
-  std::string kind = ctx.options.transport.empty() ? "auto" : ctx.options.transport;
-  if (kind == "auto") kind = env_or("CTRUN_COMM_TRANSPORT", "auto");
+  std::string kind = ctx.config.transport;
   auto& store = *ctx.store;
   if (kind == "auto") {
     // shm only when every rank can map this host's segments (same host, same IPC and pid namespaces).
@@ -71,12 +56,17 @@ std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, 
   if (kind == "shm") {
     transport::shm::Options o;
     o.timeout = ctx.options.timeout;
+    o.ring_bytes = ctx.config.shm_ring_bytes;
+    o.workspace_part_bytes = ctx.config.shm_workspace_bytes;
+    o.peer_reads = ctx.config.shm_direct;
     return transport::shm::create(ctx.store, ctx.rank, ctx.size, o);
   }
   if (kind == "tcp") {
     transport::tcp::Options o;
     o.timeout = ctx.options.timeout;
-    o.advertise_host = ctx.options.listen_host;
+    o.advertise_host = ctx.config.ifaddr;
+    o.buffer_bytes = ctx.config.tcp_buffer_bytes;
+    o.lowat_bytes = ctx.config.tcp_lowat_bytes;
     return transport::tcp::create(ctx.store, ctx.rank, ctx.size, o);
   }
   throw InvalidArgumentError("unknown comm transport '" + kind + "' (use auto, tcp or shm)");
@@ -101,11 +91,12 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(BackendContext context) : Backend(std::move(context)) {
     register_op_names();
-    const std::string spec =
-        context_.options.algorithm.empty() ? env_or("CTRUN_COMM_ALGO", "") : context_.options.algorithm;
-    selector_ = algorithms::Selector(spec);
+    selector_ = algorithms::Selector(context_.config.algorithm);
     transport_ = make_transport(context_, &transport_name_);
-    chunk_bytes_ = chunk_bytes_from_env(transport_name_);
+    chunk_bytes_ = context_.config.chunk_bytes_for(transport_name_);
+    if (auto* ws = transport_->workspace()) {
+      available_ = ws->peer_reads() ? algorithms::Needs::kPeerReads : algorithms::Needs::kSharedMemory;
+    }
     messenger_ = std::make_unique<transport::Messenger>(*transport_, rank(), size());
     log::get("comm")->debug("comm cpu: rank {}/{} transport {}", rank(), size(), transport_name_);
     worker_ = std::thread([this] { run(); });
@@ -125,89 +116,37 @@ class CpuBackend final : public Backend {
     return work;
   }
 
+  // Every collective: the arguments into OpArgs, the algorithm table does the rest (collective()).
   WorkPtr broadcast(Buffer buffer, int root) override {
-    return collective(OpKind::kBroadcast, buffer.dtype(), buffer.bytes(), [=](Context& ctx, Algorithm a) {
-      if (a == Algorithm::kShm) return algorithms::broadcast_shm(ctx, buffer, root);
-      a == Algorithm::kChain ? algorithms::broadcast_chain(ctx, buffer, root)
-                             : algorithms::broadcast_tree(ctx, buffer, root);
-    });
+    return collective(OpKind::kBroadcast, buffer.dtype(), buffer.bytes(), {.buffer = buffer, .root = root});
   }
-
   WorkPtr all_reduce(Buffer buffer, ReduceOp op) override {
-    return collective(OpKind::kAllReduce, buffer.dtype(), buffer.bytes(), [=, this](Context& ctx, Algorithm a) {
-      const ReduceOp rop = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-      if (a == Algorithm::kShm) {
-        algorithms::all_reduce_shm(ctx, buffer, rop);
-      } else if (a == Algorithm::kRing) {
-        algorithms::all_reduce_ring(ctx, buffer, rop);
-      } else {
-        algorithms::all_reduce_recursive_doubling(ctx, buffer, rop);
-      }
-      if (op == ReduceOp::kAvg) reduce::divide(buffer.dtype(), buffer.data(), buffer.count(), size());
-    });
+    return collective(OpKind::kAllReduce, buffer.dtype(), buffer.bytes(), {.buffer = buffer, .op = op});
   }
-
   WorkPtr reduce(Buffer buffer, int root, ReduceOp op) override {
-    return collective(OpKind::kReduce, buffer.dtype(), buffer.bytes(), [=, this](Context& ctx, Algorithm a) {
-      const ReduceOp rop = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-      a == Algorithm::kChain ? algorithms::reduce_chain(ctx, buffer, root, rop)
-                             : algorithms::reduce_tree(ctx, buffer, root, rop);
-      if (op == ReduceOp::kAvg && rank() == root) {
-        reduce::divide(buffer.dtype(), buffer.data(), buffer.count(), size());
-      }
-    });
+    return collective(OpKind::kReduce, buffer.dtype(), buffer.bytes(), {.buffer = buffer, .root = root, .op = op});
   }
-
   WorkPtr all_gather(std::vector<Buffer> outputs, Buffer input) override {
     return collective(OpKind::kAllGather, input.dtype(), input.bytes(),
-                      [outputs = std::move(outputs), input](Context& ctx, Algorithm a) {
-                        if (a == Algorithm::kShm) return algorithms::all_gather_shm(ctx, outputs, input);
-                        a == Algorithm::kRing ? algorithms::all_gather_ring(ctx, outputs, input)
-                                              : algorithms::all_gather_direct(ctx, outputs, input);
-                      });
+                      {.buffer = input, .outputs = std::move(outputs)});
   }
-
   WorkPtr gather(std::vector<Buffer> outputs, Buffer input, int root) override {
     return collective(OpKind::kGather, input.dtype(), input.bytes(),
-                      [outputs = std::move(outputs), input, root](Context& ctx, Algorithm) {
-                        algorithms::gather_direct(ctx, outputs, input, root);
-                      });
+                      {.buffer = input, .outputs = std::move(outputs), .root = root});
   }
-
   WorkPtr scatter(Buffer output, std::vector<Buffer> inputs, int root) override {
     return collective(OpKind::kScatter, output.dtype(), output.bytes(),
-                      [output, inputs = std::move(inputs), root](Context& ctx, Algorithm) {
-                        algorithms::scatter_direct(ctx, output, inputs, root);
-                      });
+                      {.buffer = output, .inputs = std::move(inputs), .root = root});
   }
-
   WorkPtr reduce_scatter(Buffer output, std::vector<Buffer> inputs, ReduceOp op) override {
     return collective(OpKind::kReduceScatter, output.dtype(), output.bytes(),
-                      [this, output, inputs = std::move(inputs), op](Context& ctx, Algorithm a) {
-                        const ReduceOp rop = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-                        if (a == Algorithm::kShm) {
-                          algorithms::reduce_scatter_shm(ctx, output, inputs, rop);
-                        } else if (a == Algorithm::kRing) {
-                          algorithms::reduce_scatter_ring(ctx, output, inputs, rop);
-                        } else {
-                          algorithms::reduce_scatter_direct(ctx, output, inputs, rop);
-                        }
-                        if (op == ReduceOp::kAvg) reduce::divide(output.dtype(), output.data(), output.count(), size());
-                      });
+                      {.buffer = output, .inputs = std::move(inputs), .op = op});
   }
-
   WorkPtr all_to_all(std::vector<Buffer> outputs, std::vector<Buffer> inputs) override {
     const DataType dtype = inputs.empty() ? DataType::kUInt8 : inputs[0].dtype();
-    return collective(OpKind::kAllToAll, dtype, 0,
-                      [outputs = std::move(outputs), inputs = std::move(inputs)](Context& ctx, Algorithm) {
-                        algorithms::all_to_all_pairwise(ctx, outputs, inputs);
-                      });
+    return collective(OpKind::kAllToAll, dtype, 0, {.outputs = std::move(outputs), .inputs = std::move(inputs)});
   }
-
-  WorkPtr barrier() override {
-    return collective(OpKind::kBarrier, DataType::kUInt8, 0,
-                      [](Context& ctx, Algorithm) { algorithms::barrier_dissemination(ctx); });
-  }
+  WorkPtr barrier() override { return collective(OpKind::kBarrier, DataType::kUInt8, 0, {}); }
 
   void abort(const std::string& reason) override {
     auto work = std::make_shared<CompletionWork>(context_.options.timeout);
@@ -231,22 +170,26 @@ class CpuBackend final : public Backend {
     Clock::time_point deadline;
   };
 
-  using AlgorithmFn = std::function<void(Context&, Algorithm)>;
-
-  WorkPtr collective(OpKind kind, DataType dtype, std::size_t bytes, AlgorithmFn fn) {
+  WorkPtr collective(OpKind kind, DataType dtype, std::size_t bytes, algorithms::OpArgs args) {
     auto work = std::make_shared<CompletionWork>(context_.options.timeout);
     enqueue(
-        [this, kind, dtype, bytes, fn = std::move(fn)] {
+        [this, kind, dtype, bytes, args = std::move(args)]() mutable {
           const std::uint64_t seq = seq_++;
-          const Algorithm a = selector_.choose(kind, bytes, size(), transport_->workspace() != nullptr);
+          const algorithms::AlgorithmRow* row = selector_.choose(kind, bytes, size(), available_);
+          if (!row) throw CommError(std::string("comm: no algorithm implements ") + op_name(kind));
+          const Algorithm a = row->algorithm;
           Context ctx(*messenger_, rank(), size(), transport::collective_tag(static_cast<int>(kind), dtype, seq),
                       Clock::now() + context_.options.timeout, scratch_, chunk_bytes_);
           try {
             if (auto fatal = messenger_->fatal_error()) std::rethrow_exception(fatal);
-            if (bytes == 0 && size() > 1 && a != Algorithm::kShm && equal_sizes_required(kind)) {
+            const algorithms::OpRow& info = algorithms::op_row(kind);
+            if (bytes == 0 && size() > 1 && row->needs == algorithms::Needs::kAnyTransport && info.equal_sizes) {
               exchange_empty_around_ring(ctx);
             } else {
-              fn(ctx, a);
+              const ReduceOp requested = args.op;
+              if (requested == ReduceOp::kAvg) args.op = ReduceOp::kSum;  // AVG = SUM, then one division here
+              row->run(ctx, args);
+              if (requested == ReduceOp::kAvg) divide_for_avg(info.avg, args);
             }
           } catch (const InvalidArgumentError&) {
             throw;
@@ -264,10 +207,10 @@ class CpuBackend final : public Backend {
     return work;
   }
 
-  // Ops whose buffers must have the same size on every rank.
-  static bool equal_sizes_required(OpKind kind) {
-    return kind == OpKind::kAllReduce || kind == OpKind::kBroadcast || kind == OpKind::kReduce ||
-           kind == OpKind::kAllGather || kind == OpKind::kReduceScatter;
+  void divide_for_avg(algorithms::AvgOn where, const algorithms::OpArgs& args) {
+    if (where == algorithms::AvgOn::kNothing) return;
+    if (where == algorithms::AvgOn::kBufferAtRoot && rank() != args.root) return;
+    reduce::divide(args.buffer.dtype(), args.buffer.data(), args.buffer.count(), size());
   }
 
   // The message-passing algorithms send nothing for an empty buffer, so a rank that passed 0 elements while
@@ -414,6 +357,7 @@ class CpuBackend final : public Backend {
   }
 
   algorithms::Selector selector_;
+  algorithms::Needs available_ = algorithms::Needs::kAnyTransport;  // what the transport offers the table
   std::size_t chunk_bytes_ = 0;
   std::string transport_name_;
   std::unique_ptr<transport::Transport> transport_;

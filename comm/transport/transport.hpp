@@ -33,6 +33,13 @@ class SharedWorkspace {
   // when a peer died or the group was aborted, or when a peer's `signature` differs (it is running another op
   // or another size: shared-memory algorithms pass no messages that could reveal that).
   virtual void barrier(Clock::time_point deadline, std::uint64_t signature) = 0;
+
+  // Whether every rank can read every other rank's private memory (Linux cross-memory attach,
+  // process_vm_readv): probed by every rank when the group was created, so all ranks agree. The *_shm_direct
+  // algorithms use it to copy straight out of peers' buffers, with a few barriers per op instead of one per piece.
+  virtual bool peer_reads() const { return false; }
+  // Copies `bytes` at address `remote` of rank r's process into `local`; PeerError on failure.
+  virtual void read_peer(int rank, std::uint64_t remote, void* local, std::size_t bytes) = 0;
 };
 
 class Transport {

@@ -11,12 +11,10 @@
 namespace ctrun::comm::testing {
 namespace {
 
-// Small chunks make the pipelined algorithms cut even the test's "large" buffers into many chunks.
-const bool kSmallChunks = [] {
-  setenv("CTRUN_COMM_CHUNK_BYTES", "1024", 1);
-  setenv("CTRUN_COMM_SHM_WORKSPACE_BYTES", "4096", 1);  // the shm algorithms cut large buffers into pieces
-  return true;
-}();
+// Small chunks make the pipelined algorithms cut even the test's "large" buffers into many chunks, and a small
+// workspace makes the shm algorithms cut them into pieces (set per group, through the options).
+const std::map<std::string, std::string> kSmallChunks = {{"CTRUN_COMM_CHUNK_BYTES", "1024"},
+                                                         {"CTRUN_COMM_SHM_WORKSPACE_BYTES", "4096"}};
 
 constexpr std::size_t kSizes[] = {0, 1, 37, 3001};
 
@@ -267,9 +265,12 @@ TEST_P(Collectives, MatchTheSequentialReference) {
   const Param& p = GetParam();
   ProcessGroupOptions options;
   options.transport = p.transport;
-  // "shm": the shared-memory algorithms where the transport has them, the size table elsewhere.
-  options.algorithm = p.family == "ring" ? kRingFamily : p.family == "tree" ? kTreeFamily : "shm";
+  // "shm", "shm_direct": the shared-memory algorithms where the transport has them, the size table elsewhere.
+  options.algorithm = p.family == "ring"   ? kRingFamily
+                      : p.family == "tree" ? kTreeFamily
+                                           : p.family;
   options.timeout = std::chrono::seconds(60);
+  options.settings = kSmallChunks;
   run_ranks(p.world, options, [&](int rank, ProcessGroup& pg) {
     int seed = 0;
     check_all_reduce_and_reduce(rank, p.world, pg, seed);
@@ -284,6 +285,7 @@ std::vector<Param> all_params() {
   for (const char* transport : {"shm", "tcp"}) {
     for (int world = 1; world <= 8; ++world) {
       for (const char* family : {"ring", "tree", "shm"}) out.push_back({transport, world, family});
+      if (std::string(transport) == "shm") out.push_back({transport, world, "shm_direct"});
     }
   }
   return out;

@@ -10,12 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "comm/backend.hpp"
 #include "comm/process_group.hpp"
 #include "gloo_peer.hpp"
 #include "measure.hpp"
 #include "spawn.hpp"
+#include "tcp_floor.hpp"
 
 namespace {
 
@@ -47,14 +49,15 @@ int iterations_for(std::size_t bytes, double scale) {
 }
 
 std::string format_row(const Row& r) {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%-15s %12zu %12.1f %9.3f %9.3f", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%-15s %12zu %12.1f %9.3f %9.3f %12.1f", r.op.c_str(), r.bytes, r.time_us, r.algbw,
+                r.busbw, r.floor_us);
   return buf;
 }
 
 // One rank (under ctrun/torchrun or spawned by the parent below).
 int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>& sizes, const std::string& backend,
-             double scale) {
+             double scale, bool tcp_floor) {
   ctrun::comm::ProcessGroupOptions options;
   options.backend = backend;
   options.timeout = std::chrono::seconds(120);
@@ -62,18 +65,29 @@ int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>
   std::ofstream results;
   if (const char* path = std::getenv("CTBENCH_RESULTS"); path && pg->rank() == 0) results.open(path);
   if (pg->rank() == 0) {
-    std::printf("# ctbench rank 0 of %d, backend %s, float32\n%-15s %12s %12s %9s %9s\n", pg->size(), backend.c_str(),
-                "op", "bytes", "time_us", "algbw", "busbw");
+    std::printf("# ctbench rank 0 of %d, backend %s, float32\n%-15s %12s %12s %9s %9s %12s\n", pg->size(),
+                backend.c_str(), "op", "bytes", "time_us", "algbw", "busbw", "tcp_floor_us");
+  }
+  std::unique_ptr<ctrun::bench::TcpRing> ring;
+  if (tcp_floor && pg->size() > 1) {
+    // The floor ring runs between the same addresses as comm's sockets (CTRUN_COMM_IFADDR in namespace runs).
+    const char* ifaddr = std::getenv("CTRUN_COMM_IFADDR");
+    ring = std::make_unique<ctrun::bench::TcpRing>(*pg, ifaddr && *ifaddr ? ifaddr : "127.0.0.1");
   }
   for (const auto& op : ops) {
     for (std::size_t bytes : sizes) {
       const int iters = iterations_for(bytes, scale);
-      const Row row = ctrun::bench::measure(*pg, op, bytes, iters, std::max(2, iters / 10));
+      Row row = ctrun::bench::measure(*pg, op, bytes, iters, std::max(2, iters / 10));
+      if (ring) {
+        const std::size_t ring_bytes = ctrun::bench::TcpRing::ring_bytes(op, pg->size(), row.bytes);
+        row.floor_us = ring->time_us(*pg, ring_bytes, std::clamp(iters / 4, 2, 20));
+      }
       if (pg->rank() == 0) {
         std::printf("%s\n", format_row(row).c_str());
         std::fflush(stdout);
         if (results)
-          results << row.op << ' ' << row.bytes << ' ' << row.time_us << ' ' << row.algbw << ' ' << row.busbw << '\n';
+          results << row.op << ' ' << row.bytes << ' ' << row.time_us << ' ' << row.algbw << ' ' << row.busbw << ' '
+                  << row.floor_us << '\n';
       }
     }
   }
@@ -126,7 +140,7 @@ int main(int argc, char** argv) {
   // The ranks inherit it (launched by us, or by ctrun with this variable in its environment).
   if (!transport.empty()) setenv("CTRUN_COMM_TRANSPORT", transport.c_str(), 1);
   try {
-    if (std::getenv("RANK")) return run_rank(ops, sizes, backend, scale);
+    if (std::getenv("RANK")) return run_rank(ops, sizes, backend, scale, transport == "tcp");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ctbench: %s\n", e.what());
     return 1;
@@ -134,6 +148,12 @@ int main(int argc, char** argv) {
 
   // Parent: launch the ranks, then the gloo peer, then print both side by side.
   const double memcpy_bw = ctrun::bench::memcpy_gbps(64u << 20);
+  // The shm floor's bandwidth: as many copying threads as the ranks can run on at once.
+  const int copy_threads = std::min<int>(nproc, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // Measured before and after the ranks; the better figure counts (a floor must not be inflated by a moment of
+  // load, which only ever lowers bandwidth).
+  double copy_bw = ctrun::bench::memcpy_gbps_parallel(64u << 20, copy_threads);
+  const bool shm_floor = transport != "tcp";
   const std::string results =
       (std::filesystem::temp_directory_path() / ("ctbench-" + std::to_string(getpid()))).string();
   std::vector<std::string> child_argv(argv, argv + argc);
@@ -143,26 +163,43 @@ int main(int argc, char** argv) {
   {
     std::ifstream in(results);
     Row r;
-    while (in >> r.op >> r.bytes >> r.time_us >> r.algbw >> r.busbw) mine.push_back(r);
+    while (in >> r.op >> r.bytes >> r.time_us >> r.algbw >> r.busbw >> r.floor_us) mine.push_back(r);
     std::filesystem::remove(results);
   }
   if (rc != 0) {
     std::fprintf(stderr, "ctbench: the ranks failed (exit status %d)\n", rc);
     return 1;
   }
+  copy_bw = std::max(copy_bw, ctrun::bench::memcpy_gbps_parallel(64u << 20, copy_threads));
   std::string why;
   std::map<std::pair<std::string, std::size_t>, Row> gloo;
   if (!no_gloo) gloo = ctrun::bench::run_gloo(nproc, ops, sizes, &why);
 
   std::printf("\n# ctbench summary: %d ranks, ctrun::comm backend %s vs torch 1.13 gloo, float32\n", nproc,
               backend.c_str());
-  std::printf("# memcpy (1 thread, 64 MiB): %.2f GB/s\n", memcpy_bw);
+  std::printf("# memcpy (1 thread, 64 MiB): %.2f GB/s; %d threads at once: %.2f GB/s in all (best of before/after)\n",
+              memcpy_bw,
+              copy_threads, copy_bw);
+  if (!shm_floor) {
+    std::printf("# %%floor = TCP ring floor / ctrun's time; floor = a bare socket ring between the same rank "
+                "processes moving the bytes per rank a bandwidth-optimal algorithm must move (all_reduce 2(n-1)/n S, "
+                "all_gather and reduce_scatter (n-1)/n S, broadcast S), best of several passes\n");
+  }
+  if (shm_floor) {
+    std::printf("# %%floor = floor time / ctrun's time; floor = n ranks x the bytes each must read+write in its own "
+                "buffers (all_reduce 2S, all_gather and reduce_scatter S+S/n, broadcast S) at %.2f GB/s x 2 "
+                "(meaningful where buffers exceed the caches: >= 16 MiB)\n",
+                copy_bw);
+  }
   if (!no_gloo && gloo.empty()) std::printf("# gloo peer unavailable: %s\n", why.c_str());
-  std::printf("%-15s %12s | %12s %9s %9s %6s | %12s %9s %9s | %8s %8s\n", "op", "bytes", "ctrun_us", "algbw", "busbw",
-              "%mcpy", "gloo_us", "algbw", "busbw", "busbw_x", "lat_x");
+  std::printf("%-15s %12s | %12s %9s %9s %6s %7s | %12s %9s %9s | %8s %8s\n", "op", "bytes", "ctrun_us", "algbw",
+              "busbw", "%mcpy", "%floor", "gloo_us", "algbw", "busbw", "busbw_x", "lat_x");
   for (const Row& r : mine) {
-    std::printf("%-15s %12zu | %12.1f %9.3f %9.3f %5.0f%% |", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw,
-                100.0 * r.busbw / memcpy_bw);
+    const double floor_us = shm_floor ? ctrun::bench::shm_floor_us(r.op, nproc, r.bytes, copy_bw) : r.floor_us;
+    char floor_pct[16] = "-";
+    if (floor_us > 0) std::snprintf(floor_pct, sizeof floor_pct, "%.0f%%", 100.0 * floor_us / r.time_us);
+    std::printf("%-15s %12zu | %12.1f %9.3f %9.3f %5.0f%% %7s |", r.op.c_str(), r.bytes, r.time_us, r.algbw, r.busbw,
+                100.0 * r.busbw / memcpy_bw, floor_pct);
     auto it = gloo.find({r.op, r.bytes});
     if (it != gloo.end()) {
       const Row& g = it->second;

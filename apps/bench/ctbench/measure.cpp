@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #if defined(CTRUN_COMM_WITH_NCCL)
 #include "measure_nccl.hpp"
@@ -72,6 +73,44 @@ double memcpy_gbps(std::size_t bytes) {
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return static_cast<double>(bytes) * reps / s / 1e9;
+}
+
+double shm_rw_bytes_per_rank(const std::string& op, int n, std::size_t bytes) {
+  const double s = static_cast<double>(bytes);
+  if (n <= 1) return 0;
+  if (op == "all_reduce") return 2 * s;
+  if (op == "all_gather" || op == "reduce_scatter") return s + s / n;
+  if (op == "broadcast") return s;
+  return 0;
+}
+
+double shm_floor_us(const std::string& op, int n, std::size_t bytes, double copy_gbps) {
+  // copy_gbps bytes copied per ns = 2 * copy_gbps bytes read or written per ns.
+  return n * shm_rw_bytes_per_rank(op, n, bytes) / (2 * copy_gbps * 1e3);
+}
+
+double memcpy_gbps_parallel(std::size_t bytes, int threads) {
+  threads = std::max(threads, 1);
+  std::vector<double> seconds(static_cast<std::size_t>(threads));
+  std::vector<std::thread> pool;
+  const int reps = 10;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<char> src(bytes, 1);
+      std::vector<char> dst(bytes, 0);
+      std::memcpy(dst.data(), src.data(), bytes);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i) {
+        std::memcpy(dst.data(), src.data(), bytes);
+        src[static_cast<std::size_t>(i)] = dst[bytes - 1 - static_cast<std::size_t>(i)];
+      }
+      seconds[static_cast<std::size_t>(t)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  }
+  for (auto& th : pool) th.join();
+  double slowest = 0;
+  for (double sec : seconds) slowest = std::max(slowest, sec);
+  return static_cast<double>(bytes) * reps * threads / slowest / 1e9;
 }
 
 }  // namespace ctrun::bench

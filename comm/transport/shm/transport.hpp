@@ -18,11 +18,12 @@
 namespace ctrun::comm::transport::shm {
 
 struct Options {
-  std::size_t ring_bytes =
-      1u << 20;  // per sender (tmpfs pages are touched only as used); env CTRUN_COMM_SHM_RING_BYTES
-  // SharedWorkspace part: L2-sized pieces stay in cache; env CTRUN_COMM_SHM_WORKSPACE_BYTES.
+  // Per sender, a power of two >= 64 KiB (tmpfs pages are touched only as used): CTRUN_COMM_SHM_RING_BYTES.
+  std::size_t ring_bytes = 1u << 20;
+  // SharedWorkspace part, a multiple of 64 >= 1 KiB: CTRUN_COMM_SHM_WORKSPACE_BYTES.
   std::size_t workspace_part_bytes = 256u << 10;
   Duration timeout = std::chrono::seconds(30);  // waiting for peers' segments
+  bool peer_reads = true;  // probe process_vm_readv between ranks (CTRUN_COMM_SHM_DIRECT)
 };
 
 // "hostname|boot id|ipc namespace": ranks with equal keys can share POSIX shm segments.

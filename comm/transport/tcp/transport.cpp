@@ -43,33 +43,12 @@ void resolve(const std::string& host, const std::string& port, bool passive, Add
   if (rc != 0) throw CommError("comm tcp: cannot resolve '" + host + "': " + gai_strerror(rc));
 }
 
-// Kernel socket buffers: the default 16 KiB send buffer (grown only slowly by autotuning) makes a ring step
-// of a large collective hundreds of short writes and wake-ups. CTRUN_COMM_TCP_BUFFER_BYTES overrides; 0 keeps
-// the kernel's autotuning. Capped by net.core.{w,r}mem_max.
-int socket_buffer_bytes() {
-  static const int bytes = [] {
-    const char* v = std::getenv("CTRUN_COMM_TCP_BUFFER_BYTES");
-    if (v && *v) return static_cast<int>(std::min<unsigned long long>(std::strtoull(v, nullptr, 10), 1ull << 30));
-    return 4 << 20;
-  }();
-  return bytes;
-}
-
-// Cap of SO_RCVLOWAT (see expect_bytes), from CTRUN_COMM_TCP_LOWAT_BYTES. Off (0) by default: A/B runs with
-// 256 KiB and 1 MiB on the 2-core VM showed no gain beyond noise (docs/benchmarks.md); kept as a tuning knob
-// for machines where wake-ups cost more.
-std::size_t max_low_water() {
-  static const std::size_t bytes = [] {
-    const char* v = std::getenv("CTRUN_COMM_TCP_LOWAT_BYTES");
-    if (v && *v) return static_cast<std::size_t>(std::min<unsigned long long>(std::strtoull(v, nullptr, 10), 1 << 20));
-    return std::size_t{0};
-  }();
-  return bytes;
-}
-
+// Kernel socket buffers (Options::buffer_bytes): the default 16 KiB send buffer (grown only slowly by
+// autotuning) makes a ring step of a large collective hundreds of short writes and wake-ups. 0 keeps the kernel's
+// autotuning. Capped by net.core.{w,r}mem_max.
 // Before connect()/listen(), so that the window scale negotiated at the handshake covers the buffer.
-void set_buffers(int fd) {
-  const int bytes = socket_buffer_bytes();
+void set_buffers(int fd, std::size_t buffer_bytes) {
+  const int bytes = static_cast<int>(std::min<std::size_t>(buffer_bytes, std::size_t{1} << 30));
   if (bytes <= 0) return;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
@@ -180,8 +159,8 @@ class TcpTransport final : public Transport {
   void expect_bytes(int peer, std::size_t bytes) override {
     const auto idx = static_cast<std::size_t>(peer);
     const int fd = fds_[idx];
-    if (fd < 0 || max_low_water() == 0) return;
-    const int want = static_cast<int>(std::clamp<std::size_t>(bytes, 1, max_low_water()));
+    if (fd < 0 || options_.lowat_bytes == 0) return;
+    const int want = static_cast<int>(std::clamp<std::size_t>(bytes, 1, options_.lowat_bytes));
     if (lowat_[idx] == want) return;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) lowat_[idx] = want;
   }
@@ -274,7 +253,7 @@ class TcpTransport final : public Transport {
     for (addrinfo* a = ai.list; a; a = a->ai_next) {
       const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
-      set_buffers(fd);  // inherited by accepted sockets
+      set_buffers(fd, options_.buffer_bytes);  // inherited by accepted sockets
       if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, std::max(size_, 16)) == 0) {
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
@@ -311,7 +290,7 @@ class TcpTransport final : public Transport {
       for (addrinfo* a = ai.list; a; a = a->ai_next) {
         const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) continue;
-        set_buffers(fd);
+        set_buffers(fd, options_.buffer_bytes);
         if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
           const std::uint32_t hello[2] = {kHelloMagic, static_cast<std::uint32_t>(rank_)};
           if (::send(fd, hello, sizeof hello, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hello)) {
@@ -385,7 +364,6 @@ class TcpTransport final : public Transport {
 }  // namespace
 
 std::string pick_advertise_host() {
-  if (const char* v = std::getenv("CTRUN_COMM_IFADDR"); v && *v) return v;
   const char* master = std::getenv("MASTER_ADDR");
   if (master && *master) {
     // connect() on a UDP socket only selects the route and the local address; nothing is sent.

@@ -16,9 +16,12 @@ namespace ctrun::comm::transport::tcp {
 struct Options {
   std::string advertise_host;                   // address peers connect to; empty -> pick_advertise_host()
   Duration timeout = std::chrono::seconds(30);  // connecting and waiting for a peer's address
+  std::size_t buffer_bytes = 4u << 20;          // SO_SNDBUF/SO_RCVBUF (0: autotuning): CTRUN_COMM_TCP_BUFFER_BYTES
+  std::size_t lowat_bytes = 0;                  // cap of SO_RCVLOWAT (0: off): CTRUN_COMM_TCP_LOWAT_BYTES
 };
 
-// CTRUN_COMM_IFADDR, else the local address of the route to MASTER_ADDR (no packet is sent), else 127.0.0.1.
+// The local address of the route to MASTER_ADDR (no packet is sent), else 127.0.0.1 (CTRUN_COMM_IFADDR, resolved
+// into Options::advertise_host by the caller, comes first).
 std::string pick_advertise_host();
 
 std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options);

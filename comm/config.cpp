@@ -1,0 +1,157 @@
+#include "comm/config.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <string_view>
+
+#include "comm/options.hpp"
+#include "comm/types.hpp"
+
+namespace ctrun::comm {
+namespace {
+
+std::size_t parse_bytes(const char* name, const std::string& v, std::size_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-' || n > max) {
+    throw InvalidArgumentError(std::string(name) + "='" + v + "': expected a byte count from 0 to " +
+                               std::to_string(max));
+  }
+  return static_cast<std::size_t>(n);
+}
+
+void one_of(const char* name, const std::string& v, std::initializer_list<std::string_view> allowed) {
+  std::string known;
+  for (auto a : allowed) {
+    if (v == a) return;
+    known += (known.empty() ? "" : ", ") + std::string(a);
+  }
+  throw InvalidArgumentError(std::string(name) + "='" + v + "': expected one of " + known);
+}
+
+constexpr std::size_t kGiB = std::size_t{1} << 30;
+
+// The table. Defaults here are the documented ones; Config's member initialisers must agree (tables_test checks).
+constexpr Setting kSettings[] = {
+    {"CTRUN_COMM_BACKEND", "cpu",
+     "backend of groups whose options leave `backend` at \"cpu\": `cpu` or `nccl` (CUDA builds)",
+     [](Config& c, const std::string& v) { c.backend = v; }},
+    {"CTRUN_COMM_TRANSPORT", "auto",
+     "cpu backend transport: `auto` (shm when every rank shares this host's IPC namespace, else tcp), `tcp`, `shm`",
+     [](Config& c, const std::string& v) {
+       one_of("CTRUN_COMM_TRANSPORT", v, {"auto", "tcp", "shm"});
+       c.transport = v;
+     }},
+    {"CTRUN_COMM_ALGO", "",
+     "algorithm overrides: `ring` (every op that has it) or `all_reduce=ring,broadcast=tree`; empty: the table",
+     [](Config& c, const std::string& v) { c.algorithm = v; }},
+    {"CTRUN_COMM_IFADDR", "",
+     "tcp: address this rank advertises (default: the local address of the route to MASTER_ADDR, else 127.0.0.1)",
+     [](Config& c, const std::string& v) { c.ifaddr = v; }},
+    {"CTRUN_COMM_CHUNK_BYTES", "0",
+     "pipelining unit of ring and chain algorithms (min 64); 0: 1 MiB over tcp, 128 KiB over shm",
+     [](Config& c, const std::string& v) {
+       const std::size_t n = parse_bytes("CTRUN_COMM_CHUNK_BYTES", v, kGiB);
+       c.chunk_bytes = n == 0 ? 0 : std::max<std::size_t>(n, 64);
+     }},
+    {"CTRUN_COMM_SHM_RING_BYTES", "1048576",
+     "shm: message ring per sender (rounded up to a power of two, min 64 KiB; must agree on every rank)",
+     [](Config& c, const std::string& v) {
+       const std::size_t n = parse_bytes("CTRUN_COMM_SHM_RING_BYTES", v, kGiB);
+       std::size_t p = 64 << 10;
+       while (p < n) p <<= 1;
+       c.shm_ring_bytes = p;
+     }},
+    {"CTRUN_COMM_SHM_WORKSPACE_BYTES", "262144",
+     "shm: one of the three rotating workspace parts of the shm algorithms (min 1 KiB, rounded up to 64 B)",
+     [](Config& c, const std::string& v) {
+       const std::size_t n = parse_bytes("CTRUN_COMM_SHM_WORKSPACE_BYTES", v, kGiB);
+       c.shm_workspace_bytes = (std::max<std::size_t>(n, 1024) + 63) / 64 * 64;
+     }},
+    {"CTRUN_COMM_SHM_DIRECT", "1",
+     "shm: `1` lets ranks copy straight out of each other's buffers (process_vm_readv, probed at group creation: "
+     "off where seccomp, Yama or different users deny it) for the `shm_direct` algorithms; `0`: never",
+     [](Config& c, const std::string& v) {
+       one_of("CTRUN_COMM_SHM_DIRECT", v, {"0", "1"});
+       c.shm_direct = v == "1";
+     }},
+    {"CTRUN_COMM_TCP_BUFFER_BYTES", "4194304",
+     "tcp: SO_SNDBUF/SO_RCVBUF of every socket (capped by net.core.{w,r}mem_max); 0: kernel autotuning",
+     [](Config& c, const std::string& v) { c.tcp_buffer_bytes = parse_bytes("CTRUN_COMM_TCP_BUFFER_BYTES", v, kGiB); }},
+    {"CTRUN_COMM_TCP_LOWAT_BYTES", "0",
+     "tcp: cap of SO_RCVLOWAT set while a payload is half received (max 1 MiB); 0: off",
+     [](Config& c, const std::string& v) {
+       c.tcp_lowat_bytes = parse_bytes("CTRUN_COMM_TCP_LOWAT_BYTES", v, std::size_t{1} << 20);
+     }},
+    {"CTRUN_COMM_DEVICE", "",
+     "nccl: CUDA device of the group (default: the current device if not 0, else LOCAL_RANK % device count)",
+     [](Config& c, const std::string& v) {
+       c.device = v.empty() ? -1 : static_cast<int>(parse_bytes("CTRUN_COMM_DEVICE", v, 1024));
+     }},
+};
+
+const Setting* find(const std::string& name) {
+  for (const auto& s : kSettings) {
+    if (name == s.name) return &s;
+  }
+  return nullptr;
+}
+
+Config defaults() {
+  Config c;
+  for (const auto& s : kSettings) s.apply(c, s.default_value);
+  return c;
+}
+
+void apply_all(Config& c, const std::map<std::string, std::string>& settings, const char* where) {
+  for (const auto& [name, value] : settings) {
+    const Setting* s = find(name);
+    if (!s) {
+      std::string known;
+      for (const auto& k : kSettings) known += (known.empty() ? "" : ", ") + std::string(k.name);
+      throw InvalidArgumentError(std::string("unknown comm setting '") + name + "' in " + where + "; known: " + known);
+    }
+    s->apply(c, value);
+  }
+}
+
+}  // namespace
+
+std::span<const Setting> settings() { return kSettings; }
+
+std::size_t Config::chunk_bytes_for(const std::string& transport_name) const {
+  if (chunk_bytes) return chunk_bytes;
+  return transport_name == "tcp" ? std::size_t{1} << 20 : std::size_t{128} << 10;
+}
+
+Config Config::from_settings(const std::map<std::string, std::string>& settings) {
+  Config c = defaults();
+  apply_all(c, settings, "the settings");
+  return c;
+}
+
+Config Config::resolve(const ProcessGroupOptions& options) {
+  Config c = defaults();
+  for (const auto& s : kSettings) {
+    const char* v = std::getenv(s.name);
+    if (v && *v) s.apply(c, v);
+  }
+  apply_all(c, options.settings, "ProcessGroupOptions::settings");
+  if (options.backend != "cpu") c.backend = options.backend;
+  if (!options.transport.empty() && options.transport != "auto") c.transport = options.transport;
+  if (!options.algorithm.empty()) c.algorithm = options.algorithm;
+  if (!options.listen_host.empty()) c.ifaddr = options.listen_host;
+  return c;
+}
+
+std::string settings_markdown() {
+  std::string out = "| setting | default | what it does |\n|---|---|---|\n";
+  for (const auto& s : kSettings) {
+    out += std::string("| `") + s.name + "` | " + (*s.default_value ? std::string("`") + s.default_value + "`" : "") +
+           " | " + s.doc + " |\n";
+  }
+  return out;
+}
+
+}  // namespace ctrun::comm
