@@ -6,7 +6,10 @@
 // (safe: one loop thread), and only a partial request is copied into the connection.
 #include "store/server.hpp"
 
+#include <sys/socket.h>
+
 #include <array>
+#include <cerrno>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -38,6 +41,8 @@ constexpr std::size_t kLingerBytes = 256 * 1024;
 constexpr std::size_t kKeepCapacity = 16 * 1024;
 // Reads handled per readiness event before yielding to other connections.
 constexpr int kReadsPerEvent = 4;
+// Only connections holding at least this much unread reply are closed to make room for a writer.
+constexpr std::size_t kReclaimAtLeast = 64 * 1024;
 
 int somaxconn() {
   std::ifstream f("/proc/sys/net/core/somaxconn");
@@ -66,10 +71,10 @@ struct Connection {
   std::optional<protocol::Dialect> dialect;  // decided from the first bytes
   std::vector<std::uint8_t> in;              // the unparsed tail (a partial request)
   std::size_t need = 0;                      // don't parse again before `in` holds this many bytes
-  std::string out;                           // replies not yet handed to the socket
-  std::string writing;                       // the buffer of the write in flight
-  std::uint64_t accounted = 0;               // in + out + writing, as counted in Impl::io_bytes
-  bool write_in_flight = false;
+  detail::ReplyBuffer out;                   // replies not yet handed to the socket
+  std::uint64_t accounted = 0;               // in + out's own bytes, as counted in Impl::io_bytes
+  std::chrono::steady_clock::time_point partial_since{};  // when `in` last went from empty to a partial request
+  bool write_waiting = false;                // waiting for the socket to be writable again
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -83,10 +88,13 @@ using ConnPtr = std::shared_ptr<Connection>;
 class Server::Impl final : public detail::ReplySink {
  public:
   explicit Impl(ServerOptions o)
-      : opts(std::move(o)), keyspace(*this, opts.max_total_bytes), scratch(kScratchBytes), log(log::get("store")) {}
+      : opts(std::move(o)),
+        keyspace(*this, opts.max_total_bytes, opts.max_pending_output_bytes),
+        scratch(kScratchBytes),
+        log(log::get("store")) {}
 
   // ---- ReplySink ----
-  std::string* output(ConnId id) override {
+  detail::ReplyBuffer* output(ConnId id) override {
     auto it = conns.find(id);
     if (it == conns.end() || it->second->closed) return nullptr;
     auto& c = it->second;
@@ -267,7 +275,7 @@ class Server::Impl final : public detail::ReplySink {
     process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
   }
 
-  bool output_backlogged(const ConnPtr& c) const { return c->out.size() + c->writing.size() > kPauseBytes; }
+  bool output_backlogged(const ConnPtr& c) const { return c->out.size() > kPauseBytes; }
 
   // Executes the whole requests at the front of buf (the scratch buffer, or c->in) and keeps the rest in
   // c->in. Stops early when the connection's unread replies pile up: the remaining requests wait in c->in
@@ -329,9 +337,11 @@ class Server::Impl final : public detail::ReplySink {
       c->dirty = false;
       if (c->closed) continue;
       account(c);
-      if (c->out.size() + c->writing.size() > opts.max_pending_output_bytes) {
-        log->warn("TCPStore server: closing connection from {}: {} bytes of replies unread (limit {})", c->peer,
-                  c->out.size() + c->writing.size(), opts.max_pending_output_bytes);
+      if (c->out.size() > opts.max_pending_output_bytes) {
+        log->warn(
+            "TCPStore server: closing connection from {}: {} bytes of replies unread (limit {}, "
+            "--max-pending-bytes); a watcher or waiter that does not read its events?",
+            c->peer, c->out.size(), opts.max_pending_output_bytes);
         ++rejected;
         close_now(c);
         continue;
@@ -343,55 +353,69 @@ class Server::Impl final : public detail::ReplySink {
     if (flushing.empty()) flushing.swap(list);  // keep the capacity (a nested flush may have refilled it)
   }
 
+  // Gather-writes the queued segments (inline bytes and shared values) without copying them together.
+  // Most replies are a few bytes and fit in the socket buffer: they go out now, with no async operation.
+  // Only a remainder (a big reply, a slow reader) waits for the socket to become writable.
   void start_write(const ConnPtr& c) {
-    if (c->closed || c->write_in_flight) return;
-    if (c->out.empty()) {
-      if (c->closing) close_now(c);
-      return;
-    }
-    // Most replies are a few bytes and fit in the socket buffer: write them now, without an async
-    // operation and its completion handler. Only a remainder (a big reply, a slow reader) goes async.
-    boost::system::error_code ec;
-    std::size_t n = c->socket.write_some(asio::buffer(c->out), ec);
-    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
-      close_now(c);
-      return;
-    }
-    if (!ec && n == c->out.size()) {
-      c->out.clear();
-      release_if_big(c->out);
-      account(c);
-      if (c->closing) {
-        close_now(c);
-      } else if (c->paused) {
-        // Resume from the loop rather than recursing into process() from here.
-        asio::post(io, [this, c] { resume(c); });
-      }
-      return;
-    }
-    if (!ec) c->out.erase(0, n);
-    c->writing.swap(c->out);
-    c->out.clear();
-    c->write_in_flight = true;
-    asio::async_write(c->socket, asio::buffer(c->writing), [this, c](boost::system::error_code ec2, std::size_t) {
-      c->write_in_flight = false;
-      if (c->closed) return;
-      c->writing.clear();
-      release_if_big(c->writing);
-      release_if_big(c->out);
-      account(c);
-      if (ec2) {
+    if (c->closed || c->write_waiting) return;
+    while (!c->out.empty()) {
+      iovec iov[64];
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<std::size_t>(c->out.gather(iov, 64));
+      ssize_t n = ::sendmsg(c->socket.native_handle(), &msg, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          account(c);
+          c->write_waiting = true;
+          c->socket.async_wait(tcp::socket::wait_write, [this, c](boost::system::error_code ec) {
+            c->write_waiting = false;
+            if (c->closed) return;
+            if (ec) {
+              close_now(c);
+              return;
+            }
+            start_write(c);
+            resume(c);
+          });
+          return;
+        }
         close_now(c);
         return;
       }
-      resume(c);
-      start_write(c);
-    });
+      c->out.consume(static_cast<std::size_t>(n));
+    }
+    account(c);
+    if (c->closing) {
+      close_now(c);
+    } else if (c->paused) {
+      // Resume from the loop rather than recursing into process() from here.
+      asio::post(io, [this, c] { resume(c); });
+    }
+  }
+
+  // The server's memory is full: close the connections holding the most unread replies (clients that do
+  // not read), so that a writer is not refused because of them.
+  bool reclaim(std::uint64_t bytes, ConnId except) override {
+    ConnPtr victim;
+    for (auto& [id, c] : conns) {
+      if (id == except || c->closed || c->out.size() < kReclaimAtLeast) continue;
+      if (!victim || c->out.size() > victim->out.size()) victim = c;
+    }
+    if (!victim) return false;
+    ++rejected;
+    log->warn(
+        "TCPStore server: closing connection from {}: it holds {} bytes of unread replies and the server's memory "
+        "limit of {} bytes (--max-total-bytes) is reached ({} more bytes wanted by another client)",
+        victim->peer, victim->out.size(), opts.max_total_bytes, bytes);
+    close_now(victim);
+    return true;
   }
 
   // The client caught up with its replies: run the requests that waited in c->in, then read again.
   void resume(const ConnPtr& c) {
-    if (c->closed || !c->paused || c->out.size() + c->writing.size() >= kResumeBytes) return;
+    if (c->closed || !c->paused || c->out.size() >= kResumeBytes) return;
     c->paused = false;
     if (!c->in.empty()) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
     flush_dirty();
@@ -412,7 +436,7 @@ class Server::Impl final : public detail::ReplySink {
   void begin_close(const ConnPtr& c, bool bounded_linger = true) {
     if (c->closing || c->closed) return;
     c->closing = true;
-    if (bounded_linger && c->out.size() + c->writing.size() > kLingerBytes) {
+    if (bounded_linger && c->out.size() > kLingerBytes) {
       close_now(c);
       return;
     }
@@ -431,14 +455,13 @@ class Server::Impl final : public detail::ReplySink {
     c->socket.close(ec);
     c->in.clear();
     c->out.clear();
-    c->writing.clear();
     account(c);
     conns.erase(c->id);
   }
 
   // ---- memory ----
   void account(const ConnPtr& c) {
-    std::uint64_t now = c->closed ? 0 : c->in.size() + c->out.size() + c->writing.size();
+    std::uint64_t now = c->closed ? 0 : c->in.size() + c->out.inline_size();
     io_bytes = io_bytes - c->accounted + now;
     c->accounted = now;
     keyspace.set_io_bytes(io_bytes);
@@ -446,7 +469,7 @@ class Server::Impl final : public detail::ReplySink {
 
   void check_memory(const ConnPtr& c) {
     if (c->closed || c->closing) return;
-    if (keyspace.bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
+    if (keyspace.held_bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
       reject(c, fmt::format("buffering its {}-byte request would exceed the server's memory limit of {} bytes",
                             c->in.size(), opts.max_total_bytes));
     }
