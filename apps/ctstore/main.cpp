@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-connections", opts.max_connections, "connections beyond this are refused")
       ->capture_default_str();
+  app.add_option("--max-pending-bytes", opts.max_pending_output_bytes,
+                 "most unread reply bytes per connection; a larger reply is refused before it is built")
+      ->capture_default_str();
   app.add_option("--stats-interval", stats_interval, "print a JSON stats line every SEC seconds (0: only on SIGUSR1)")
       ->check(CLI::NonNegativeNumber);
   try {
