@@ -6,12 +6,17 @@
 // (safe: one loop thread), and only a partial request is copied into the connection.
 #include "store/server.hpp"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <fstream>
+#include <atomic>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -75,6 +80,7 @@ struct Connection {
   std::uint64_t accounted = 0;               // in + out's own bytes, as counted in Impl::io_bytes
   std::chrono::steady_clock::time_point partial_since{};  // when `in` last went from empty to a partial request
   bool write_waiting = false;                // waiting for the socket to be writable again
+  std::uint64_t requests = 0;                // decoded so far
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -149,6 +155,9 @@ class Server::Impl final : public detail::ReplySink {
     acceptor.listen(backlog, ec);
     if (ec) fail("listen on");
     bound_port = acceptor.local_endpoint().port();
+    resolve_connection_cap();
+    if (reserve_fd < 0) reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    arm_sweep();
     log->debug("TCPStore server listening on {} (backlog {})", endpoint_string(acceptor.local_endpoint()), backlog);
     accept_next();
   }
@@ -157,6 +166,9 @@ class Server::Impl final : public detail::ReplySink {
     boost::system::error_code ec;
     acceptor.close(ec);
     accept_retry.cancel();
+    sweep_timer.cancel();
+    if (reserve_fd >= 0) ::close(reserve_fd);
+    reserve_fd = -1;
     std::vector<ConnPtr> all;
     all.reserve(conns.size());
     for (auto& [id, c] : conns) all.push_back(c);
@@ -167,9 +179,12 @@ class Server::Impl final : public detail::ReplySink {
   template <typename Fn>
   auto on_loop(Fn fn) -> decltype(fn()) {
     if (!thread.joinable() || std::this_thread::get_id() == thread.get_id()) return fn();
-    std::packaged_task<decltype(fn())()> task(std::move(fn));
-    auto fut = task.get_future();
-    asio::post(io, [&task] { task(); });
+    throw_if_failed();
+    auto task = std::make_shared<std::packaged_task<decltype(fn())()>>(std::move(fn));
+    auto fut = task->get_future();
+    asio::post(io, [task] { (*task)(); });
+    // The loop may fail before it runs the task: never wait on a dead loop.
+    while (fut.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) throw_if_failed();
     return fut.get();
   }
 
@@ -178,8 +193,14 @@ class Server::Impl final : public detail::ReplySink {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket s) {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-        // Out of file descriptors (or similar): back off briefly instead of spinning on the error, and
-        // say so once per episode rather than 20 times a second.
+        // Out of file descriptors: give up the reserve descriptor for a moment to accept the waiting
+        // client and close it at once, so that it learns (instead of hanging in the backlog forever).
+        if ((ec == asio::error::no_descriptors || ec.value() == ENFILE) && shed_one_connection()) {
+          accept_next();
+          return;
+        }
+        // Otherwise back off briefly instead of spinning on the error, and say so once per episode
+        // rather than 20 times a second.
         if (!accept_failing)
           log->warn("TCPStore server: accept failed: {}; retrying every 50 ms (raise `ulimit -n`?)", ec.message());
         accept_failing = true;
@@ -199,10 +220,10 @@ class Server::Impl final : public detail::ReplySink {
     boost::system::error_code ec;
     auto remote = s.remote_endpoint(ec);
     std::string peer = ec ? std::string("?") : endpoint_string(remote);
-    if (conns.size() >= opts.max_connections) {
+    if (conns.size() >= max_conns) {
       ++rejected;
-      log->warn("TCPStore server: refusing connection from {}: already {} connections (--max-connections)", peer,
-                conns.size());
+      log->warn("TCPStore server: refusing connection from {}: already {} connections (--max-connections {})", peer,
+                conns.size(), max_conns);
       s.close(ec);
       return;
     }
@@ -213,6 +234,92 @@ class Server::Impl final : public detail::ReplySink {
     conns.emplace(c->id, c);
     ++accepted;
     arm_read(c);
+  }
+
+  // ---- connection limits ----
+  // Descriptors kept free besides the connections: the acceptor, the reserve, the logger, an agent's own.
+  static constexpr std::uint64_t kFdReserve = 32;
+
+  void resolve_connection_cap() {
+    rlimit rl{};
+    std::uint64_t by_fds = UINT64_MAX;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      by_fds = rl.rlim_cur > 2 * kFdReserve ? rl.rlim_cur - kFdReserve : rl.rlim_cur / 2;
+    max_conns = opts.max_connections == 0 ? by_fds : std::min<std::uint64_t>(opts.max_connections, by_fds);
+    if (opts.max_connections > by_fds)
+      log->warn(
+          "TCPStore server: --max-connections {} is above what the descriptor limit allows; using {} (raise "
+          "`ulimit -n` for more)",
+          opts.max_connections, max_conns);
+  }
+
+  // At the descriptor limit: accept one waiting client on the reserve descriptor and close it.
+  bool shed_one_connection() {
+    if (reserve_fd < 0) return false;
+    ::close(reserve_fd);
+    reserve_fd = -1;
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int fd = ::accept4(acceptor.native_handle(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      ::close(fd);
+      ++rejected;
+      log->warn(
+          "TCPStore server: refusing a connection: out of file descriptors ({} connections open; raise `ulimit -n` "
+          "or lower --max-connections)",
+          conns.size());
+    }
+    reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
+  }
+
+  // Closes connections stuck in the middle of a request for longer than partial_request_timeout.
+  void arm_sweep() {
+    if (opts.partial_request_timeout.count() <= 0) return;
+    auto period = std::min<std::chrono::milliseconds>(opts.partial_request_timeout / 4, std::chrono::seconds(1));
+    sweep_timer.expires_after(std::max(period, std::chrono::milliseconds(10)));
+    sweep_timer.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<ConnPtr> stale;
+      for (auto& [id, c] : conns)
+        if (!c->in.empty() && !c->paused && !c->closing && now - c->partial_since > opts.partial_request_timeout)
+          stale.push_back(c);
+      for (auto& c : stale) {
+        ++rejected;
+        log->warn(
+            "TCPStore server: closing connection from {}: {} bytes of an incomplete request and nothing more for "
+            "{} ms (--request-timeout)",
+            c->peer, c->in.size(), opts.partial_request_timeout.count());
+        keyspace.forget(c->id);
+        close_now(c);
+      }
+      arm_sweep();
+    });
+  }
+
+  // ---- failure ----
+  void throw_if_failed() const {
+    if (failed.load()) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      throw StoreError("TCPStore server failed: " + failure_message);
+    }
+  }
+
+  // An exception escaped a handler: close everything (no listening socket that answers nothing), then
+  // tell the owner.
+  void fail(const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      failure_message = what;
+    }
+    failed = true;
+    log->error("TCPStore server loop failed: {}; closing the server", what);
+    try {
+      shutdown();
+    } catch (...) {
+    }
+    if (opts.on_failure) opts.on_failure(what);
   }
 
   // ---- reading ----
@@ -262,6 +369,9 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void on_bytes(const ConnPtr& c, const std::uint8_t* data, std::size_t n) {
+    // A partial request's clock restarts with every byte that arrives: only a sender that stalls
+    // mid-request is timed out, not one sending a large value slowly.
+    c->partial_since = std::chrono::steady_clock::now();
     if (c->in.empty()) {
       process(c, std::span<const std::uint8_t>(data, n), /*from_scratch=*/true);
       return;
@@ -303,9 +413,16 @@ class Server::Impl final : public detail::ReplySink {
         break;
       }
       if (pr.status == protocol::ParseStatus::kError) {
-        reject(c, pr.error);
+        if (c->requests == 0 && *c->dialect == protocol::Dialect::kLegacy && rest[0] == 0)
+          reject(c, fmt::format("its first bytes are neither torch >= 2.1's handshake (00 then the magic "
+                                "CE F7 85 3C) nor a valid torch <= 2.0 request ({}); wrong port or not a "
+                                "TCPStore client?",
+                                pr.error));
+        else
+          reject(c, pr.error);
         break;
       }
+      ++c->requests;
       off += pr.consumed;
       auto res = keyspace.execute(c->id, pr.request);
       if (res.close) {
@@ -321,6 +438,7 @@ class Server::Impl final : public detail::ReplySink {
       c->in.erase(c->in.begin(), c->in.begin() + static_cast<std::ptrdiff_t>(off));
     }
     release_if_big(c->in);
+    if (!c->in.empty() && off > 0) c->partial_since = std::chrono::steady_clock::now();
     account(c);
     check_memory(c);
   }
@@ -483,6 +601,7 @@ class Server::Impl final : public detail::ReplySink {
     s.keys = keyspace.num_keys();
     s.bytes = keyspace.bytes();
     s.pending_waits = keyspace.pending_waits();
+    s.held_bytes = keyspace.held_bytes() + io_bytes;
     for (int i = 0; i <= static_cast<int>(protocol::Command::kBarrier); ++i) {
       auto c = static_cast<protocol::Command>(i);
       if (auto n = keyspace.ops(c)) s.ops.emplace_back(protocol::command_name(c), n);
@@ -494,6 +613,12 @@ class Server::Impl final : public detail::ReplySink {
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
+  asio::steady_timer sweep_timer{io};
+  std::uint64_t max_conns = 0;
+  int reserve_fd = -1;
+  std::atomic<bool> failed{false};
+  mutable std::mutex failure_mutex;
+  std::string failure_message;
   detail::Keyspace keyspace;
   std::vector<std::uint8_t> scratch;
   std::unordered_map<ConnId, ConnPtr> conns;
@@ -520,11 +645,14 @@ void Server::start() {
   impl_->listen();
   impl_->started = true;
   impl_->thread = std::thread([impl = impl_.get()] {
+    // Handlers do not throw by design; if one does (out of memory, a bug), the server must not live on as
+    // a listening socket that answers nothing: it closes and tells its owner.
     try {
       impl->io.run();
     } catch (const std::exception& e) {
-      // Handlers do not throw by design; if one does, say so loudly rather than dying silently.
-      impl->log->error("TCPStore server loop stopped by an exception: {}", e.what());
+      impl->fail(e.what());
+    } catch (...) {
+      impl->fail("unknown exception");
     }
   });
 }
@@ -532,7 +660,11 @@ void Server::start() {
 void Server::stop() {
   if (!impl_ || !impl_->started) return;
   if (impl_->thread.joinable()) {
-    impl_->on_loop([this] { impl_->shutdown(); });
+    try {
+      if (!impl_->failed.load()) impl_->on_loop([this] { impl_->shutdown(); });
+    } catch (const StoreError&) {
+      // The loop failed meanwhile: it closed everything itself.
+    }
     impl_->io.stop();
     impl_->thread.join();
   }
@@ -540,6 +672,12 @@ void Server::stop() {
 }
 
 std::uint16_t Server::port() const { return impl_->bound_port; }
+std::uint64_t Server::max_connections() const { return impl_->max_conns; }
+std::optional<std::string> Server::failure() const {
+  if (!impl_->failed.load()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(impl_->failure_mutex);
+  return impl_->failure_message;
+}
 const std::string& Server::host() const { return impl_->opts.host; }
 
 void Server::clear() {

@@ -30,7 +30,9 @@ class Child {
  public:
   // stderr_file: write the child's stderr there instead of a pipe (a server that logs a lot must not
   // block on a pipe nobody reads).
-  explicit Child(std::vector<std::string> args, const std::string& stderr_file = "") {
+  // wrapper: a program that runs ctstore (e.g. {"/usr/bin/prlimit", "--as=..."}); ctstore's path follows it.
+  explicit Child(std::vector<std::string> args, const std::string& stderr_file = "",
+                 std::vector<std::string> wrapper = {}) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     posix_spawn_file_actions_t fa;
@@ -42,9 +44,11 @@ class Child {
       posix_spawn_file_actions_addopen(&fa, 2, stderr_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     std::vector<char*> argv;
     args.insert(args.begin(), kCtstore);
+    args.insert(args.begin(), wrapper.begin(), wrapper.end());
+    const std::string program = args[0];
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (posix_spawn(&pid_, kCtstore.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    if (posix_spawn(&pid_, program.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
     ::close(out[1]);
     ::close(err[1]);

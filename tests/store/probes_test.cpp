@@ -72,12 +72,12 @@ constexpr std::uint8_t kV2Wait = 6, kV2MultiGet = 10, kV2QueuePush = 14;
 // client's PING round trips in the background.
 class Probe {
  public:
-  explicit Probe(std::vector<std::string> flags) {
+  explicit Probe(std::vector<std::string> flags, std::vector<std::string> wrapper = {}) {
     log_ = (std::filesystem::temp_directory_path() / ("ctstore_probe_" + std::to_string(::getpid()) + "_" +
                                                       std::to_string(counter_++) + ".log"))
                .string();
     flags.insert(flags.end(), {"--port", "0", "--host", "127.0.0.1"});
-    child_ = std::make_unique<Child>(flags, log_);
+    child_ = std::make_unique<Child>(flags, log_, wrapper);
     port_ = listening_port(*child_);
     base_kib_ = test::proc_status_kib(child_->pid(), "VmRSS");
   }
@@ -96,7 +96,7 @@ class Probe {
     ss << f.rdbuf();
     return ss.str();
   }
-  bool alive() const { return ::kill(child_->pid(), 0) == 0; }
+  Child& child() { return *child_; }
 
   void start_pinger() {
     pinger_ = std::thread([this] {
@@ -176,6 +176,16 @@ std::size_t send_for(RawSocket& s, std::string_view data, std::chrono::milliseco
 
 // True if the server closes the connection within the limit (reading and discarding what comes first).
 bool closed_by_server(RawSocket& s, std::chrono::milliseconds limit) { return s.recv_until_close(limit).has_value(); }
+
+// The server serves a new client within a few seconds (a closed connection's slot frees asynchronously).
+template <typename P>
+bool eventually_serves(P& p) {
+  for (int i = 0; i < 50; ++i) {
+    if (p.still_answers()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
 
 void report(const char* probe, double ping_ms, std::uint64_t peak_kib, std::uint64_t base_kib) {
   std::printf("probe: %s: worst unrelated PING %.1f ms, peak RSS %.1f MiB (%.1f MiB at start)\n", probe, ping_ms,
@@ -336,6 +346,93 @@ TEST(Probes, QueueElementsAndWatchRegistrationsCountAgainstTheMemoryLimit) {
   EXPECT_NE(log.find("WATCH_KEY would exceed the server's memory limit"), std::string::npos) << log;
   // The keyspace is full of queue elements (that is the point): reads still work.
   EXPECT_TRUE(p.still_answers());
+}
+
+// ---- never a zombie; connections ----
+
+// Out of memory inside a request handler (RLIMIT_AS makes the buffering of a 200 MB request fail):
+// ctstore exits 3 with a message and its port is closed, instead of holding it and answering nothing.
+TEST(Probes, FailureInTheLoopExitsNonZeroNotAZombie) {
+  if (!std::filesystem::exists("/usr/bin/prlimit")) GTEST_SKIP() << "needs /usr/bin/prlimit (util-linux)";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "RLIMIT_AS and sanitizer shadow memory do not mix";
+#endif
+  // ctstore's own address space (libraries, the loop thread's stack) is well under 256 MiB.
+  Probe p({}, {"/usr/bin/prlimit", "--as=" + std::to_string(256u << 20), "--"});
+  ASSERT_NE(p.port(), 0) << p.log();
+  RawSocket offender("127.0.0.1", p.port());
+  // MULTI_SET of 24 values of 8 MiB: buffered until complete, ~200 MB.
+  std::string head = v2_hello();
+  head.push_back(11);
+  le64(head, 24);
+  send_for(offender, head, 5s);
+  const std::string value(8u << 20, 'x');
+  for (int i = 0; i < 24; ++i) {
+    std::string kv;
+    bytes_field(kv, "k" + std::to_string(i));
+    le64(kv, value.size());
+    if (send_for(offender, kv, 5s) != kv.size() || send_for(offender, value, 10s) != value.size()) break;
+  }
+  auto code = p.child().wait(20s);
+  ASSERT_TRUE(code.has_value()) << "ctstore is still running: " << p.log();
+  EXPECT_EQ(*code, 3) << p.log();
+  EXPECT_NE(p.log().find("TCPStore server loop failed"), std::string::npos) << p.log();
+  EXPECT_THROW(RawSocket("127.0.0.1", p.port()), std::runtime_error);  // nothing listens any more
+}
+
+// A half-sent request is timed out; a connection blocked in WAIT is not.
+TEST(Probes, HalfSentRequestTimesOutButAWaiterDoesNot) {
+  Probe p({"--request-timeout", "0.5"});
+  ASSERT_NE(p.port(), 0);
+  RawSocket slow("127.0.0.1", p.port());
+  std::string half = v2_hello() + v2_set("k", "value");
+  ASSERT_TRUE(slow.send_all(half.substr(0, half.size() - 2)));
+  RawSocket waiter("127.0.0.1", p.port());
+  ASSERT_TRUE(waiter.send_all(v2_hello() + v2_keys(kV2Wait, {"later"})));
+  EXPECT_TRUE(closed_by_server(slow, 10s));
+  std::this_thread::sleep_for(1s);  // twice the timeout, with the waiter still blocked
+  RawSocket setter("127.0.0.1", p.port());
+  ASSERT_TRUE(setter.send_all(v2_hello() + v2_set("later", "now")));
+  EXPECT_EQ(waiter.recv_exact(1, 10s), std::string(1, 0));
+  EXPECT_NE(p.log().find("--request-timeout"), std::string::npos) << p.log();
+}
+
+// Under a 64-descriptor limit the cap is below it (with a warning for the larger --max-connections), the
+// clients beyond it are accepted and closed with a log line, and the server keeps serving.
+TEST(Probes, ConnectionCapStaysBelowTheDescriptorLimit) {
+  if (!std::filesystem::exists("/usr/bin/prlimit")) GTEST_SKIP() << "needs /usr/bin/prlimit (util-linux)";
+  Probe p({"--max-connections", "100000"}, {"/usr/bin/prlimit", "--nofile=64:64", "--"});
+  ASSERT_NE(p.port(), 0) << p.log();
+  std::vector<std::unique_ptr<RawSocket>> conns;
+  int refused = 0;
+  for (int i = 0; i < 48; ++i) {
+    auto s = std::make_unique<RawSocket>("127.0.0.1", p.port());
+    if (!s->send_all(v2_hello() + v2_ping(1)) || s->recv_exact(4, 5s).size() != 4) {
+      ++refused;
+      continue;
+    }
+    conns.push_back(std::move(s));
+  }
+  EXPECT_EQ(conns.size(), 64u - 32u) << p.log();
+  EXPECT_EQ(refused, 48 - 32);
+  const auto log = p.log();
+  EXPECT_NE(log.find("above what the descriptor limit allows"), std::string::npos) << log;
+  EXPECT_NE(log.find("refusing connection from"), std::string::npos) << log;
+  conns.pop_back();
+  EXPECT_TRUE(eventually_serves(p));
+}
+
+// A wrong handshake magic is reported as such, not as an oversized legacy SET key.
+TEST(Probes, WrongFirstMagicSaysSo) {
+  Probe p({});
+  ASSERT_NE(p.port(), 0);
+  RawSocket s("127.0.0.1", p.port());
+  std::string bad(1, 0);
+  le32(bad, 0xDEADBEEF);
+  le32(bad, 0xFFFFFFFF);
+  ASSERT_TRUE(s.send_all(bad));
+  EXPECT_TRUE(closed_by_server(s, 10s));
+  EXPECT_NE(p.log().find("neither torch >= 2.1's handshake"), std::string::npos) << p.log();
 }
 
 }  // namespace
