@@ -121,6 +121,21 @@ class TcpStoreV2 : public ::testing::Test {
   store::Server server_{ServerOptions{.host = "127.0.0.1"}};
 };
 
+// With no dialect given, the client detects v2 on our server (one PING, no extra connection).
+TEST(TcpStoreDetect, DetectsV2OnOurServer) {
+  store::Server server(ServerOptions{.host = "127.0.0.1"});
+  server.start();
+  TcpStoreOptions o;
+  o.port = server.port();
+  o.connect_timeout = std::chrono::seconds(5);
+  TcpStore s(o);
+  EXPECT_EQ(s.dialect(), Dialect::kV2);
+  s.ping();
+  EXPECT_EQ(accepted(server), 1u);
+  s.set("k", "v");
+  EXPECT_EQ(s.get("k"), "v");
+}
+
 TEST_F(TcpStoreV2, PingEchoes) {
   auto s = client();
   s->ping();
