@@ -4,6 +4,8 @@
 //   ctstore --port 29400 [--host ADDR] [--max-key-len N] [--max-value-len N] [--max-keys-per-request N]
 //           [--max-total-bytes N] [--max-connections N] [--stats-interval SEC]
 //
+//   ctstore get|set|add|delete|list|wait|watch --endpoint HOST:PORT ...   (client verbs, client_verbs.cpp)
+//
 // SIGTERM / SIGINT: clean exit 0. A failure of the server loop (e.g. out of memory): exit 3 with a message. SIGUSR1 (or every --stats-interval seconds): one JSON line of counters on
 // stdout. Signals are taken by an asio::signal_set on the main thread, so no work runs in a signal handler.
 #include <sys/resource.h>
@@ -16,6 +18,7 @@
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
+#include "apps/ctstore/client_verbs.hpp"
 #include "common/log.hpp"
 #include "store/server.hpp"
 #include "store/store.hpp"
@@ -50,6 +53,7 @@ std::string stats_json(ctrun::store::Server& server) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (ctrun::ctstore::is_client_verb(argc, argv)) return ctrun::ctstore::run_client_verb(argc, argv);
   ctrun::log::set_default_level(spdlog::level::info);
   auto log = ctrun::log::get("ctstore");
 

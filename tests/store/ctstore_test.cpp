@@ -107,5 +107,50 @@ TEST(Ctstore, BusyPortIsAnErrorNotAHang) {
   EXPECT_EQ(first.wait(), std::optional<int>(0));
 }
 
+// `ctstore VERB --endpoint HOST:PORT`: a person looking inside a live store.
+TEST(Ctstore, ClientVerbsReadAndChangeALiveStore) {
+  Child server({"--port", "0", "--host", "127.0.0.1"});
+  auto port = listening_port(server);
+  ASSERT_NE(port, 0);
+  const std::string ep = "127.0.0.1:" + std::to_string(port);
+  // Runs one verb; (exit code, stdout).
+  auto verb = [&](std::vector<std::string> args) {
+    args.insert(args.begin() + 1, {"--endpoint", ep});
+    Child c(args);
+    std::string out;
+    while (auto l = c.line(10s)) out += *l + "\n";
+    auto rc = c.wait(15s);
+    return std::make_pair(rc.value_or(-100), out);
+  };
+  // What a torch worker's client wrote: "/" + key.
+  RawSocket worker("127.0.0.1", port);
+  std::string set(1, 0);
+  bytes_field(set, "/rdzv/state");
+  bytes_field(set, "round-1");
+  set.push_back(6);  // GETNUMKEYS: its reply proves the SET was applied
+  ASSERT_TRUE(worker.send_all(set));
+  ASSERT_EQ(worker.recv_exact(8).size(), 8u);
+
+  EXPECT_EQ(verb({"set", "/rdzv/extra", "x"}), std::make_pair(0, std::string()));
+  EXPECT_EQ(verb({"add", "/n", "5"}), std::make_pair(0, std::string("5\n")));
+  EXPECT_EQ(verb({"get", "/rdzv/state"}), std::make_pair(0, std::string("round-1\n")));
+  EXPECT_EQ(verb({"list"}), std::make_pair(0, std::string("/n\n/rdzv/extra\n/rdzv/state\n")));
+  EXPECT_EQ(verb({"list", "/rdzv/"}), std::make_pair(0, std::string("/rdzv/extra\n/rdzv/state\n")));
+  EXPECT_EQ(verb({"get", "/missing"}).first, 1);
+  EXPECT_EQ(verb({"wait", "--timeout", "0.3", "/missing"}).first, 1);
+  EXPECT_EQ(verb({"wait", "/n", "/rdzv/state"}).first, 0);
+  EXPECT_EQ(verb({"delete", "/n"}).first, 0);
+  EXPECT_EQ(verb({"delete", "/n"}).first, 1);
+  EXPECT_EQ(verb({"watch", "--count", "1", "/rdzv/state"}), std::make_pair(0, std::string("round-1\n")));
+  EXPECT_EQ(verb({"get", "--no-such-flag", "k"}).first, 2);
+  {
+    Child bad({"get", "--endpoint", "nonsense", "k"});
+    EXPECT_EQ(bad.wait(), std::optional<int>(2));
+    EXPECT_NE(bad.all_stderr().find("HOST:PORT"), std::string::npos);
+  }
+  ::kill(server.pid(), SIGTERM);
+  EXPECT_EQ(server.wait(), std::optional<int>(0));
+}
+
 }  // namespace
 }  // namespace ctrun::store
