@@ -81,6 +81,7 @@ struct Connection {
   std::chrono::steady_clock::time_point partial_since{};  // when `in` last went from empty to a partial request
   bool write_waiting = false;                // waiting for the socket to be writable again
   std::uint64_t requests = 0;                // decoded so far
+  std::shared_ptr<protocol::Request> slicing;  // a big request being executed in slices (Keyspace::step)
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -163,6 +164,7 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void shutdown() {
+    stopping = true;
     boost::system::error_code ec;
     acceptor.close(ec);
     accept_retry.cancel();
@@ -283,7 +285,7 @@ class Server::Impl final : public detail::ReplySink {
       const auto now = std::chrono::steady_clock::now();
       std::vector<ConnPtr> stale;
       for (auto& [id, c] : conns)
-        if (!c->in.empty() && !c->paused && !c->closing && now - c->partial_since > opts.partial_request_timeout)
+        if (!c->in.empty() && !c->paused && !c->slicing && !c->closing && now - c->partial_since > opts.partial_request_timeout)
           stale.push_back(c);
       for (auto& c : stale) {
         ++rejected;
@@ -327,7 +329,7 @@ class Server::Impl final : public detail::ReplySink {
   // async_read_some (unlike async_wait) lets Asio skip an epoll_ctl per request. Anything longer is then
   // read straight into the shared scratch buffer.
   void arm_read(const ConnPtr& c) {
-    if (c->read_armed || c->paused || c->closing || c->closed) return;
+    if (c->read_armed || c->paused || c->slicing || c->closing || c->closed) return;
     c->read_armed = true;
     c->socket.async_read_some(asio::buffer(c->first), [this, c](boost::system::error_code ec, std::size_t n) {
       c->read_armed = false;
@@ -355,7 +357,7 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void read_more(const ConnPtr& c) {
-    for (int i = 0; i < kReadsPerEvent && !c->closing && !c->closed && !c->paused; ++i) {
+    for (int i = 0; i < kReadsPerEvent && !c->closing && !c->closed && !c->paused && !c->slicing; ++i) {
       boost::system::error_code ec;
       std::size_t n = c->socket.read_some(asio::buffer(scratch), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) break;
@@ -393,7 +395,7 @@ class Server::Impl final : public detail::ReplySink {
   void process(const ConnPtr& c, std::span<const std::uint8_t> buf, bool from_scratch) {
     std::size_t off = 0;
     c->need = 0;
-    while (off < buf.size() && !c->closing) {
+    while (off < buf.size() && !c->closing && !c->slicing) {
       if (output_backlogged(c)) {
         c->paused = true;
         break;
@@ -429,6 +431,13 @@ class Server::Impl final : public detail::ReplySink {
         reject(c, res.reason);
         break;
       }
+      if (res.more) {
+        // A big request: the rest runs in slices, each posted behind the other connections' work. This
+        // connection's later requests wait (in c->in, not read further) until it is done.
+        c->slicing = std::make_shared<protocol::Request>(std::move(pr.request));
+        asio::post(io, [this, c] { continue_slice(c); });
+        break;
+      }
     }
     if (c->closing) {
       c->in.clear();
@@ -441,6 +450,7 @@ class Server::Impl final : public detail::ReplySink {
     if (!c->in.empty() && off > 0) c->partial_since = std::chrono::steady_clock::now();
     account(c);
     check_memory(c);
+    schedule_cleanup();
   }
 
   // ---- writing ----
@@ -531,9 +541,36 @@ class Server::Impl final : public detail::ReplySink {
     return true;
   }
 
+  void continue_slice(const ConnPtr& c) {
+    if (c->closed || !c->slicing) return;
+    auto res = keyspace.step(c->id, *c->slicing);
+    if (res.close) {
+      c->slicing.reset();
+      reject(c, res.reason);
+    } else if (res.more) {
+      asio::post(io, [this, c] { continue_slice(c); });
+    } else {
+      c->slicing.reset();
+      if (!c->in.empty() && !c->paused) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
+      arm_read(c);
+    }
+    flush_dirty();
+    schedule_cleanup();
+  }
+
+  // Stale wait entries of big waits that ended are removed a slice at a time, between other work.
+  void schedule_cleanup() {
+    if (cleanup_posted || !keyspace.has_cleanup()) return;
+    cleanup_posted = true;
+    asio::post(io, [this] {
+      cleanup_posted = false;
+      if (keyspace.cleanup_step()) schedule_cleanup();
+    });
+  }
+
   // The client caught up with its replies: run the requests that waited in c->in, then read again.
   void resume(const ConnPtr& c) {
-    if (c->closed || !c->paused || c->out.size() >= kResumeBytes) return;
+    if (c->closed || !c->paused || c->slicing || c->out.size() >= kResumeBytes) return;
     c->paused = false;
     if (!c->in.empty()) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
     flush_dirty();
@@ -569,6 +606,8 @@ class Server::Impl final : public detail::ReplySink {
     if (c->closed) return;
     c->closed = true;
     keyspace.forget(c->id);
+    c->slicing.reset();
+    if (!stopping) schedule_cleanup();
     boost::system::error_code ec;
     c->socket.close(ec);
     c->in.clear();
@@ -632,6 +671,8 @@ class Server::Impl final : public detail::ReplySink {
   std::thread thread;
   bool started = false;
   bool accept_failing = false;
+  bool cleanup_posted = false;
+  bool stopping = false;  // shutdown(): no more work posted
   std::shared_ptr<spdlog::logger> log;
 };
 

@@ -75,45 +75,78 @@ void Keyspace::reply_u8(ConnId conn, std::uint8_t v) {
 }
 
 void Keyspace::register_wait(ConnId conn, std::vector<std::string> missing, bool barrier, std::uint64_t cost) {
-  for (const auto& k : missing) waiters_[k].push_back(conn);
+  const std::uint64_t gen = next_gen_++;
+  for (const auto& k : missing) waiters_[k].push_back({conn, gen});
   auto& reg = waits_[conn];
   reg.remaining = missing.size();
   reg.keys = std::move(missing);
   reg.barrier = barrier;
   reg.cost = cost;
+  reg.gen = gen;
   wait_bytes_ += cost;
 }
 
+void Keyspace::unregister_entries(const std::vector<std::string>& keys, std::size_t from, std::size_t to,
+                                  ConnId conn, std::uint64_t gen) {
+  for (std::size_t i = from; i < to; ++i) {
+    auto w = waiters_.find(keys[i]);
+    if (w == waiters_.end()) continue;
+    auto& list = w->second;
+    auto it = std::find_if(list.begin(), list.end(), [&](const Waiter& x) { return x.conn == conn && x.gen == gen; });
+    if (it != list.end()) list.erase(it);
+    if (list.empty()) waiters_.erase(w);
+  }
+}
+
 void Keyspace::drop_wait(ConnId conn) {
+  slicing_.erase(conn);
   auto it = waits_.find(conn);
   if (it == waits_.end()) return;
-  for (const auto& k : it->second.keys) {
-    auto w = waiters_.find(k);
-    if (w == waiters_.end()) continue;
-    erase_one(w->second, conn);
-    if (w->second.empty()) waiters_.erase(w);
+  auto& reg = it->second;
+  if (reg.keys.size() <= kSliceKeys) {
+    unregister_entries(reg.keys, 0, reg.keys.size(), conn, reg.gen);
+    wait_bytes_ -= reg.cost;
+  } else {
+    // A big wait's entries go a slice at a time (cleanup_step); until then they are stale (their generation
+    // no longer matches a registration), ignored by wake-ups, and still counted.
+    cleanup_.push_back(Cleanup{std::move(reg.keys), 0, conn, reg.gen, reg.cost});
   }
-  wait_bytes_ -= it->second.cost;
   waits_.erase(it);
+}
+
+bool Keyspace::cleanup_step() {
+  std::size_t budget = kSliceKeys;
+  while (!cleanup_.empty() && budget > 0) {
+    auto& c = cleanup_.front();
+    const std::size_t to = std::min(c.keys.size(), c.pos + budget);
+    unregister_entries(c.keys, c.pos, to, c.conn, c.gen);
+    budget -= to - c.pos;
+    c.pos = to;
+    if (c.pos == c.keys.size()) {
+      wait_bytes_ -= c.cost;
+      cleanup_.pop_front();
+    }
+  }
+  return !cleanup_.empty();
 }
 
 void Keyspace::wake_all(const std::string& key, bool include_barrier) {
   auto w = waiters_.find(key);
   if (w == waiters_.end()) return;
-  std::vector<ConnId> keep;
-  for (ConnId c : w->second) {
-    auto reg = waits_.find(c);
-    if (reg == waits_.end()) continue;
+  std::vector<Waiter> keep;
+  for (const Waiter& x : w->second) {
+    auto reg = waits_.find(x.conn);
+    if (reg == waits_.end() || reg->second.gen != x.gen) continue;  // stale: that wait ended
     if (reg->second.barrier && !include_barrier) {
-      keep.push_back(c);
+      keep.push_back(x);
       continue;
     }
-    if (--reg->second.remaining == 0) {
+    if (--reg->second.remaining == 0 && !reg->second.registering) {
       // Done: unregister from the other keys' lists too (they all appeared already, so those lists no
       // longer hold this connection, except this key's, which is being consumed).
       wait_bytes_ -= reg->second.cost;
       waits_.erase(reg);
-      reply_u8(c, u8(WaitResponse::kStopWaiting));
+      reply_u8(x.conn, u8(WaitResponse::kStopWaiting));
     }
   }
   if (keep.empty())
@@ -127,8 +160,8 @@ void Keyspace::wake_one(const std::string& key) {
   if (w == waiters_.end()) return;
   auto& list = w->second;
   for (std::size_t i = 0; i < list.size();) {
-    auto reg = waits_.find(list[i]);
-    if (reg == waits_.end()) {
+    auto reg = waits_.find(list[i].conn);
+    if (reg == waits_.end() || reg->second.gen != list[i].gen) {
       list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));  // stale entry
       continue;
     }
@@ -136,9 +169,9 @@ void Keyspace::wake_one(const std::string& key) {
       ++i;
       continue;
     }
-    const ConnId c = list[i];
+    const ConnId c = list[i].conn;
     list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
-    if (--reg->second.remaining == 0) {
+    if (--reg->second.remaining == 0 && !reg->second.registering) {
       wait_bytes_ -= reg->second.cost;
       waits_.erase(reg);
       reply_u8(c, u8(WaitResponse::kStopWaiting));
@@ -146,6 +179,72 @@ void Keyspace::wake_one(const std::string& key) {
     break;
   }
   if (list.empty()) waiters_.erase(w);
+}
+
+// A big WAIT, kSliceKeys keys at a time. The registration exists from the first slice on (registering), so
+// a key set between slices counts; it is answered only after the last slice, if nothing is missing.
+ExecResult Keyspace::wait_slice(ConnId conn, const protocol::Request& r) {
+  auto& sl = slicing_[conn];
+  auto reg = waits_.find(conn);
+  if (reg == waits_.end()) {
+    WaitRegistration fresh;
+    fresh.gen = next_gen_++;
+    fresh.registering = true;
+    fresh.cost = kEntryOverhead;
+    if (!fits(fresh.cost, conn)) {
+      slicing_.erase(conn);
+      return {true, fmt::format("WAIT would exceed the server's memory limit of {} bytes (--max-total-bytes)",
+                                max_total_bytes_)};
+    }
+    wait_bytes_ += fresh.cost;
+    reg = waits_.emplace(conn, std::move(fresh)).first;
+  }
+  auto& w = reg->second;
+  const std::size_t to = std::min(r.keys.size(), sl.pos + kSliceKeys);
+  std::uint64_t cost = 0;
+  for (std::size_t i = sl.pos; i < to; ++i)
+    if (!present(r.keys[i]) && !sl.seen.count(r.keys[i])) cost += r.keys[i].size() + kEntryOverhead;
+  if (!fits(cost, conn)) {
+    drop_wait(conn);
+    return {true, fmt::format("WAIT would exceed the server's memory limit of {} bytes (--max-total-bytes)",
+                              max_total_bytes_)};
+  }
+  for (std::size_t i = sl.pos; i < to; ++i) {
+    const auto& k = r.keys[i];
+    if (present(k) || !sl.seen.insert(k).second) continue;
+    waiters_[k].push_back({conn, w.gen});
+    w.keys.push_back(k);
+    ++w.remaining;
+  }
+  w.cost += cost;
+  wait_bytes_ += cost;
+  sl.pos = to;
+  if (to < r.keys.size()) return {.more = true};
+  slicing_.erase(conn);
+  w.registering = false;
+  if (w.remaining == 0) {
+    // Everything is there (or appeared meanwhile): answer now; leftover entries are stale.
+    drop_wait(conn);
+    reply_u8(conn, u8(WaitResponse::kStopWaiting));
+  }
+  return {};
+}
+
+// A big MULTI_SET (already checked against the memory limit as a whole), kSliceKeys keys at a time.
+ExecResult Keyspace::multi_set_slice(ConnId conn, const protocol::Request& r) {
+  auto& sl = slicing_[conn];
+  const std::size_t to = std::min(r.keys.size(), sl.pos + kSliceKeys);
+  for (std::size_t i = sl.pos; i < to; ++i) store(r.keys[i], r.values[i]);
+  sl.pos = to;
+  if (to < r.keys.size()) return {.more = true};
+  slicing_.erase(conn);
+  return {};
+}
+
+ExecResult Keyspace::step(ConnId conn, const protocol::Request& r) {
+  if (r.command == Command::kWait) return wait_slice(conn, r);
+  if (r.command == Command::kMultiSet) return multi_set_slice(conn, r);
+  return {};
 }
 
 void Keyspace::notify_watchers(const std::string& key, WatchResponse type, const BlobPtr& old_value,
@@ -294,6 +393,7 @@ ExecResult Keyspace::execute(ConnId conn, const protocol::Request& r) {
     }
 
     case Command::kWait: {
+      if (r.keys.size() > kSliceKeys) return wait_slice(conn, r);
       // Linear in the number of keys (a hash set for the duplicates): one WAIT naming 128K keys must not
       // hold the loop for seconds.
       std::vector<std::string> missing;
@@ -374,6 +474,7 @@ ExecResult Keyspace::execute(ConnId conn, const protocol::Request& r) {
       std::uint64_t growth = 0;
       for (std::size_t i = 0; i < r.keys.size(); ++i) growth += entry_cost(r.keys[i].size(), r.values[i].size());
       if (!fits(growth, conn)) return too_big();
+      if (r.keys.size() > kSliceKeys) return multi_set_slice(conn, r);
       for (std::size_t i = 0; i < r.keys.size(); ++i) store(r.keys[i], r.values[i]);
       return {};
     }
@@ -486,6 +587,8 @@ void Keyspace::clear() {
   queues_.clear();
   waiters_.clear();
   waits_.clear();
+  slicing_.clear();
+  cleanup_.clear();
   bytes_ = 0;
   queued_ = 0;
   wait_bytes_ = 0;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "store/protocol.hpp"
@@ -42,7 +43,14 @@ inline constexpr std::uint64_t kEntryOverhead = 64;
 struct ExecResult {
   bool close = false;  // protocol says: fail this request by closing (after sending what was queued)
   std::string reason;  // for the log
+  // The request is not finished: call Keyspace::step() with the same request (kept alive and unchanged)
+  // after letting other connections run. Big WAITs and MULTI_SETs are executed in slices this way, so
+  // that one request cannot hold the loop for long.
+  bool more = false;
 };
+
+// Keys handled per slice of a big WAIT or MULTI_SET, and stale wait entries removed per cleanup step.
+inline constexpr std::size_t kSliceKeys = 4096;
 
 class Keyspace {
  public:
@@ -52,6 +60,11 @@ class Keyspace {
       : sink_(sink), max_total_bytes_(max_total_bytes), max_reply_bytes_(max_reply_bytes) {}
 
   ExecResult execute(ConnId conn, const protocol::Request& request);
+  // Continues a request for which execute() (or the previous step()) returned `more`.
+  ExecResult step(ConnId conn, const protocol::Request& request);
+  // Removes a slice of stale wait entries left by big waits that ended; true while more remain.
+  bool cleanup_step();
+  bool has_cleanup() const { return !cleanup_.empty(); }
 
   // The connection is gone: drop its pending wait and its watches.
   void forget(ConnId conn);
@@ -86,7 +99,30 @@ class Keyspace {
     std::size_t remaining = 0;      // how many of them have not appeared yet
     bool barrier = false;           // a BARRIER arrival: woken only when the count is reached
     std::uint64_t cost = 0;         // counted in wait_bytes_
+    std::uint64_t gen = 0;          // tells this registration's entries in waiters_ from stale ones
+    bool registering = false;       // a big WAIT still being registered slice by slice: not answered yet
   };
+  struct Waiter {
+    ConnId conn;
+    std::uint64_t gen;
+  };
+  // The progress of a request being executed in slices (at most one per connection).
+  struct Slicing {
+    std::size_t pos = 0;
+    std::unordered_set<std::string_view> seen;  // WAIT: keys already looked at (views into the request)
+  };
+  // A big ended wait's entries still in waiters_, removed a slice at a time.
+  struct Cleanup {
+    std::vector<std::string> keys;
+    std::size_t pos = 0;
+    ConnId conn = 0;
+    std::uint64_t gen = 0;
+    std::uint64_t cost = 0;  // still counted in wait_bytes_ until done
+  };
+  ExecResult wait_slice(ConnId conn, const protocol::Request& r);
+  ExecResult multi_set_slice(ConnId conn, const protocol::Request& r);
+  void unregister_entries(const std::vector<std::string>& keys, std::size_t from, std::size_t to, ConnId conn,
+                          std::uint64_t gen);
 
   bool present(const std::string& key) const;
   bool fits(std::uint64_t growth, ConnId conn);
@@ -115,7 +151,10 @@ class Keyspace {
 
   std::unordered_map<std::string, BlobPtr> data_;
   std::unordered_map<std::string, std::deque<BlobPtr>> queues_;
-  std::unordered_map<std::string, std::vector<ConnId>> waiters_;   // key -> connections waiting on it
+  std::unordered_map<std::string, std::vector<Waiter>> waiters_;   // key -> connections waiting on it
+  std::unordered_map<ConnId, Slicing> slicing_;
+  std::deque<Cleanup> cleanup_;
+  std::uint64_t next_gen_ = 1;
   std::unordered_map<ConnId, WaitRegistration> waits_;             // at most one pending wait per connection
   std::unordered_map<std::string, std::vector<ConnId>> watchers_;  // 1.13 WATCH_KEY
   std::unordered_map<ConnId, std::vector<std::string>> watched_by_;

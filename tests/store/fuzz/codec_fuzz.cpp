@@ -84,7 +84,11 @@ void codec_fuzz_one(const std::uint8_t* data, std::size_t size) {
     }
     // Semantics: execute as one of three connections; sometimes one disconnects.
     const detail::ConnId conn = static_cast<detail::ConnId>(off % 3);
-    keyspace.execute(conn, r.request);
+    auto res = keyspace.execute(conn, r.request);
+    for (int slices = 0; res.more && slices < 1000; ++slices) res = keyspace.step(conn, r.request);
+    check(!res.more);
+    while (keyspace.cleanup_step()) {
+    }
     check(keyspace.pending_waits() <= 3);
     if ((off & 0x3f) == 0x3f) keyspace.forget(conn);
     for (auto& o : sink.out)
