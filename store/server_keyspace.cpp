@@ -369,15 +369,12 @@ ExecResult Keyspace::execute(ConnId conn, const protocol::Request& r) {
 
     case Command::kAdd: {
       const auto& key = r.keys[0];
-      std::int64_t value = r.integer;
+      std::int64_t value = 0;
       auto it = data_.find(key);
-      if (it != data_.end()) {
-        auto current = parse_stoll(it->second->bytes);
-        if (!current)
-          return {true, fmt::format("ADD on key '{}' whose value '{}' is not a decimal integer", printable_key(key),
-                                    printable_key(it->second->bytes, 40))};
-        if (__builtin_add_overflow(*current, r.integer, &value))
-          return {true, fmt::format("ADD on key '{}' overflows int64", printable_key(key))};
+      try {
+        value = add_result(key, it == data_.end() ? nullptr : &it->second->bytes, r.integer);
+      } catch (const StoreError& e) {
+        return {true, e.what()};  // no error frame in the protocol: the connection is closed
       }
       std::string text = std::to_string(value);
       if (!fits(entry_cost(key.size(), text.size()), conn)) return too_big();

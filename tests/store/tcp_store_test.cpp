@@ -52,6 +52,7 @@ INSTANTIATE_TEST_SUITE_P(Dialects, TcpStoreBothDialects, ::testing::Values(Diale
 
 TEST_P(TcpStoreBothDialects, SetGetBinaryAndOneMiB) { check_set_get(*client()); }
 TEST_P(TcpStoreBothDialects, AddStoresDecimal) { check_add(*client()); }
+TEST_P(TcpStoreBothDialects, AddErrorsAsEveryStore) { check_add_errors(factory()); }
 TEST_P(TcpStoreBothDialects, CompareSetThreeCases) { check_compare_set(*client()); }
 TEST_P(TcpStoreBothDialects, CheckDeleteNumKeys) { check_check_delete_num_keys(*client()); }
 TEST_P(TcpStoreBothDialects, MultiGetSetAppend) { check_multi_and_append(*client()); }
