@@ -381,17 +381,21 @@ class TcpStore::Impl {
   }
 
   // The first connection when no dialect was given: v2's PING answered -> v2. The server closed the
-  // connection or said nothing for a few seconds (torch <= 2.0 reads VALIDATE as a SET with an impossible
-  // key length) -> reconnect in the legacy dialect and check it with GETNUMKEYS. Either way the answer is
+  // connection (torch <= 2.0 reads VALIDATE as a SET with an impossible key length and drops the client)
+  // -> reconnect in the legacy dialect and check it with GETNUMKEYS (bounded by a few seconds). Either way the answer is
   // kept for every later (re)connection. Failing both, the caller's retry loop tries again from v2.
   void detect_dialect_locked(TimePoint deadline) {
     auto probe_deadline = [&] { return std::min<TimePoint>(deadline, Clock::now() + kDetectTimeout); };
+    peer_closed_ = false;
     try {
-      ping_locked(probe_deadline());
+      ping_locked(deadline);
       detect_ = false;
       return;
     } catch (const StoreError& e) {
       close_socket();
+      // Only a server that closed the connection on VALIDATE + PING is taken for a legacy one. A slow v2
+      // server (a loaded machine) must not be: the v2-only operations would then fail for good.
+      if (!peer_closed_) throw;
       log::get("store")->debug("TCPStore {}: no v2 PING reply ({}); trying the legacy dialect", endpoint_, e.what());
     }
     dialect_ = Dialect::kLegacy;
@@ -605,6 +609,7 @@ class TcpStore::Impl {
         rend_ += static_cast<std::size_t>(got);
         return true;
       }
+      if (got == 0 || (got < 0 && errno == ECONNRESET)) peer_closed_ = true;
       if (got == 0)
         io_error(
             "the server closed the connection (it exited, or rejected the request: a GET of a missing key, a "
@@ -676,6 +681,7 @@ class TcpStore::Impl {
   TcpStoreOptions options_;
   Dialect dialect_;  // options_.dialect, or the detected one
   bool detect_;      // not yet known: detect on the next connection
+  bool peer_closed_ = false;  // the last failed read saw the server close the connection
   std::atomic<Duration::rep> timeout_ms_;
   std::string endpoint_;
   std::mutex mutex_;  // one request/reply exchange at a time on the single connection

@@ -32,7 +32,7 @@ struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 29500;
   // The server's dialect; unset: detected on the first connection (v2's VALIDATE + PING; if the server
-  // closes or stays silent, torch <= 2.0's legacy dialect, checked with GETNUMKEYS), then kept.
+  // closes the connection in answer, torch <= 2.0's legacy dialect, checked with GETNUMKEYS), then kept.
   std::optional<protocol::Dialect> dialect;
   Duration timeout = kDefaultTimeout;  // default for get/wait (Store::timeout())
   Duration connect_timeout = std::chrono::seconds(60);
