@@ -46,6 +46,7 @@ std::string stats_json(ctrun::store::Server& server) {
                       {"keys", s.keys},
                       {"bytes", s.bytes},
                       {"pending_waits", s.pending_waits},
+                      {"held_bytes", s.held_bytes},
                       {"ops", ops}};
   return j.dump();
 }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -332,6 +333,14 @@ TEST(Probes, QueueElementsAndWatchRegistrationsCountAgainstTheMemoryLimit) {
   }
   send_for(pusher, pushes, 20s);
   EXPECT_TRUE(closed_by_server(pusher, 20s));
+  // The stats say what the elements hold (they used to say 0): within the limit, and not nothing.
+  ASSERT_EQ(::kill(p.pid(), SIGUSR1), 0);
+  auto stats = p.child().line(10s);
+  ASSERT_TRUE(stats.has_value());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(*stats, m, std::regex(R"("held_bytes":(\d+))"))) << *stats;
+  EXPECT_GT(std::stoull(m[1]), 512u * 1024) << *stats;
+  EXPECT_LE(std::stoull(m[1]), 1u << 20) << *stats;
   // 100 000 watch registrations on one legacy connection, likewise.
   RawSocket watcher("127.0.0.1", p.port());
   std::string watches;
