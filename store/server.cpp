@@ -378,6 +378,20 @@ class Server::Impl final : public detail::ReplySink {
       process(c, std::span<const std::uint8_t>(data, n), /*from_scratch=*/true);
       return;
     }
+    // Counted before it is allocated: the buffer grows to what the request is known to need (or doubles),
+    // and only if that fits the memory limit.
+    const std::size_t want = c->in.size() + n;
+    if (want > c->in.capacity()) {
+      const std::size_t target =
+          std::max(want, std::min<std::size_t>(std::max(c->need, c->in.capacity() * 2), opts.limits.max_request_bytes));
+      if (keyspace.held_bytes() + io_bytes - c->accounted + target + c->out.inline_size() > opts.max_total_bytes) {
+        reject(c, fmt::format("buffering its {}-byte partial request would exceed the server's memory limit of {} "
+                              "bytes (--max-total-bytes)",
+                              want, opts.max_total_bytes));
+        return;
+      }
+      c->in.reserve(target);
+    }
     c->in.insert(c->in.end(), data, data + n);
     if (c->in.size() < c->need) {
       account(c);
@@ -618,7 +632,7 @@ class Server::Impl final : public detail::ReplySink {
 
   // ---- memory ----
   void account(const ConnPtr& c) {
-    std::uint64_t now = c->closed ? 0 : c->in.size() + c->out.inline_size();
+    std::uint64_t now = c->closed ? 0 : c->in.capacity() + c->out.inline_size();
     io_bytes = io_bytes - c->accounted + now;
     c->accounted = now;
     keyspace.set_io_bytes(io_bytes);
