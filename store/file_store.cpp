@@ -126,7 +126,7 @@ std::string FileStore::compare_set(const std::string& key, std::string_view expe
 std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
   return locked([&](Map& m, auto& set, auto&) {
     auto it = m.find(key);
-    const std::int64_t v = (it == m.end() ? 0 : parse_add_operand(key, it->second)) + delta;
+    const std::int64_t v = add_result(key, it == m.end() ? nullptr : &it->second, delta);
     set(key, std::to_string(v));
     return v;
   });

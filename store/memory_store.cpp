@@ -63,7 +63,7 @@ std::int64_t MemoryStore::add(const std::string& key, std::int64_t delta) {
   {
     std::lock_guard lock(mutex_);
     auto it = data_.find(key);
-    if (it != data_.end()) value = parse_add_operand(key, it->second) + delta;
+    value = add_result(key, it == data_.end() ? nullptr : &it->second, delta);
     data_[key] = std::to_string(value);
   }
   changed_.notify_all();

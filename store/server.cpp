@@ -6,9 +6,17 @@
 // (safe: one loop thread), and only a partial request is copied into the connection.
 #include "store/server.hpp"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <fstream>
+#include <atomic>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -38,6 +46,8 @@ constexpr std::size_t kLingerBytes = 256 * 1024;
 constexpr std::size_t kKeepCapacity = 16 * 1024;
 // Reads handled per readiness event before yielding to other connections.
 constexpr int kReadsPerEvent = 4;
+// Only connections holding at least this much unread reply are closed to make room for a writer.
+constexpr std::size_t kReclaimAtLeast = 64 * 1024;
 
 int somaxconn() {
   std::ifstream f("/proc/sys/net/core/somaxconn");
@@ -66,10 +76,12 @@ struct Connection {
   std::optional<protocol::Dialect> dialect;  // decided from the first bytes
   std::vector<std::uint8_t> in;              // the unparsed tail (a partial request)
   std::size_t need = 0;                      // don't parse again before `in` holds this many bytes
-  std::string out;                           // replies not yet handed to the socket
-  std::string writing;                       // the buffer of the write in flight
-  std::uint64_t accounted = 0;               // in + out + writing, as counted in Impl::io_bytes
-  bool write_in_flight = false;
+  detail::ReplyBuffer out;                   // replies not yet handed to the socket
+  std::uint64_t accounted = 0;               // in + out's own bytes, as counted in Impl::io_bytes
+  std::chrono::steady_clock::time_point partial_since{};  // when `in` last went from empty to a partial request
+  bool write_waiting = false;                // waiting for the socket to be writable again
+  std::uint64_t requests = 0;                // decoded so far
+  std::shared_ptr<protocol::Request> slicing;  // a big request being executed in slices (Keyspace::step)
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -83,10 +95,13 @@ using ConnPtr = std::shared_ptr<Connection>;
 class Server::Impl final : public detail::ReplySink {
  public:
   explicit Impl(ServerOptions o)
-      : opts(std::move(o)), keyspace(*this, opts.max_total_bytes), scratch(kScratchBytes), log(log::get("store")) {}
+      : opts(std::move(o)),
+        keyspace(*this, opts.max_total_bytes, opts.max_pending_output_bytes),
+        scratch(kScratchBytes),
+        log(log::get("store")) {}
 
   // ---- ReplySink ----
-  std::string* output(ConnId id) override {
+  detail::ReplyBuffer* output(ConnId id) override {
     auto it = conns.find(id);
     if (it == conns.end() || it->second->closed) return nullptr;
     auto& c = it->second;
@@ -141,14 +156,21 @@ class Server::Impl final : public detail::ReplySink {
     acceptor.listen(backlog, ec);
     if (ec) fail("listen on");
     bound_port = acceptor.local_endpoint().port();
+    resolve_connection_cap();
+    if (reserve_fd < 0) reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    arm_sweep();
     log->debug("TCPStore server listening on {} (backlog {})", endpoint_string(acceptor.local_endpoint()), backlog);
     accept_next();
   }
 
   void shutdown() {
+    stopping = true;
     boost::system::error_code ec;
     acceptor.close(ec);
     accept_retry.cancel();
+    sweep_timer.cancel();
+    if (reserve_fd >= 0) ::close(reserve_fd);
+    reserve_fd = -1;
     std::vector<ConnPtr> all;
     all.reserve(conns.size());
     for (auto& [id, c] : conns) all.push_back(c);
@@ -159,9 +181,12 @@ class Server::Impl final : public detail::ReplySink {
   template <typename Fn>
   auto on_loop(Fn fn) -> decltype(fn()) {
     if (!thread.joinable() || std::this_thread::get_id() == thread.get_id()) return fn();
-    std::packaged_task<decltype(fn())()> task(std::move(fn));
-    auto fut = task.get_future();
-    asio::post(io, [&task] { task(); });
+    throw_if_failed();
+    auto task = std::make_shared<std::packaged_task<decltype(fn())()>>(std::move(fn));
+    auto fut = task->get_future();
+    asio::post(io, [task] { (*task)(); });
+    // The loop may fail before it runs the task: never wait on a dead loop.
+    while (fut.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) throw_if_failed();
     return fut.get();
   }
 
@@ -170,8 +195,14 @@ class Server::Impl final : public detail::ReplySink {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket s) {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-        // Out of file descriptors (or similar): back off briefly instead of spinning on the error, and
-        // say so once per episode rather than 20 times a second.
+        // Out of file descriptors: give up the reserve descriptor for a moment to accept the waiting
+        // client and close it at once, so that it learns (instead of hanging in the backlog forever).
+        if ((ec == asio::error::no_descriptors || ec.value() == ENFILE) && shed_one_connection()) {
+          accept_next();
+          return;
+        }
+        // Otherwise back off briefly instead of spinning on the error, and say so once per episode
+        // rather than 20 times a second.
         if (!accept_failing)
           log->warn("TCPStore server: accept failed: {}; retrying every 50 ms (raise `ulimit -n`?)", ec.message());
         accept_failing = true;
@@ -191,10 +222,10 @@ class Server::Impl final : public detail::ReplySink {
     boost::system::error_code ec;
     auto remote = s.remote_endpoint(ec);
     std::string peer = ec ? std::string("?") : endpoint_string(remote);
-    if (conns.size() >= opts.max_connections) {
+    if (conns.size() >= max_conns) {
       ++rejected;
-      log->warn("TCPStore server: refusing connection from {}: already {} connections (--max-connections)", peer,
-                conns.size());
+      log->warn("TCPStore server: refusing connection from {}: already {} connections (--max-connections {})", peer,
+                conns.size(), max_conns);
       s.close(ec);
       return;
     }
@@ -207,12 +238,98 @@ class Server::Impl final : public detail::ReplySink {
     arm_read(c);
   }
 
+  // ---- connection limits ----
+  // Descriptors kept free besides the connections: the acceptor, the reserve, the logger, an agent's own.
+  static constexpr std::uint64_t kFdReserve = 32;
+
+  void resolve_connection_cap() {
+    rlimit rl{};
+    std::uint64_t by_fds = UINT64_MAX;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      by_fds = rl.rlim_cur > 2 * kFdReserve ? rl.rlim_cur - kFdReserve : rl.rlim_cur / 2;
+    max_conns = opts.max_connections == 0 ? by_fds : std::min<std::uint64_t>(opts.max_connections, by_fds);
+    if (opts.max_connections > by_fds)
+      log->warn(
+          "TCPStore server: --max-connections {} is above what the descriptor limit allows; using {} (raise "
+          "`ulimit -n` for more)",
+          opts.max_connections, max_conns);
+  }
+
+  // At the descriptor limit: accept one waiting client on the reserve descriptor and close it.
+  bool shed_one_connection() {
+    if (reserve_fd < 0) return false;
+    ::close(reserve_fd);
+    reserve_fd = -1;
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    int fd = ::accept4(acceptor.native_handle(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+    if (fd >= 0) {
+      ::close(fd);
+      ++rejected;
+      log->warn(
+          "TCPStore server: refusing a connection: out of file descriptors ({} connections open; raise `ulimit -n` "
+          "or lower --max-connections)",
+          conns.size());
+    }
+    reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
+  }
+
+  // Closes connections stuck in the middle of a request for longer than partial_request_timeout.
+  void arm_sweep() {
+    if (opts.partial_request_timeout.count() <= 0) return;
+    auto period = std::min<std::chrono::milliseconds>(opts.partial_request_timeout / 4, std::chrono::seconds(1));
+    sweep_timer.expires_after(std::max(period, std::chrono::milliseconds(10)));
+    sweep_timer.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<ConnPtr> stale;
+      for (auto& [id, c] : conns)
+        if (!c->in.empty() && !c->paused && !c->slicing && !c->closing && now - c->partial_since > opts.partial_request_timeout)
+          stale.push_back(c);
+      for (auto& c : stale) {
+        ++rejected;
+        log->warn(
+            "TCPStore server: closing connection from {}: {} bytes of an incomplete request and nothing more for "
+            "{} ms (--request-timeout)",
+            c->peer, c->in.size(), opts.partial_request_timeout.count());
+        keyspace.forget(c->id);
+        close_now(c);
+      }
+      arm_sweep();
+    });
+  }
+
+  // ---- failure ----
+  void throw_if_failed() const {
+    if (failed.load()) {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      throw StoreError("TCPStore server failed: " + failure_message);
+    }
+  }
+
+  // An exception escaped a handler: close everything (no listening socket that answers nothing), then
+  // tell the owner.
+  void fail(const std::string& what) {
+    {
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      failure_message = what;
+    }
+    failed = true;
+    log->error("TCPStore server loop failed: {}; closing the server", what);
+    try {
+      shutdown();
+    } catch (...) {
+    }
+    if (opts.on_failure) opts.on_failure(what);
+  }
+
   // ---- reading ----
   // Each connection keeps one small read pending into its own 128-byte buffer: most requests fit, and an
   // async_read_some (unlike async_wait) lets Asio skip an epoll_ctl per request. Anything longer is then
   // read straight into the shared scratch buffer.
   void arm_read(const ConnPtr& c) {
-    if (c->read_armed || c->paused || c->closing || c->closed) return;
+    if (c->read_armed || c->paused || c->slicing || c->closing || c->closed) return;
     c->read_armed = true;
     c->socket.async_read_some(asio::buffer(c->first), [this, c](boost::system::error_code ec, std::size_t n) {
       c->read_armed = false;
@@ -240,7 +357,7 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void read_more(const ConnPtr& c) {
-    for (int i = 0; i < kReadsPerEvent && !c->closing && !c->closed && !c->paused; ++i) {
+    for (int i = 0; i < kReadsPerEvent && !c->closing && !c->closed && !c->paused && !c->slicing; ++i) {
       boost::system::error_code ec;
       std::size_t n = c->socket.read_some(asio::buffer(scratch), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) break;
@@ -254,9 +371,26 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void on_bytes(const ConnPtr& c, const std::uint8_t* data, std::size_t n) {
+    // A partial request's clock restarts with every byte that arrives: only a sender that stalls
+    // mid-request is timed out, not one sending a large value slowly.
+    c->partial_since = std::chrono::steady_clock::now();
     if (c->in.empty()) {
       process(c, std::span<const std::uint8_t>(data, n), /*from_scratch=*/true);
       return;
+    }
+    // Counted before it is allocated: the buffer grows to what the request is known to need (or doubles),
+    // and only if that fits the memory limit.
+    const std::size_t want = c->in.size() + n;
+    if (want > c->in.capacity()) {
+      const std::size_t target =
+          std::max(want, std::min<std::size_t>(std::max(c->need, c->in.capacity() * 2), opts.limits.max_request_bytes));
+      if (keyspace.held_bytes() + io_bytes - c->accounted + target + c->out.inline_size() > opts.max_total_bytes) {
+        reject(c, fmt::format("buffering its {}-byte partial request would exceed the server's memory limit of {} "
+                              "bytes (--max-total-bytes)",
+                              want, opts.max_total_bytes));
+        return;
+      }
+      c->in.reserve(target);
     }
     c->in.insert(c->in.end(), data, data + n);
     if (c->in.size() < c->need) {
@@ -267,7 +401,7 @@ class Server::Impl final : public detail::ReplySink {
     process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
   }
 
-  bool output_backlogged(const ConnPtr& c) const { return c->out.size() + c->writing.size() > kPauseBytes; }
+  bool output_backlogged(const ConnPtr& c) const { return c->out.size() > kPauseBytes; }
 
   // Executes the whole requests at the front of buf (the scratch buffer, or c->in) and keeps the rest in
   // c->in. Stops early when the connection's unread replies pile up: the remaining requests wait in c->in
@@ -275,7 +409,7 @@ class Server::Impl final : public detail::ReplySink {
   void process(const ConnPtr& c, std::span<const std::uint8_t> buf, bool from_scratch) {
     std::size_t off = 0;
     c->need = 0;
-    while (off < buf.size() && !c->closing) {
+    while (off < buf.size() && !c->closing && !c->slicing) {
       if (output_backlogged(c)) {
         c->paused = true;
         break;
@@ -295,13 +429,27 @@ class Server::Impl final : public detail::ReplySink {
         break;
       }
       if (pr.status == protocol::ParseStatus::kError) {
-        reject(c, pr.error);
+        if (c->requests == 0 && *c->dialect == protocol::Dialect::kLegacy && rest[0] == 0)
+          reject(c, fmt::format("its first bytes are neither torch >= 2.1's handshake (00 then the magic "
+                                "CE F7 85 3C) nor a valid torch <= 2.0 request ({}); wrong port or not a "
+                                "TCPStore client?",
+                                pr.error));
+        else
+          reject(c, pr.error);
         break;
       }
+      ++c->requests;
       off += pr.consumed;
       auto res = keyspace.execute(c->id, pr.request);
       if (res.close) {
         reject(c, res.reason);
+        break;
+      }
+      if (res.more) {
+        // A big request: the rest runs in slices, each posted behind the other connections' work. This
+        // connection's later requests wait (in c->in, not read further) until it is done.
+        c->slicing = std::make_shared<protocol::Request>(std::move(pr.request));
+        asio::post(io, [this, c] { continue_slice(c); });
         break;
       }
     }
@@ -313,8 +461,10 @@ class Server::Impl final : public detail::ReplySink {
       c->in.erase(c->in.begin(), c->in.begin() + static_cast<std::ptrdiff_t>(off));
     }
     release_if_big(c->in);
+    if (!c->in.empty() && off > 0) c->partial_since = std::chrono::steady_clock::now();
     account(c);
     check_memory(c);
+    schedule_cleanup();
   }
 
   // ---- writing ----
@@ -329,9 +479,11 @@ class Server::Impl final : public detail::ReplySink {
       c->dirty = false;
       if (c->closed) continue;
       account(c);
-      if (c->out.size() + c->writing.size() > opts.max_pending_output_bytes) {
-        log->warn("TCPStore server: closing connection from {}: {} bytes of replies unread (limit {})", c->peer,
-                  c->out.size() + c->writing.size(), opts.max_pending_output_bytes);
+      if (c->out.size() > opts.max_pending_output_bytes) {
+        log->warn(
+            "TCPStore server: closing connection from {}: {} bytes of replies unread (limit {}, "
+            "--max-pending-bytes); a watcher or waiter that does not read its events?",
+            c->peer, c->out.size(), opts.max_pending_output_bytes);
         ++rejected;
         close_now(c);
         continue;
@@ -343,55 +495,96 @@ class Server::Impl final : public detail::ReplySink {
     if (flushing.empty()) flushing.swap(list);  // keep the capacity (a nested flush may have refilled it)
   }
 
+  // Gather-writes the queued segments (inline bytes and shared values) without copying them together.
+  // Most replies are a few bytes and fit in the socket buffer: they go out now, with no async operation.
+  // Only a remainder (a big reply, a slow reader) waits for the socket to become writable.
   void start_write(const ConnPtr& c) {
-    if (c->closed || c->write_in_flight) return;
-    if (c->out.empty()) {
-      if (c->closing) close_now(c);
-      return;
-    }
-    // Most replies are a few bytes and fit in the socket buffer: write them now, without an async
-    // operation and its completion handler. Only a remainder (a big reply, a slow reader) goes async.
-    boost::system::error_code ec;
-    std::size_t n = c->socket.write_some(asio::buffer(c->out), ec);
-    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
-      close_now(c);
-      return;
-    }
-    if (!ec && n == c->out.size()) {
-      c->out.clear();
-      release_if_big(c->out);
-      account(c);
-      if (c->closing) {
-        close_now(c);
-      } else if (c->paused) {
-        // Resume from the loop rather than recursing into process() from here.
-        asio::post(io, [this, c] { resume(c); });
-      }
-      return;
-    }
-    if (!ec) c->out.erase(0, n);
-    c->writing.swap(c->out);
-    c->out.clear();
-    c->write_in_flight = true;
-    asio::async_write(c->socket, asio::buffer(c->writing), [this, c](boost::system::error_code ec2, std::size_t) {
-      c->write_in_flight = false;
-      if (c->closed) return;
-      c->writing.clear();
-      release_if_big(c->writing);
-      release_if_big(c->out);
-      account(c);
-      if (ec2) {
+    if (c->closed || c->write_waiting) return;
+    while (!c->out.empty()) {
+      iovec iov[64];
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<std::size_t>(c->out.gather(iov, 64));
+      ssize_t n = ::sendmsg(c->socket.native_handle(), &msg, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          account(c);
+          c->write_waiting = true;
+          c->socket.async_wait(tcp::socket::wait_write, [this, c](boost::system::error_code ec) {
+            c->write_waiting = false;
+            if (c->closed) return;
+            if (ec) {
+              close_now(c);
+              return;
+            }
+            start_write(c);
+            resume(c);
+          });
+          return;
+        }
         close_now(c);
         return;
       }
-      resume(c);
-      start_write(c);
+      c->out.consume(static_cast<std::size_t>(n));
+    }
+    account(c);
+    if (c->closing) {
+      close_now(c);
+    } else if (c->paused) {
+      // Resume from the loop rather than recursing into process() from here.
+      asio::post(io, [this, c] { resume(c); });
+    }
+  }
+
+  // The server's memory is full: close the connections holding the most unread replies (clients that do
+  // not read), so that a writer is not refused because of them.
+  bool reclaim(std::uint64_t bytes, ConnId except) override {
+    ConnPtr victim;
+    for (auto& [id, c] : conns) {
+      if (id == except || c->closed || c->out.size() < kReclaimAtLeast) continue;
+      if (!victim || c->out.size() > victim->out.size()) victim = c;
+    }
+    if (!victim) return false;
+    ++rejected;
+    log->warn(
+        "TCPStore server: closing connection from {}: it holds {} bytes of unread replies and the server's memory "
+        "limit of {} bytes (--max-total-bytes) is reached ({} more bytes wanted by another client)",
+        victim->peer, victim->out.size(), opts.max_total_bytes, bytes);
+    close_now(victim);
+    return true;
+  }
+
+  void continue_slice(const ConnPtr& c) {
+    if (c->closed || !c->slicing) return;
+    auto res = keyspace.step(c->id, *c->slicing);
+    if (res.close) {
+      c->slicing.reset();
+      reject(c, res.reason);
+    } else if (res.more) {
+      asio::post(io, [this, c] { continue_slice(c); });
+    } else {
+      c->slicing.reset();
+      if (!c->in.empty() && !c->paused) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
+      arm_read(c);
+    }
+    flush_dirty();
+    schedule_cleanup();
+  }
+
+  // Stale wait entries of big waits that ended are removed a slice at a time, between other work.
+  void schedule_cleanup() {
+    if (cleanup_posted || !keyspace.has_cleanup()) return;
+    cleanup_posted = true;
+    asio::post(io, [this] {
+      cleanup_posted = false;
+      if (keyspace.cleanup_step()) schedule_cleanup();
     });
   }
 
   // The client caught up with its replies: run the requests that waited in c->in, then read again.
   void resume(const ConnPtr& c) {
-    if (c->closed || !c->paused || c->out.size() + c->writing.size() >= kResumeBytes) return;
+    if (c->closed || !c->paused || c->slicing || c->out.size() >= kResumeBytes) return;
     c->paused = false;
     if (!c->in.empty()) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
     flush_dirty();
@@ -412,7 +605,7 @@ class Server::Impl final : public detail::ReplySink {
   void begin_close(const ConnPtr& c, bool bounded_linger = true) {
     if (c->closing || c->closed) return;
     c->closing = true;
-    if (bounded_linger && c->out.size() + c->writing.size() > kLingerBytes) {
+    if (bounded_linger && c->out.size() > kLingerBytes) {
       close_now(c);
       return;
     }
@@ -427,18 +620,19 @@ class Server::Impl final : public detail::ReplySink {
     if (c->closed) return;
     c->closed = true;
     keyspace.forget(c->id);
+    c->slicing.reset();
+    if (!stopping) schedule_cleanup();
     boost::system::error_code ec;
     c->socket.close(ec);
     c->in.clear();
     c->out.clear();
-    c->writing.clear();
     account(c);
     conns.erase(c->id);
   }
 
   // ---- memory ----
   void account(const ConnPtr& c) {
-    std::uint64_t now = c->closed ? 0 : c->in.size() + c->out.size() + c->writing.size();
+    std::uint64_t now = c->closed ? 0 : c->in.capacity() + c->out.inline_size();
     io_bytes = io_bytes - c->accounted + now;
     c->accounted = now;
     keyspace.set_io_bytes(io_bytes);
@@ -446,7 +640,7 @@ class Server::Impl final : public detail::ReplySink {
 
   void check_memory(const ConnPtr& c) {
     if (c->closed || c->closing) return;
-    if (keyspace.bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
+    if (keyspace.held_bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
       reject(c, fmt::format("buffering its {}-byte request would exceed the server's memory limit of {} bytes",
                             c->in.size(), opts.max_total_bytes));
     }
@@ -460,6 +654,7 @@ class Server::Impl final : public detail::ReplySink {
     s.keys = keyspace.num_keys();
     s.bytes = keyspace.bytes();
     s.pending_waits = keyspace.pending_waits();
+    s.held_bytes = keyspace.held_bytes() + io_bytes;
     for (int i = 0; i <= static_cast<int>(protocol::Command::kBarrier); ++i) {
       auto c = static_cast<protocol::Command>(i);
       if (auto n = keyspace.ops(c)) s.ops.emplace_back(protocol::command_name(c), n);
@@ -471,6 +666,12 @@ class Server::Impl final : public detail::ReplySink {
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
+  asio::steady_timer sweep_timer{io};
+  std::uint64_t max_conns = 0;
+  int reserve_fd = -1;
+  std::atomic<bool> failed{false};
+  mutable std::mutex failure_mutex;
+  std::string failure_message;
   detail::Keyspace keyspace;
   std::vector<std::uint8_t> scratch;
   std::unordered_map<ConnId, ConnPtr> conns;
@@ -484,6 +685,8 @@ class Server::Impl final : public detail::ReplySink {
   std::thread thread;
   bool started = false;
   bool accept_failing = false;
+  bool cleanup_posted = false;
+  bool stopping = false;  // shutdown(): no more work posted
   std::shared_ptr<spdlog::logger> log;
 };
 
@@ -497,11 +700,14 @@ void Server::start() {
   impl_->listen();
   impl_->started = true;
   impl_->thread = std::thread([impl = impl_.get()] {
+    // Handlers do not throw by design; if one does (out of memory, a bug), the server must not live on as
+    // a listening socket that answers nothing: it closes and tells its owner.
     try {
       impl->io.run();
     } catch (const std::exception& e) {
-      // Handlers do not throw by design; if one does, say so loudly rather than dying silently.
-      impl->log->error("TCPStore server loop stopped by an exception: {}", e.what());
+      impl->fail(e.what());
+    } catch (...) {
+      impl->fail("unknown exception");
     }
   });
 }
@@ -509,7 +715,11 @@ void Server::start() {
 void Server::stop() {
   if (!impl_ || !impl_->started) return;
   if (impl_->thread.joinable()) {
-    impl_->on_loop([this] { impl_->shutdown(); });
+    try {
+      if (!impl_->failed.load()) impl_->on_loop([this] { impl_->shutdown(); });
+    } catch (const StoreError&) {
+      // The loop failed meanwhile: it closed everything itself.
+    }
     impl_->io.stop();
     impl_->thread.join();
   }
@@ -517,6 +727,12 @@ void Server::stop() {
 }
 
 std::uint16_t Server::port() const { return impl_->bound_port; }
+std::uint64_t Server::max_connections() const { return impl_->max_conns; }
+std::optional<std::string> Server::failure() const {
+  if (!impl_->failed.load()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(impl_->failure_mutex);
+  return impl_->failure_message;
+}
 const std::string& Server::host() const { return impl_->opts.host; }
 
 void Server::clear() {

@@ -3,7 +3,9 @@
 // no thread per connection. Embeddable (the agent hosts one for its workers) and standalone (ctstore).
 // Asio stays inside server.cpp (pimpl) so this header is cheap to include.
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,12 +21,21 @@ struct ServerOptions {
   int backlog = -1;              // -1 -> /proc/sys/net/core/somaxconn
   protocol::Limits limits;
   std::uint64_t max_total_bytes = 4ull << 30;  // keys + values + queued replies; beyond: reject writes, close
-  std::uint64_t max_connections = 100000;
+  // 0: as many as the process's descriptor limit allows (soft RLIMIT_NOFILE minus a reserve). A larger
+  // value is lowered to that, with a warning: past the fd limit new clients would starve silently.
+  std::uint64_t max_connections = 0;
   // Replies queued for one connection that does not read them. Past 4 MiB the server stops reading that
   // connection's requests (so a pipelining client cannot grow it); past this hard limit (a watcher that
   // never reads its events, say) the connection is closed.
   std::uint64_t max_pending_output_bytes = 256ull << 20;
   bool reuse_address = true;
+  // A connection that has sent part of a request and nothing more for this long is closed (slowloris).
+  // Connections with no partial request (idle, or blocked in WAIT) are never timed out.
+  std::chrono::milliseconds partial_request_timeout{30000};
+  // Called once, on the loop thread, if the server's loop fails (an exception escaped a handler: out of
+  // memory, a bug). By then every socket is closed and later calls on the Server throw StoreError with
+  // the same message. ctstore exits non-zero; an embedding agent should fail its job loudly.
+  std::function<void(const std::string& what)> on_failure;
 };
 
 // Counters for ctstore's stats line and for tests.
@@ -35,6 +46,7 @@ struct ServerStats {
   std::uint64_t keys = 0;
   std::uint64_t bytes = 0;  // bytes of keys + values held
   std::uint64_t pending_waits = 0;
+  std::uint64_t held_bytes = 0;  // everything counted against max_total_bytes
   std::vector<std::pair<std::string, std::uint64_t>> ops;  // (command name, count), every command seen
 };
 
@@ -53,6 +65,10 @@ class Server {
 
   std::uint16_t port() const;
   const std::string& host() const;
+  // The effective connection cap (after ServerOptions::max_connections was resolved against the fd limit).
+  std::uint64_t max_connections() const;
+  // Why the loop failed, if it did (see ServerOptions::on_failure); nullopt while healthy.
+  std::optional<std::string> failure() const;
 
   // Owner access to the keyspace (thread-safe; runs on the loop).
   void clear();  // drop every key, queue and pending wait registration (fresh keyspace per attempt)

@@ -60,6 +60,15 @@ std::int64_t parse_add_operand(const std::string& key, std::string_view value) {
   return *n;
 }
 
+std::int64_t add_result(const std::string& key, const std::string* current, std::int64_t delta) {
+  if (!current) return delta;
+  std::int64_t sum = 0;
+  if (__builtin_add_overflow(parse_add_operand(key, *current), delta, &sum))
+    throw StoreError(fmt::format("add on key '{}': {} + {} overflows int64", printable_key(key),
+                                 printable_key(*current, 40), delta));
+  return sum;
+}
+
 void check_multi_set_sizes(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
   if (keys.size() != values.size())
     throw StoreError(fmt::format("multi_set: {} keys but {} values", keys.size(), values.size()));

@@ -62,6 +62,9 @@ TimePoint after(Duration d) {
 // A read "deadline" meaning: block in recv, bounded by the socket's SO_RCVTIMEO (the store timeout).
 constexpr TimePoint kSocketTimeout = TimePoint::min();
 
+// How long a dialect probe waits for an answer before trying the other dialect.
+constexpr auto kDetectTimeout = std::chrono::seconds(3);
+
 std::string format_endpoint(const std::string& host, std::uint16_t port) {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
   return fmt::format("{}:{}", host, port);
@@ -73,6 +76,8 @@ class TcpStore::Impl {
  public:
   explicit Impl(TcpStoreOptions o)
       : options_(std::move(o)),
+        dialect_(options_.dialect.value_or(Dialect::kV2)),
+        detect_(!options_.dialect.has_value()),
         timeout_ms_(options_.timeout.count()),
         endpoint_(format_endpoint(options_.host, options_.port)),
         rbuf_(kReadChunk) {
@@ -93,7 +98,8 @@ class TcpStore::Impl {
   const TcpStoreOptions& options() const { return options_; }
   Duration timeout() const { return Duration(timeout_ms_.load(std::memory_order_relaxed)); }
   void set_timeout(Duration t) { timeout_ms_.store(t.count(), std::memory_order_relaxed); }
-  bool is_v2() const { return options_.dialect == Dialect::kV2; }
+  bool is_v2() const { return dialect_ == Dialect::kV2; }
+  Dialect dialect() const { return dialect_; }
 
   void set(const std::string& key, std::string_view value) {
     std::lock_guard lock(mutex_);
@@ -366,10 +372,44 @@ class TcpStore::Impl {
   }
 
   void ping_locked(TimePoint deadline) {
-    auto nonce = static_cast<std::uint32_t>(::getpid());
+    // Bit 23 set: to a legacy server, VALIDATE + this PING read as a SET whose key length is at least 2^48,
+    // which it refuses at once (torch 1.13 closes the connection) instead of waiting for the bytes.
+    auto nonce = static_cast<std::uint32_t>(::getpid()) | 0x00800000u;
     send_request({.command = Command::kPing, .u32 = nonce});
     auto echo = read_u32(deadline);
     if (echo != nonce) protocol_error(fmt::format("PING returned {} instead of the nonce {}", echo, nonce));
+  }
+
+  // The first connection when no dialect was given: v2's PING answered -> v2. The server closed the
+  // connection (torch <= 2.0 reads VALIDATE as a SET with an impossible key length and drops the client)
+  // -> reconnect in the legacy dialect and check it with GETNUMKEYS (bounded by a few seconds). Either way the answer is
+  // kept for every later (re)connection. Failing both, the caller's retry loop tries again from v2.
+  void detect_dialect_locked(TimePoint deadline) {
+    auto probe_deadline = [&] { return std::min<TimePoint>(deadline, Clock::now() + kDetectTimeout); };
+    peer_closed_ = false;
+    try {
+      ping_locked(deadline);
+      detect_ = false;
+      return;
+    } catch (const StoreError& e) {
+      close_socket();
+      // Only a server that closed the connection on VALIDATE + PING is taken for a legacy one. A slow v2
+      // server (a loaded machine) must not be: the v2-only operations would then fail for good.
+      if (!peer_closed_) throw;
+      log::get("store")->debug("TCPStore {}: no v2 PING reply ({}); trying the legacy dialect", endpoint_, e.what());
+    }
+    dialect_ = Dialect::kLegacy;
+    try {
+      open_socket(deadline);
+      set_context(Command::kGetNumKeys, {});
+      send_request({.command = Command::kGetNumKeys});
+      read_i64(probe_deadline());
+    } catch (const StoreError&) {
+      dialect_ = Dialect::kV2;
+      throw;
+    }
+    detect_ = false;
+    log::get("store")->info("TCPStore {} speaks the legacy dialect (torch <= 2.0's server); using it", endpoint_);
   }
 
   // ---- connection management ----
@@ -402,7 +442,10 @@ class TcpStore::Impl {
           reached_server = true;
           send_request({.command = Command::kValidate, .u32 = protocol::kValidationMagic});
           set_context(Command::kPing, {});
-          ping_locked(deadline);
+          if (detect_)
+            detect_dialect_locked(deadline);
+          else
+            ping_locked(deadline);
         }
         apply_socket_timeouts();
         if (attempts > 1) log::get("store")->debug("connected to TCPStore {} after {} attempts", endpoint_, attempts);
@@ -420,7 +463,9 @@ class TcpStore::Impl {
     std::string hint =
         "Check that the store server (ctstore, or the agent hosting it) is running and listening "
         "there, that host and port are right, and that no firewall blocks the port";
-    if (reached_server && is_v2())
+    if (reached_server && is_v2() && !options_.dialect.has_value())
+      hint += "; neither the v2 nor the legacy (torch <= 2.0) dialect was answered";
+    else if (reached_server && is_v2())
       hint += "; if the server is torch <= 2.0's TCPStore, use the legacy dialect (it has no VALIDATE/PING)";
     throw StoreError(
         fmt::format("could not connect to the TCPStore at {} within {} ms ({} attempts; last error: "
@@ -504,7 +549,7 @@ class TcpStore::Impl {
 
   void send_request(const Request& r) {
     wbuf_.clear();
-    protocol::encode_request(options_.dialect, r, wbuf_);
+    protocol::encode_request(dialect_, r, wbuf_);
     send_all(wbuf_);
   }
 
@@ -564,6 +609,7 @@ class TcpStore::Impl {
         rend_ += static_cast<std::size_t>(got);
         return true;
       }
+      if (got == 0 || (got < 0 && errno == ECONNRESET)) peer_closed_ = true;
       if (got == 0)
         io_error(
             "the server closed the connection (it exited, or rejected the request: a GET of a missing key, a "
@@ -633,6 +679,9 @@ class TcpStore::Impl {
   }
 
   TcpStoreOptions options_;
+  Dialect dialect_;  // options_.dialect, or the detected one
+  bool detect_;      // not yet known: detect on the next connection
+  bool peer_closed_ = false;  // the last failed read saw the server close the connection
   std::atomic<Duration::rep> timeout_ms_;
   std::string endpoint_;
   std::mutex mutex_;  // one request/reply exchange at a time on the single connection
@@ -677,5 +726,6 @@ Duration TcpStore::timeout() const { return impl_->timeout(); }
 void TcpStore::set_timeout(Duration timeout) { impl_->set_timeout(timeout); }
 void TcpStore::ping() { impl_->ping(); }
 const TcpStoreOptions& TcpStore::options() const { return impl_->options(); }
+protocol::Dialect TcpStore::dialect() const { return impl_->dialect(); }
 
 }  // namespace ctrun::store

@@ -1,6 +1,7 @@
 #pragma once
 // Synchronous TCPStore client mirroring torch's Store API. Talks to our server or to PyTorch's:
-// the v2 dialect by default (VALIDATE + PING), legacy selectable to talk to a torch 1.13 server.
+// the v2 dialect (VALIDATE + PING) or torch <= 2.0's legacy one, detected on the first connection unless
+// TcpStoreOptions::dialect says which.
 // Connects with exponential backoff and jitter until the connect timeout. Thread-safe (one request at a time).
 //
 // Behaviour worth knowing:
@@ -19,6 +20,7 @@
 //   list_keys and ping need v2 and throw StoreError.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "store/protocol.hpp"
@@ -29,7 +31,9 @@ namespace ctrun::store {
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 29500;
-  protocol::Dialect dialect = protocol::Dialect::kV2;
+  // The server's dialect; unset: detected on the first connection (v2's VALIDATE + PING; if the server
+  // closes the connection in answer, torch <= 2.0's legacy dialect, checked with GETNUMKEYS), then kept.
+  std::optional<protocol::Dialect> dialect;
   Duration timeout = kDefaultTimeout;  // default for get/wait (Store::timeout())
   Duration connect_timeout = std::chrono::seconds(60);
   // Like torch's TCPStore(world_size=N): send ADD "init/" 1 after connecting (not prefixed with '/').
@@ -66,6 +70,8 @@ class TcpStore final : public Store {
   // PING round trip (v2 only); throws StoreError if the echo differs.
   void ping();
   const TcpStoreOptions& options() const;
+  // The dialect in use (the detected one when TcpStoreOptions::dialect was unset).
+  protocol::Dialect dialect() const;
 
  private:
   class Impl;

@@ -4,7 +4,9 @@
 //   ctstore --port 29400 [--host ADDR] [--max-key-len N] [--max-value-len N] [--max-keys-per-request N]
 //           [--max-total-bytes N] [--max-connections N] [--stats-interval SEC]
 //
-// SIGTERM / SIGINT: clean exit 0. SIGUSR1 (or every --stats-interval seconds): one JSON line of counters on
+//   ctstore get|set|add|delete|list|wait|watch --endpoint HOST:PORT ...   (client verbs, client_verbs.cpp)
+//
+// SIGTERM / SIGINT: clean exit 0. A failure of the server loop (e.g. out of memory): exit 3 with a message. SIGUSR1 (or every --stats-interval seconds): one JSON line of counters on
 // stdout. Signals are taken by an asio::signal_set on the main thread, so no work runs in a signal handler.
 #include <sys/resource.h>
 
@@ -16,6 +18,7 @@
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
+#include "apps/ctstore/client_verbs.hpp"
 #include "common/log.hpp"
 #include "common/version.hpp"
 #include "store/server.hpp"
@@ -44,6 +47,7 @@ std::string stats_json(ctrun::store::Server& server) {
                       {"keys", s.keys},
                       {"bytes", s.bytes},
                       {"pending_waits", s.pending_waits},
+                      {"held_bytes", s.held_bytes},
                       {"ops", ops}};
   return j.dump();
 }
@@ -51,6 +55,7 @@ std::string stats_json(ctrun::store::Server& server) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (ctrun::ctstore::is_client_verb(argc, argv)) return ctrun::ctstore::run_client_verb(argc, argv);
   ctrun::log::set_default_level(spdlog::level::info);
   auto log = ctrun::log::get("ctstore");
 
@@ -70,7 +75,16 @@ int main(int argc, char** argv) {
   app.add_option("--max-total-bytes", opts.max_total_bytes,
                  "memory bound: keys + values + buffered requests and replies")
       ->capture_default_str();
-  app.add_option("--max-connections", opts.max_connections, "connections beyond this are refused")
+  app.add_option("--max-connections", opts.max_connections,
+                 "connections beyond this are accepted and closed at once; 0: the descriptor limit allows")
+      ->capture_default_str();
+  double request_timeout_s = 30;
+  app.add_option("--request-timeout", request_timeout_s,
+                 "close a connection that stalls this many seconds in the middle of a request (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-pending-bytes", opts.max_pending_output_bytes,
+                 "most unread reply bytes per connection; a larger reply is refused before it is built")
       ->capture_default_str();
   app.add_option("--stats-interval", stats_interval, "print a JSON stats line every SEC seconds (0: only on SIGUSR1)")
       ->check(CLI::NonNegativeNumber);
@@ -86,6 +100,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  opts.partial_request_timeout = std::chrono::milliseconds(static_cast<long long>(request_timeout_s * 1000));
   raise_fd_limit();
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -94,6 +109,16 @@ int main(int argc, char** argv) {
   asio::io_context io;
   asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR1);
 
+  // A failed server loop (it has closed every socket by then) ends the process with exit 3, never a
+  // daemon that holds the port and answers nothing.
+  bool failed = false;
+  opts.on_failure = [&](const std::string& what) {
+    asio::post(io, [&, what] {
+      log->error("the store failed: {}; exiting", what);
+      failed = true;
+      io.stop();
+    });
+  };
   ctrun::store::Server server(opts);
   try {
     server.start();
@@ -104,7 +129,8 @@ int main(int argc, char** argv) {
   // IPv6 literals are bracketed so that HOST:PORT stays unambiguous ("[::]:29400").
   const std::string shown =
       opts.host.find(':') != std::string::npos && opts.host.front() != '[' ? "[" + opts.host + "]" : opts.host;
-  log->info("serving TCPStore on {}:{} (both dialects)", shown, server.port());
+  log->info("serving TCPStore on {}:{} (both dialects, at most {} connections)", shown, server.port(),
+            server.max_connections());
   std::cout << "ctstore listening on " << shown << ":" << server.port() << std::endl;
 
   bool stopping = false;
@@ -136,6 +162,7 @@ int main(int argc, char** argv) {
 
   io.run();
   server.stop();
+  if (failed) return 3;
   log->info("stopped");
   return stopping ? 0 : 1;
 }

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/store/ctstore_child.hpp"
 #include "tests/store/raw_socket.hpp"
 
 extern char** environ;
@@ -27,105 +28,9 @@ using test::le32;
 using test::le64;
 using test::RawSocket;
 using test::read_le64;
-
-const std::string kCtstore = std::string(CTRUN_BIN_DIR) + "/ctstore";
-
-// A child process with its stdout and stderr on pipes; killed (SIGKILL) if a test leaves it running.
-class Child {
- public:
-  explicit Child(std::vector<std::string> args) {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-    std::vector<char*> argv;
-    args.insert(args.begin(), kCtstore);
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, kCtstore.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(out[1]);
-    ::close(err[1]);
-    out_ = out[0];
-    err_ = err[0];
-  }
-  ~Child() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    ::close(out_);
-    ::close(err_);
-  }
-  pid_t pid() const { return pid_; }
-
-  // Next stdout line (without '\n'), or nullopt after the deadline / EOF.
-  std::optional<std::string> line(std::chrono::milliseconds timeout = 10s) {
-    return read_line(out_, out_buf_, timeout);
-  }
-
-  // Waits for exit; the exit code, or nullopt on timeout (or -signal if killed by a signal).
-  std::optional<int> wait(std::chrono::milliseconds timeout = 10s) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return std::nullopt;
-  }
-
-  std::string all_stderr() {
-    std::string s;
-    char buf[4096];
-    pollfd p{err_, POLLIN, 0};
-    while (::poll(&p, 1, 200) > 0) {
-      ssize_t n = ::read(err_, buf, sizeof buf);
-      if (n <= 0) break;
-      s.append(buf, static_cast<std::size_t>(n));
-    }
-    return s;
-  }
-
- private:
-  static std::optional<std::string> read_line(int fd, std::string& buf, std::chrono::milliseconds timeout) {
-    auto end = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (auto nl = buf.find('\n'); nl != std::string::npos) {
-        std::string l = buf.substr(0, nl);
-        buf.erase(0, nl + 1);
-        return l;
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return std::nullopt;
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return std::nullopt;
-      char tmp[4096];
-      ssize_t n = ::read(fd, tmp, sizeof tmp);
-      if (n <= 0) return std::nullopt;
-      buf.append(tmp, static_cast<std::size_t>(n));
-    }
-  }
-
-  pid_t pid_ = -1;
-  int out_ = -1, err_ = -1;
-  bool exited_ = false;
-  std::string out_buf_;
-};
-
-std::uint16_t listening_port(Child& c) {
-  auto l = c.line();
-  if (!l) return 0;
-  std::smatch m;
-  static const std::regex re(R"(^ctstore listening on (.+):(\d+)$)");
-  if (!std::regex_match(*l, m, re)) return 0;
-  return static_cast<std::uint16_t>(std::stoi(m[2]));
-}
+using test::Child;
+using test::kCtstore;
+using test::listening_port;
 
 TEST(Ctstore, ServesBothDialectsReportsStatsAndStopsOnSigterm) {
   ASSERT_TRUE(std::filesystem::exists(kCtstore)) << kCtstore;
@@ -166,7 +71,7 @@ TEST(Ctstore, ServesBothDialectsReportsStatsAndStopsOnSigterm) {
   ASSERT_EQ(::kill(c.pid(), SIGTERM), 0);
   EXPECT_EQ(c.wait(), std::optional<int>(0));
   EXPECT_TRUE(legacy.recv_until_close(5s).has_value());
-  EXPECT_NE(c.all_stderr().find("serving TCPStore on 127.0.0.1:" + std::to_string(port) + " (both dialects)"),
+  EXPECT_NE(c.all_stderr().find("serving TCPStore on 127.0.0.1:" + std::to_string(port) + " (both dialects"),
             std::string::npos);
 }
 
@@ -200,6 +105,51 @@ TEST(Ctstore, BusyPortIsAnErrorNotAHang) {
   EXPECT_NE(second.all_stderr().find(std::to_string(port)), std::string::npos);
   ::kill(first.pid(), SIGTERM);
   EXPECT_EQ(first.wait(), std::optional<int>(0));
+}
+
+// `ctstore VERB --endpoint HOST:PORT`: a person looking inside a live store.
+TEST(Ctstore, ClientVerbsReadAndChangeALiveStore) {
+  Child server({"--port", "0", "--host", "127.0.0.1"});
+  auto port = listening_port(server);
+  ASSERT_NE(port, 0);
+  const std::string ep = "127.0.0.1:" + std::to_string(port);
+  // Runs one verb; (exit code, stdout).
+  auto verb = [&](std::vector<std::string> args) {
+    args.insert(args.begin() + 1, {"--endpoint", ep});
+    Child c(args);
+    std::string out;
+    while (auto l = c.line(10s)) out += *l + "\n";
+    auto rc = c.wait(15s);
+    return std::make_pair(rc.value_or(-100), out);
+  };
+  // What a torch worker's client wrote: "/" + key.
+  RawSocket worker("127.0.0.1", port);
+  std::string set(1, 0);
+  bytes_field(set, "/rdzv/state");
+  bytes_field(set, "round-1");
+  set.push_back(6);  // GETNUMKEYS: its reply proves the SET was applied
+  ASSERT_TRUE(worker.send_all(set));
+  ASSERT_EQ(worker.recv_exact(8).size(), 8u);
+
+  EXPECT_EQ(verb({"set", "/rdzv/extra", "x"}), std::make_pair(0, std::string()));
+  EXPECT_EQ(verb({"add", "/n", "5"}), std::make_pair(0, std::string("5\n")));
+  EXPECT_EQ(verb({"get", "/rdzv/state"}), std::make_pair(0, std::string("round-1\n")));
+  EXPECT_EQ(verb({"list"}), std::make_pair(0, std::string("/n\n/rdzv/extra\n/rdzv/state\n")));
+  EXPECT_EQ(verb({"list", "/rdzv/"}), std::make_pair(0, std::string("/rdzv/extra\n/rdzv/state\n")));
+  EXPECT_EQ(verb({"get", "/missing"}).first, 1);
+  EXPECT_EQ(verb({"wait", "--timeout", "0.3", "/missing"}).first, 1);
+  EXPECT_EQ(verb({"wait", "/n", "/rdzv/state"}).first, 0);
+  EXPECT_EQ(verb({"delete", "/n"}).first, 0);
+  EXPECT_EQ(verb({"delete", "/n"}).first, 1);
+  EXPECT_EQ(verb({"watch", "--count", "1", "/rdzv/state"}), std::make_pair(0, std::string("round-1\n")));
+  EXPECT_EQ(verb({"get", "--no-such-flag", "k"}).first, 2);
+  {
+    Child bad({"get", "--endpoint", "nonsense", "k"});
+    EXPECT_EQ(bad.wait(), std::optional<int>(2));
+    EXPECT_NE(bad.all_stderr().find("HOST:PORT"), std::string::npos);
+  }
+  ::kill(server.pid(), SIGTERM);
+  EXPECT_EQ(server.wait(), std::optional<int>(0));
 }
 
 }  // namespace

@@ -164,7 +164,7 @@ TEST(Protocol, PipelinedRequestsParseOneAtATime) {
 }
 
 TEST(Protocol, BytesMatchTheCaptures) {
-  // From ../shared/interop/README.md: 1.13 `ADD "init/" 1` and 2.6's VALIDATE + PING.
+  // From tests/store/interop_traces/README.md: 1.13 `ADD "init/" 1` and 2.6's VALIDATE + PING.
   std::string legacy_add;
   Request add{.command = Command::kAdd, .keys = {"init/"}, .values = {}, .integer = 1, .u32 = 0};
   encode_request(Dialect::kLegacy, add, legacy_add);

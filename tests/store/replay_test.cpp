@@ -1,4 +1,5 @@
-// Replays every capture of real PyTorch traffic in ../shared/interop/traces/ against our server and
+// Replays every capture of real PyTorch traffic in tests/store/interop_traces/ (copied from the project's
+// shared interop folder, README.md there) against our server and
 // compares the server->client bytes exactly, following the interop README:
 //   * OrderedReplay: walk the listing in global order (all scenarios, byte-exact, deferred WAITs read
 //     right after the request that woke them, and checked to be still pending before that);
@@ -26,7 +27,7 @@ namespace fs = std::filesystem;
 using test::RawSocket;
 using namespace std::chrono_literals;
 
-fs::path traces_dir() { return fs::path(CTRUN_SHARED_DIR) / "interop" / "traces"; }
+fs::path traces_dir() { return fs::path(CTRUN_SOURCE_DIR) / "tests" / "store" / "interop_traces"; }
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -106,8 +107,8 @@ std::unique_ptr<Server> fresh_server() {
 
 #define SKIP_WITHOUT_TRACES()                       \
   if (scenarios().empty())                          \
-  GTEST_SKIP() << "no captures at " << traces_dir() \
-               << " (the shared interop folder is missing; see ../shared/interop/README.md)"
+  FAIL() << "no captures at " << traces_dir()       \
+               << " (tests/store/interop_traces is missing from the checkout)"
 
 TEST(Replay, OrderedReplayOfEveryCaptureIsByteExact) {
   SKIP_WITHOUT_TRACES();

@@ -504,5 +504,94 @@ TEST(ServerLifecycle, StopIsIdempotentAndClosesClients) {
   s.reset();
 }
 
+// Big WAITs and MULTI_SETs (more than detail::kSliceKeys keys) run in slices between other clients' work;
+// their semantics must be those of the one-shot path.
+class SlicedServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<Server>(ServerOptions{.host = "127.0.0.1"});
+    server_->start();
+  }
+  RawSocket v2() {
+    RawSocket s("127.0.0.1", server_->port());
+    std::string m(1, kValidate);
+    le32(m, 0x3C85F7CE);
+    EXPECT_TRUE(s.send_all(m));
+    return s;
+  }
+  static std::string many(char op, int n, const std::string& prefix, bool with_values) {
+    std::string r(1, op);
+    le64(r, static_cast<std::uint64_t>(n));
+    for (int i = 0; i < n; ++i) {
+      bytes_field(r, prefix + std::to_string(i));
+      if (with_values) bytes_field(r, "v");
+    }
+    return r;
+  }
+  static std::string one(char op, const std::string& key, const std::string& value) {
+    std::string r(1, op);
+    bytes_field(r, key);
+    bytes_field(r, value);
+    return r;
+  }
+  static std::string ping(std::uint32_t n) {
+    std::string r(1, kPing);
+    le32(r, n);
+    return r;
+  }
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(SlicedServerTest, BigWaitAnsweredOnceWhenTheLastKeyAppears) {
+  constexpr int kKeys = 10000;
+  auto setter = v2();
+  // All but the last key exist; the waiter then waits for that one only.
+  ASSERT_TRUE(setter.send_all(many(kMultiSet, kKeys - 1, "k", true) + ping(1)));
+  ASSERT_EQ(setter.recv_exact(4).size(), 4u);
+  EXPECT_EQ(server_->stats().keys, static_cast<std::uint64_t>(kKeys - 1));
+  auto waiter = v2();
+  ASSERT_TRUE(waiter.send_all(many(kWait, kKeys, "k", false)));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(waiter.recv_exact(1, 200ms).empty()) << "answered before the last key appeared";
+  ASSERT_TRUE(setter.send_all(one(kSet, "k" + std::to_string(kKeys - 1), "v")));
+  EXPECT_EQ(waiter.recv_exact(1), std::string(1, 0));
+  EXPECT_TRUE(waiter.recv_exact(1, 200ms).empty()) << "a second reply";
+  EXPECT_EQ(server_->stats().pending_waits, 0u);
+}
+
+TEST_F(SlicedServerTest, BigWaitOnPresentKeysAnsweredAtOnceAndLaterRequestsFollowInOrder) {
+  constexpr int kKeys = 9000;
+  auto s = v2();
+  ASSERT_TRUE(s.send_all(many(kMultiSet, kKeys, "p", true) + many(kWait, kKeys, "p", false) + ping(5)));
+  auto r = s.recv_exact(5);
+  ASSERT_EQ(r.size(), 5u);
+  EXPECT_EQ(r[0], 0);                    // the WAIT's STOP_WAITING
+  EXPECT_EQ(read_le64(r.substr(1) + std::string(4, '\0')), 5u);  // then the PING's echo
+}
+
+TEST_F(SlicedServerTest, CancelledBigWaitLeavesNoStrayReplyAndAFreshWaitCountsOnce) {
+  constexpr int kKeys = 10000;
+  auto waiter = v2();
+  ASSERT_TRUE(waiter.send_all(many(kWait, kKeys, "m", false)));
+  std::string cancel(1, kCancel);
+  ASSERT_TRUE(waiter.send_all(cancel));
+  EXPECT_EQ(waiter.recv_exact(1), std::string(1, 1));  // WAIT_CANCELED
+  // A new wait on two of the same keys: the big wait's stale entries must not count for it.
+  std::string w2(1, kWait);
+  le64(w2, 2);
+  bytes_field(w2, "m1");
+  bytes_field(w2, "m2");
+  ASSERT_TRUE(waiter.send_all(w2));
+  auto setter = v2();
+  ASSERT_TRUE(setter.send_all(one(kSet, "m1", "v") + ping(1)));
+  ASSERT_EQ(setter.recv_exact(4).size(), 4u);
+  EXPECT_TRUE(waiter.recv_exact(1, 200ms).empty()) << "woken by one of its two keys";
+  ASSERT_TRUE(setter.send_all(one(kSet, "m2", "v")));
+  EXPECT_EQ(waiter.recv_exact(1), std::string(1, 0));
+  EXPECT_TRUE(waiter.recv_exact(1, 200ms).empty());
+  // The stale entries are cleaned up in the background: nothing is left pending.
+  EXPECT_EQ(server_->stats().pending_waits, 0u);
+}
+
 }  // namespace
 }  // namespace ctrun::store

@@ -50,6 +50,7 @@ class MemoryStoreSemantics : public ::testing::Test {
 
 TEST_F(MemoryStoreSemantics, SetGet) { check_set_get(*shared_); }
 TEST_F(MemoryStoreSemantics, Add) { check_add(*shared_); }
+TEST_F(MemoryStoreSemantics, AddErrors) { check_add_errors(make_); }
 TEST_F(MemoryStoreSemantics, CompareSet) { check_compare_set(*shared_); }
 TEST_F(MemoryStoreSemantics, CheckDeleteNumKeys) { check_check_delete_num_keys(*shared_); }
 TEST_F(MemoryStoreSemantics, MultiAndAppend) { check_multi_and_append(*shared_); }
@@ -73,6 +74,7 @@ class FileStoreSemantics : public ::testing::Test {
 
 TEST_F(FileStoreSemantics, SetGet) { check_set_get(*open()); }
 TEST_F(FileStoreSemantics, Add) { check_add(*open()); }
+TEST_F(FileStoreSemantics, AddErrors) { check_add_errors(make_); }
 TEST_F(FileStoreSemantics, CompareSet) { check_compare_set(*open()); }
 TEST_F(FileStoreSemantics, CheckDeleteNumKeys) { check_check_delete_num_keys(*open()); }
 TEST_F(FileStoreSemantics, MultiAndAppend) { check_multi_and_append(*open()); }

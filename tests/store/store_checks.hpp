@@ -54,6 +54,25 @@ inline void check_add(Store& s) {
   EXPECT_EQ(s.get("add/zero"), "0");
 }
 
+// The same ADD semantics everywhere (store_util's add_result): overflow and a non-integer value are errors
+// that leave the value unchanged. Needs a factory: a TcpStore's connection is closed by the error.
+inline void check_add_errors(const StoreFactory& make) {
+  {
+    auto s = make();
+    s->set("add/max", "9223372036854775807");
+    EXPECT_THROW(s->add("add/max", 1), store::StoreError);
+  }
+  {
+    auto s = make();
+    EXPECT_EQ(s->get("add/max"), "9223372036854775807");
+    s->set("add/text", "abc");
+    EXPECT_THROW(s->add("add/text", 1), store::StoreError);
+  }
+  auto s = make();
+  EXPECT_EQ(s->get("add/text"), "abc");
+  EXPECT_EQ(s->add("add/max", -7), 9223372036854775800);
+}
+
 inline void check_compare_set(Store& s) {
   s.set("cs/k", "old");
   EXPECT_EQ(s.compare_set("cs/k", "old", "new"), "new");

@@ -52,6 +52,7 @@ INSTANTIATE_TEST_SUITE_P(Dialects, TcpStoreBothDialects, ::testing::Values(Diale
 
 TEST_P(TcpStoreBothDialects, SetGetBinaryAndOneMiB) { check_set_get(*client()); }
 TEST_P(TcpStoreBothDialects, AddStoresDecimal) { check_add(*client()); }
+TEST_P(TcpStoreBothDialects, AddErrorsAsEveryStore) { check_add_errors(factory()); }
 TEST_P(TcpStoreBothDialects, CompareSetThreeCases) { check_compare_set(*client()); }
 TEST_P(TcpStoreBothDialects, CheckDeleteNumKeys) { check_check_delete_num_keys(*client()); }
 TEST_P(TcpStoreBothDialects, MultiGetSetAppend) { check_multi_and_append(*client()); }
@@ -120,6 +121,21 @@ class TcpStoreV2 : public ::testing::Test {
   std::unique_ptr<TcpStore> client() { return std::make_unique<TcpStore>(options_for(server_.port(), Dialect::kV2)); }
   store::Server server_{ServerOptions{.host = "127.0.0.1"}};
 };
+
+// With no dialect given, the client detects v2 on our server (one PING, no extra connection).
+TEST(TcpStoreDetect, DetectsV2OnOurServer) {
+  store::Server server(ServerOptions{.host = "127.0.0.1"});
+  server.start();
+  TcpStoreOptions o;
+  o.port = server.port();
+  o.connect_timeout = std::chrono::seconds(5);
+  TcpStore s(o);
+  EXPECT_EQ(s.dialect(), Dialect::kV2);
+  s.ping();
+  EXPECT_EQ(accepted(server), 1u);
+  s.set("k", "v");
+  EXPECT_EQ(s.get("k"), "v");
+}
 
 TEST_F(TcpStoreV2, PingEchoes) {
   auto s = client();

@@ -34,6 +34,27 @@ std::unique_ptr<TcpStore> connect(std::uint16_t port, Dialect dialect, bool add_
 
 // ---- (b) our client, legacy dialect, against torch 1.13's own server ----
 // One test (one python start, about a second) running every check in turn; SCOPED_TRACE names the failing one.
+// Issue 16: with no dialect given (comm's workers under torch 1.13's torchrun), the client finds out that
+// torch 1.13's server speaks the legacy dialect by itself, in seconds (it used to give up after 60 s).
+TEST(OurClientVsTorchServer, DetectsTheLegacyDialectByItself) {
+  CTRUN_REQUIRE_TORCH();
+  auto server = start_torch_server();
+  TcpStoreOptions o;
+  o.port = server.port;
+  o.timeout = std::chrono::seconds(20);
+  o.connect_timeout = std::chrono::seconds(20);
+  auto t0 = std::chrono::steady_clock::now();
+  TcpStore s(o);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(s.dialect(), Dialect::kLegacy);
+  s.set("auto", "detected");
+  EXPECT_EQ(s.get("auto"), "detected");
+  EXPECT_EQ(s.add("n", 2), 2);
+  // The server survived the probe and serves a second client (which detects again).
+  TcpStore again(o);
+  EXPECT_EQ(again.get("auto"), "detected");
+}
+
 TEST(OurClientVsTorchServer, EveryOpInTheLegacyDialect) {
   CTRUN_REQUIRE_TORCH();
   auto server = start_torch_server();

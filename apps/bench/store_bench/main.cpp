@@ -26,6 +26,7 @@
 #include "apps/bench/store_bench/connection_storm.hpp"
 #include "apps/bench/store_bench/event_load.hpp"
 #include "apps/bench/store_bench/round_trip.hpp"
+#include "apps/bench/store_bench/floor_server.hpp"
 #include "apps/bench/store_bench/server_under_test.hpp"
 #include "store/tcp_store.hpp"
 
@@ -106,7 +107,13 @@ int run(int argc, char** argv) {
   app.add_option("--ctstore", ctstore, "ctstore binary")->capture_default_str();
   app.add_option("--python", python, "python3 with torch")->capture_default_str();
   app.add_option("--torch-server", torch_script, "torch_store_server.py")->capture_default_str();
+  bool serve_floor_only = false, with_floor = true;
+  app.add_flag("--serve-floor", serve_floor_only, "internal: run the floor server (used as a child process)");
+  app.add_option("--floor", with_floor,
+                 "also measure ADD on the physical floor: a minimal epoll server answering legacy ADD only")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (serve_floor_only) return serve_floor();
 
   // Both the bench and the servers (which inherit it) hold one fd per storm connection.
   rlimit lim{};
@@ -136,6 +143,10 @@ int run(int argc, char** argv) {
   {
     std::vector<ServerUnderTest> servers;
     for (auto& c : contenders) servers.push_back(c.start());
+    // The floor answers ADD only: it runs in the ADD points, in the same alternation as the others.
+    std::optional<ServerUnderTest> floor;
+    if (with_floor)
+      floor = start_floor(std::filesystem::read_symlink("/proc/self/exe").string());
     std::vector<ConnectionSet> idle;  // closed when the round-trip points are done
     for (auto& s : servers)
       if (background_idle > 0)
@@ -156,8 +167,12 @@ int run(int argc, char** argv) {
       for (auto op : ops) {
         for (int conns : conn_counts) {
           std::map<std::string, std::vector<RoundTripResult>> runs;
+          std::vector<ServerUnderTest*> measured;
+          for (auto& s : servers) measured.push_back(&s);
+          if (floor && op == Op::kAdd) measured.push_back(&*floor);
           for (int r = 0; r < rounds; ++r)
-            for (auto& s : servers) {
+            for (auto* sp : measured) {
+              auto& s = *sp;
               auto cpu = [&s] { return s.cpu_seconds(); };
               runs[s.name].push_back(
                   events
@@ -181,6 +196,19 @@ int run(int argc, char** argv) {
           "(median of {} alternating runs per point; cpu us/op = server + client CPU time, user + system, per "
           "op: each side's own cost, whoever is the bottleneck)\n",
           rounds);
+      if (floor) {
+        fmt::print("\nADD against the physical floor (minimal epoll server, legacy ADD only; same {} load):\n", gen);
+        fmt::print("{:>6} {:>14} {:>14} {:>14} {:>11} {:>14}\n", "conns", "ctstore ops/s", "floor ops/s",
+                   "torch ops/s", "% of floor", "floor srv us/op");
+        for (int conns : conn_counts) {
+          auto a = rate["ctstore"][{Op::kAdd, conns}], f = rate["floor"][{Op::kAdd, conns}],
+               t = rate["torch"][{Op::kAdd, conns}];
+          fmt::print("{:>6} {:>14.0f} {:>14.0f} {:>14.0f} {:>10.1f}% {:>14.2f}\n", conns, a.ops_per_second,
+                     f.ops_per_second, t.ops_per_second, 100.0 * a.ops_per_second / f.ops_per_second,
+                     f.server_cpu_us_per_op);
+        }
+        std::fflush(stdout);
+      }
       // Targets of issue 3.
       bool ops_ok = true;
       for (auto op : ops)

@@ -46,6 +46,16 @@ ServerUnderTest start_ctstore(const std::string& ctstore_path) {
   return s;
 }
 
+ServerUnderTest start_floor(const std::string& store_bench_path) {
+  ServerUnderTest s;
+  s.name = "floor";
+  s.process = std::make_unique<test::ChildProcess>(std::vector<std::string>{store_bench_path, "--serve-floor"});
+  auto port = s.process->wait_for_line(std::regex(R"(floor listening on 127\.0\.0\.1:(\d+))"), std::chrono::seconds(20));
+  if (!port) throw std::runtime_error("the floor server did not report its port:\n" + s.process->output());
+  s.port = static_cast<std::uint16_t>(std::stoi(*port));
+  return s;
+}
+
 namespace {
 // torch_store_server.py takes a fixed port: ask the kernel for a free one. (It could be taken again before the
 // server binds; the server would then fail to start and we report that.)

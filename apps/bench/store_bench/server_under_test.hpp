@@ -25,6 +25,9 @@ struct ServerUnderTest {
 // build/bin/ctstore --host 127.0.0.1 --port 0; the port comes from its "listening" log line.
 ServerUnderTest start_ctstore(const std::string& ctstore_path);
 
+// `store_bench --serve-floor` (floor_server.hpp): the physical floor, legacy ADD only.
+ServerUnderTest start_floor(const std::string& store_bench_path);
+
 // python3 torch_store_server.py PORT (../shared/peers): torch's TCPStore server; waits for "ready".
 ServerUnderTest start_torch_server(const std::string& python, const std::string& script);
 
