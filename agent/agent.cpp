@@ -5,16 +5,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <optional>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
+#include "agent/agent_policy.hpp"
 #include "agent/cpu_bind.hpp"
 #include "agent/error_file.hpp"
 #include "agent/event_log.hpp"
@@ -31,6 +35,7 @@
 #include "agent/worker_process.hpp"
 #include "agent/worker_store.hpp"
 #include "common/log.hpp"
+#include <spdlog/spdlog.h>
 #include "rendezvous/factory.hpp"
 
 extern char** environ;
@@ -89,10 +94,17 @@ class Agent::Impl {
         log_(ctrun::log::get("agent")),
         children_(io_, SIGCHLD),
         death_signals_(io_),
+        forwarded_signals_(io_),
         kill_timer_(io_),
         drain_timer_(io_),
         membership_timer_(io_),
+        leave_timer_(io_),
         events_(config_.event_log) {}
+
+  ~Impl() {
+    // Reached only with the helper idle (run() does not return while a blocking call is still in flight).
+    lane_.join();
+  }
 
   void use_handler(std::unique_ptr<rdzv::Handler> handler) { rdzv_ = std::move(handler); }
 
@@ -100,38 +112,113 @@ class Agent::Impl {
     // ctrun writes to pipes and consoles that may close under it; an error return is enough.
     std::signal(SIGPIPE, SIG_IGN);
     for (int s : config_.signal_numbers) death_signals_.add(s);
+    for (int s : config_.forwarded_signal_numbers) forwarded_signals_.add(s);
     remaining_restarts_ = config_.max_restarts;
 
-    if (!open_stores()) return exit_code_;
-    layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());
-    if (layout_->enabled()) log_->info("log directory set to: {}", layout_->run_dir());
-    log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} nnodes={}:{} rdzv={} store={}",
-               rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
-               rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
-    events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
-                                 {"nproc_per_node", config_.nproc_per_node},
-                                 {"max_restarts", config_.max_restarts},
-                                 {"master_addr", store_host_},
-                                 {"master_port", store_ ? store_->port() : 0}});
+    if (!open_worker_store()) return exit_code_;
     if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding) {
       allowed_cpus_ = allowed_cpus();
       numa_nodes_ = numa_nodes(allowed_cpus_);
     }
-
     wait_for_children();
     wait_for_death_signal();
-    start_attempt();
+    wait_for_forwarded_signal();
+    make_handler();
     io_.run();
 
     events_.emit("shutdown", {{"exit_code", exit_code_}});
+    if (lane_busy_.load() > 0) {
+      // A rendezvous, barrier or store call is still blocked on the helper thread and the agent was told to go:
+      // it does not wait for it (the kernel closes its sockets). The workers are gone already.
+      spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+      std::fflush(nullptr);
+      ::_exit(exit_code_);
+    }
     store_.reset();  // only now: every worker has exited (NCCL watchdogs poll the store until the end)
     return exit_code_;
   }
 
  private:
-  // The workers' store, then the rendezvous handler (static node rank 0's handler reuses the store on
-  // --master-port). Returns false with exit_code_ set when either cannot start.
-  bool open_stores() {
+  // ---- the state machine (agent_policy.hpp decides; this file only acts) ----
+
+  AgentFacts facts() const {
+    return AgentFacts{failure_seen_, membership_changed_, remaining_restarts_ > 0, death_signal_ != 0};
+  }
+
+  void deliver(AgentEvent event) {
+    const AgentState from = state_;
+    const AgentStep step = decide(from, event, facts());
+    if (step.action == AgentAction::kNone && step.next == from) return;
+    log_->debug("{} + {} -> {} ({})", state_name(from), event_name(event), state_name(step.next),
+                action_name(step.action));
+    state_ = step.next;
+    act(step.action);
+  }
+
+  void act(AgentAction action) {
+    switch (action) {
+      case AgentAction::kNone:
+        return;
+      case AgentAction::kJoinRound:
+      case AgentAction::kRejoin:
+        return join_round();
+      case AgentAction::kRestartGroup:
+        --remaining_restarts_;
+        ++restart_count_;
+        log_->warn("Worker group FAILED. {}/{} attempts left; will restart worker group", remaining_restarts_,
+                   config_.max_restarts);
+        events_.emit("restart", {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
+        return join_round();
+      case AgentAction::kSpawnWorkers:
+        return spawn_group();
+      case AgentAction::kStopWorkers:
+        return stop_workers(SIGTERM, false);
+      case AgentAction::kForwardSignal:
+        return stop_workers(death_signal_, true);
+      case AgentAction::kKillWorkers:
+        for (auto& w : workers_) {
+          if (w.running) signal_group(w.pid, SIGKILL);
+        }
+        return;
+      case AgentAction::kWaitExitBarrier:
+        return wait_exit_barrier();
+      case AgentAction::kCloseSucceeded:
+        exit_code_ = 0;
+        return close_run();
+      case AgentAction::kCloseFailed:
+        report_failure();
+        return close_run();
+      case AgentAction::kLeave:
+        exit_code_ = signal_exit_code();
+        return leave_run();
+      case AgentAction::kExitNow:
+        exit_code_ = signal_exit_code();
+        log_->warn("leaving at once: the {} in progress is abandoned", last_blocking_call_);
+        return finish();
+      case AgentAction::kExit:
+        return finish();
+    }
+  }
+
+  int signal_exit_code() const { return config_.propagate_exit_code ? 128 + death_signal_ : 1; }
+
+  // Runs work on the helper thread (every call that may block: the rendezvous handler is only ever called there,
+  // one thread as handler.hpp asks), then done on the event loop. The loop never waits for it.
+  template <class Work>
+  void off_loop(std::string what, Work work) {
+    last_blocking_call_ = std::move(what);
+    ++lane_busy_;
+    boost::asio::post(lane_, [this, work = std::move(work)]() mutable {
+      auto done = work();  // returns the continuation to run on the loop
+      --lane_busy_;        // before the post: once the loop runs `done`, the helper is idle
+      boost::asio::post(io_, std::move(done));
+    });
+  }
+
+  // ---- the workers' store and the rendezvous handler ----
+
+  // The workers' store (a local bind: never blocks). Returns false with exit_code_ set when it cannot start.
+  bool open_worker_store() {
     const bool single = is_single_node(config_);
     static_multi_node_ = !single && config_.rdzv_backend == "static";
     std::string bind_host;
@@ -166,23 +253,60 @@ class Agent::Impl {
         return false;
       }
     }
-    try {
-      if (!rdzv_) rdzv_ = make_rendezvous_handler(config_);
-    } catch (const std::invalid_argument& e) {
-      log_->error("{}", e.what());
-      exit_code_ = 2;
-      return false;
-    } catch (const std::exception& e) {
-      log_->error("rendezvous failed: {}", e.what());
-      exit_code_ = 1;
-      return false;
-    }
-    if (store_) rdzv_->set_worker_store_address(store_host_, store_->port());
     return true;
   }
 
-  void start_attempt() {
+  // The rendezvous handler connects to (or hosts) the rendezvous store: on the helper thread, so a signal that
+  // arrives while the endpoint does not answer is honoured at once.
+  void make_handler() {
+    std::shared_ptr<rdzv::Handler> given = std::move(rdzv_);
+    off_loop("connection to the rendezvous store", [this, given = std::move(given)]() mutable {
+      int code = 0;
+      std::string error;
+      try {
+        if (!given) given = make_rendezvous_handler(config_);
+        if (store_) given->set_worker_store_address(store_host_, store_->port());
+      } catch (const std::invalid_argument& e) {
+        code = 2;
+        error = e.what();
+      } catch (const std::exception& e) {
+        code = 1;
+        error = std::string("rendezvous failed: ") + e.what();
+      }
+      return [this, h = std::move(given), code, error]() mutable {
+        if (code != 0) {
+          log_->error("{}", error);
+          events_.emit("rendezvous_failed", {{"error", error}});
+          exit_code_ = code;
+          return deliver(AgentEvent::kRendezvousFailed);
+        }
+        rdzv_ = std::move(h);
+        on_handler_ready();
+      };
+    });
+  }
+
+  void on_handler_ready() {
+    layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());
+    if (layout_->enabled()) log_->info("log directory set to: {}", layout_->run_dir());
+    log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} nnodes={}:{} rdzv={} store={}",
+               rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
+               rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
+    events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
+                                 {"nproc_per_node", config_.nproc_per_node},
+                                 {"max_restarts", config_.max_restarts},
+                                 {"master_addr", store_host_},
+                                 {"master_port", store_ ? store_->port() : 0}});
+    deliver(AgentEvent::kHandlerReady);
+  }
+
+  // ---- rounds ----
+
+  void join_round() {
     ++attempt_seq_;
+    failure_seen_ = false;
+    membership_changed_ = false;
+    membership_timer_.cancel();
     // The previous attempt's groups that are empty now: their ids may be recycled, so the guardian must forget them.
     // A group a worker's child still holds stays watched.
     for (const auto& w : workers_) {
@@ -193,34 +317,74 @@ class Agent::Impl {
     // node by now. Not with the static backend, whose one store also holds the rendezvous (as torchrun; torch
     // <= 2.0 workers scope their keys by attempt there).
     if (store_ && !static_multi_node_) store_->clear();
-    try {
-      // A round that breaks before every member arrived is left at once; each try waits at most join_timeout.
-      for (int tries = 0;; ++tries) {
-        round_ = rdzv_->next_rendezvous();
-        if (agree_on_restart_count()) break;
-        if (tries >= kMaxBrokenRounds) throw rdzv::RendezvousError("rounds kept breaking before they started");
+    off_loop("rendezvous", [this, attempt = attempt_seq_, restart_count = restart_count_]() {
+      rdzv::RoundInfo round;
+      int agreed = restart_count;
+      std::string error;
+      try {
+        // A round that breaks before every member arrived is left at once; each try waits at most join_timeout.
+        for (int tries = 0;; ++tries) {
+          round = rdzv_->next_rendezvous();
+          if (auto a = agree_on_restart_count(round, restart_count)) {
+            agreed = *a;
+            break;
+          }
+          if (tries >= kMaxBrokenRounds) throw rdzv::RendezvousError("rounds kept breaking before they started");
+        }
+      } catch (const rdzv::RendezvousError& e) {
+        error = e.what();
+      } catch (const std::exception& e) {
+        error = e.what();
       }
-    } catch (const rdzv::RendezvousError& e) {
-      // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
-      std::string why = e.what();
-      if (!last_round_end_.empty()) why += " (the previous round ended: " + last_round_end_ + ")";
-      log_->error("rendezvous failed: {}", why);
-      events_.emit("rendezvous_failed", {{"error", why}});
-      exit_code_ = 1;
-      return finish();
+      return [this, attempt, round = std::move(round), agreed, error]() mutable {
+        if (attempt != attempt_seq_) return;
+        if (!error.empty()) {
+          // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
+          if (!last_round_end_.empty()) error += " (the previous round ended: " + last_round_end_ + ")";
+          log_->error("rendezvous failed: {}", error);
+          events_.emit("rendezvous_failed", {{"error", error}});
+          exit_code_ = 1;
+          return deliver(AgentEvent::kRendezvousFailed);
+        }
+        if (agreed != restart_count_) log_->info("restart count of this round: {} (this node had {})", agreed,
+                                                 restart_count_);
+        restart_count_ = agreed;
+        round_ = std::move(round);
+        deliver(AgentEvent::kRoundFormed);
+      };
+    });
+  }
+
+  // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp). Nullopt
+  // when the round broke before every member arrived: the caller joins the next round. Helper thread.
+  std::optional<int> agree_on_restart_count(const rdzv::RoundInfo& round, int restart_count) {
+    if (round.group_world_size <= 1 || !round.store || rdzv_->backend() != "c10d") return restart_count;
+    try {
+      auto agreed = agree_restart_count(*round.store, restart_count, round.group_world_size, kAgreementTimeout,
+                                        [this] { return rdzv_->num_nodes_waiting() > 0 || rdzv_->round_broken(); });
+      if (!agreed) {
+        log_->warn("round {} ended before it started ({}); joining the next round", round.round,
+                   rdzv_->restart_reason());
+        return std::nullopt;
+      }
+      return *agreed;
+    } catch (const store::StoreError& e) {
+      throw rdzv::RendezvousError(std::string("the members of the round did not all agree on a restart count: ") +
+                                  e.what());
     }
+  }
+
+  void spawn_group() {
     events_.emit("rendezvous", {{"round", round_.round},
                                 {"group_rank", round_.group_rank},
                                 {"group_world_size", round_.group_world_size},
                                 {"world_size", round_.global_world_size}});
     layout_->prepare_attempt(restart_count_, config_.nproc_per_node);
-    failure_seen_ = false;
-    stopping_ = false;
     workers_.assign(static_cast<std::size_t>(config_.nproc_per_node), Worker{});
     open_filtered_files();
     // Each exec is awaited before the next fork: the parent sleeps in read() and the child gets its CPU at once,
     // which measured faster restarts on a busy machine than forking the whole group first.
-    for (int r = 0; r < config_.nproc_per_node && !stopping_; ++r) {
+    for (int r = 0; r < config_.nproc_per_node && state_ == AgentState::kRunning; ++r) {
       try {
         StartedWorker started = spawn(r);
         try {
@@ -234,61 +398,96 @@ class Agent::Impl {
       }
     }
     watch_membership();
-    maybe_finish_attempt();
-  }
-
-  // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp). False
-  // when the round broke before every member arrived: the caller joins the next round.
-  bool agree_on_restart_count() {
-    if (round_.group_world_size <= 1 || !round_.store || rdzv_->backend() != "c10d") return true;
-    try {
-      auto agreed = agree_restart_count(*round_.store, restart_count_, round_.group_world_size, kAgreementTimeout,
-                                        [this] { return rdzv_->num_nodes_waiting() > 0 || rdzv_->round_broken(); });
-      if (!agreed) {
-        log_->warn("round {} ended before it started ({}); joining the next round", round_.round,
-                   rdzv_->restart_reason());
-        return false;
-      }
-      if (*agreed != restart_count_) {
-        log_->info("restart count of this round: {} (this node had {})", *agreed, restart_count_);
-      }
-      restart_count_ = *agreed;
-      return true;
-    } catch (const store::StoreError& e) {
-      throw rdzv::RendezvousError(std::string("the members of the round did not all agree on a restart count: ") +
-                                  e.what());
-    }
+    check_group_exited();
   }
 
   // Multi-node rounds end when a node waits to join or a member is lost. The rendezvous answers that only when
-  // asked (a store read), so it is asked every --monitor-interval; a single-node job never asks.
+  // asked (a store read, on the helper thread), so it is asked every --monitor-interval; a single-node job never
+  // asks.
   void watch_membership() {
     if (round_.group_world_size <= 1 && config_.max_nodes <= 1) return;
     membership_timer_.expires_after(
         std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(config_.monitor_interval)));
     membership_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
-      if (ec || attempt != attempt_seq_ || finished_ || stopping_) return;
-      int waiting = 0;
-      bool broken = false;
-      std::string reason;
+      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
+      off_loop("membership check", [this, attempt]() {
+        int waiting = 0;
+        bool broken = false;
+        std::string reason;
+        try {
+          waiting = rdzv_->num_nodes_waiting();
+          broken = waiting == 0 && rdzv_->round_broken();
+          if (waiting > 0 || broken) reason = rdzv_->restart_reason();
+        } catch (const std::exception& e) {
+          // The rendezvous store is gone (its host died, or it restarted empty): end the round; joining the next
+          // one says what failed.
+          broken = true;
+          reason = std::string("the rendezvous store failed: ") + e.what();
+        }
+        return [this, attempt, waiting, broken, reason]() {
+          if (attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
+          if (waiting == 0 && !broken) return watch_membership();
+          log_->warn("Membership changed ({}); restarting worker group into a new round",
+                     reason.empty() ? std::to_string(waiting) + " node(s) waiting" : reason);
+          events_.emit("membership_change", {{"nodes_waiting", waiting}, {"reason", reason}});
+          membership_changed_ = true;
+          last_round_end_ = reason;
+          deliver(AgentEvent::kMembershipChanged);
+        };
+      });
+    });
+  }
+
+  // ---- the end of the run ----
+
+  void wait_exit_barrier() {
+    log_->info("worker group succeeded");
+    // Wait for the other nodes so an early finisher does not look like a scale-down (torchrun: 300 s).
+    const auto timeout = std::chrono::duration_cast<store::Duration>(
+        std::chrono::duration<double>(config_.exit_barrier_timeout));
+    off_loop("exit barrier", [this, timeout]() {
+      bool passed = false;
       try {
-        waiting = rdzv_->num_nodes_waiting();
-        broken = waiting == 0 && rdzv_->round_broken();
-        if (waiting > 0 || broken) reason = rdzv_->restart_reason();
+        passed = rdzv_->exit_barrier(timeout);
       } catch (const std::exception& e) {
-        // The rendezvous store is gone (its host died): end the round; joining the next one says what failed.
-        broken = true;
-        reason = std::string("the rendezvous store failed: ") + e.what();
+        log_->warn("exit barrier failed: {}", e.what());
       }
-      if (waiting > 0 || broken) {
-        log_->warn("Membership changed ({}); restarting worker group into a new round",
-                   reason.empty() ? std::to_string(waiting) + " node(s) waiting" : reason);
-        events_.emit("membership_change", {{"nodes_waiting", waiting}, {"reason", reason}});
-        membership_restart_ = true;
-        last_round_end_ = reason;
-        return stop_workers(SIGTERM);
+      return [this, passed]() {
+        if (!passed) log_->warn("exit barrier timed out after {} s (--exit-barrier-timeout)", config_.exit_barrier_timeout);
+        deliver(AgentEvent::kBarrierDone);
+      };
+    });
+  }
+
+  // shutdown(): closes the run id for every node (success, or failure with no restarts left, as torchrun).
+  void close_run() {
+    off_loop("rendezvous shutdown", [this]() {
+      try {
+        rdzv_->shutdown();
+      } catch (const std::exception& e) {
+        log_->warn("could not close the rendezvous: {}", e.what());
       }
-      watch_membership();
+      return [this]() { deliver(AgentEvent::kClosed); };
+    });
+  }
+
+  // A death signal: leave the round without closing the run, so the other nodes restart at once (torchrun
+  // #67742). Bounded: a rendezvous store that does not answer cannot hold the agent past the signal's second.
+  void leave_run() {
+    off_loop("rendezvous leave", [this]() {
+      try {
+        rdzv_->leave();
+      } catch (const std::exception& e) {
+        log_->warn("could not leave the rendezvous: {}", e.what());
+      }
+      return [this]() { deliver(AgentEvent::kClosed); };
+    });
+    leave_timer_.expires_after(kLeaveBudget);
+    leave_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      log_->warn("the rendezvous did not answer within {} ms; leaving without it",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(kLeaveBudget).count());
+      deliver(AgentEvent::kClosed);
     });
   }
 
@@ -406,6 +605,23 @@ class Agent::Impl {
     });
   }
 
+  // SIGUSR1/SIGUSR2 (unless --signals-to-handle makes them death signals): passed on to every worker's process
+  // group, the job goes on. Workers use them for checkpoint-on-preemption (Slurm's --signal) and stack dumps.
+  void wait_for_forwarded_signal() {
+    forwarded_signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      nlohmann::json pids = nlohmann::json::array();
+      for (auto& w : workers_) {
+        if (!w.running) continue;
+        signal_group(w.pid, sig);
+        pids.push_back(w.pid);
+      }
+      log_->info("Received {}: forwarded to {} worker(s)", signal_name(sig), pids.size());
+      events_.emit("signal_forwarded", {{"signal", signal_name(sig)}, {"pids", pids}});
+      wait_for_forwarded_signal();
+    });
+  }
+
   // SIGCHLD: collect every worker that exited (several may have, signals coalesce).
   void reap() {
     for (auto& w : workers_) {
@@ -417,7 +633,7 @@ class Agent::Impl {
       w.exitcode = exitcode_of(status);
       w.exited_ns = monotonic_ns();
       w.exited_epoch = epoch_seconds();
-      w.stopped_by_us = stopping_;
+      w.stopped_by_us = state_ != AgentState::kRunning;
       nlohmann::json ev = {{"local_rank", w.local_rank},
                            {"rank", w.global_rank},
                            {"pid", w.pid},
@@ -431,37 +647,45 @@ class Agent::Impl {
         on_worker_failed();
       }
     }
-    maybe_finish_attempt();
+    check_group_exited();
   }
 
+  // All-or-nothing, as torchrun: one failure stops the whole local group.
   void on_worker_failed() {
-    if (failure_seen_) return;
+    if (state_ != AgentState::kRunning) return;
     failure_seen_ = true;
-    // All-or-nothing, as torchrun: one failure stops the whole local group.
-    stop_workers(SIGTERM);
+    deliver(AgentEvent::kWorkerFailed);
+  }
+
+  void check_group_exited() {
+    if (state_ != AgentState::kRunning && state_ != AgentState::kStopping) return;
+    for (const auto& w : workers_) {
+      if (w.running) return;
+    }
+    kill_timer_.cancel();
+    membership_timer_.cancel();
+    deliver(AgentEvent::kGroupExited);
   }
 
   void on_death_signal(int sig) {
     if (death_signal_ != 0) {
-      // A second signal while shutting down: the user insists; do not wait out the shutdown timeout.
+      // A second signal: the user insists; do not wait out the shutdown timeout.
       log_->warn("Received {} again, killing workers now", signal_name(sig));
-      for (auto& w : workers_) {
-        if (w.running) signal_group(w.pid, SIGKILL);
-      }
-      return;
+      events_.emit("signal", {{"signal", signal_name(sig)}, {"again", true}});
+      return deliver(AgentEvent::kSignalAgain);
     }
     death_signal_ = sig;
-    log_->warn("Received {} death signal, shutting down workers", signal_name(sig));
-    events_.emit("signal", {{"signal", signal_name(sig)}});
-    stopping_ = false;  // forward this signal even if a failure stop already sent SIGTERM
-    stop_workers(sig);
-    maybe_finish_attempt();
+    log_->warn("Received {} death signal, shutting down workers (agent state: {})", signal_name(sig), state_name(state_));
+    events_.emit("signal", {{"signal", signal_name(sig)}, {"state", state_name(state_)}});
+    deliver(AgentEvent::kSignal);
+    check_group_exited();
   }
 
-  // Sends sig to every worker's process group, then SIGKILL after --shutdown-timeout.
-  void stop_workers(int sig) {
-    if (stopping_) return;
-    stopping_ = true;
+  // Sends sig to every worker's process group, then SIGKILL after --shutdown-timeout. again: a stop already
+  // under way (for a failure) is overtaken by a death signal, which is sent too.
+  void stop_workers(int sig, bool again) {
+    if (stopping_attempt_ == attempt_seq_ && !again) return;
+    stopping_attempt_ = attempt_seq_;
     for (auto& w : workers_) {
       // Exited leaders too: their process group may still hold the worker's own children.
       if (w.pid > 0) signal_group(w.pid, sig);
@@ -480,45 +704,6 @@ class Agent::Impl {
         }
       }
     });
-  }
-
-  void maybe_finish_attempt() {
-    for (const auto& w : workers_) {
-      if (w.running) return;
-    }
-    if (finished_) return;
-    kill_timer_.cancel();
-    membership_timer_.cancel();
-    if (death_signal_ != 0) {
-      // Leave the round without closing the run: the other nodes restart at once (torchrun #67742).
-      rdzv_->leave();
-      exit_code_ = config_.propagate_exit_code ? 128 + death_signal_ : 1;
-      return finish();
-    }
-    if (membership_restart_ && !failure_seen_) {
-      membership_restart_ = false;  // a new round; it does not use up --max-restarts (as torchrun)
-      return start_attempt();
-    }
-    membership_restart_ = false;
-    if (!failure_seen_) {
-      log_->info("worker group succeeded");
-      // Wait for the other nodes so an early finisher does not look like a scale-down (torchrun: 300 s).
-      if (!rdzv_->exit_barrier(std::chrono::seconds(300))) log_->warn("exit barrier timed out");
-      rdzv_->shutdown();
-      exit_code_ = 0;
-      return finish();
-    }
-    if (remaining_restarts_ > 0) {
-      --remaining_restarts_;
-      ++restart_count_;
-      log_->warn("Worker group FAILED. {}/{} attempts left; will restart worker group", remaining_restarts_,
-                 config_.max_restarts);
-      events_.emit("restart", {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
-      return start_attempt();
-    }
-    report_failure();
-    rdzv_->shutdown();  // as torchrun: the run is over for every node
-    finish();
   }
 
   void report_failure() {
@@ -555,7 +740,10 @@ class Agent::Impl {
     finished_ = true;
     children_.cancel();
     membership_timer_.cancel();
+    leave_timer_.cancel();
+    kill_timer_.cancel();
     death_signals_.cancel();
+    forwarded_signals_.cancel();
     drain_or_stop();
   }
 
@@ -599,20 +787,23 @@ class Agent::Impl {
   boost::asio::io_context io_;
   boost::asio::signal_set children_;
   boost::asio::signal_set death_signals_;
+  boost::asio::signal_set forwarded_signals_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer drain_timer_;
   boost::asio::steady_timer membership_timer_;
+  boost::asio::steady_timer leave_timer_;
   EventLog events_;
   std::optional<std::string> prefix_template_ = env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
 
   static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);
   static constexpr int kMaxBrokenRounds = 100;
+  static constexpr std::chrono::milliseconds kLeaveBudget{500};  // of the one second a signal is honoured in
 
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;
   bool static_multi_node_ = false;
   std::string last_round_end_;  // why the previous round ended (membership change), for error messages
-  std::unique_ptr<rdzv::Handler> rdzv_;
+  std::shared_ptr<rdzv::Handler> rdzv_;  // called on the helper thread only (run_id/backend are constant)
   std::unique_ptr<LogLayout> layout_;
   rdzv::RoundInfo round_;
   std::vector<Worker> workers_;
@@ -626,12 +817,19 @@ class Agent::Impl {
   int restart_count_ = 0;
   int remaining_restarts_ = 0;
   std::uint64_t attempt_seq_ = 0;  // every start_attempt, restarts and new rounds alike
-  bool membership_restart_ = false;
+  AgentState state_ = AgentState::kInitialising;
+  bool membership_changed_ = false;
   bool failure_seen_ = false;
-  bool stopping_ = false;
+  std::uint64_t stopping_attempt_ = 0;  // the attempt whose workers were already signalled
   bool finished_ = false;
   int death_signal_ = 0;
   int exit_code_ = 1;
+  std::string last_blocking_call_;
+
+  // The helper thread for blocking calls, and how many of its tasks are queued or running. Last member: destroyed
+  // (joined) first, while everything its tasks use still exists.
+  std::atomic<int> lane_busy_{0};
+  boost::asio::thread_pool lane_{1};
 };
 
 Agent::Agent(LaunchConfig config, EnvLookup env) : impl_(std::make_unique<Impl>(std::move(config), std::move(env))) {}

@@ -59,6 +59,9 @@ const std::vector<FlagSpec>& flag_table() {
        "Exit with the root-cause worker's exit code (128+N for signal N) instead of 1."},
       {"cpu_bind", "", K::kValue, "none", true, false,
        "Bind each local rank to a slice of the machine: none, core or numa."},
+      {"exit_barrier_timeout", "", K::kValue, std::nullopt, true, false,
+       "Seconds a node that succeeded waits for the others before exiting (default "
+       "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT or 300, torchrun's fixed value)."},
   };
   return table;
 }

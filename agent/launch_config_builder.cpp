@@ -1,5 +1,6 @@
 #include "agent/launch_config_builder.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -298,6 +299,15 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   std::string timeout = v.get("shutdown_timeout").value_or(env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT").value_or("30"));
   c.shutdown_timeout = to_double("shutdown_timeout", timeout);
   if (c.shutdown_timeout < 0) bad("shutdown_timeout", "must be >= 0 seconds");
+  std::string barrier =
+      v.get("exit_barrier_timeout").value_or(env("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT").value_or("300"));
+  c.exit_barrier_timeout = to_double("exit_barrier_timeout", barrier);
+  if (!(c.exit_barrier_timeout >= 0)) bad("exit_barrier_timeout", "must be >= 0 seconds");
+  c.forwarded_signal_numbers.clear();
+  for (int sig : {SIGUSR1, SIGUSR2}) {
+    if (std::find(c.signal_numbers.begin(), c.signal_numbers.end(), sig) == c.signal_numbers.end())
+      c.forwarded_signal_numbers.push_back(sig);
+  }
 
   c.event_log = v.get("event_log");
   c.propagate_exit_code = v.flag("propagate_exit_code");

@@ -1,6 +1,8 @@
 // Flag parsing: both spellings, PET_* env, config file precedence, errors, and every torchrun flag.
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include <fstream>
 
 #include "agent/cli.hpp"
@@ -81,6 +83,21 @@ TEST(Cli, ShutdownTimeoutFromTorchEnv) {
   EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).shutdown_timeout, 7.0);
   EXPECT_DOUBLE_EQ(parse({"--shutdown-timeout", "2.5", "t.py"}).shutdown_timeout, 2.5);
   EXPECT_THROW(parse({"--shutdown-timeout", "-1", "t.py"}), UsageError);
+}
+
+TEST(Cli, ExitBarrierTimeoutFlagEnvAndDefault) {
+  EXPECT_DOUBLE_EQ(parse({"t.py"}).exit_barrier_timeout, 300.0);  // torchrun's fixed value
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "12"}}).exit_barrier_timeout, 12.0);
+  EXPECT_DOUBLE_EQ(parse({"--exit-barrier-timeout", "0.5", "t.py"}).exit_barrier_timeout, 0.5);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"PET_EXIT_BARRIER_TIMEOUT", "9"}}).exit_barrier_timeout, 9.0);
+  EXPECT_THROW(parse({"--exit-barrier-timeout", "-1", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--exit-barrier-timeout", "soon", "t.py"}), UsageError);
+}
+
+TEST(Cli, Sigusr1And2AreForwardedUnlessTheyAreDeathSignals) {
+  EXPECT_EQ(parse({"t.py"}).forwarded_signal_numbers, (std::vector<int>{SIGUSR1, SIGUSR2}));
+  EXPECT_EQ(parse({"--signals-to-handle", "SIGTERM,SIGUSR1", "t.py"}).forwarded_signal_numbers,
+            (std::vector<int>{SIGUSR2}));
 }
 
 TEST(Cli, StandaloneOverridesRendezvous) {
@@ -176,6 +193,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"shutdown_timeout", "5"},
                                                      {"event_log", "/tmp/ev.jsonl"},
                                                      {"cpu_bind", "core"},
+                                                     {"exit_barrier_timeout", "7"},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",
                                                    "nproc_per_node",
