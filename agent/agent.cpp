@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent_policy.hpp"
+#include "agent/console_sink.hpp"
 #include "agent/cpu_bind.hpp"
 #include "agent/error_file.hpp"
 #include "agent/event_log.hpp"
@@ -126,6 +127,14 @@ class Agent::Impl {
     make_handler();
     io_.run();
 
+    // Tee'd lines still queued for a slow console get a moment; a console that does not read gets none.
+    console_.flush(std::chrono::milliseconds(lane_busy_.load() > 0 || death_signal_ != 0 ? 200 : 2000));
+    if (auto dropped = console_.dropped_lines()) {
+      log_->warn("{} line(s) of worker output were not shown on the console (it did not keep up); the log files "
+                 "have every line",
+                 dropped);
+      events_.emit("console_dropped", {{"lines", dropped}});
+    }
     events_.emit("shutdown", {{"exit_code", exit_code_}});
     if (lane_busy_.load() > 0) {
       // A rendezvous, barrier or store call is still blocked on the helper thread and the agent was told to go:
@@ -547,6 +556,7 @@ class Agent::Impl {
           child_fds.push_back(p[1]);
           TeeTarget target;
           target.console_fd = plan.to_console ? stream : -1;
+          target.console = &console_;
           target.file_fd = layout_->enabled() ? open_for_child(path) : -1;
           target.filtered_fd = stream == 1 ? filtered_out_fd_ : filtered_err_fd_;
           target.filters = stream == 1 ? config_.duplicate_stdout_filters : config_.duplicate_stderr_filters;
@@ -793,6 +803,7 @@ class Agent::Impl {
   boost::asio::steady_timer membership_timer_;
   boost::asio::steady_timer leave_timer_;
   EventLog events_;
+  ConsoleSink console_;  // before tees_: the tee streams write into it
   std::optional<std::string> prefix_template_ = env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
 
   static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);

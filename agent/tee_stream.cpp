@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
+#include "agent/console_sink.hpp"
 #include "agent/line_splitter.hpp"
 
 namespace ctrun::agent {
@@ -53,7 +54,9 @@ class TeeStream::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void emit(std::string_view line) {
-    if (target_.console_fd >= 0) {
+    if (target_.console_fd >= 0 && target_.console != nullptr) {
+      target_.console->write(target_.console_fd, target_.prefix, line);
+    } else if (target_.console_fd >= 0) {
       line_.assign(target_.prefix);
       line_.append(line);
       write_all(target_.console_fd, line_.data(), line_.size());

@@ -14,8 +14,11 @@ class io_context;
 
 namespace ctrun::agent {
 
+class ConsoleSink;
+
 struct TeeTarget {
   int console_fd = -1;   // 1 or 2; -1: not shown on the console
+  ConsoleSink* console = nullptr;  // queues console lines off the loop; null: written directly (blocking)
   int file_fd = -1;      // owned: closed at end of stream; -1: no file
   int filtered_fd = -1;  // shared by the ranks of an attempt, not owned
   std::vector<std::string> filters;
