@@ -36,7 +36,8 @@ def free_port():
 
 def launch(cmd, tag, mode, out):
     env = dict(os.environ, OUT_DIR=out, TAG=tag, MODE=mode, LOGLEVEL="WARNING")
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    log = open(os.path.join(out, f"log_{tag}"), "w")
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 
@@ -56,7 +57,7 @@ def term_and_time(p, sig=signal.SIGTERM, timeout=60):
         p.wait(timeout)
     except subprocess.TimeoutExpired:
         return None
-    return time.monotonic() - t0
+    return time.monotonic() - t0, p.returncode
 
 
 def cleanup(procs, out):
@@ -77,7 +78,7 @@ def cleanup(procs, out):
 def base(launcher, nnodes, endpoint, addr, worker):
     cmd = launcher + [f"--nnodes={nnodes}", "--nproc_per_node=1", "--rdzv_backend=c10d",
                       f"--rdzv_endpoint={endpoint}", "--rdzv_id=sig", "--no_python"]
-    if addr:
+    if addr and "ctrun" in os.path.basename(launcher[0]):  # torchrun 1.13 has no --local_addr (ids are host_pid)
         cmd.append(f"--local_addr={addr}")
     return cmd + [worker]
 
@@ -91,7 +92,7 @@ def phases(launcher, worker, settle):
         p = launch(launcher + ["--standalone", "--nproc_per_node=2", "--no_python", worker], "run", "wait", out)
         procs.append(p)
         wait_file(os.path.join(out, "pid_run_1"))
-        time.sleep(0.5)
+        time.sleep(settle)
         results["running"] = term_and_time(p)
         # waiting for a node that never comes: the store host, then a client
         ep = f"127.0.0.1:{free_port()}"
@@ -116,7 +117,10 @@ def phases(launcher, worker, settle):
         results["running, peer gone"] = term_and_time(b)
     finally:
         cleanup(procs, out)
-        shutil.rmtree(out, ignore_errors=True)
+        if os.environ.get("KEEP"):
+            print("logs kept in", out)
+        else:
+            shutil.rmtree(out, ignore_errors=True)
     return results
 
 
@@ -136,8 +140,9 @@ def main():
         launchers.append(("torchrun 1.13", [sys.executable, args.torchrun]))
     print(f"load average: {os.getloadavg()}")
     for name, cmd in launchers:
-        for phase, s in phases(cmd, worker, args.settle).items():
-            print(f"{name:14s} {phase:28s} " + ("did not exit" if s is None else f"{s:.3f} s"), flush=True)
+        for phase, r in phases(cmd, worker, args.settle).items():
+            print(f"{name:14s} {phase:28s} " + ("did not exit" if r is None else f"{r[0]:.3f} s  exit status {r[1]}"),
+                  flush=True)
     shutil.rmtree(work, ignore_errors=True)
 
 
