@@ -16,6 +16,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/agent_policy.hpp"
@@ -100,6 +101,7 @@ class Agent::Impl {
         drain_timer_(io_),
         membership_timer_(io_),
         leave_timer_(io_),
+        rejoin_timer_(io_),
         events_(config_.event_log) {}
 
   ~Impl() {
@@ -326,6 +328,7 @@ class Agent::Impl {
     // node by now. Not with the static backend, whose one store also holds the rendezvous (as torchrun; torch
     // <= 2.0 workers scope their keys by attempt there).
     if (store_ && !static_multi_node_) store_->clear();
+    if (store_lost_) watch_rejoin_after_store_loss();
     off_loop("rendezvous", [this, attempt = attempt_seq_, restart_count = restart_count_]() {
       rdzv::RoundInfo round;
       int agreed = restart_count;
@@ -347,6 +350,8 @@ class Agent::Impl {
       }
       return [this, attempt, round = std::move(round), agreed, error]() mutable {
         if (attempt != attempt_seq_) return;
+        rejoin_timer_.cancel();
+        store_lost_ = false;
         if (!error.empty()) {
           // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
           if (!last_round_end_.empty()) error += " (the previous round ended: " + last_round_end_ + ")";
@@ -361,6 +366,29 @@ class Agent::Impl {
         round_ = std::move(round);
         deliver(AgentEvent::kRoundFormed);
       };
+    });
+  }
+
+  // After the rendezvous store was lost, the next round is joined on a store that may be gone or back empty; the
+  // handler's calls may then wait on keys nobody will write. The agent does not wait past join_timeout (+ a grace
+  // for the restart-count agreement): it fails with a message that says what happened.
+  void watch_rejoin_after_store_loss() {
+    store::Duration join_timeout = std::chrono::seconds(600);
+    try {
+      if (auto v = rendezvous_parameters(config_).get_as_seconds("join_timeout")) join_timeout = *v;
+    } catch (const std::exception&) {
+    }
+    rejoin_timer_.expires_after(join_timeout + kRejoinGrace);
+    rejoin_timer_.async_wait([this, attempt = attempt_seq_, join_timeout](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+      std::string error = fmt::format(
+          "no new round within join_timeout ({} s) after the rendezvous store was lost ({}). If the store was "
+          "restarted, restart the job with a new --rdzv-id; otherwise check the --rdzv-endpoint host",
+          std::chrono::duration_cast<std::chrono::seconds>(join_timeout).count(), last_round_end_);
+      log_->error("rendezvous failed: {}", error);
+      events_.emit("rendezvous_failed", {{"error", error}});
+      exit_code_ = 1;
+      deliver(AgentEvent::kRendezvousFailed);
     });
   }
 
@@ -423,6 +451,7 @@ class Agent::Impl {
         int waiting = 0;
         bool broken = false;
         std::string reason;
+        bool store_lost = false;
         try {
           waiting = rdzv_->num_nodes_waiting();
           broken = waiting == 0 && rdzv_->round_broken();
@@ -431,15 +460,17 @@ class Agent::Impl {
           // The rendezvous store is gone (its host died, or it restarted empty): end the round; joining the next
           // one says what failed.
           broken = true;
+          store_lost = true;
           reason = std::string("the rendezvous store failed: ") + e.what();
         }
-        return [this, attempt, waiting, broken, reason]() {
+        return [this, attempt, waiting, broken, reason, store_lost]() {
           if (attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
           if (waiting == 0 && !broken) return watch_membership();
           log_->warn("Membership changed ({}); restarting worker group into a new round",
                      reason.empty() ? std::to_string(waiting) + " node(s) waiting" : reason);
           events_.emit("membership_change", {{"nodes_waiting", waiting}, {"reason", reason}});
           membership_changed_ = true;
+          store_lost_ = store_lost;
           last_round_end_ = reason;
           deliver(AgentEvent::kMembershipChanged);
         };
@@ -751,6 +782,7 @@ class Agent::Impl {
     children_.cancel();
     membership_timer_.cancel();
     leave_timer_.cancel();
+    rejoin_timer_.cancel();
     kill_timer_.cancel();
     death_signals_.cancel();
     forwarded_signals_.cancel();
@@ -802,13 +834,15 @@ class Agent::Impl {
   boost::asio::steady_timer drain_timer_;
   boost::asio::steady_timer membership_timer_;
   boost::asio::steady_timer leave_timer_;
+  boost::asio::steady_timer rejoin_timer_;
   EventLog events_;
   ConsoleSink console_;  // before tees_: the tee streams write into it
   std::optional<std::string> prefix_template_ = env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
 
   static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);
   static constexpr int kMaxBrokenRounds = 100;
-  static constexpr std::chrono::milliseconds kLeaveBudget{500};  // of the one second a signal is honoured in
+  static constexpr std::chrono::milliseconds kLeaveBudget{500};
+  static constexpr std::chrono::seconds kRejoinGrace{10};  // of the one second a signal is honoured in
 
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;
@@ -831,6 +865,7 @@ class Agent::Impl {
   AgentState state_ = AgentState::kInitialising;
   bool membership_changed_ = false;
   bool failure_seen_ = false;
+  bool store_lost_ = false;  // the last round ended because the rendezvous store failed
   std::uint64_t stopping_attempt_ = 0;  // the attempt whose workers were already signalled
   bool finished_ = false;
   int death_signal_ = 0;
