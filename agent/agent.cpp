@@ -22,6 +22,7 @@
 #include "agent/agent_policy.hpp"
 #include "agent/console_sink.hpp"
 #include "agent/cpu_bind.hpp"
+#include "agent/escapees.hpp"
 #include "agent/error_file.hpp"
 #include "agent/event_log.hpp"
 #include "agent/failure.hpp"
@@ -705,7 +706,19 @@ class Agent::Impl {
     }
     kill_timer_.cancel();
     membership_timer_.cancel();
+    sweep_escapees();
     deliver(AgentEvent::kGroupExited);
+  }
+
+  // The group has ended: processes of it that left its process group (setsid, double fork) end too.
+  void sweep_escapees() {
+    auto token = env_(kJobTokenVariable);
+    if (!token || token->empty()) return;
+    int n = signal_marked_processes(*token, SIGKILL);
+    if (n > 0) {
+      log_->warn("killed {} process(es) of the worker group that had left its process group (setsid or daemon)", n);
+      events_.emit("escapees_killed", {{"count", n}});
+    }
   }
 
   void on_death_signal(int sig) {

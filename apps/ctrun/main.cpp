@@ -8,6 +8,7 @@
 
 #include "agent/agent.hpp"
 #include "agent/cli.hpp"
+#include "agent/escapees.hpp"
 #include "agent/guardian.hpp"
 #include "agent/nproc.hpp"
 #include "common/log.hpp"
@@ -55,8 +56,12 @@ int main(int argc, char** argv) {
     ::setenv("OMP_NUM_THREADS", "1", 1);
     log->warn(kOmpWarning);
   }
-  // Before any thread exists (fork): kills the workers' process groups, grandchildren included, if ctrun dies.
-  if (!start_guardian()) log->warn("could not start the orphan guardian; workers' children may outlive a killed ctrun");
+  // Before any thread exists (fork): kills the workers' process groups, grandchildren included, if ctrun dies; and
+  // every process carrying this ctrun's job token (agent/escapees.hpp), set only after the guardian forked.
+  const std::string job_token = make_job_token();
+  if (!start_guardian(job_token))
+    log->warn("could not start the orphan guardian; workers' children may outlive a killed ctrun");
+  ::setenv(kJobTokenVariable, job_token.c_str(), 1);
   try {
     Agent agent(std::move(config), env);
     return agent.run();
