@@ -675,7 +675,9 @@ class Agent::Impl {
       w.exitcode = exitcode_of(status);
       w.exited_ns = monotonic_ns();
       w.exited_epoch = epoch_seconds();
-      w.stopped_by_us = state_ != AgentState::kRunning;
+      // Collateral of a stop: it died of the signal ctrun sent (or its shell's 128+N). A rank that exits with a code
+      // of its own while the group is being stopped failed by itself and is named in the summary (as torchrun).
+      w.stopped_by_us = state_ != AgentState::kRunning && died_of_stop_signal(w.exitcode);
       nlohmann::json ev = {{"local_rank", w.local_rank},
                            {"rank", w.global_rank},
                            {"pid", w.pid},
@@ -735,11 +737,19 @@ class Agent::Impl {
     check_group_exited();
   }
 
+  bool died_of_stop_signal(int exitcode) const {
+    for (int sig : {stop_signal_, SIGKILL}) {
+      if (sig != 0 && (exitcode == -sig || exitcode == 128 + sig)) return true;
+    }
+    return false;
+  }
+
   // Sends sig to every worker's process group, then SIGKILL after --shutdown-timeout. again: a stop already
   // under way (for a failure) is overtaken by a death signal, which is sent too.
   void stop_workers(int sig, bool again) {
     if (stopping_attempt_ == attempt_seq_ && !again) return;
     stopping_attempt_ = attempt_seq_;
+    stop_signal_ = sig;
     for (auto& w : workers_) {
       // Exited leaders too: their process group may still hold the worker's own children.
       if (w.pid > 0) signal_group(w.pid, sig);
@@ -879,7 +889,8 @@ class Agent::Impl {
   bool membership_changed_ = false;
   bool failure_seen_ = false;
   bool store_lost_ = false;  // the last round ended because the rendezvous store failed
-  std::uint64_t stopping_attempt_ = 0;  // the attempt whose workers were already signalled
+  std::uint64_t stopping_attempt_ = 0;
+  int stop_signal_ = 0;  // the signal the current stop sent  // the attempt whose workers were already signalled
   bool finished_ = false;
   int death_signal_ = 0;
   int exit_code_ = 1;

@@ -209,6 +209,8 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   c.standalone = v.flag("standalone");
   c.rdzv_backend = v.str("rdzv_backend");
   c.rdzv_endpoint = v.str("rdzv_endpoint");
+  if (!c.rdzv_endpoint.empty() && c.rdzv_endpoint.back() == ':')
+    bad("rdzv_endpoint", "'" + c.rdzv_endpoint + "' has an empty port: give host:port, or host alone for the default");
   c.rdzv_id = v.str("rdzv_id");
   c.rdzv_conf = parse_rdzv_conf(v.str("rdzv_conf"));
   if (c.standalone) {

@@ -85,6 +85,36 @@ TEST(Cli, ShutdownTimeoutFromTorchEnv) {
   EXPECT_THROW(parse({"--shutdown-timeout", "-1", "t.py"}), UsageError);
 }
 
+TEST(Cli, UnambiguousLongPrefixesAsArgparse) {
+  auto c = parse({"--nproc=2", "--max-r", "4", "--stand", "t.py", "--nproc=9"});
+  EXPECT_EQ(c.nproc_per_node_spec, "2");
+  EXPECT_EQ(c.max_restarts, 4);
+  EXPECT_TRUE(c.standalone);
+  EXPECT_EQ(c.script_args, (std::vector<std::string>{"--nproc=9"}));  // the script's words are never touched
+  EXPECT_EQ(parse({"--max_rest=1", "t.py"}).max_restarts, 1);
+  try {
+    parse({"--n=2", "t.py"});
+    FAIL() << "--n is ambiguous";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("ambiguous option: --n could match --nnodes, --nproc-per-node"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Cli, EmptyValuesAndEmptyPortsAreErrors) {
+  EXPECT_THROW(parse({"--log-dir=", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--rdzv-id=", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--rdzv-backend=c10d", "--rdzv-endpoint=localhost:", "--nnodes=2", "t.py"}), UsageError);
+  // the word after an empty `--flag=` is never taken as its value
+  try {
+    parse({"--log-dir=", "/tmp/x", "t.py"});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--log-dir"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Cli, ExitBarrierTimeoutFlagEnvAndDefault) {
   EXPECT_DOUBLE_EQ(parse({"t.py"}).exit_barrier_timeout, 300.0);  // torchrun's fixed value
   EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "12"}}).exit_barrier_timeout, 12.0);

@@ -95,6 +95,24 @@ TEST(Process, WorkerExit3StopsOthersAndIsTheRootCause) {
   for (int i = 0; i < 4; ++i) EXPECT_FALSE(alive(read_pid(dir + "/pid_" + std::to_string(i))));
 }
 
+// Three ranks fail by themselves, one after the other: the summary names every one, the first as the root cause.
+TEST(Process, EveryFailedRankIsInTheSummary) {
+  std::string dir = fresh_dir("fail_all");
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=3", "--no-python", script("fail_all.sh")},
+                          {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto root = r.err.find("Root Cause (first observed failure):");
+  ASSERT_NE(root, std::string::npos) << r.err;
+  EXPECT_NE(r.err.substr(root).find("rank      : 0 (local_rank: 0)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.substr(root).find("exitcode  : 10"), std::string::npos) << r.err;
+  std::string others = r.err.substr(0, root);
+  EXPECT_NE(others.find("rank      : 1 (local_rank: 1)"), std::string::npos) << r.err;
+  EXPECT_NE(others.find("exitcode  : 11"), std::string::npos) << r.err;
+  EXPECT_NE(others.find("rank      : 2 (local_rank: 2)"), std::string::npos) << r.err;
+  EXPECT_NE(others.find("exitcode  : 12"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("<NO_OTHER_FAILURES>"), std::string::npos) << r.err;
+}
+
 TEST(Process, PropagateExitCodeReturnsTheWorkersCode) {
   std::string dir = fresh_dir("propagate");
   RunResult r = run_ctrun({"--nproc-per-node=2", "--propagate-exit-code", "--no-python", script("fail_one.sh")},
