@@ -59,6 +59,8 @@ const std::vector<FlagSpec>& flag_table() {
        "Exit with the root-cause worker's exit code (128+N for signal N) instead of 1."},
       {"cpu_bind", "", K::kValue, "none", true, false,
        "Bind each local rank to a slice of the machine: none, core or numa."},
+      {"dry_run", "", K::kBool, "0", true, false,
+       "Print the resolved configuration and every local worker's command and environment; start nothing."},
       {"exit_barrier_timeout", "", K::kValue, std::nullopt, true, false,
        "Seconds a node that succeeded waits for the others before exiting (default "
        "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT or 300, torchrun's fixed value)."},

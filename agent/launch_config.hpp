@@ -72,7 +72,8 @@ struct LaunchConfig {
   // Forwarded to every worker's process group (and recorded in the event log), not a reason to stop: SIGUSR1/2
   // unless --signals-to-handle names them (then they stop the job like SIGTERM).
   std::vector<int> forwarded_signal_numbers;
-  double exit_barrier_timeout = 300.0;  // seconds a node that succeeded waits for the others (torchrun: 300)
+  double exit_barrier_timeout = 300.0;
+  bool dry_run = false;  // print what would run, start nothing  // seconds a node that succeeded waits for the others (torchrun: 300)
 
   // Beyond torchrun.
   std::optional<std::string> event_log;  // one JSON line per event

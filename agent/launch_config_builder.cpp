@@ -305,6 +305,7 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
       v.get("exit_barrier_timeout").value_or(env("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT").value_or("300"));
   c.exit_barrier_timeout = to_double("exit_barrier_timeout", barrier);
   if (!(c.exit_barrier_timeout >= 0)) bad("exit_barrier_timeout", "must be >= 0 seconds");
+  c.dry_run = v.flag("dry_run");
   c.forwarded_signal_numbers.clear();
   for (int sig : {SIGUSR1, SIGUSR2}) {
     if (std::find(c.signal_numbers.begin(), c.signal_numbers.end(), sig) == c.signal_numbers.end())

@@ -8,6 +8,7 @@
 
 #include "agent/agent.hpp"
 #include "agent/cli.hpp"
+#include "agent/dry_run.hpp"
 #include "agent/escapees.hpp"
 #include "agent/guardian.hpp"
 #include "agent/nproc.hpp"
@@ -39,6 +40,15 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\nctrun: error: %s\n", usage_line().c_str(), e.what());
     return 2;
+  }
+  if (config.dry_run) {
+    try {
+      std::fputs(dry_run_report(config, env).c_str(), stdout);
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\nctrun: error: %s\n", usage_line().c_str(), e.what());
+      return 2;
+    }
   }
   if (config.monitor_interval != 0.1) {
     log->info("--monitor-interval {} accepted; ctrun reacts to worker exits as they happen", config.monitor_interval);

@@ -224,6 +224,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"event_log", "/tmp/ev.jsonl"},
                                                      {"cpu_bind", "core"},
                                                      {"exit_barrier_timeout", "7"},
+                                                     {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",
                                                    "nproc_per_node",

@@ -113,6 +113,22 @@ TEST(Process, EveryFailedRankIsInTheSummary) {
   EXPECT_EQ(r.err.find("<NO_OTHER_FAILURES>"), std::string::npos) << r.err;
 }
 
+TEST(Process, DryRunPrintsEveryWorkerAndStartsNothing) {
+  std::string dir = fresh_dir("dry_run");
+  RunResult r = run_ctrun({"--dry-run", "--nproc-per-node=2", "--max-restarts=2", "--no-python", script("wait_term.sh"),
+                           "--lr", "0.1"},
+                          {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing is started"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max_restarts=2"), std::string::npos) << r.out;
+  for (const char* want : {"local_rank 0:", "local_rank 1:", "    RANK=1\n", "    WORLD_SIZE=2\n", "    LOCAL_RANK=0\n"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("command: " + script("wait_term.sh") + " --lr 0.1"), std::string::npos) << r.out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(std::ifstream(dir + "/pid_0")) << "--dry-run started a worker";
+}
+
 TEST(Process, PropagateExitCodeReturnsTheWorkersCode) {
   std::string dir = fresh_dir("propagate");
   RunResult r = run_ctrun({"--nproc-per-node=2", "--propagate-exit-code", "--no-python", script("fail_one.sh")},
