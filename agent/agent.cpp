@@ -103,6 +103,7 @@ class Agent::Impl {
         membership_timer_(io_),
         leave_timer_(io_),
         rejoin_timer_(io_),
+        waiting_timer_(io_),
         events_(config_.event_log) {}
 
   ~Impl() {
@@ -330,6 +331,7 @@ class Agent::Impl {
     // <= 2.0 workers scope their keys by attempt there).
     if (store_ && !static_multi_node_) store_->clear();
     if (store_lost_) watch_rejoin_after_store_loss();
+    report_waiting(attempt_seq_, SteadyClock::now(), std::chrono::seconds(1));
     off_loop("rendezvous", [this, attempt = attempt_seq_, restart_count = restart_count_]() {
       rdzv::RoundInfo round;
       int agreed = restart_count;
@@ -352,6 +354,7 @@ class Agent::Impl {
       return [this, attempt, round = std::move(round), agreed, error]() mutable {
         if (attempt != attempt_seq_) return;
         rejoin_timer_.cancel();
+        waiting_timer_.cancel();
         store_lost_ = false;
         if (!error.empty()) {
           // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
@@ -367,6 +370,27 @@ class Agent::Impl {
         round_ = std::move(round);
         deliver(AgentEvent::kRoundFormed);
       };
+    });
+  }
+
+  // Says what the agent waits for: once after a second without a round (a round that forms at once says nothing),
+  // then every 30 s. The handler does not tell who joined; the round, when it forms, is one line too (spawn_group).
+  void report_waiting(std::uint64_t attempt, SteadyClock::time_point since, SteadyClock::duration after) {
+    if (is_single_node(config_)) return;
+    waiting_timer_.expires_after(after);
+    waiting_timer_.async_wait([this, attempt, since](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(SteadyClock::now() - since).count();
+      std::string nodes = config_.min_nodes == config_.max_nodes
+                              ? std::to_string(config_.min_nodes)
+                              : fmt::format("{} to {}", config_.min_nodes, config_.max_nodes);
+      log_->warn("waiting for the other nodes of rendezvous '{}' ({} nodes, {} backend, endpoint {}): {} s so far",
+                 rdzv_->run_id(), nodes, rdzv_->backend(),
+                 config_.rdzv_endpoint.empty() ? config_.master_addr + ":" +
+                                                     (config_.master_port ? std::to_string(*config_.master_port) : "?")
+                                               : config_.rdzv_endpoint,
+                 waited);
+      report_waiting(attempt, since, std::chrono::seconds(30));
     });
   }
 
@@ -413,6 +437,12 @@ class Agent::Impl {
   }
 
   void spawn_group() {
+    if (!is_single_node(config_)) {
+      log_->warn("round {} of rendezvous '{}' formed: {} node(s), world size {}; this node is group rank {} with "
+                 "ranks {}..{}",
+                 round_.round, rdzv_->run_id(), round_.group_world_size, round_.global_world_size, round_.group_rank,
+                 round_.base_global_rank, round_.base_global_rank + config_.nproc_per_node - 1);
+    }
     events_.emit("rendezvous", {{"round", round_.round},
                                 {"group_rank", round_.group_rank},
                                 {"group_world_size", round_.group_world_size},
@@ -806,6 +836,7 @@ class Agent::Impl {
     membership_timer_.cancel();
     leave_timer_.cancel();
     rejoin_timer_.cancel();
+    waiting_timer_.cancel();
     kill_timer_.cancel();
     death_signals_.cancel();
     forwarded_signals_.cancel();
@@ -858,6 +889,7 @@ class Agent::Impl {
   boost::asio::steady_timer membership_timer_;
   boost::asio::steady_timer leave_timer_;
   boost::asio::steady_timer rejoin_timer_;
+  boost::asio::steady_timer waiting_timer_;
   EventLog events_;
   ConsoleSink console_;  // before tees_: the tee streams write into it
   std::optional<std::string> prefix_template_ = env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");

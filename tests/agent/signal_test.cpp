@@ -105,12 +105,17 @@ TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", script("wait_term.sh")),
                       {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_text(dir + "/client.jsonl", "agent_start", std::chrono::seconds(20)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   RunResult r;
   double s = signal_to_exit(client, SIGINT, &r, "rendezvous wait, client (SIGINT)");
   EXPECT_GE(s, 0) << r.err;
   EXPECT_LT(s, kGenerousBound);
   EXPECT_EQ(r.exit_code, 1) << r.err;
+  // It said what it waits for (after a second without a round).
+  EXPECT_NE(r.err.find("waiting for the other nodes of rendezvous 'sig' (3 nodes, c10d backend, endpoint " +
+                       endpoint + ")"),
+            std::string::npos)
+      << r.err;
   s = signal_to_exit(host, SIGTERM, &r, "rendezvous wait, store host (SIGTERM)");
   EXPECT_GE(s, 0) << r.err;
   EXPECT_LT(s, kGenerousBound);
@@ -151,6 +156,9 @@ TEST(Signal, ExitBarrier) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   RunResult r;
   double s = signal_to_exit(a, SIGTERM, &r, "exit barrier (SIGTERM)");
+  EXPECT_NE(r.err.find("round 0 of rendezvous 'sig' formed: 2 node(s), world size 2; this node is group rank"),
+            std::string::npos)
+      << r.err;
   EXPECT_GE(s, 0) << r.err;
   EXPECT_LT(s, kGenerousBound);
   EXPECT_NE(r.exit_code, 0) << r.err;
