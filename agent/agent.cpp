@@ -620,6 +620,7 @@ class Agent::Impl {
           target.console_fd = plan.to_console ? stream : -1;
           target.console = &console_;
           target.file_fd = layout_->enabled() ? open_for_child(path) : -1;
+          target.file_path = path;
           target.filtered_fd = stream == 1 ? filtered_out_fd_ : filtered_err_fd_;
           target.filters = stream == 1 ? config_.duplicate_stdout_filters : config_.duplicate_stderr_filters;
           const std::string* tmpl = prefix_template_ ? &*prefix_template_ : nullptr;
