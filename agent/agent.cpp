@@ -257,6 +257,18 @@ class Agent::Impl {
       store_host_ = node_address(config_);
       bind_host = config_.local_addr && !config_.local_addr->empty() ? *config_.local_addr : "0.0.0.0";
     }
+    if (single && !config_.standalone && !config_.master_port && config_.rdzv_backend == "static") {
+      // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
+      // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
+      try {
+        store_ = std::make_unique<WorkerStore>(bind_host, kTorchrunMasterPort);
+        return true;
+      } catch (const std::exception& e) {
+        log_->warn("port {} (torchrun's default MASTER_PORT) is taken on {} ({}); the workers' store takes a free port "
+                   "instead: pass --master-port or --standalone to choose",
+                   kTorchrunMasterPort, bind_host, e.what());
+      }
+    }
     if (!static_multi_node_ || config_.node_rank == 0) {
       try {
         store_ = std::make_unique<WorkerStore>(bind_host, port);
@@ -898,7 +910,8 @@ class Agent::Impl {
   static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);
   static constexpr int kMaxBrokenRounds = 100;
   static constexpr std::chrono::milliseconds kLeaveBudget{500};
-  static constexpr std::chrono::seconds kRejoinGrace{10};  // of the one second a signal is honoured in
+  static constexpr std::chrono::seconds kRejoinGrace{10};
+  static constexpr std::uint16_t kTorchrunMasterPort = 29500;  // of the one second a signal is honoured in
 
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;

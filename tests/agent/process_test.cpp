@@ -2,9 +2,11 @@
 // forwarding, the shutdown timeout, and no orphaned worker after `kill -9 ctrun`.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -127,6 +129,23 @@ TEST(Process, DryRunPrintsEveryWorkerAndStartsNothing) {
   EXPECT_NE(r.out.find("command: " + script("wait_term.sh") + " --lr 0.1"), std::string::npos) << r.out;
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(std::ifstream(dir + "/pid_0")) << "--dry-run started a worker";
+}
+
+// One node without --standalone: the store is on torchrun's MASTER_PORT 29500, where a script that sets
+// MASTER_PORT=29500 itself finds it. Run in a network namespace of its own (`unshare -n`) so that port 29500 cannot
+// collide with anything else on this machine.
+TEST(Process, SingleNodeStoreOnMasterPort29500) {
+  std::string dir = fresh_dir("port29500");
+  if (std::system("timeout 20 unshare -n true 2>/dev/null") != 0) {
+    GTEST_SKIP() << "cannot create a network namespace here (unshare -n needs CAP_SYS_ADMIN)";
+  }
+  std::string cmd = "OUT_DIR=" + dir + " timeout 60 unshare -n sh -c 'ip link set lo up 2>/dev/null || ifconfig lo up; exec " +
+                    ctrun_binary() + " --nproc-per-node=2 --no-python " + script("master_port_29500.sh") + "' > " +
+                    dir + "/out 2> " + dir + "/err";
+  int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << read_file(dir + "/err");
+  EXPECT_EQ(WEXITSTATUS(status), 0) << read_file(dir + "/err");
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(read_file(dir + "/got_" + std::to_string(i)), "connected\n") << read_file(dir + "/err");
 }
 
 TEST(Process, PropagateExitCodeReturnsTheWorkersCode) {
