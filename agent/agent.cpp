@@ -213,7 +213,26 @@ class Agent::Impl {
     }
   }
 
-  int signal_exit_code() const { return config_.propagate_exit_code ? 128 + death_signal_ : 1; }
+  int signal_exit_code() const { return config_.propagate_exit_code && !agent_failed_ ? 128 + death_signal_ : 1; }
+
+ public:
+  // HOOK for failures of the agent itself, e.g. the embedded worker store's server died (store/ reports it; wire
+  // its error callback here). Callable from any thread. The agent then acts as on a death signal, in whatever state
+  // it is: workers stopped (SIGTERM, SIGKILL after --shutdown-timeout), the round left, exit 1, loudly.
+  void fail_agent(std::string why) {
+    boost::asio::post(io_, [this, why = std::move(why)]() {
+      if (state_ == AgentState::kDone || agent_failed_) return;
+      agent_failed_ = true;
+      log_->error("the agent itself failed: {}; stopping the job", why);
+      events_.emit("agent_failure", {{"error", why}});
+      if (death_signal_ != 0) return;  // already stopping for a signal
+      death_signal_ = SIGTERM;
+      deliver(AgentEvent::kSignal);
+      check_group_exited();
+    });
+  }
+
+ private:
 
   // Runs work on the helper thread (every call that may block: the rendezvous handler is only ever called there,
   // one thread as handler.hpp asks), then done on the event loop. The loop never waits for it.
@@ -939,6 +958,7 @@ class Agent::Impl {
   int stop_signal_ = 0;  // the signal the current stop sent  // the attempt whose workers were already signalled
   bool finished_ = false;
   int death_signal_ = 0;
+  bool agent_failed_ = false;  // fail_agent() was called
   int exit_code_ = 1;
   std::string last_blocking_call_;
 
