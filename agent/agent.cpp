@@ -11,19 +11,20 @@
 #include <cstring>
 #include <optional>
 
+#include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <fmt/format.h>
+#include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
 
+#include <spdlog/spdlog.h>
 #include "agent/agent_policy.hpp"
 #include "agent/console_sink.hpp"
 #include "agent/cpu_bind.hpp"
-#include "agent/escapees.hpp"
 #include "agent/error_file.hpp"
+#include "agent/escapees.hpp"
 #include "agent/event_log.hpp"
 #include "agent/failure.hpp"
 #include "agent/guardian.hpp"
@@ -38,7 +39,6 @@
 #include "agent/worker_process.hpp"
 #include "agent/worker_store.hpp"
 #include "common/log.hpp"
-#include <spdlog/spdlog.h>
 #include "rendezvous/factory.hpp"
 
 extern char** environ;
@@ -134,9 +134,10 @@ class Agent::Impl {
     // Tee'd lines still queued for a slow console get a moment; a console that does not read gets none.
     console_.flush(std::chrono::milliseconds(lane_busy_.load() > 0 || death_signal_ != 0 ? 200 : 2000));
     if (auto dropped = console_.dropped_lines()) {
-      log_->warn("{} line(s) of worker output were not shown on the console (it did not keep up); the log files "
-                 "have every line",
-                 dropped);
+      log_->warn(
+          "{} line(s) of worker output were not shown on the console (it did not keep up); the log files "
+          "have every line",
+          dropped);
       events_.emit("console_dropped", {{"lines", dropped}});
     }
     events_.emit("shutdown", {{"exit_code", exit_code_}});
@@ -233,7 +234,6 @@ class Agent::Impl {
   }
 
  private:
-
   // Runs work on the helper thread (every call that may block: the rendezvous handler is only ever called there,
   // one thread as handler.hpp asks), then done on the event loop. The loop never waits for it.
   template <class Work>
@@ -283,9 +283,10 @@ class Agent::Impl {
         store_ = std::make_unique<WorkerStore>(bind_host, kTorchrunMasterPort);
         return true;
       } catch (const std::exception& e) {
-        log_->warn("port {} (torchrun's default MASTER_PORT) is taken on {} ({}); the workers' store takes a free port "
-                   "instead: pass --master-port or --standalone to choose",
-                   kTorchrunMasterPort, bind_host, e.what());
+        log_->warn(
+            "port {} (torchrun's default MASTER_PORT) is taken on {} ({}); the workers' store takes a free port "
+            "instead: pass --master-port or --standalone to choose",
+            kTorchrunMasterPort, bind_host, e.what());
       }
     }
     if (!static_multi_node_ || config_.node_rank == 0) {
@@ -395,8 +396,8 @@ class Agent::Impl {
           exit_code_ = 1;
           return deliver(AgentEvent::kRendezvousFailed);
         }
-        if (agreed != restart_count_) log_->info("restart count of this round: {} (this node had {})", agreed,
-                                                 restart_count_);
+        if (agreed != restart_count_)
+          log_->info("restart count of this round: {} (this node had {})", agreed, restart_count_);
         restart_count_ = agreed;
         round_ = std::move(round);
         deliver(AgentEvent::kRoundFormed);
@@ -417,9 +418,9 @@ class Agent::Impl {
                               : fmt::format("{} to {}", config_.min_nodes, config_.max_nodes);
       log_->warn("waiting for the other nodes of rendezvous '{}' ({} nodes, {} backend, endpoint {}): {} s so far",
                  rdzv_->run_id(), nodes, rdzv_->backend(),
-                 config_.rdzv_endpoint.empty() ? config_.master_addr + ":" +
-                                                     (config_.master_port ? std::to_string(*config_.master_port) : "?")
-                                               : config_.rdzv_endpoint,
+                 config_.rdzv_endpoint.empty()
+                     ? config_.master_addr + ":" + (config_.master_port ? std::to_string(*config_.master_port) : "?")
+                     : config_.rdzv_endpoint,
                  waited);
       report_waiting(attempt, since, std::chrono::seconds(30));
     });
@@ -469,10 +470,11 @@ class Agent::Impl {
 
   void spawn_group() {
     if (!is_single_node(config_)) {
-      log_->warn("round {} of rendezvous '{}' formed: {} node(s), world size {}; this node is group rank {} with "
-                 "ranks {}..{}",
-                 round_.round, rdzv_->run_id(), round_.group_world_size, round_.global_world_size, round_.group_rank,
-                 round_.base_global_rank, round_.base_global_rank + config_.nproc_per_node - 1);
+      log_->warn(
+          "round {} of rendezvous '{}' formed: {} node(s), world size {}; this node is group rank {} with "
+          "ranks {}..{}",
+          round_.round, rdzv_->run_id(), round_.group_world_size, round_.global_world_size, round_.group_rank,
+          round_.base_global_rank, round_.base_global_rank + config_.nproc_per_node - 1);
     }
     events_.emit("rendezvous", {{"round", round_.round},
                                 {"group_rank", round_.group_rank},
@@ -545,8 +547,8 @@ class Agent::Impl {
   void wait_exit_barrier() {
     log_->info("worker group succeeded");
     // Wait for the other nodes so an early finisher does not look like a scale-down (torchrun: 300 s).
-    const auto timeout = std::chrono::duration_cast<store::Duration>(
-        std::chrono::duration<double>(config_.exit_barrier_timeout));
+    const auto timeout =
+        std::chrono::duration_cast<store::Duration>(std::chrono::duration<double>(config_.exit_barrier_timeout));
     off_loop("exit barrier", [this, timeout]() {
       bool passed = false;
       try {
@@ -555,7 +557,8 @@ class Agent::Impl {
         log_->warn("exit barrier failed: {}", e.what());
       }
       return [this, passed]() {
-        if (!passed) log_->warn("exit barrier timed out after {} s (--exit-barrier-timeout)", config_.exit_barrier_timeout);
+        if (!passed)
+          log_->warn("exit barrier timed out after {} s (--exit-barrier-timeout)", config_.exit_barrier_timeout);
         deliver(AgentEvent::kBarrierDone);
       };
     });
@@ -793,7 +796,8 @@ class Agent::Impl {
       return deliver(AgentEvent::kSignalAgain);
     }
     death_signal_ = sig;
-    log_->warn("Received {} death signal, shutting down workers (agent state: {})", signal_name(sig), state_name(state_));
+    log_->warn("Received {} death signal, shutting down workers (agent state: {})", signal_name(sig),
+               state_name(state_));
     events_.emit("signal", {{"signal", signal_name(sig)}, {"state", state_name(state_)}});
     deliver(AgentEvent::kSignal);
     check_group_exited();
@@ -935,7 +939,7 @@ class Agent::Impl {
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;
   bool static_multi_node_ = false;
-  std::string last_round_end_;  // why the previous round ended (membership change), for error messages
+  std::string last_round_end_;           // why the previous round ended (membership change), for error messages
   std::shared_ptr<rdzv::Handler> rdzv_;  // called on the helper thread only (run_id/backend are constant)
   std::unique_ptr<LogLayout> layout_;
   rdzv::RoundInfo round_;

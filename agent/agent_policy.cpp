@@ -12,8 +12,8 @@ using A = AgentAction;
 // a restart, and the other nodes follow it as a membership change); a new round does not use up --max-restarts.
 AgentStep after_group(const AgentFacts& f) {
   if (f.signalled) return {S::kClosing, A::kLeave};
-  if (f.failure_seen) return f.restarts_left ? AgentStep{S::kRendezvous, A::kRestartGroup}
-                                             : AgentStep{S::kClosing, A::kCloseFailed};
+  if (f.failure_seen)
+    return f.restarts_left ? AgentStep{S::kRendezvous, A::kRestartGroup} : AgentStep{S::kClosing, A::kCloseFailed};
   if (f.membership_changed) return {S::kRendezvous, A::kRejoin};
   return {S::kExitBarrier, A::kWaitExitBarrier};
 }
@@ -56,49 +56,80 @@ AgentStep decide(AgentState state, AgentEvent event, const AgentFacts& facts) {
 
 std::string_view state_name(AgentState s) {
   switch (s) {
-    case S::kInitialising: return "initialising";
-    case S::kRendezvous: return "rendezvous";
-    case S::kRunning: return "running";
-    case S::kStopping: return "stopping";
-    case S::kExitBarrier: return "exit_barrier";
-    case S::kClosing: return "closing";
-    case S::kDone: return "done";
+    case S::kInitialising:
+      return "initialising";
+    case S::kRendezvous:
+      return "rendezvous";
+    case S::kRunning:
+      return "running";
+    case S::kStopping:
+      return "stopping";
+    case S::kExitBarrier:
+      return "exit_barrier";
+    case S::kClosing:
+      return "closing";
+    case S::kDone:
+      return "done";
   }
   return "?";
 }
 
 std::string_view event_name(AgentEvent e) {
   switch (e) {
-    case E::kHandlerReady: return "handler_ready";
-    case E::kRendezvousFailed: return "rendezvous_failed";
-    case E::kRoundFormed: return "round_formed";
-    case E::kWorkerFailed: return "worker_failed";
-    case E::kMembershipChanged: return "membership_changed";
-    case E::kGroupExited: return "group_exited";
-    case E::kSignal: return "signal";
-    case E::kSignalAgain: return "signal_again";
-    case E::kBarrierDone: return "barrier_done";
-    case E::kClosed: return "closed";
+    case E::kHandlerReady:
+      return "handler_ready";
+    case E::kRendezvousFailed:
+      return "rendezvous_failed";
+    case E::kRoundFormed:
+      return "round_formed";
+    case E::kWorkerFailed:
+      return "worker_failed";
+    case E::kMembershipChanged:
+      return "membership_changed";
+    case E::kGroupExited:
+      return "group_exited";
+    case E::kSignal:
+      return "signal";
+    case E::kSignalAgain:
+      return "signal_again";
+    case E::kBarrierDone:
+      return "barrier_done";
+    case E::kClosed:
+      return "closed";
   }
   return "?";
 }
 
 std::string_view action_name(AgentAction a) {
   switch (a) {
-    case A::kNone: return "none";
-    case A::kJoinRound: return "join_round";
-    case A::kSpawnWorkers: return "spawn_workers";
-    case A::kStopWorkers: return "stop_workers";
-    case A::kForwardSignal: return "forward_signal";
-    case A::kKillWorkers: return "kill_workers";
-    case A::kRestartGroup: return "restart_group";
-    case A::kRejoin: return "rejoin";
-    case A::kWaitExitBarrier: return "wait_exit_barrier";
-    case A::kCloseSucceeded: return "close_succeeded";
-    case A::kCloseFailed: return "close_failed";
-    case A::kLeave: return "leave";
-    case A::kExitNow: return "exit_now";
-    case A::kExit: return "exit";
+    case A::kNone:
+      return "none";
+    case A::kJoinRound:
+      return "join_round";
+    case A::kSpawnWorkers:
+      return "spawn_workers";
+    case A::kStopWorkers:
+      return "stop_workers";
+    case A::kForwardSignal:
+      return "forward_signal";
+    case A::kKillWorkers:
+      return "kill_workers";
+    case A::kRestartGroup:
+      return "restart_group";
+    case A::kRejoin:
+      return "rejoin";
+    case A::kWaitExitBarrier:
+      return "wait_exit_barrier";
+    case A::kCloseSucceeded:
+      return "close_succeeded";
+    case A::kCloseFailed:
+      return "close_failed";
+    case A::kLeave:
+      return "leave";
+    case A::kExitNow:
+      return "exit_now";
+    case A::kExit:
+      return "exit";
   }
   return "?";
 }

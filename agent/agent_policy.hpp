@@ -46,28 +46,28 @@ inline constexpr int kAgentEventCount = 10;
 
 // What the agent must do on entering the next state.
 enum class AgentAction {
-  kNone,            // ignore the event (stale or irrelevant in this state)
-  kJoinRound,       // next_rendezvous() on the helper thread (first round)
-  kSpawnWorkers,    // start the worker group of the round just formed
-  kStopWorkers,     // SIGTERM every worker's process group, SIGKILL after --shutdown-timeout
-  kForwardSignal,   // send the death signal to every worker's process group, SIGKILL after --shutdown-timeout
-  kKillWorkers,     // SIGKILL every worker's process group now (a second signal)
-  kRestartGroup,    // count one restart (TORCHELASTIC_RESTART_COUNT+1), then join the next round
-  kRejoin,          // join the next round without counting a restart (membership change, as torchrun)
-  kWaitExitBarrier, // exit_barrier(--exit-barrier-timeout) on the helper thread
-  kCloseSucceeded,  // shutdown() the run (success)
-  kCloseFailed,     // print the failure summary, then shutdown() the run (no restarts left)
-  kLeave,           // leave() the round without closing the run (death signal; torchrun #67742)
-  kExitNow,         // a blocking call cannot be waited for: exit with the death signal's code at once
-  kExit,            // done: exit with the code already decided
+  kNone,             // ignore the event (stale or irrelevant in this state)
+  kJoinRound,        // next_rendezvous() on the helper thread (first round)
+  kSpawnWorkers,     // start the worker group of the round just formed
+  kStopWorkers,      // SIGTERM every worker's process group, SIGKILL after --shutdown-timeout
+  kForwardSignal,    // send the death signal to every worker's process group, SIGKILL after --shutdown-timeout
+  kKillWorkers,      // SIGKILL every worker's process group now (a second signal)
+  kRestartGroup,     // count one restart (TORCHELASTIC_RESTART_COUNT+1), then join the next round
+  kRejoin,           // join the next round without counting a restart (membership change, as torchrun)
+  kWaitExitBarrier,  // exit_barrier(--exit-barrier-timeout) on the helper thread
+  kCloseSucceeded,   // shutdown() the run (success)
+  kCloseFailed,      // print the failure summary, then shutdown() the run (no restarts left)
+  kLeave,            // leave() the round without closing the run (death signal; torchrun #67742)
+  kExitNow,          // a blocking call cannot be waited for: exit with the death signal's code at once
+  kExit,             // done: exit with the code already decided
 };
 
 // What the agent knows when it decides: the outcome of the attempt, the budget, the signal.
 struct AgentFacts {
-  bool failure_seen = false;       // a worker of this attempt failed (not one stopped by ctrun)
-  bool membership_changed = false; // the round ended under this attempt
-  bool restarts_left = false;      // --max-restarts not used up
-  bool signalled = false;          // a death signal was received
+  bool failure_seen = false;        // a worker of this attempt failed (not one stopped by ctrun)
+  bool membership_changed = false;  // the round ended under this attempt
+  bool restarts_left = false;       // --max-restarts not used up
+  bool signalled = false;           // a death signal was received
 };
 
 struct AgentStep {

@@ -98,9 +98,8 @@ bool ConsoleSink::write(int fd, std::string_view prefix, std::string_view line) 
 
 bool ConsoleSink::flush(std::chrono::milliseconds budget) {
   std::unique_lock lock(state_->mutex);
-  return state_->drained.wait_for(lock, budget, [&] {
-    return state_->pending[0].empty() && state_->pending[1].empty() && !state_->writing;
-  });
+  return state_->drained.wait_for(
+      lock, budget, [&] { return state_->pending[0].empty() && state_->pending[1].empty() && !state_->writing; });
 }
 
 std::uint64_t ConsoleSink::dropped_lines() const {

@@ -28,12 +28,13 @@ std::vector<E> all_events() {
 }
 std::vector<AgentFacts> all_facts() {
   std::vector<AgentFacts> v;
-  for (int bits = 0; bits < 16; ++bits) v.push_back({(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0});
+  for (int bits = 0; bits < 16; ++bits)
+    v.push_back({(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0});
   return v;
 }
 std::string describe(S s, E e, const AgentFacts& f) {
-  return std::string(state_name(s)) + " + " + std::string(event_name(e)) + " [failure=" +
-         std::to_string(f.failure_seen) + " membership=" + std::to_string(f.membership_changed) +
+  return std::string(state_name(s)) + " + " + std::string(event_name(e)) +
+         " [failure=" + std::to_string(f.failure_seen) + " membership=" + std::to_string(f.membership_changed) +
          " restarts_left=" + std::to_string(f.restarts_left) + " signalled=" + std::to_string(f.signalled) + "]";
 }
 

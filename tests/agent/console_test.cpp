@@ -100,11 +100,19 @@ TEST(Console, UnreadConsoleDoesNotStopAPeersRestart) {
   std::string dir = fresh_dir("console_peer");
   const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
   auto args = [&](const std::string& addr, const std::string& tag) {
-    return std::vector<std::string>{"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
-                                    "--rdzv-endpoint=" + endpoint, "--rdzv-id=peer", "--local-addr=" + addr,
-                                    "--max-restarts=1", "--monitor-interval=0.1", "--shutdown-timeout=5",
-                                    "--tee=3", "--log-dir=" + dir + "/logs_" + tag,
-                                    "--event-log=" + dir + "/" + tag + ".jsonl", "--no-python",
+    return std::vector<std::string>{"--nnodes=2",
+                                    "--nproc-per-node=1",
+                                    "--rdzv-backend=c10d",
+                                    "--rdzv-endpoint=" + endpoint,
+                                    "--rdzv-id=peer",
+                                    "--local-addr=" + addr,
+                                    "--max-restarts=1",
+                                    "--monitor-interval=0.1",
+                                    "--shutdown-timeout=5",
+                                    "--tee=3",
+                                    "--log-dir=" + dir + "/logs_" + tag,
+                                    "--event-log=" + dir + "/" + tag + ".jsonl",
+                                    "--no-python",
                                     workers_dir() + "/flood_or_fail.sh"};
   };
   int out[2];

@@ -27,7 +27,8 @@ std::vector<pid_t> escapees(const std::string& dir) {
 void expect_all_gone(const std::vector<pid_t>& pids, const std::string& how) {
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   for (pid_t pid : pids) {
-    while (alive(pid) && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (alive(pid) && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_FALSE(alive(pid)) << how << ": process " << pid << " that left the worker's group outlived the job";
     ::kill(pid, SIGKILL);
   }

@@ -117,13 +117,14 @@ TEST(Process, EveryFailedRankIsInTheSummary) {
 
 TEST(Process, DryRunPrintsEveryWorkerAndStartsNothing) {
   std::string dir = fresh_dir("dry_run");
-  RunResult r = run_ctrun({"--dry-run", "--nproc-per-node=2", "--max-restarts=2", "--no-python", script("wait_term.sh"),
-                           "--lr", "0.1"},
-                          {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  RunResult r = run_ctrun(
+      {"--dry-run", "--nproc-per-node=2", "--max-restarts=2", "--no-python", script("wait_term.sh"), "--lr", "0.1"},
+      {{"OUT_DIR", dir}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("nothing is started"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("max_restarts=2"), std::string::npos) << r.out;
-  for (const char* want : {"local_rank 0:", "local_rank 1:", "    RANK=1\n", "    WORLD_SIZE=2\n", "    LOCAL_RANK=0\n"}) {
+  for (const char* want :
+       {"local_rank 0:", "local_rank 1:", "    RANK=1\n", "    WORLD_SIZE=2\n", "    LOCAL_RANK=0\n"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   EXPECT_NE(r.out.find("command: " + script("wait_term.sh") + " --lr 0.1"), std::string::npos) << r.out;
@@ -139,13 +140,15 @@ TEST(Process, SingleNodeStoreOnMasterPort29500) {
   if (std::system("timeout 20 unshare -n true 2>/dev/null") != 0) {
     GTEST_SKIP() << "cannot create a network namespace here (unshare -n needs CAP_SYS_ADMIN)";
   }
-  std::string cmd = "OUT_DIR=" + dir + " timeout 60 unshare -n sh -c 'ip link set lo up 2>/dev/null || ifconfig lo up; exec " +
+  std::string cmd = "OUT_DIR=" + dir +
+                    " timeout 60 unshare -n sh -c 'ip link set lo up 2>/dev/null || ifconfig lo up; exec " +
                     ctrun_binary() + " --nproc-per-node=2 --no-python " + script("master_port_29500.sh") + "' > " +
                     dir + "/out 2> " + dir + "/err";
   int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status)) << read_file(dir + "/err");
   EXPECT_EQ(WEXITSTATUS(status), 0) << read_file(dir + "/err");
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(read_file(dir + "/got_" + std::to_string(i)), "connected\n") << read_file(dir + "/err");
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(read_file(dir + "/got_" + std::to_string(i)), "connected\n") << read_file(dir + "/err");
 }
 
 TEST(Process, PropagateExitCodeReturnsTheWorkersCode) {

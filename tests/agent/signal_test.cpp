@@ -75,10 +75,18 @@ void expect_none_left(const std::vector<pid_t>& pids) {
 
 std::vector<std::string> c10d(int nnodes, const std::string& endpoint, const std::string& local_addr,
                               const std::string& events, const std::string& worker) {
-  return {"--nnodes=" + std::to_string(nnodes), "--nproc-per-node=1", "--rdzv-backend=c10d",
-          "--rdzv-endpoint=" + endpoint, "--rdzv-id=sig", "--local-addr=" + local_addr,
-          "--rdzv-conf=join_timeout=120", "--monitor-interval=0.1", "--shutdown-timeout=10",
-          "--event-log=" + events, "--no-python", worker};
+  return {"--nnodes=" + std::to_string(nnodes),
+          "--nproc-per-node=1",
+          "--rdzv-backend=c10d",
+          "--rdzv-endpoint=" + endpoint,
+          "--rdzv-id=sig",
+          "--local-addr=" + local_addr,
+          "--rdzv-conf=join_timeout=120",
+          "--monitor-interval=0.1",
+          "--shutdown-timeout=10",
+          "--event-log=" + events,
+          "--no-python",
+          worker};
 }
 
 TEST(Signal, RunningGroupEndsWithinASecond) {
@@ -99,8 +107,7 @@ TEST(Signal, RunningGroupEndsWithinASecond) {
 TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   std::string dir = fresh_dir("sig_waiting");
   std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  CtrunProcess host(c10d(3, endpoint, "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")),
-                    {{"OUT_DIR", dir}});
+  CtrunProcess host(c10d(3, endpoint, "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")), {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_text(dir + "/host.jsonl", "agent_start", std::chrono::seconds(20)));
   CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", script("wait_term.sh")),
                       {{"OUT_DIR", dir}});
@@ -112,9 +119,9 @@ TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   EXPECT_LT(s, kGenerousBound);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   // It said what it waits for (after a second without a round).
-  EXPECT_NE(r.err.find("waiting for the other nodes of rendezvous 'sig' (3 nodes, c10d backend, endpoint " +
-                       endpoint + ")"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("waiting for the other nodes of rendezvous 'sig' (3 nodes, c10d backend, endpoint " + endpoint + ")"),
+      std::string::npos)
       << r.err;
   s = signal_to_exit(host, SIGTERM, &r, "rendezvous wait, store host (SIGTERM)");
   EXPECT_GE(s, 0) << r.err;
@@ -129,10 +136,10 @@ TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
 // A static node whose master never answers is still connecting: SIGHUP ends it at once.
 TEST(Signal, ConnectingToAnAbsentStaticMaster) {
   std::string dir = fresh_dir("sig_connect");
-  CtrunProcess p({"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1",
-                  "--master-port=" + std::to_string(free_port()), "--nproc-per-node=1", "--event-log=" + dir + "/e.jsonl",
-                  "--no-python", script("wait_term.sh")},
-                 {{"OUT_DIR", dir}});
+  CtrunProcess p(
+      {"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1", "--master-port=" + std::to_string(free_port()),
+       "--nproc-per-node=1", "--event-log=" + dir + "/e.jsonl", "--no-python", script("wait_term.sh")},
+      {{"OUT_DIR", dir}});
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   RunResult r;
   double s = signal_to_exit(p, SIGHUP, &r, "connecting to static master (SIGHUP)");

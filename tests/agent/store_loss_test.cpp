@@ -67,11 +67,18 @@ TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
   pid_t store = start_ctstore(port, dir + "/ctstore.log");
   ASSERT_TRUE(wait_for_text(dir + "/ctstore.log", "listening", std::chrono::seconds(20)));
   auto args = [&](const std::string& addr, const std::string& events) {
-    return std::vector<std::string>{"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
-                                    "--rdzv-endpoint=127.0.0.1:" + std::to_string(port), "--rdzv-id=loss",
-                                    "--local-addr=" + addr, "--rdzv-conf=join_timeout=8,is_host=false",
-                                    "--monitor-interval=0.1", "--shutdown-timeout=5", "--event-log=" + events,
-                                    "--no-python", workers_dir() + "/wait_term.sh"};
+    return std::vector<std::string>{"--nnodes=2",
+                                    "--nproc-per-node=1",
+                                    "--rdzv-backend=c10d",
+                                    "--rdzv-endpoint=127.0.0.1:" + std::to_string(port),
+                                    "--rdzv-id=loss",
+                                    "--local-addr=" + addr,
+                                    "--rdzv-conf=join_timeout=8,is_host=false",
+                                    "--monitor-interval=0.1",
+                                    "--shutdown-timeout=5",
+                                    "--event-log=" + events,
+                                    "--no-python",
+                                    workers_dir() + "/wait_term.sh"};
   };
   CtrunProcess a(args("127.0.0.2", dir + "/a.jsonl"), {{"OUT_DIR", dir + "/a"}});
   CtrunProcess b(args("127.0.0.3", dir + "/b.jsonl"), {{"OUT_DIR", dir + "/b"}});
@@ -88,8 +95,8 @@ TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   ::kill(store, SIGKILL);
   ::waitpid(store, nullptr, 0);
-  std::printf("[ store loss ] both agents done %.2f s after the store came back; exit codes %d %d\n", s,
-              ra.exit_code, rb.exit_code);
+  std::printf("[ store loss ] both agents done %.2f s after the store came back; exit codes %d %d\n", s, ra.exit_code,
+              rb.exit_code);
   ASSERT_NE(ra.exit_code, -1) << "agent a hung";
   ASSERT_NE(rb.exit_code, -1) << "agent b hung";
   EXPECT_LT(s, 50.0);  // join_timeout=8 plus the 10 s grace, plus margin
