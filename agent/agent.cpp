@@ -979,5 +979,6 @@ Agent::Agent(LaunchConfig config, EnvLookup env, std::unique_ptr<rdzv::Handler> 
 }
 Agent::~Agent() = default;
 int Agent::run() { return impl_->run(); }
+void Agent::fail(std::string why) { impl_->fail_agent(std::move(why)); }
 
 }  // namespace ctrun::agent
