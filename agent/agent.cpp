@@ -5,18 +5,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <optional>
 
+#include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
 
+#include <spdlog/spdlog.h>
+#include "agent/agent_policy.hpp"
+#include "agent/console_sink.hpp"
 #include "agent/cpu_bind.hpp"
 #include "agent/error_file.hpp"
+#include "agent/escapees.hpp"
 #include "agent/event_log.hpp"
 #include "agent/failure.hpp"
 #include "agent/guardian.hpp"
@@ -89,10 +97,19 @@ class Agent::Impl {
         log_(ctrun::log::get("agent")),
         children_(io_, SIGCHLD),
         death_signals_(io_),
+        forwarded_signals_(io_),
         kill_timer_(io_),
         drain_timer_(io_),
         membership_timer_(io_),
+        leave_timer_(io_),
+        rejoin_timer_(io_),
+        waiting_timer_(io_),
         events_(config_.event_log) {}
+
+  ~Impl() {
+    // Reached only with the helper idle (run() does not return while a blocking call is still in flight).
+    lane_.join();
+  }
 
   void use_handler(std::unique_ptr<rdzv::Handler> handler) { rdzv_ = std::move(handler); }
 
@@ -100,39 +117,146 @@ class Agent::Impl {
     // ctrun writes to pipes and consoles that may close under it; an error return is enough.
     std::signal(SIGPIPE, SIG_IGN);
     for (int s : config_.signal_numbers) death_signals_.add(s);
+    for (int s : config_.forwarded_signal_numbers) forwarded_signals_.add(s);
     remaining_restarts_ = config_.max_restarts;
     restart_count_ = config_.initial_restart_count;  // Slurm requeues: SLURM_RESTART_COUNT (agent/cluster/)
 
-    if (!open_stores()) return exit_code_;
-    layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());
-    if (layout_->enabled()) log_->info("log directory set to: {}", layout_->run_dir());
-    log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} nnodes={}:{} rdzv={} store={}",
-               rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
-               rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
-    events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
-                                 {"nproc_per_node", config_.nproc_per_node},
-                                 {"max_restarts", config_.max_restarts},
-                                 {"master_addr", store_host_},
-                                 {"master_port", store_ ? store_->port() : 0}});
+    if (!open_worker_store()) return exit_code_;
     if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding) {
       allowed_cpus_ = allowed_cpus();
       numa_nodes_ = numa_nodes(allowed_cpus_);
     }
-
     wait_for_children();
     wait_for_death_signal();
-    start_attempt();
+    wait_for_forwarded_signal();
+    make_handler();
     io_.run();
 
+    // Tee'd lines still queued for a slow console get a moment; a console that does not read gets none.
+    console_.flush(std::chrono::milliseconds(lane_busy_.load() > 0 || death_signal_ != 0 ? 200 : 2000));
+    if (auto dropped = console_.dropped_lines()) {
+      log_->warn(
+          "{} line(s) of worker output were not shown on the console (it did not keep up); the log files "
+          "have every line",
+          dropped);
+      events_.emit("console_dropped", {{"lines", dropped}});
+    }
     events_.emit("shutdown", {{"exit_code", exit_code_}});
+    if (lane_busy_.load() > 0) {
+      // A rendezvous, barrier or store call is still blocked on the helper thread and the agent was told to go:
+      // it does not wait for it (the kernel closes its sockets). The workers are gone already.
+      spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+      std::fflush(nullptr);
+      ::_exit(exit_code_);
+    }
     store_.reset();  // only now: every worker has exited (NCCL watchdogs poll the store until the end)
     return exit_code_;
   }
 
  private:
-  // The workers' store, then the rendezvous handler (static node rank 0's handler reuses the store on
-  // --master-port). Returns false with exit_code_ set when either cannot start.
-  bool open_stores() {
+  // ---- the state machine (agent_policy.hpp decides; this file only acts) ----
+
+  AgentFacts facts() const {
+    return AgentFacts{failure_seen_, membership_changed_, remaining_restarts_ > 0, death_signal_ != 0};
+  }
+
+  void deliver(AgentEvent event) {
+    const AgentState from = state_;
+    const AgentStep step = decide(from, event, facts());
+    if (step.action == AgentAction::kNone && step.next == from) return;
+    log_->debug("{} + {} -> {} ({})", state_name(from), event_name(event), state_name(step.next),
+                action_name(step.action));
+    state_ = step.next;
+    act(step.action);
+  }
+
+  void act(AgentAction action) {
+    switch (action) {
+      case AgentAction::kNone:
+        return;
+      case AgentAction::kJoinRound:
+      case AgentAction::kRejoin:
+        return join_round();
+      case AgentAction::kRestartGroup:
+        --remaining_restarts_;
+        ++restart_count_;
+        log_->warn("Worker group FAILED. {}/{} attempts left; will restart worker group", remaining_restarts_,
+                   config_.max_restarts);
+        events_.emit("restart", {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
+        return join_round();
+      case AgentAction::kSpawnWorkers:
+        return spawn_group();
+      case AgentAction::kStopWorkers:
+        return stop_workers(SIGTERM, false);
+      case AgentAction::kForwardSignal:
+        return stop_workers(death_signal_, true);
+      case AgentAction::kKillWorkers:
+        for (auto& w : workers_) {
+          if (w.running) signal_group(w.pid, SIGKILL);
+        }
+        return;
+      case AgentAction::kWaitExitBarrier:
+        return wait_exit_barrier();
+      case AgentAction::kCloseSucceeded:
+        exit_code_ = 0;
+        return close_run();
+      case AgentAction::kCloseFailed:
+        report_failure();
+        return close_run();
+      case AgentAction::kLeave:
+        exit_code_ = signal_exit_code();
+        return leave_run();
+      case AgentAction::kExitNow:
+        exit_code_ = signal_exit_code();
+        log_->warn("leaving at once: the {} in progress is abandoned", last_blocking_call_);
+        return finish();
+      case AgentAction::kExit:
+        return finish();
+    }
+  }
+
+  int signal_exit_code() const { return config_.propagate_exit_code && !agent_failed_ ? 128 + death_signal_ : 1; }
+
+ public:
+  // HOOK for failures of the agent itself, e.g. the embedded worker store's server died (store/ reports it; wire
+  // its error callback here). Callable from any thread. The agent then acts as on a death signal, in whatever state
+  // it is: workers stopped (SIGTERM, SIGKILL after --shutdown-timeout), the round left, exit 1, loudly.
+  void fail_agent(std::string why) {
+    boost::asio::post(io_, [this, why = std::move(why)]() {
+      if (state_ == AgentState::kDone || agent_failed_) return;
+      agent_failed_ = true;
+      log_->error("the agent itself failed: {}; stopping the job", why);
+      events_.emit("agent_failure", {{"error", why}});
+      if (death_signal_ != 0) return;  // already stopping for a signal
+      death_signal_ = SIGTERM;
+      deliver(AgentEvent::kSignal);
+      check_group_exited();
+    });
+  }
+
+ private:
+  // Runs work on the helper thread (every call that may block: the rendezvous handler is only ever called there,
+  // one thread as handler.hpp asks), then done on the event loop. The loop never waits for it.
+  template <class Work>
+  void off_loop(std::string what, Work work) {
+    last_blocking_call_ = std::move(what);
+    ++lane_busy_;
+    boost::asio::post(lane_, [this, work = std::move(work)]() mutable {
+      auto done = work();  // returns the continuation to run on the loop
+      --lane_busy_;        // before the post: once the loop runs `done`, the helper is idle
+      boost::asio::post(io_, std::move(done));
+    });
+  }
+
+  // ---- the workers' store and the rendezvous handler ----
+
+  // An embedded store whose loop failed answers nothing: fail the job loudly instead of leaving workers hanging.
+  WorkerStore::FailureHandler store_failure_handler() {
+    return [this](const std::string& what) { fail_agent("the workers' store failed (" + what + ")"); };
+  }
+
+  // The workers' store (a local bind: never blocks). Returns false with exit_code_ set when it cannot start.
+  bool open_worker_store() {
     const bool single = is_single_node(config_);
     static_multi_node_ = !single && config_.rdzv_backend == "static";
     std::string bind_host;
@@ -158,32 +282,82 @@ class Agent::Impl {
       store_host_ = node_address(config_);
       bind_host = config_.local_addr && !config_.local_addr->empty() ? *config_.local_addr : "0.0.0.0";
     }
+    if (single && !config_.standalone && !config_.master_port && config_.rdzv_backend == "static") {
+      // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
+      // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
+      try {
+        store_ = std::make_unique<WorkerStore>(bind_host, kTorchrunMasterPort, store_failure_handler());
+        return true;
+      } catch (const std::exception& e) {
+        log_->warn(
+            "port {} (torchrun's default MASTER_PORT) is taken on {} ({}); the workers' store takes a free port "
+            "instead: pass --master-port or --standalone to choose",
+            kTorchrunMasterPort, bind_host, e.what());
+      }
+    }
     if (!static_multi_node_ || config_.node_rank == 0) {
       try {
-        store_ = std::make_unique<WorkerStore>(bind_host, port);
+        store_ = std::make_unique<WorkerStore>(bind_host, port, store_failure_handler());
       } catch (const std::exception& e) {
         log_->error("cannot start the workers' store on {}:{}: {}", bind_host, port, e.what());
         exit_code_ = 1;
         return false;
       }
     }
-    try {
-      if (!rdzv_) rdzv_ = make_rendezvous_handler(config_);
-    } catch (const std::invalid_argument& e) {
-      log_->error("{}", e.what());
-      exit_code_ = 2;
-      return false;
-    } catch (const std::exception& e) {
-      log_->error("rendezvous failed: {}", e.what());
-      exit_code_ = 1;
-      return false;
-    }
-    if (store_) rdzv_->set_worker_store_address(store_host_, store_->port());
     return true;
   }
 
-  void start_attempt() {
+  // The rendezvous handler connects to (or hosts) the rendezvous store: on the helper thread, so a signal that
+  // arrives while the endpoint does not answer is honoured at once.
+  void make_handler() {
+    std::shared_ptr<rdzv::Handler> given = std::move(rdzv_);
+    off_loop("connection to the rendezvous store", [this, given = std::move(given)]() mutable {
+      int code = 0;
+      std::string error;
+      try {
+        if (!given) given = make_rendezvous_handler(config_);
+        if (store_) given->set_worker_store_address(store_host_, store_->port());
+      } catch (const std::invalid_argument& e) {
+        code = 2;
+        error = e.what();
+      } catch (const std::exception& e) {
+        code = 1;
+        error = std::string("rendezvous failed: ") + e.what();
+      }
+      return [this, h = std::move(given), code, error]() mutable {
+        if (code != 0) {
+          log_->error("{}", error);
+          events_.emit("rendezvous_failed", {{"error", error}});
+          exit_code_ = code;
+          return deliver(AgentEvent::kRendezvousFailed);
+        }
+        rdzv_ = std::move(h);
+        on_handler_ready();
+      };
+    });
+  }
+
+  void on_handler_ready() {
+    layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());
+    if (layout_->enabled()) log_->info("log directory set to: {}", layout_->run_dir());
+    log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} nnodes={}:{} rdzv={} store={}",
+               rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
+               rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
+    events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
+                                 {"nproc_per_node", config_.nproc_per_node},
+                                 {"max_restarts", config_.max_restarts},
+                                 {"master_addr", store_host_},
+                                 {"master_port", store_ ? store_->port() : 0}});
+    deliver(AgentEvent::kHandlerReady);
+  }
+
+  // ---- rounds ----
+
+  void join_round() {
     ++attempt_seq_;
+    failure_seen_ = false;
+    membership_changed_ = false;
+    membership_timer_.cancel();
     // The previous attempt's groups that are empty now: their ids may be recycled, so the guardian must forget them.
     // A group a worker's child still holds stays watched.
     for (const auto& w : workers_) {
@@ -194,34 +368,130 @@ class Agent::Impl {
     // node by now. Not with the static backend, whose one store also holds the rendezvous (as torchrun; torch
     // <= 2.0 workers scope their keys by attempt there).
     if (store_ && !static_multi_node_) store_->clear();
-    try {
-      // A round that breaks before every member arrived is left at once; each try waits at most join_timeout.
-      for (int tries = 0;; ++tries) {
-        round_ = rdzv_->next_rendezvous();
-        if (agree_on_restart_count()) break;
-        if (tries >= kMaxBrokenRounds) throw rdzv::RendezvousError("rounds kept breaking before they started");
+    if (store_lost_) watch_rejoin_after_store_loss();
+    report_waiting(attempt_seq_, SteadyClock::now(), std::chrono::seconds(1));
+    off_loop("rendezvous", [this, attempt = attempt_seq_, restart_count = restart_count_]() {
+      rdzv::RoundInfo round;
+      int agreed = restart_count;
+      std::string error;
+      try {
+        // A round that breaks before every member arrived is left at once; each try waits at most join_timeout.
+        for (int tries = 0;; ++tries) {
+          round = rdzv_->next_rendezvous();
+          if (auto a = agree_on_restart_count(round, restart_count)) {
+            agreed = *a;
+            break;
+          }
+          if (tries >= kMaxBrokenRounds) throw rdzv::RendezvousError("rounds kept breaking before they started");
+        }
+      } catch (const rdzv::RendezvousError& e) {
+        error = e.what();
+      } catch (const std::exception& e) {
+        error = e.what();
       }
-    } catch (const rdzv::RendezvousError& e) {
-      // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
-      std::string why = e.what();
-      if (!last_round_end_.empty()) why += " (the previous round ended: " + last_round_end_ + ")";
-      log_->error("rendezvous failed: {}", why);
-      events_.emit("rendezvous_failed", {{"error", why}});
+      return [this, attempt, round = std::move(round), agreed, error]() mutable {
+        if (attempt != attempt_seq_) return;
+        rejoin_timer_.cancel();
+        waiting_timer_.cancel();
+        store_lost_ = false;
+        if (!error.empty()) {
+          // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
+          if (!last_round_end_.empty()) error += " (the previous round ended: " + last_round_end_ + ")";
+          log_->error("rendezvous failed: {}", error);
+          events_.emit("rendezvous_failed", {{"error", error}});
+          exit_code_ = 1;
+          return deliver(AgentEvent::kRendezvousFailed);
+        }
+        if (agreed != restart_count_)
+          log_->info("restart count of this round: {} (this node had {})", agreed, restart_count_);
+        restart_count_ = agreed;
+        round_ = std::move(round);
+        deliver(AgentEvent::kRoundFormed);
+      };
+    });
+  }
+
+  // Says what the agent waits for: once after a second without a round (a round that forms at once says nothing),
+  // then every 30 s. The handler does not tell who joined; the round, when it forms, is one line too (spawn_group).
+  void report_waiting(std::uint64_t attempt, SteadyClock::time_point since, SteadyClock::duration after) {
+    if (is_single_node(config_)) return;
+    waiting_timer_.expires_after(after);
+    waiting_timer_.async_wait([this, attempt, since](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(SteadyClock::now() - since).count();
+      std::string nodes = config_.min_nodes == config_.max_nodes
+                              ? std::to_string(config_.min_nodes)
+                              : fmt::format("{} to {}", config_.min_nodes, config_.max_nodes);
+      log_->warn("waiting for the other nodes of rendezvous '{}' ({} nodes, {} backend, endpoint {}): {} s so far",
+                 rdzv_->run_id(), nodes, rdzv_->backend(),
+                 config_.rdzv_endpoint.empty()
+                     ? config_.master_addr + ":" + (config_.master_port ? std::to_string(*config_.master_port) : "?")
+                     : config_.rdzv_endpoint,
+                 waited);
+      report_waiting(attempt, since, std::chrono::seconds(30));
+    });
+  }
+
+  // After the rendezvous store was lost, the next round is joined on a store that may be gone or back empty; the
+  // handler's calls may then wait on keys nobody will write. The agent does not wait past join_timeout (+ a grace
+  // for the restart-count agreement): it fails with a message that says what happened.
+  void watch_rejoin_after_store_loss() {
+    store::Duration join_timeout = std::chrono::seconds(600);
+    try {
+      if (auto v = rendezvous_parameters(config_).get_as_seconds("join_timeout")) join_timeout = *v;
+    } catch (const std::exception&) {
+    }
+    rejoin_timer_.expires_after(join_timeout + kRejoinGrace);
+    rejoin_timer_.async_wait([this, attempt = attempt_seq_, join_timeout](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+      std::string error = fmt::format(
+          "no new round within join_timeout ({} s) after the rendezvous store was lost ({}). If the store was "
+          "restarted, restart the job with a new --rdzv-id; otherwise check the --rdzv-endpoint host",
+          std::chrono::duration_cast<std::chrono::seconds>(join_timeout).count(), last_round_end_);
+      log_->error("rendezvous failed: {}", error);
+      events_.emit("rendezvous_failed", {{"error", error}});
       exit_code_ = 1;
-      return finish();
+      deliver(AgentEvent::kRendezvousFailed);
+    });
+  }
+
+  // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp). Nullopt
+  // when the round broke before every member arrived: the caller joins the next round. Helper thread.
+  std::optional<int> agree_on_restart_count(const rdzv::RoundInfo& round, int restart_count) {
+    if (round.group_world_size <= 1 || !round.store || rdzv_->backend() != "c10d") return restart_count;
+    try {
+      auto agreed = agree_restart_count(*round.store, restart_count, round.group_world_size, kAgreementTimeout,
+                                        [this] { return rdzv_->num_nodes_waiting() > 0 || rdzv_->round_broken(); });
+      if (!agreed) {
+        log_->warn("round {} ended before it started ({}); joining the next round", round.round,
+                   rdzv_->restart_reason());
+        return std::nullopt;
+      }
+      return *agreed;
+    } catch (const store::StoreError& e) {
+      throw rdzv::RendezvousError(std::string("the members of the round did not all agree on a restart count: ") +
+                                  e.what());
+    }
+  }
+
+  void spawn_group() {
+    if (!is_single_node(config_)) {
+      log_->warn(
+          "round {} of rendezvous '{}' formed: {} node(s), world size {}; this node is group rank {} with "
+          "ranks {}..{}",
+          round_.round, rdzv_->run_id(), round_.group_world_size, round_.global_world_size, round_.group_rank,
+          round_.base_global_rank, round_.base_global_rank + config_.nproc_per_node - 1);
     }
     events_.emit("rendezvous", {{"round", round_.round},
                                 {"group_rank", round_.group_rank},
                                 {"group_world_size", round_.group_world_size},
                                 {"world_size", round_.global_world_size}});
     layout_->prepare_attempt(restart_count_, config_.nproc_per_node);
-    failure_seen_ = false;
-    stopping_ = false;
     workers_.assign(static_cast<std::size_t>(config_.nproc_per_node), Worker{});
     open_filtered_files();
     // Each exec is awaited before the next fork: the parent sleeps in read() and the child gets its CPU at once,
     // which measured faster restarts on a busy machine than forking the whole group first.
-    for (int r = 0; r < config_.nproc_per_node && !stopping_; ++r) {
+    for (int r = 0; r < config_.nproc_per_node && state_ == AgentState::kRunning; ++r) {
       try {
         StartedWorker started = spawn(r);
         try {
@@ -235,61 +505,100 @@ class Agent::Impl {
       }
     }
     watch_membership();
-    maybe_finish_attempt();
-  }
-
-  // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp). False
-  // when the round broke before every member arrived: the caller joins the next round.
-  bool agree_on_restart_count() {
-    if (round_.group_world_size <= 1 || !round_.store || rdzv_->backend() != "c10d") return true;
-    try {
-      auto agreed = agree_restart_count(*round_.store, restart_count_, round_.group_world_size, kAgreementTimeout,
-                                        [this] { return rdzv_->num_nodes_waiting() > 0 || rdzv_->round_broken(); });
-      if (!agreed) {
-        log_->warn("round {} ended before it started ({}); joining the next round", round_.round,
-                   rdzv_->restart_reason());
-        return false;
-      }
-      if (*agreed != restart_count_) {
-        log_->info("restart count of this round: {} (this node had {})", *agreed, restart_count_);
-      }
-      restart_count_ = *agreed;
-      return true;
-    } catch (const store::StoreError& e) {
-      throw rdzv::RendezvousError(std::string("the members of the round did not all agree on a restart count: ") +
-                                  e.what());
-    }
+    check_group_exited();
   }
 
   // Multi-node rounds end when a node waits to join or a member is lost. The rendezvous answers that only when
-  // asked (a store read), so it is asked every --monitor-interval; a single-node job never asks.
+  // asked (a store read, on the helper thread), so it is asked every --monitor-interval; a single-node job never
+  // asks.
   void watch_membership() {
     if (round_.group_world_size <= 1 && config_.max_nodes <= 1) return;
     membership_timer_.expires_after(
         std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(config_.monitor_interval)));
     membership_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
-      if (ec || attempt != attempt_seq_ || finished_ || stopping_) return;
-      int waiting = 0;
-      bool broken = false;
-      std::string reason;
+      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
+      off_loop("membership check", [this, attempt]() {
+        int waiting = 0;
+        bool broken = false;
+        std::string reason;
+        bool store_lost = false;
+        try {
+          waiting = rdzv_->num_nodes_waiting();
+          broken = waiting == 0 && rdzv_->round_broken();
+          if (waiting > 0 || broken) reason = rdzv_->restart_reason();
+        } catch (const std::exception& e) {
+          // The rendezvous store is gone (its host died, or it restarted empty): end the round; joining the next
+          // one says what failed.
+          broken = true;
+          store_lost = true;
+          reason = std::string("the rendezvous store failed: ") + e.what();
+        }
+        return [this, attempt, waiting, broken, reason, store_lost]() {
+          if (attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
+          if (waiting == 0 && !broken) return watch_membership();
+          log_->warn("Membership changed ({}); restarting worker group into a new round",
+                     reason.empty() ? std::to_string(waiting) + " node(s) waiting" : reason);
+          events_.emit("membership_change", {{"nodes_waiting", waiting}, {"reason", reason}});
+          membership_changed_ = true;
+          store_lost_ = store_lost;
+          last_round_end_ = reason;
+          deliver(AgentEvent::kMembershipChanged);
+        };
+      });
+    });
+  }
+
+  // ---- the end of the run ----
+
+  void wait_exit_barrier() {
+    log_->info("worker group succeeded");
+    // Wait for the other nodes so an early finisher does not look like a scale-down (torchrun: 300 s).
+    const auto timeout =
+        std::chrono::duration_cast<store::Duration>(std::chrono::duration<double>(config_.exit_barrier_timeout));
+    off_loop("exit barrier", [this, timeout]() {
+      bool passed = false;
       try {
-        waiting = rdzv_->num_nodes_waiting();
-        broken = waiting == 0 && rdzv_->round_broken();
-        if (waiting > 0 || broken) reason = rdzv_->restart_reason();
+        passed = rdzv_->exit_barrier(timeout);
       } catch (const std::exception& e) {
-        // The rendezvous store is gone (its host died): end the round; joining the next one says what failed.
-        broken = true;
-        reason = std::string("the rendezvous store failed: ") + e.what();
+        log_->warn("exit barrier failed: {}", e.what());
       }
-      if (waiting > 0 || broken) {
-        log_->warn("Membership changed ({}); restarting worker group into a new round",
-                   reason.empty() ? std::to_string(waiting) + " node(s) waiting" : reason);
-        events_.emit("membership_change", {{"nodes_waiting", waiting}, {"reason", reason}});
-        membership_restart_ = true;
-        last_round_end_ = reason;
-        return stop_workers(SIGTERM);
+      return [this, passed]() {
+        if (!passed)
+          log_->warn("exit barrier timed out after {} s (--exit-barrier-timeout)", config_.exit_barrier_timeout);
+        deliver(AgentEvent::kBarrierDone);
+      };
+    });
+  }
+
+  // shutdown(): closes the run id for every node (success, or failure with no restarts left, as torchrun).
+  void close_run() {
+    off_loop("rendezvous shutdown", [this]() {
+      try {
+        rdzv_->shutdown();
+      } catch (const std::exception& e) {
+        log_->warn("could not close the rendezvous: {}", e.what());
       }
-      watch_membership();
+      return [this]() { deliver(AgentEvent::kClosed); };
+    });
+  }
+
+  // A death signal: leave the round without closing the run, so the other nodes restart at once (torchrun
+  // #67742). Bounded: a rendezvous store that does not answer cannot hold the agent past the signal's second.
+  void leave_run() {
+    off_loop("rendezvous leave", [this]() {
+      try {
+        rdzv_->leave();
+      } catch (const std::exception& e) {
+        log_->warn("could not leave the rendezvous: {}", e.what());
+      }
+      return [this]() { deliver(AgentEvent::kClosed); };
+    });
+    leave_timer_.expires_after(kLeaveBudget);
+    leave_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      log_->warn("the rendezvous did not answer within {} ms; leaving without it",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(kLeaveBudget).count());
+      deliver(AgentEvent::kClosed);
     });
   }
 
@@ -349,7 +658,9 @@ class Agent::Impl {
           child_fds.push_back(p[1]);
           TeeTarget target;
           target.console_fd = plan.to_console ? stream : -1;
+          target.console = &console_;
           target.file_fd = layout_->enabled() ? open_for_child(path) : -1;
+          target.file_path = path;
           target.filtered_fd = stream == 1 ? filtered_out_fd_ : filtered_err_fd_;
           target.filters = stream == 1 ? config_.duplicate_stdout_filters : config_.duplicate_stderr_filters;
           const std::string* tmpl = prefix_template_ ? &*prefix_template_ : nullptr;
@@ -407,6 +718,23 @@ class Agent::Impl {
     });
   }
 
+  // SIGUSR1/SIGUSR2 (unless --signals-to-handle makes them death signals): passed on to every worker's process
+  // group, the job goes on. Workers use them for checkpoint-on-preemption (Slurm's --signal) and stack dumps.
+  void wait_for_forwarded_signal() {
+    forwarded_signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+      if (ec) return;
+      nlohmann::json pids = nlohmann::json::array();
+      for (auto& w : workers_) {
+        if (!w.running) continue;
+        signal_group(w.pid, sig);
+        pids.push_back(w.pid);
+      }
+      log_->info("Received {}: forwarded to {} worker(s)", signal_name(sig), pids.size());
+      events_.emit("signal_forwarded", {{"signal", signal_name(sig)}, {"pids", pids}});
+      wait_for_forwarded_signal();
+    });
+  }
+
   // SIGCHLD: collect every worker that exited (several may have, signals coalesce).
   void reap() {
     for (auto& w : workers_) {
@@ -418,7 +746,9 @@ class Agent::Impl {
       w.exitcode = exitcode_of(status);
       w.exited_ns = monotonic_ns();
       w.exited_epoch = epoch_seconds();
-      w.stopped_by_us = stopping_;
+      // Collateral of a stop: it died of the signal ctrun sent (or its shell's 128+N). A rank that exits with a code
+      // of its own while the group is being stopped failed by itself and is named in the summary (as torchrun).
+      w.stopped_by_us = state_ != AgentState::kRunning && died_of_stop_signal(w.exitcode);
       nlohmann::json ev = {{"local_rank", w.local_rank},
                            {"rank", w.global_rank},
                            {"pid", w.pid},
@@ -432,37 +762,66 @@ class Agent::Impl {
         on_worker_failed();
       }
     }
-    maybe_finish_attempt();
+    check_group_exited();
   }
 
+  // All-or-nothing, as torchrun: one failure stops the whole local group.
   void on_worker_failed() {
-    if (failure_seen_) return;
+    if (state_ != AgentState::kRunning) return;
     failure_seen_ = true;
-    // All-or-nothing, as torchrun: one failure stops the whole local group.
-    stop_workers(SIGTERM);
+    deliver(AgentEvent::kWorkerFailed);
+  }
+
+  void check_group_exited() {
+    if (state_ != AgentState::kRunning && state_ != AgentState::kStopping) return;
+    for (const auto& w : workers_) {
+      if (w.running) return;
+    }
+    kill_timer_.cancel();
+    membership_timer_.cancel();
+    sweep_escapees();
+    deliver(AgentEvent::kGroupExited);
+  }
+
+  // The group has ended: processes of it that left its process group (setsid, double fork) end too.
+  void sweep_escapees() {
+    auto token = env_(kJobTokenVariable);
+    if (!token || token->empty()) return;
+    int n = signal_marked_processes(*token, SIGKILL);
+    if (n > 0) {
+      log_->warn("killed {} process(es) of the worker group that had left its process group (setsid or daemon)", n);
+      events_.emit("escapees_killed", {{"count", n}});
+    }
   }
 
   void on_death_signal(int sig) {
     if (death_signal_ != 0) {
-      // A second signal while shutting down: the user insists; do not wait out the shutdown timeout.
+      // A second signal: the user insists; do not wait out the shutdown timeout.
       log_->warn("Received {} again, killing workers now", signal_name(sig));
-      for (auto& w : workers_) {
-        if (w.running) signal_group(w.pid, SIGKILL);
-      }
-      return;
+      events_.emit("signal", {{"signal", signal_name(sig)}, {"again", true}});
+      return deliver(AgentEvent::kSignalAgain);
     }
     death_signal_ = sig;
-    log_->warn("Received {} death signal, shutting down workers", signal_name(sig));
-    events_.emit("signal", {{"signal", signal_name(sig)}});
-    stopping_ = false;  // forward this signal even if a failure stop already sent SIGTERM
-    stop_workers(sig);
-    maybe_finish_attempt();
+    log_->warn("Received {} death signal, shutting down workers (agent state: {})", signal_name(sig),
+               state_name(state_));
+    events_.emit("signal", {{"signal", signal_name(sig)}, {"state", state_name(state_)}});
+    deliver(AgentEvent::kSignal);
+    check_group_exited();
   }
 
-  // Sends sig to every worker's process group, then SIGKILL after --shutdown-timeout.
-  void stop_workers(int sig) {
-    if (stopping_) return;
-    stopping_ = true;
+  bool died_of_stop_signal(int exitcode) const {
+    for (int sig : {stop_signal_, SIGKILL}) {
+      if (sig != 0 && (exitcode == -sig || exitcode == 128 + sig)) return true;
+    }
+    return false;
+  }
+
+  // Sends sig to every worker's process group, then SIGKILL after --shutdown-timeout. again: a stop already
+  // under way (for a failure) is overtaken by a death signal, which is sent too.
+  void stop_workers(int sig, bool again) {
+    if (stopping_attempt_ == attempt_seq_ && !again) return;
+    stopping_attempt_ = attempt_seq_;
+    stop_signal_ = sig;
     for (auto& w : workers_) {
       // Exited leaders too: their process group may still hold the worker's own children.
       if (w.pid > 0) signal_group(w.pid, sig);
@@ -481,45 +840,6 @@ class Agent::Impl {
         }
       }
     });
-  }
-
-  void maybe_finish_attempt() {
-    for (const auto& w : workers_) {
-      if (w.running) return;
-    }
-    if (finished_) return;
-    kill_timer_.cancel();
-    membership_timer_.cancel();
-    if (death_signal_ != 0) {
-      // Leave the round without closing the run: the other nodes restart at once (torchrun #67742).
-      rdzv_->leave();
-      exit_code_ = config_.propagate_exit_code ? 128 + death_signal_ : 1;
-      return finish();
-    }
-    if (membership_restart_ && !failure_seen_) {
-      membership_restart_ = false;  // a new round; it does not use up --max-restarts (as torchrun)
-      return start_attempt();
-    }
-    membership_restart_ = false;
-    if (!failure_seen_) {
-      log_->info("worker group succeeded");
-      // Wait for the other nodes so an early finisher does not look like a scale-down (torchrun: 300 s).
-      if (!rdzv_->exit_barrier(std::chrono::seconds(300))) log_->warn("exit barrier timed out");
-      rdzv_->shutdown();
-      exit_code_ = 0;
-      return finish();
-    }
-    if (remaining_restarts_ > 0) {
-      --remaining_restarts_;
-      ++restart_count_;
-      log_->warn("Worker group FAILED. {}/{} attempts left; will restart worker group", remaining_restarts_,
-                 config_.max_restarts);
-      events_.emit("restart", {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
-      return start_attempt();
-    }
-    report_failure();
-    rdzv_->shutdown();  // as torchrun: the run is over for every node
-    finish();
   }
 
   void report_failure() {
@@ -556,7 +876,12 @@ class Agent::Impl {
     finished_ = true;
     children_.cancel();
     membership_timer_.cancel();
+    leave_timer_.cancel();
+    rejoin_timer_.cancel();
+    waiting_timer_.cancel();
+    kill_timer_.cancel();
     death_signals_.cancel();
+    forwarded_signals_.cancel();
     drain_or_stop();
   }
 
@@ -600,20 +925,28 @@ class Agent::Impl {
   boost::asio::io_context io_;
   boost::asio::signal_set children_;
   boost::asio::signal_set death_signals_;
+  boost::asio::signal_set forwarded_signals_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer drain_timer_;
   boost::asio::steady_timer membership_timer_;
+  boost::asio::steady_timer leave_timer_;
+  boost::asio::steady_timer rejoin_timer_;
+  boost::asio::steady_timer waiting_timer_;
   EventLog events_;
+  ConsoleSink console_;  // before tees_: the tee streams write into it
   std::optional<std::string> prefix_template_ = env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
 
   static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);
   static constexpr int kMaxBrokenRounds = 100;
+  static constexpr std::chrono::milliseconds kLeaveBudget{500};
+  static constexpr std::chrono::seconds kRejoinGrace{10};
+  static constexpr std::uint16_t kTorchrunMasterPort = 29500;  // of the one second a signal is honoured in
 
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;
   bool static_multi_node_ = false;
-  std::string last_round_end_;  // why the previous round ended (membership change), for error messages
-  std::unique_ptr<rdzv::Handler> rdzv_;
+  std::string last_round_end_;           // why the previous round ended (membership change), for error messages
+  std::shared_ptr<rdzv::Handler> rdzv_;  // called on the helper thread only (run_id/backend are constant)
   std::unique_ptr<LogLayout> layout_;
   rdzv::RoundInfo round_;
   std::vector<Worker> workers_;
@@ -627,12 +960,22 @@ class Agent::Impl {
   int restart_count_ = 0;
   int remaining_restarts_ = 0;
   std::uint64_t attempt_seq_ = 0;  // every start_attempt, restarts and new rounds alike
-  bool membership_restart_ = false;
+  AgentState state_ = AgentState::kInitialising;
+  bool membership_changed_ = false;
   bool failure_seen_ = false;
-  bool stopping_ = false;
+  bool store_lost_ = false;  // the last round ended because the rendezvous store failed
+  std::uint64_t stopping_attempt_ = 0;
+  int stop_signal_ = 0;  // the signal the current stop sent  // the attempt whose workers were already signalled
   bool finished_ = false;
   int death_signal_ = 0;
+  bool agent_failed_ = false;  // fail_agent() was called
   int exit_code_ = 1;
+  std::string last_blocking_call_;
+
+  // The helper thread for blocking calls, and how many of its tasks are queued or running. Last member: destroyed
+  // (joined) first, while everything its tasks use still exists.
+  std::atomic<int> lane_busy_{0};
+  boost::asio::thread_pool lane_{1};
 };
 
 Agent::Agent(LaunchConfig config, EnvLookup env) : impl_(std::make_unique<Impl>(std::move(config), std::move(env))) {}
@@ -642,5 +985,6 @@ Agent::Agent(LaunchConfig config, EnvLookup env, std::unique_ptr<rdzv::Handler> 
 }
 Agent::~Agent() = default;
 int Agent::run() { return impl_->run(); }
+void Agent::fail(std::string why) { impl_->fail_agent(std::move(why)); }
 
 }  // namespace ctrun::agent

@@ -4,6 +4,7 @@
 // failure with a fresh store keyspace, and reports the failure summary. Asio stays in agent.cpp.
 
 #include <memory>
+#include <string>
 
 #include "agent/cli.hpp"
 #include "agent/launch_config.hpp"
@@ -24,6 +25,10 @@ class Agent {
   // Runs the job to the end; returns ctrun's exit code: 0 success, 1 failure (torchrun's), or with
   // --propagate-exit-code the root cause's code (128+N for signal N).
   int run();
+
+  // A failure of the agent itself (e.g. its embedded worker store's server died): callable from any thread while
+  // run() runs. The agent stops its workers, leaves the round and run() returns 1, as on a death signal.
+  void fail(std::string why);
 
  private:
   class Impl;

@@ -66,6 +66,66 @@ struct Lexer {
   }
 };
 
+// argparse's long-option handling that CLI11 lacks, applied to the words before SCRIPT: an unambiguous prefix of a
+// long flag stands for it (`--nproc=2`), an ambiguous one is an error naming the candidates, and `--flag=` with
+// nothing after the `=` is an error (never an empty value, never the next word).
+std::vector<std::string> expand_long_options(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  out.reserve(args.size());
+  bool value_next = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (value_next) {
+      value_next = false;
+      out.push_back(word);
+      continue;
+    }
+    if (word == "--" || word.size() < 2 || word[0] != '-') {  // SCRIPT (or `--`): the rest is the script's
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      return out;
+    }
+    if (word[1] != '-') {  // a short option: -r3, -m, -r 3
+      const FlagSpec* f = nullptr;
+      for (const auto& spec : flag_table()) {
+        if (!spec.short_name.empty() && word.substr(1) == spec.short_name) f = &spec;
+      }
+      value_next = f != nullptr && f->kind == FlagKind::kValue;
+      out.push_back(word);
+      continue;
+    }
+    const auto eq = word.find('=');
+    const std::string name = word.substr(0, eq);
+    std::vector<const FlagSpec*> exact, prefixed;
+    for (const auto& spec : flag_table()) {
+      const std::string dashed = dashed_name(spec.dest), underscored = underscored_name(spec.dest);
+      if (name == dashed || name == underscored) {
+        exact.push_back(&spec);
+      } else if (dashed.rfind(name, 0) == 0 || underscored.rfind(name, 0) == 0) {
+        prefixed.push_back(&spec);
+      }
+    }
+    const FlagSpec* flag = nullptr;
+    std::string full = name;
+    if (!exact.empty()) {
+      flag = exact.front();
+    } else if (prefixed.size() == 1) {
+      flag = prefixed.front();
+      full = dashed_name(flag->dest);
+    } else if (prefixed.size() > 1) {
+      std::string candidates;
+      for (const auto* c : prefixed) candidates += (candidates.empty() ? "" : ", ") + dashed_name(c->dest);
+      throw UsageError("ambiguous option: " + name + " could match " + candidates);
+    }
+    if (flag != nullptr && flag->kind == FlagKind::kValue) {
+      if (eq != std::string::npos && eq + 1 == word.size())
+        throw UsageError("argument " + full + ": expected a value after '=' (an empty value is not allowed)");
+      value_next = eq == std::string::npos;
+    }
+    out.push_back(eq == std::string::npos ? full : full + word.substr(eq));
+  }
+  return out;
+}
+
 }  // namespace
 
 EnvLookup process_env() {
@@ -83,8 +143,9 @@ std::string usage_line() {
 
 CommandLine lex_command_line(const std::vector<std::string>& args) {
   Lexer lexer;
+  const std::vector<std::string> expanded = expand_long_options(args);
   // CLI11 wants the words in reverse order.
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  std::vector<std::string> reversed(expanded.rbegin(), expanded.rend());
   try {
     lexer.app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
@@ -112,7 +173,7 @@ CommandLine lex_command_line(const std::vector<std::string>& args) {
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
   if (rest.empty()) throw UsageError("the following arguments are required: training_script");
   if (rest.front().size() > 1 && rest.front()[0] == '-' &&
-      !(args.size() >= rest.size() + 1 && args[args.size() - rest.size() - 1] == "--")) {
+      !(expanded.size() >= rest.size() + 1 && expanded[expanded.size() - rest.size() - 1] == "--")) {
     throw UsageError("unrecognized argument: " + rest.front());
   }
   out.script = rest.front();

@@ -11,6 +11,7 @@ namespace ctrun::agent {
 
 EventLog::EventLog(const std::optional<std::string>& path) {
   if (!path) return;
+  path_ = *path;
   file_ = std::fopen(path->c_str(), "ae");
   if (file_ == nullptr) {
     throw std::runtime_error("cannot open --event-log " + *path + ": " + std::strerror(errno));
@@ -28,8 +29,13 @@ void EventLog::emit(const std::string& event, const nlohmann::json& fields) {
   auto now = std::chrono::system_clock::now().time_since_epoch();
   line["time"] = std::chrono::duration<double>(now).count();
   std::string text = line.dump() + "\n";
-  std::fwrite(text.data(), 1, text.size(), file_);
-  std::fflush(file_);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), file_) == text.size() && std::fflush(file_) == 0;
+  if (!ok && !warned_) {
+    warned_ = true;  // once: a full disk would otherwise say it for every event
+    const int err = errno;
+    std::fprintf(stderr, "ctrun: warning: cannot write the event log %s: %s; later events may be missing\n",
+                 path_.c_str(), std::strerror(err));
+  }
 }
 
 }  // namespace ctrun::agent

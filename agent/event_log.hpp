@@ -23,6 +23,8 @@ class EventLog {
 
  private:
   std::FILE* file_ = nullptr;
+  std::string path_;
+  bool warned_ = false;  // the one warning on a write error (disk full) was given
 };
 
 }  // namespace ctrun::agent

@@ -76,6 +76,11 @@ const std::vector<FlagSpec>& flag_table() {
        "Comma-separated NAME or NAME=VALUE set on every host (besides the .ctrun_env files)."},
       {"exit_on_stdin_close", "", K::kBool, "0", false, false,
        "Stop the agent and its workers when stdin closes (what --hostfile runs on each host)."},
+      {"dry_run", "", K::kBool, "0", true, false,
+       "Print the resolved configuration and every local worker's command and environment; start nothing."},
+      {"exit_barrier_timeout", "", K::kValue, std::nullopt, true, false,
+       "Seconds a node that succeeded waits for the others before exiting (default "
+       "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT or 300, torchrun's fixed value)."},
   };
   return table;
 }

@@ -8,6 +8,9 @@
 #include <csignal>
 #include <cstdint>
 #include <set>
+#include <string>
+
+#include "agent/escapees.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -27,7 +30,7 @@ void send(std::int32_t message) {
   }
 }
 
-[[noreturn]] void guardian_main(int read_fd) {
+[[noreturn]] void guardian_main(int read_fd, const std::string& token) {
   ::prctl(PR_SET_NAME, "ctrun-guardian");
   for (int s = 1; s < NSIG; ++s) {
     if (s != SIGKILL && s != SIGSTOP) ::signal(s, SIG_IGN);
@@ -51,12 +54,15 @@ void send(std::int32_t message) {
     if (message < 0) groups.erase(-message);
   }
   for (pid_t g : groups) ::kill(-g, SIGKILL);
+  // Then whatever left its group (setsid, a double-forked daemon): found by ctrun's mark in its environment. A
+  // few passes: a process killed mid-fork may have left a child the previous pass did not see.
+  for (int pass = 0; pass < 3 && signal_marked_processes(token, SIGKILL) > 0; ++pass) ::usleep(20000);
   ::_exit(0);
 }
 
 }  // namespace
 
-bool start_guardian() {
+bool start_guardian(const std::string& job_token) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return false;
   pid_t pid = ::fork();
@@ -71,7 +77,7 @@ bool start_guardian() {
     for (int fd = 3; fd < 1024; ++fd) {
       if (fd != p[0]) ::close(fd);
     }
-    guardian_main(p[0]);
+    guardian_main(p[0], job_token);
   }
   ::close(p[0]);
   g_write_fd = p[1];

@@ -10,10 +10,13 @@
 
 #include <sys/types.h>
 
+#include <string>
+
 namespace ctrun::agent {
 
-// Forks the guardian. Returns false (and ctrun runs without one) if the pipe or fork fails.
-bool start_guardian();
+// Forks the guardian. Returns false (and ctrun runs without one) if the pipe or fork fails. job_token: the mark
+// (agent/escapees.hpp) by which, after the groups, it finds and kills processes that left them; empty: none.
+bool start_guardian(const std::string& job_token = {});
 // A worker's process group (its pid: workers call setsid) exists: kill it if ctrun dies.
 void guardian_watch(pid_t pgid);
 // The group is gone (its leader was reaped and the group signalled): forget it, so a recycled id is never hit.

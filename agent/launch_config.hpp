@@ -69,6 +69,11 @@ struct LaunchConfig {
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::vector<int> signal_numbers;  // parsed signals_to_handle
   double shutdown_timeout = 30.0;   // seconds between the forwarded signal and SIGKILL
+  // Forwarded to every worker's process group (and recorded in the event log), not a reason to stop: SIGUSR1/2
+  // unless --signals-to-handle names them (then they stop the job like SIGTERM).
+  std::vector<int> forwarded_signal_numbers;
+  double exit_barrier_timeout = 300.0;
+  bool dry_run = false;  // print what would run, start nothing  // seconds a node that succeeded waits for the others (torchrun: 300)
 
   // Beyond torchrun.
   std::optional<std::string> event_log;  // one JSON line per event

@@ -1,5 +1,6 @@
 #include "agent/launch_config_builder.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -208,6 +209,8 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   c.standalone = v.flag("standalone");
   c.rdzv_backend = v.str("rdzv_backend");
   c.rdzv_endpoint = v.str("rdzv_endpoint");
+  if (!c.rdzv_endpoint.empty() && c.rdzv_endpoint.back() == ':')
+    bad("rdzv_endpoint", "'" + c.rdzv_endpoint + "' has an empty port: give host:port, or host alone for the default");
   c.rdzv_id = v.str("rdzv_id");
   c.rdzv_conf = parse_rdzv_conf(v.str("rdzv_conf"));
   if (c.standalone) {
@@ -298,6 +301,16 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   std::string timeout = v.get("shutdown_timeout").value_or(env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT").value_or("30"));
   c.shutdown_timeout = to_double("shutdown_timeout", timeout);
   if (c.shutdown_timeout < 0) bad("shutdown_timeout", "must be >= 0 seconds");
+  std::string barrier =
+      v.get("exit_barrier_timeout").value_or(env("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT").value_or("300"));
+  c.exit_barrier_timeout = to_double("exit_barrier_timeout", barrier);
+  if (!(c.exit_barrier_timeout >= 0)) bad("exit_barrier_timeout", "must be >= 0 seconds");
+  c.dry_run = v.flag("dry_run");
+  c.forwarded_signal_numbers.clear();
+  for (int sig : {SIGUSR1, SIGUSR2}) {
+    if (std::find(c.signal_numbers.begin(), c.signal_numbers.end(), sig) == c.signal_numbers.end())
+      c.forwarded_signal_numbers.push_back(sig);
+  }
 
   c.event_log = v.get("event_log");
   c.propagate_exit_code = v.flag("propagate_exit_code");

@@ -4,23 +4,30 @@
 
 #include <array>
 #include <cerrno>
+#include <cstring>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
+#include "agent/console_sink.hpp"
 #include "agent/line_splitter.hpp"
+#include "common/log.hpp"
 
 namespace ctrun::agent {
 
-void write_all(int fd, const char* data, std::size_t size) {
+int write_all_checked(int fd, const char* data, std::size_t size) {
   while (size > 0) {
     ssize_t n = ::write(fd, data, size);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n < 0) return errno;
+    if (n == 0) return EIO;
     data += n;
     size -= static_cast<std::size_t>(n);
   }
+  return 0;
 }
+
+void write_all(int fd, const char* data, std::size_t size) { (void)write_all_checked(fd, data, size); }
 
 class TeeStream::Impl : public std::enable_shared_from_this<Impl> {
  public:
@@ -35,7 +42,7 @@ class TeeStream::Impl : public std::enable_shared_from_this<Impl> {
     pipe_.async_read_some(boost::asio::buffer(buf_), [self = shared_from_this()](auto ec, std::size_t n) {
       if (!ec) {
         // The file gets the bytes as they come; the console gets whole lines only.
-        if (self->target_.file_fd >= 0) write_all(self->target_.file_fd, self->buf_.data(), n);
+        if (self->target_.file_fd >= 0 && !self->file_failed_) self->write_file(n);
         self->splitter_.feed(std::string_view(self->buf_.data(), n), [&](std::string_view line) { self->emit(line); });
         self->read();
         return;
@@ -52,8 +59,19 @@ class TeeStream::Impl : public std::enable_shared_from_this<Impl> {
     });
   }
 
+  // A log file that cannot be written (disk full) is said once, with its path; the console still gets the lines.
+  void write_file(std::size_t n) {
+    if (int err = write_all_checked(target_.file_fd, buf_.data(), n); err != 0) {
+      file_failed_ = true;
+      ctrun::log::get("agent")->warn("cannot write worker output to {}: {}; the rest of this stream is not in the file",
+                                     target_.file_path.empty() ? "a log file" : target_.file_path, std::strerror(err));
+    }
+  }
+
   void emit(std::string_view line) {
-    if (target_.console_fd >= 0) {
+    if (target_.console_fd >= 0 && target_.console != nullptr) {
+      target_.console->write(target_.console_fd, target_.prefix, line);
+    } else if (target_.console_fd >= 0) {
       line_.assign(target_.prefix);
       line_.append(line);
       write_all(target_.console_fd, line_.data(), line_.size());
@@ -75,6 +93,7 @@ class TeeStream::Impl : public std::enable_shared_from_this<Impl> {
   LineSplitter splitter_;
   std::string line_;
   bool finished_ = false;
+  bool file_failed_ = false;
 };
 
 TeeStream::TeeStream(boost::asio::io_context& io, int read_fd, TeeTarget target, std::function<void()> on_eof)

@@ -2,12 +2,15 @@
 
 #include "store/server.hpp"
 
+#include <utility>
+
 namespace ctrun::agent {
 
-WorkerStore::WorkerStore(const std::string& host, std::uint16_t port) {
+WorkerStore::WorkerStore(const std::string& host, std::uint16_t port, FailureHandler on_failure) {
   store::ServerOptions options;
   options.host = host;
   options.port = port;
+  options.on_failure = std::move(on_failure);
   server_ = std::make_unique<store::Server>(options);
   server_->start();
 }

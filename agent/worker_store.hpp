@@ -4,6 +4,7 @@
 // key of a failed attempt (an old NCCL unique id, torch issue #135712) is seen by the next one.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,8 +16,12 @@ namespace ctrun::agent {
 
 class WorkerStore {
  public:
+  // Called once, on the store's thread, if the server loop fails (it then answers nothing): the agent must not
+  // go on with workers that can no longer reach their store.
+  using FailureHandler = std::function<void(const std::string& what)>;
+
   // Binds host:port (port 0: the kernel picks) and serves on its own thread. Throws with the address.
-  WorkerStore(const std::string& host, std::uint16_t port);
+  WorkerStore(const std::string& host, std::uint16_t port, FailureHandler on_failure = {});
   ~WorkerStore();
 
   std::uint16_t port() const;

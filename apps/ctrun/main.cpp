@@ -8,6 +8,8 @@
 
 #include "agent/agent.hpp"
 #include "agent/cli.hpp"
+#include "agent/dry_run.hpp"
+#include "agent/escapees.hpp"
 #include "agent/guardian.hpp"
 #include "agent/multihost/launcher.hpp"
 #include "agent/multihost/stdin_watch.hpp"
@@ -58,6 +60,15 @@ int main(int argc, char** argv) {
   }
   // What Slurm / MPI / Kubeflow variables decided, in one line (explicit flags always win).
   if (!config.cluster_summary.empty()) std::fprintf(stderr, "%s\n", config.cluster_summary.c_str());
+  if (config.dry_run) {
+    try {
+      std::fputs(dry_run_report(config, env).c_str(), stdout);
+      return 0;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\nctrun: error: %s\n", usage_line().c_str(), e.what());
+      return 2;
+    }
+  }
   if (config.monitor_interval != 0.1) {
     log->info("--monitor-interval {} accepted; ctrun reacts to worker exits as they happen", config.monitor_interval);
   }
@@ -74,8 +85,12 @@ int main(int argc, char** argv) {
     ::setenv("OMP_NUM_THREADS", "1", 1);
     log->warn(kOmpWarning);
   }
-  // Before any thread exists (fork): kills the workers' process groups, grandchildren included, if ctrun dies.
-  if (!start_guardian()) log->warn("could not start the orphan guardian; workers' children may outlive a killed ctrun");
+  // Before any thread exists (fork): kills the workers' process groups, grandchildren included, if ctrun dies; and
+  // every process carrying this ctrun's job token (agent/escapees.hpp), set only after the guardian forked.
+  const std::string job_token = make_job_token();
+  if (!start_guardian(job_token))
+    log->warn("could not start the orphan guardian; workers' children may outlive a killed ctrun");
+  ::setenv(kJobTokenVariable, job_token.c_str(), 1);
   try {
     Agent agent(std::move(config), env);
     return agent.run();

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "agent/agent.hpp"
 #include "agent/launch_config_builder.hpp"
@@ -89,6 +90,45 @@ TEST(AgentLoop, WaitingNodeStartsANewRoundWithoutUsingRestarts) {
     std::string line = "0 " + std::to_string(2 + r) + " 4\n";
     EXPECT_EQ(text.str(), line + line);
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Agent::fail() (the hook for failures of the agent itself) from another thread: the workers are stopped, the
+// round is left (not closed), run() returns 1.
+TEST(AgentLoop, FailFromAnotherThreadStopsTheJob) {
+  std::string dir = ::testing::TempDir() + "/ctrun_agent_fail";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  LaunchConfig c;
+  c.nproc_per_node = 2;
+  c.monitor_interval = 30;  // no membership poll during the test: only fail() ends the round
+  c.no_python = true;
+  c.log_dir = "/dev/null";
+  c.shutdown_timeout = 5;
+  c.script = std::string(CTRUN_WORKERS_DIR) + "/wait_term.sh";
+  c.signal_numbers = {};
+  ::setenv("OUT_DIR", dir.c_str(), 1);
+  auto handler = std::make_unique<ScriptedHandler>();
+  ScriptedHandler* h = handler.get();
+  Agent agent(c, process_env(), std::move(handler));
+  std::thread failer([&] {
+    for (int i = 0; i < 500 && !std::filesystem::exists(dir + "/pid_1"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    agent.fail("the embedded store's server stopped (test)");
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(agent.run(), 1);
+  failer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream in(dir + "/got_" + std::to_string(r));
+    std::string got;
+    std::getline(in, got);
+    EXPECT_EQ(got, "TERM") << "rank " << r;
+  }
+  EXPECT_EQ(h->leaves, 1);
+  EXPECT_EQ(h->shutdowns, 0);
   std::filesystem::remove_all(dir);
 }
 

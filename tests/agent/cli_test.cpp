@@ -1,6 +1,8 @@
 // Flag parsing: both spellings, PET_* env, config file precedence, errors, and every torchrun flag.
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include <fstream>
 
 #include "agent/cli.hpp"
@@ -81,6 +83,51 @@ TEST(Cli, ShutdownTimeoutFromTorchEnv) {
   EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).shutdown_timeout, 7.0);
   EXPECT_DOUBLE_EQ(parse({"--shutdown-timeout", "2.5", "t.py"}).shutdown_timeout, 2.5);
   EXPECT_THROW(parse({"--shutdown-timeout", "-1", "t.py"}), UsageError);
+}
+
+TEST(Cli, UnambiguousLongPrefixesAsArgparse) {
+  auto c = parse({"--nproc=2", "--max-r", "4", "--stand", "t.py", "--nproc=9"});
+  EXPECT_EQ(c.nproc_per_node_spec, "2");
+  EXPECT_EQ(c.max_restarts, 4);
+  EXPECT_TRUE(c.standalone);
+  EXPECT_EQ(c.script_args, (std::vector<std::string>{"--nproc=9"}));  // the script's words are never touched
+  EXPECT_EQ(parse({"--max_rest=1", "t.py"}).max_restarts, 1);
+  try {
+    parse({"--n=2", "t.py"});
+    FAIL() << "--n is ambiguous";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("ambiguous option: --n could match --nnodes, --nproc-per-node"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Cli, EmptyValuesAndEmptyPortsAreErrors) {
+  EXPECT_THROW(parse({"--log-dir=", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--rdzv-id=", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--rdzv-backend=c10d", "--rdzv-endpoint=localhost:", "--nnodes=2", "t.py"}), UsageError);
+  // the word after an empty `--flag=` is never taken as its value
+  try {
+    parse({"--log-dir=", "/tmp/x", "t.py"});
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--log-dir"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Cli, ExitBarrierTimeoutFlagEnvAndDefault) {
+  EXPECT_DOUBLE_EQ(parse({"t.py"}).exit_barrier_timeout, 300.0);  // torchrun's fixed value
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "12"}}).exit_barrier_timeout, 12.0);
+  EXPECT_DOUBLE_EQ(parse({"--exit-barrier-timeout", "0.5", "t.py"}).exit_barrier_timeout, 0.5);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"PET_EXIT_BARRIER_TIMEOUT", "9"}}).exit_barrier_timeout, 9.0);
+  EXPECT_THROW(parse({"--exit-barrier-timeout", "-1", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--exit-barrier-timeout", "soon", "t.py"}), UsageError);
+}
+
+TEST(Cli, Sigusr1And2AreForwardedUnlessTheyAreDeathSignals) {
+  EXPECT_EQ(parse({"t.py"}).forwarded_signal_numbers, (std::vector<int>{SIGUSR1, SIGUSR2}));
+  EXPECT_EQ(parse({"--signals-to-handle", "SIGTERM,SIGUSR1", "t.py"}).forwarded_signal_numbers,
+            (std::vector<int>{SIGUSR2}));
 }
 
 TEST(Cli, StandaloneOverridesRendezvous) {
@@ -182,6 +229,8 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"exclude", "b"},
                                                      {"ssh", "ssh -p 2222"},
                                                      {"export", "A=1"},
+                                                     {"exit_barrier_timeout", "7"},
+                                                     {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",
                                                    "nproc_per_node",

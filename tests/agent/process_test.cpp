@@ -2,9 +2,11 @@
 // forwarding, the shutdown timeout, and no orphaned worker after `kill -9 ctrun`.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -93,6 +95,60 @@ TEST(Process, WorkerExit3StopsOthersAndIsTheRootCause) {
   EXPECT_NE(r.err.find("fail_one.sh FAILED"), std::string::npos);
   EXPECT_NE(r.err.find("<NO_OTHER_FAILURES>"), std::string::npos) << r.err;
   for (int i = 0; i < 4; ++i) EXPECT_FALSE(alive(read_pid(dir + "/pid_" + std::to_string(i))));
+}
+
+// Three ranks fail by themselves, one after the other: the summary names every one, the first as the root cause.
+TEST(Process, EveryFailedRankIsInTheSummary) {
+  std::string dir = fresh_dir("fail_all");
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=3", "--no-python", script("fail_all.sh")},
+                          {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto root = r.err.find("Root Cause (first observed failure):");
+  ASSERT_NE(root, std::string::npos) << r.err;
+  EXPECT_NE(r.err.substr(root).find("rank      : 0 (local_rank: 0)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.substr(root).find("exitcode  : 10"), std::string::npos) << r.err;
+  std::string others = r.err.substr(0, root);
+  EXPECT_NE(others.find("rank      : 1 (local_rank: 1)"), std::string::npos) << r.err;
+  EXPECT_NE(others.find("exitcode  : 11"), std::string::npos) << r.err;
+  EXPECT_NE(others.find("rank      : 2 (local_rank: 2)"), std::string::npos) << r.err;
+  EXPECT_NE(others.find("exitcode  : 12"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("<NO_OTHER_FAILURES>"), std::string::npos) << r.err;
+}
+
+TEST(Process, DryRunPrintsEveryWorkerAndStartsNothing) {
+  std::string dir = fresh_dir("dry_run");
+  RunResult r = run_ctrun(
+      {"--dry-run", "--nproc-per-node=2", "--max-restarts=2", "--no-python", script("wait_term.sh"), "--lr", "0.1"},
+      {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing is started"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max_restarts=2"), std::string::npos) << r.out;
+  for (const char* want :
+       {"local_rank 0:", "local_rank 1:", "    RANK=1\n", "    WORLD_SIZE=2\n", "    LOCAL_RANK=0\n"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("command: " + script("wait_term.sh") + " --lr 0.1"), std::string::npos) << r.out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(std::ifstream(dir + "/pid_0")) << "--dry-run started a worker";
+}
+
+// One node without --standalone: the store is on torchrun's MASTER_PORT 29500, where a script that sets
+// MASTER_PORT=29500 itself finds it. Run in a network namespace of its own (`unshare -n`) so that port 29500 cannot
+// collide with anything else on this machine.
+TEST(Process, SingleNodeStoreOnMasterPort29500) {
+  std::string dir = fresh_dir("port29500");
+  if (std::system("timeout 20 unshare -n true 2>/dev/null") != 0) {
+    GTEST_SKIP() << "cannot create a network namespace here (unshare -n needs CAP_SYS_ADMIN)";
+  }
+  std::string cmd = "OUT_DIR=" + dir +
+                    " timeout 60 unshare -n sh -c 'ip link set lo up 2>/dev/null || ifconfig lo up; exec " +
+                    ctrun_binary() + " --nproc-per-node=2 --no-python " + script("master_port_29500.sh") + "' > " +
+                    dir + "/out 2> " + dir + "/err";
+  int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << read_file(dir + "/err");
+  EXPECT_EQ(WEXITSTATUS(status), 0) << read_file(dir + "/err");
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(read_file(dir + "/got_" + std::to_string(i)), "connected\n") << read_file(dir + "/err");
 }
 
 TEST(Process, PropagateExitCodeReturnsTheWorkersCode) {

@@ -1,0 +1,270 @@
+// A death signal in every phase of the agent (docs/cli.md, "Signals"): waiting for a node that never comes (as the
+// rendezvous host and as a client), connecting to an endpoint nobody serves, running, stopping a failed group,
+// waiting in the exit barrier, rejoining after a failure. The agent must be gone within a second (measured and
+// printed; the bound in the test is generous, the machine is shared) and leave no process of the job behind.
+// Also: SIGUSR1/SIGUSR2 are forwarded to the workers and recorded in the event log.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "run_ctrun.hpp"
+
+namespace ctrun::agent::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kGenerousBound = 5.0;  // seconds; the target (and the measured figure, printed) is < 1 s
+
+std::string script(const std::string& name) { return workers_dir() + "/" + name; }
+
+std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
+  auto end = Clock::now() + deadline;
+  while (Clock::now() < end) {
+    if (std::filesystem::exists(path) && read_file(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// Sends sig, waits for the agent; returns the seconds from the signal to its exit (-1 if it did not exit).
+double signal_to_exit(CtrunProcess& p, int sig, RunResult* result, const std::string& phase) {
+  auto t0 = Clock::now();
+  ::kill(p.pid(), sig);
+  *result = p.wait(std::chrono::seconds(30));
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("[ signal-to-exit ] %-40s %.3f s\n", phase.c_str(), s);
+  if (result->exit_code < 0) return -1;
+  return s;
+}
+
+std::vector<pid_t> pids_in(const std::string& dir) {
+  std::vector<pid_t> pids;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("pid_", 0) == 0) pids.push_back(std::stoi(read_file(e.path().string())));
+  }
+  return pids;
+}
+
+void expect_none_left(const std::vector<pid_t>& pids) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (pid_t pid : pids) {
+    EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
+    ::kill(pid, SIGKILL);
+  }
+}
+
+std::vector<std::string> c10d(int nnodes, const std::string& endpoint, const std::string& local_addr,
+                              const std::string& events, const std::string& worker) {
+  return {"--nnodes=" + std::to_string(nnodes),
+          "--nproc-per-node=1",
+          "--rdzv-backend=c10d",
+          "--rdzv-endpoint=" + endpoint,
+          "--rdzv-id=sig",
+          "--local-addr=" + local_addr,
+          "--rdzv-conf=join_timeout=120",
+          "--monitor-interval=0.1",
+          "--shutdown-timeout=10",
+          "--event-log=" + events,
+          "--no-python",
+          worker};
+}
+
+TEST(Signal, RunningGroupEndsWithinASecond) {
+  std::string dir = fresh_dir("sig_running");
+  CtrunProcess p({"--nproc-per-node=2", "--no-python", script("wait_term.sh")}, {{"OUT_DIR", dir}});
+  ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto pids = pids_in(dir);
+  RunResult r;
+  double s = signal_to_exit(p, SIGTERM, &r, "running (SIGTERM)");
+  EXPECT_GE(s, 0) << r.err;
+  EXPECT_LT(s, kGenerousBound);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  expect_none_left(pids);
+}
+
+// Host and client both wait for a third node that never comes: each leaves at once on a signal.
+TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
+  std::string dir = fresh_dir("sig_waiting");
+  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  CtrunProcess host(c10d(3, endpoint, "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")), {{"OUT_DIR", dir}});
+  ASSERT_TRUE(wait_for_text(dir + "/host.jsonl", "agent_start", std::chrono::seconds(20)));
+  CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", script("wait_term.sh")),
+                      {{"OUT_DIR", dir}});
+  ASSERT_TRUE(wait_for_text(dir + "/client.jsonl", "agent_start", std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  RunResult r;
+  double s = signal_to_exit(client, SIGINT, &r, "rendezvous wait, client (SIGINT)");
+  EXPECT_GE(s, 0) << r.err;
+  EXPECT_LT(s, kGenerousBound);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  // It said what it waits for (after a second without a round).
+  EXPECT_NE(
+      r.err.find("waiting for the other nodes of rendezvous 'sig' (3 nodes, c10d backend, endpoint " + endpoint + ")"),
+      std::string::npos)
+      << r.err;
+  s = signal_to_exit(host, SIGTERM, &r, "rendezvous wait, store host (SIGTERM)");
+  EXPECT_GE(s, 0) << r.err;
+  EXPECT_LT(s, kGenerousBound);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  for (const char* who : {"/host.jsonl", "/client.jsonl"}) {
+    EXPECT_NE(read_file(dir + who).find("\"state\":\"rendezvous\""), std::string::npos) << read_file(dir + who);
+  }
+  EXPECT_TRUE(pids_in(dir).empty());  // no worker ever started
+}
+
+// A static node whose master never answers is still connecting: SIGHUP ends it at once.
+TEST(Signal, ConnectingToAnAbsentStaticMaster) {
+  std::string dir = fresh_dir("sig_connect");
+  CtrunProcess p(
+      {"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1", "--master-port=" + std::to_string(free_port()),
+       "--nproc-per-node=1", "--event-log=" + dir + "/e.jsonl", "--no-python", script("wait_term.sh")},
+      {{"OUT_DIR", dir}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  RunResult r;
+  double s = signal_to_exit(p, SIGHUP, &r, "connecting to static master (SIGHUP)");
+  EXPECT_GE(s, 0) << r.err;
+  EXPECT_LT(s, kGenerousBound);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(read_file(dir + "/e.jsonl").find("\"state\":\"initialising\""), std::string::npos)
+      << read_file(dir + "/e.jsonl") << r.err;
+}
+
+// Node A succeeds and waits in the exit barrier for node B, whose worker runs on: SIGTERM ends A at once.
+TEST(Signal, ExitBarrier) {
+  std::string dir = fresh_dir("sig_barrier");
+  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  CtrunProcess b(c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
+  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  CtrunProcess a(c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh")),
+                 {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
+  ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  RunResult r;
+  double s = signal_to_exit(a, SIGTERM, &r, "exit barrier (SIGTERM)");
+  EXPECT_NE(r.err.find("round 0 of rendezvous 'sig' formed: 2 node(s), world size 2; this node is group rank"),
+            std::string::npos)
+      << r.err;
+  EXPECT_GE(s, 0) << r.err;
+  EXPECT_LT(s, kGenerousBound);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(read_file(dir + "/a.jsonl").find("\"state\":\"exit_barrier\""), std::string::npos)
+      << read_file(dir + "/a.jsonl");
+  s = signal_to_exit(b, SIGTERM, &r, "running, peer gone (SIGTERM)");
+  EXPECT_GE(s, 0) << r.err;
+  EXPECT_LT(s, kGenerousBound);
+  expect_none_left(pids_in(dir));
+}
+
+// --exit-barrier-timeout: node A succeeds, node B runs on; A gives up waiting after 1 s and exits 0 with a warning.
+TEST(Signal, ExitBarrierTimeoutFlag) {
+  std::string dir = fresh_dir("sig_barrier_timeout");
+  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  CtrunProcess b(c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
+  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh"));
+  args_a.insert(args_a.begin(), "--exit-barrier-timeout=1");
+  auto t0 = Clock::now();
+  CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
+  RunResult r = a.wait(std::chrono::seconds(60));
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GE(s, 1.0);
+  EXPECT_LT(s, 30.0);  // far below the 300 s default
+  EXPECT_NE(r.err.find("exit barrier timed out after 1 s"), std::string::npos) << r.err;
+  signal_to_exit(b, SIGTERM, &r, "running, peer finished (SIGTERM)");
+  expect_none_left(pids_in(dir));
+}
+
+// Node A's worker fails; A rejoins for its restart while node B's agent is stopped (SIGSTOP), so the round cannot
+// form: A is waiting in the restart's rendezvous when SIGTERM comes.
+TEST(Signal, DuringARestart) {
+  std::string dir = fresh_dir("sig_restart");
+  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  auto args_b = c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh"));
+  CtrunProcess b(args_b, {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
+  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh"));
+  args_a.insert(args_a.begin(), "--max-restarts=3");
+  CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "fail"}, {"NODE_TAG", "a"}});
+  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(30)));
+  ::kill(b.pid(), SIGSTOP);
+  ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"restart\"", std::chrono::seconds(30)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  RunResult r;
+  double s = signal_to_exit(a, SIGTERM, &r, "rendezvous of a restart (SIGTERM)");
+  EXPECT_GE(s, 0) << r.err;
+  EXPECT_LT(s, kGenerousBound);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(read_file(dir + "/a.jsonl").find("\"state\":\"rendezvous\""), std::string::npos)
+      << read_file(dir + "/a.jsonl");
+  ::kill(b.pid(), SIGCONT);
+  s = signal_to_exit(b, SIGTERM, &r, "running after peer left (SIGTERM)");
+  EXPECT_GE(s, 0) << r.err;
+  expect_none_left(pids_in(dir));
+}
+
+// A failed group is being stopped and one worker ignores SIGTERM (--shutdown-timeout 60): the first SIGINT is
+// forwarded, the second kills the workers at once.
+TEST(Signal, SecondSigintKillsAtOnce) {
+  std::string dir = fresh_dir("sig_twice");
+  CtrunProcess p({"--nproc-per-node=2", "--shutdown-timeout=60", "--no-python", script("ignore_stop.sh")},
+                 {{"OUT_DIR", dir}});
+  ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // rank 0 has failed: the group is being stopped
+  auto pids = pids_in(dir);
+  ::kill(p.pid(), SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(alive(p.pid()));  // still waiting for the workers that ignore the signal
+  RunResult r;
+  double s = signal_to_exit(p, SIGINT, &r, "stopping, second SIGINT");
+  EXPECT_GE(s, 0) << r.err;
+  EXPECT_LT(s, kGenerousBound);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("again, killing workers now"), std::string::npos) << r.err;
+  expect_none_left(pids);
+}
+
+TEST(Signal, Sigusr1AndSigusr2AreForwardedAndLogged) {
+  std::string dir = fresh_dir("sig_usr");
+  CtrunProcess p({"--nproc-per-node=2", "--event-log=" + dir + "/e.jsonl", "--no-python", script("record_usr.sh")},
+                 {{"OUT_DIR", dir}});
+  ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(p.pid(), SIGUSR1);
+  ASSERT_TRUE(wait_for_text(dir + "/got_0", "USR1", std::chrono::seconds(10)));
+  ASSERT_TRUE(wait_for_text(dir + "/got_1", "USR1", std::chrono::seconds(10)));
+  ::kill(p.pid(), SIGUSR2);
+  RunResult r = p.wait(std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // the job goes on after USR1 and ends cleanly through USR2
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(read_file(dir + "/got_" + std::to_string(i)), "USR1\nUSR2\n");
+  std::string events = read_file(dir + "/e.jsonl");
+  EXPECT_NE(events.find("\"event\":\"signal_forwarded\""), std::string::npos) << events;
+  EXPECT_NE(events.find("\"signal\":\"SIGUSR1\""), std::string::npos) << events;
+  EXPECT_NE(events.find("\"signal\":\"SIGUSR2\""), std::string::npos) << events;
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test

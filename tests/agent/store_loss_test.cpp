@@ -1,0 +1,125 @@
+// The rendezvous store vanishes under a running two-node job (a standalone ctstore, SIGKILLed) and comes back
+// empty on the same port: both agents stop their workers and either form a new round on the restarted store or
+// fail with a clear message, well within join_timeout — never hang.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "run_ctrun.hpp"
+
+namespace ctrun::agent::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+pid_t start_ctstore(std::uint16_t port, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::string bin = std::string(CTRUN_BIN_DIR) + "/ctstore", p = std::to_string(port);
+    ::execl(bin.c_str(), bin.c_str(), "--host", "127.0.0.1", "--port", p.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
+  auto end = Clock::now() + deadline;
+  while (Clock::now() < end) {
+    if (std::filesystem::exists(path) && read_file(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
+  std::string dir = fresh_dir("store_loss");
+  const auto port = free_port();
+  pid_t store = start_ctstore(port, dir + "/ctstore.log");
+  ASSERT_TRUE(wait_for_text(dir + "/ctstore.log", "listening", std::chrono::seconds(20)));
+  auto args = [&](const std::string& addr, const std::string& events) {
+    return std::vector<std::string>{"--nnodes=2",
+                                    "--nproc-per-node=1",
+                                    "--rdzv-backend=c10d",
+                                    "--rdzv-endpoint=127.0.0.1:" + std::to_string(port),
+                                    "--rdzv-id=loss",
+                                    "--local-addr=" + addr,
+                                    "--rdzv-conf=join_timeout=8,is_host=false",
+                                    "--monitor-interval=0.1",
+                                    "--shutdown-timeout=5",
+                                    "--event-log=" + events,
+                                    "--no-python",
+                                    workers_dir() + "/wait_term.sh"};
+  };
+  CtrunProcess a(args("127.0.0.2", dir + "/a.jsonl"), {{"OUT_DIR", dir + "/a"}});
+  CtrunProcess b(args("127.0.0.3", dir + "/b.jsonl"), {{"OUT_DIR", dir + "/b"}});
+  std::filesystem::create_directories(dir + "/a");
+  std::filesystem::create_directories(dir + "/b");
+  ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "worker_start", std::chrono::seconds(60)));
+  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(60)));
+  ::kill(store, SIGKILL);
+  ::waitpid(store, nullptr, 0);
+  auto t0 = Clock::now();
+  store = start_ctstore(port, dir + "/ctstore.log");
+  RunResult ra = a.wait(std::chrono::seconds(70));
+  RunResult rb = b.wait(std::chrono::seconds(20));
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  ::kill(store, SIGKILL);
+  ::waitpid(store, nullptr, 0);
+  std::printf("[ store loss ] both agents done %.2f s after the store came back; exit codes %d %d\n", s, ra.exit_code,
+              rb.exit_code);
+  ASSERT_NE(ra.exit_code, -1) << "agent a hung";
+  ASSERT_NE(rb.exit_code, -1) << "agent b hung";
+  EXPECT_LT(s, 50.0);  // join_timeout=8 plus the 10 s grace, plus margin
+  for (const auto* r : {&ra, &rb}) {
+    const std::string& events = r == &ra ? read_file(dir + "/a.jsonl") : read_file(dir + "/b.jsonl");
+    EXPECT_NE(events.find("membership_change"), std::string::npos) << events;  // the loss was noticed
+    if (r->exit_code != 0) {
+      // The clear error: it names the rendezvous store.
+      EXPECT_NE(r->err.find("rendezvous"), std::string::npos) << r->err;
+      EXPECT_NE(r->err.find("store"), std::string::npos) << r->err;
+    } else {
+      EXPECT_GE(count(events, "\"event\":\"rendezvous\""), 2u) << events;
+    }
+  }
+  for (const char* sub : {"/a", "/b"}) {
+    for (const auto& e : std::filesystem::directory_iterator(dir + sub)) {
+      if (e.path().filename().string().rfind("pid_", 0) != 0) continue;
+      pid_t pid = std::stoi(read_file(e.path().string()));
+      EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
+      ::kill(pid, SIGKILL);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test
