@@ -240,7 +240,7 @@ class Agent::Impl {
   // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp). False
   // when the round broke before every member arrived: the caller joins the next round.
   bool agree_on_restart_count() {
-    if (round_.group_world_size <= 1 || !round_.store || rdzv_->backend() != "c10d") return true;
+    if (round_.group_world_size <= 1 || !round_.store || rdzv_->backend() == "static") return true;
     try {
       auto agreed = agree_restart_count(*round_.store, restart_count_, round_.group_world_size, kAgreementTimeout,
                                         [this] { return rdzv_->num_nodes_waiting() > 0 || rdzv_->round_broken(); });

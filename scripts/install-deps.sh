@@ -11,6 +11,8 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer target for the store codec
   python3-torch             # the real PyTorch peer for interop tests (torch 1.13)
   procps iproute2
+  etcd-server etcd-client   # the etcd rendezvous backend's tests and benchmark (client: debugging)
+  libssl-dev openssl        # etcd over https (Asio ssl), test certificates
 )
 
 missing=()

@@ -1,0 +1,186 @@
+#include "rendezvous/etcd/etcd_store.hpp"
+
+#include <fmt/format.h>
+
+#include "store/store_util.hpp"
+
+namespace ctrun::rdzv::etcd {
+namespace {
+
+constexpr std::size_t kMaxTxnOps = 128;  // etcd's default --max-txn-ops
+constexpr std::string_view kRdzvPrefix = "ctrun.rdzv.";
+
+}  // namespace
+
+EtcdStore::EtcdStore(std::shared_ptr<Client> client, std::shared_ptr<RunLease> lease, store::Duration timeout)
+    : client_(std::move(client)), lease_(std::move(lease)), timeout_(timeout) {}
+
+std::string EtcdStore::to_etcd(const std::string& key) {
+  if (key.rfind(kRdzvPrefix, 0) == 0) return kNamespace + key.substr(kRdzvPrefix.size());
+  return kNamespace + key;
+}
+
+std::string EtcdStore::from_etcd(const std::string& key) {
+  const std::string ns = kNamespace;
+  auto rest = key.rfind(ns, 0) == 0 ? key.substr(ns.size()) : key;
+  return std::string(kRdzvPrefix) + rest;
+}
+
+template <class F>
+auto EtcdStore::with_lease(F write) {
+  const auto id = lease_id();
+  try {
+    return write(id);
+  } catch (const EtcdError& e) {
+    if (!lease_ || e.code() != EtcdError::kNotFound) throw;
+    return write(lease_->renew(id));
+  }
+}
+
+void EtcdStore::set(const std::string& key, std::string_view value) {
+  with_lease([&](std::int64_t lease) { return client_->put(to_etcd(key), std::string(value), lease); });
+}
+
+std::string EtcdStore::get(const std::string& key) { return multi_get({key}).front(); }
+
+std::string EtcdStore::compare_set(const std::string& key, std::string_view expected, std::string_view desired) {
+  const auto k = to_etcd(key);
+  auto compare = expected.empty() ? Compare{Compare::Target::kCreate, k, 0, {}}
+                                  : Compare{Compare::Target::kValue, k, 0, std::string(expected)};
+  auto r = with_lease([&](std::int64_t lease) {
+    return client_->txn({compare}, {Op::put(k, std::string(desired), lease)}, {Op::get(k)});
+  });
+  if (r.succeeded) return std::string(desired);
+  if (r.ranges.empty() || r.ranges.front().kvs.empty()) return std::string(expected);  // missing, expected non-empty
+  return r.ranges.front().kvs.front().value;
+}
+
+std::string EtcdStore::update(const std::string& key,
+                              const std::function<std::string(const std::optional<std::string>&)>& next) {
+  const auto k = to_etcd(key);
+  auto current = client_->range(k);
+  for (;;) {
+    std::optional<std::string> value;
+    std::int64_t mod = 0;
+    if (!current.kvs.empty()) {
+      value = current.kvs.front().value;
+      mod = current.kvs.front().mod_revision;
+    }
+    auto desired = next(value);
+    auto r = with_lease([&](std::int64_t lease) {
+      return client_->txn({Compare{Compare::Target::kMod, k, mod, {}}}, {Op::put(k, desired, lease)}, {Op::get(k)});
+    });
+    if (r.succeeded) return desired;
+    current = r.ranges.empty() ? client_->range(k) : std::move(r.ranges.front());  // lost a race: retry on its value
+  }
+}
+
+std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
+  std::int64_t result = 0;
+  update(key, [&](const std::optional<std::string>& v) {
+    result = (v ? store::parse_add_operand(key, *v) : 0) + delta;
+    return std::to_string(result);
+  });
+  return result;
+}
+
+void EtcdStore::append(const std::string& key, std::string_view value) {
+  update(key, [&](const std::optional<std::string>& v) { return v.value_or("") + std::string(value); });
+}
+
+// Values of `keys` (nullopt: missing), in txns of at most kMaxTxnOps ranges.
+std::vector<std::optional<std::string>> EtcdStore::read(const std::vector<std::string>& keys, bool keys_only) {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); i += kMaxTxnOps) {
+    std::vector<Op> ops;
+    for (std::size_t j = i; j < std::min(keys.size(), i + kMaxTxnOps); ++j) ops.push_back(Op::get(to_etcd(keys[j]), keys_only));
+    auto r = client_->txn({}, ops, {});
+    if (r.ranges.size() != ops.size()) throw store::StoreError("etcd: a txn of ranges answered with a wrong count");
+    for (auto& range : r.ranges)
+      out.push_back(range.kvs.empty() ? std::nullopt : std::optional<std::string>(std::move(range.kvs.front().value)));
+  }
+  return out;
+}
+
+bool EtcdStore::check(const std::vector<std::string>& keys) {
+  if (keys.size() == 1) return !client_->range(to_etcd(keys.front()), {}, true).kvs.empty();
+  for (const auto& v : read(keys, true))
+    if (!v) return false;
+  return true;
+}
+
+void EtcdStore::wait(const std::vector<std::string>& keys, store::Duration timeout) {
+  const auto deadline = store::Clock::now() + timeout;
+  for (const auto& key : keys) {
+    const auto k = to_etcd(key);
+    for (;;) {
+      auto r = client_->range(k, {}, true);
+      if (!r.kvs.empty()) break;
+      // Created after the revision of that read, or not yet: the watch from revision + 1 cannot miss it.
+      if (store::Clock::now() >= deadline || !client_->watch_put(k, r.revision + 1, deadline)) {
+        if (!client_->range(k, {}, true).kvs.empty()) break;
+        std::string names;
+        for (const auto& n : keys) names += (names.empty() ? "" : ", ") + n;
+        throw store::TimeoutError(fmt::format("etcd: wait for [{}] timed out after {} ms", names, timeout.count()));
+      }
+    }
+  }
+}
+
+std::vector<std::string> EtcdStore::multi_get(const std::vector<std::string>& keys) {
+  for (;;) {
+    wait(keys, timeout_);
+    auto values = read(keys, false);
+    std::vector<std::string> out;
+    out.reserve(values.size());
+    for (auto& v : values) {
+      if (!v) break;  // deleted between the wait and the read: wait again
+      out.push_back(std::move(*v));
+    }
+    if (out.size() == keys.size()) return out;
+  }
+}
+
+void EtcdStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  if (keys.size() != values.size()) throw store::StoreError("multi_set: keys and values differ in number");
+  for (std::size_t i = 0; i < keys.size(); i += kMaxTxnOps) {
+    with_lease([&](std::int64_t lease) {
+      std::vector<Op> ops;
+      for (std::size_t j = i; j < std::min(keys.size(), i + kMaxTxnOps); ++j)
+        ops.push_back(Op::put(to_etcd(keys[j]), values[j], lease));
+      return client_->txn({}, ops, {});
+    });
+  }
+}
+
+bool EtcdStore::delete_key(const std::string& key) { return client_->delete_range(to_etcd(key)) > 0; }
+
+std::int64_t EtcdStore::num_keys() {
+  return client_->range(kNamespace, prefix_end(kNamespace), true, true).count;
+}
+
+std::vector<std::string> EtcdStore::list_keys() {
+  std::vector<std::string> out;
+  for (const auto& kv : client_->range(kNamespace, prefix_end(kNamespace), true).kvs) out.push_back(from_etcd(kv.key));
+  return out;
+}
+
+void EtcdStore::barrier(const std::string& key, std::int64_t world_size, store::Duration timeout) {
+  if (add(key + "/arrived", 1) >= world_size) set(key + "/done", "1");
+  wait({key + "/done"}, timeout);
+}
+
+void EtcdStore::queue_push(const std::string&, std::string_view) {
+  throw store::StoreError("the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
+}
+
+std::optional<std::string> EtcdStore::queue_pop(const std::string&, bool) {
+  throw store::StoreError("the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
+}
+
+std::int64_t EtcdStore::queue_len(const std::string&) {
+  throw store::StoreError("the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
+}
+
+}  // namespace ctrun::rdzv::etcd
