@@ -147,6 +147,11 @@ class Connection {
     if (tls_) {
       tls_->async_handshake(ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
       run();
+      // A certificate the client refuses is refused by every member, every time: say so at once.
+      if (ec && ec.category() == asio::error::get_ssl_category())
+        throw store::StoreError(fmt::format("TLS handshake with etcd at {} failed: {} (check --rdzv-conf cacert=, "
+                                            "cert=, key=)",
+                                            host_, ec.message()));
       if (ec) throw Transient(fmt::format("TLS handshake with {} failed: {}", host_, ec.message()));
     }
   }
@@ -531,7 +536,7 @@ json Client::Impl::call(const Options& o, const char* path, const json& body) {
       json j = json::parse(res.body(), nullptr, false);
       if (!j.is_object()) throw Transient("unreadable answer: " + res.body().substr(0, 200));
       return j;
-    } catch (const Transient&) {
+    } catch (...) {
       conn.reset();  // a half-used connection is never reused
       throw;
     }
