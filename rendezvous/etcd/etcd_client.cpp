@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <boost/asio/connect.hpp>
@@ -359,6 +360,8 @@ struct Client::Impl {
 
 Client::Client(Options options) : options_(std::move(options)), impl_(std::make_unique<Impl>(options_)) {
   if (options_.endpoints.empty()) throw store::StoreError("etcd client needs at least one endpoint");
+  // Start at a random member, as etcd's own clients balance: the gateway's JSON work is spread over the cluster.
+  impl_->current = std::random_device{}() % options_.endpoints.size();
 }
 
 Client::~Client() = default;

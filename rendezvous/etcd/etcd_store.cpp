@@ -1,5 +1,10 @@
 #include "rendezvous/etcd/etcd_store.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+
 #include <fmt/format.h>
 
 #include "store/store_util.hpp"
@@ -10,10 +15,17 @@ namespace {
 constexpr std::size_t kMaxTxnOps = 128;  // etcd's default --max-txn-ops
 constexpr std::string_view kRdzvPrefix = "ctrun.rdzv.";
 
+// Unique across processes, hosts and store instances: pid, a random salt, a per-process counter.
+std::string writer_id() {
+  static const std::uint64_t salt = std::random_device{}();
+  static std::atomic<std::uint64_t> counter{0};
+  return fmt::format("{}.{:x}.{}", ::getpid(), salt & 0xffffffff, counter++);
+}
+
 }  // namespace
 
 EtcdStore::EtcdStore(std::shared_ptr<Client> client, std::shared_ptr<RunLease> lease, store::Duration timeout)
-    : client_(std::move(client)), lease_(std::move(lease)), timeout_(timeout) {}
+    : client_(std::move(client)), lease_(std::move(lease)), timeout_(timeout), writer_(writer_id()) {}
 
 std::string EtcdStore::to_etcd(const std::string& key) {
   if (key.rfind(kRdzvPrefix, 0) == 0) return kNamespace + key.substr(kRdzvPrefix.size());
@@ -55,9 +67,13 @@ std::string EtcdStore::compare_set(const std::string& key, std::string_view expe
   return r.ranges.front().kvs.front().value;
 }
 
+// A txn whose answer was lost may have been applied before the client retried it on another member; a blind retry
+// would then add twice (a phantom arrival in `joined`). So each update also writes a token to this writer's marker
+// of the key, and a failed compare whose marker holds our token means the first try went through.
 std::string EtcdStore::update(const std::string& key,
                               const std::function<std::string(const std::optional<std::string>&)>& next) {
   const auto k = to_etcd(key);
+  const auto marker = k + "#w" + writer_;
   auto current = client_->range(k);
   for (;;) {
     std::optional<std::string> value;
@@ -67,10 +83,13 @@ std::string EtcdStore::update(const std::string& key,
       mod = current.kvs.front().mod_revision;
     }
     auto desired = next(value);
+    const auto token = std::to_string(++writes_);
     auto r = with_lease([&](std::int64_t lease) {
-      return client_->txn({Compare{Compare::Target::kMod, k, mod, {}}}, {Op::put(k, desired, lease)}, {Op::get(k)});
+      return client_->txn({Compare{Compare::Target::kMod, k, mod, {}}},
+                          {Op::put(k, desired, lease), Op::put(marker, token, lease)}, {Op::get(k), Op::get(marker)});
     });
     if (r.succeeded) return desired;
+    if (r.ranges.size() == 2 && !r.ranges[1].kvs.empty() && r.ranges[1].kvs.front().value == token) return desired;
     current = r.ranges.empty() ? client_->range(k) : std::move(r.ranges.front());  // lost a race: retry on its value
   }
 }

@@ -7,11 +7,13 @@
 //   set, multi_set        PUT / one txn of PUTs (in chunks of 128: etcd's default --max-txn-ops)
 //   get, multi_get, wait  RANGE; a missing key is awaited with a WATCH from the revision of that RANGE: no polling
 //   compare_set           txn: compare value (or create_revision == 0 when `expected` is empty), PUT, else RANGE
-//   add, append           read-modify-write txn on the key's mod_revision, retried on a lost race
+//   add, append           read-modify-write txn on the key's mod_revision, retried on a lost race; it also writes
+//                         "<key>#w<writer>" so that a txn retried after a lost answer is never applied twice
 //   check                 one txn of RANGEs (keys only)
 //   delete_key, list_keys, num_keys, barrier   DELETE / RANGE of the namespace / ADD + WAIT
 // queue_push/queue_pop/queue_len (torch >= 2.8 worker queues) are not needed by the rendezvous: they throw.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -66,6 +68,8 @@ class EtcdStore final : public store::Store {
   std::shared_ptr<Client> client_;
   std::shared_ptr<RunLease> lease_;
   store::Duration timeout_;
+  std::string writer_;                 // names this store's marker keys (update())
+  std::atomic<std::uint64_t> writes_{0};
 };
 
 }  // namespace ctrun::rdzv::etcd

@@ -5,7 +5,7 @@
 set -euo pipefail
 ETCD=${ETCD:-etcd}
 command -v "$ETCD" >/dev/null || { echo "with_etcd.sh: etcd not found (Debian package etcd-server)" >&2; exit 77; }
-dir=$(mktemp -d /tmp/ctrun-etcd-bench.XXXXXX)
+dir=$(mktemp -d "${ETCD_DATA_PARENT:-/tmp}/ctrun-etcd-bench.XXXXXX")  # /dev/shm: no fsync cost
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
