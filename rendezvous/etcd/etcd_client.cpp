@@ -281,11 +281,16 @@ Options parse_options(const RendezvousParameters& p) {
   if (!protocol.empty() && protocol != "http" && protocol != "https")
     throw std::invalid_argument(fmt::format("--rdzv-conf protocol='{}': use http or https", protocol));
   std::string scheme;
-  std::string_view rest = p.endpoint;
-  while (!rest.empty()) {
-    auto comma = rest.find(',');
-    std::string item(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  std::vector<std::string> items;
+  for (std::size_t start = 0;;) {  // every item, empty ones too (an error below)
+    auto comma = p.endpoint.find(',', start);
+    items.push_back(p.endpoint.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  for (auto item : items) {
+    while (!item.empty() && item.front() == ' ') item.erase(0, 1);
+    while (!item.empty() && item.back() == ' ') item.pop_back();
     for (const char* s : {"http://", "https://"}) {
       if (lower(item).rfind(s, 0) != 0) continue;
       auto this_scheme = std::string(s, std::strlen(s) - 3);
