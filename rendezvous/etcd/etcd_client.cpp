@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -31,6 +32,8 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using json = nlohmann::json;
 using TimePoint = store::Clock::time_point;
+
+std::atomic<std::uint64_t> g_wire_bytes{0};
 
 // A failure worth retrying on another endpoint (transport, no leader, etcd's own timeouts).
 struct Transient : std::runtime_error {
@@ -64,7 +67,7 @@ RangeResult to_range(const json& j) {
   if (auto it = j.find("kvs"); it != j.end())
     for (const auto& kv : *it)
       r.kvs.push_back(KeyValue{unb64(kv.value("key", "")), unb64(kv.value("value", "")), i64(kv, "create_revision"),
-                               i64(kv, "mod_revision"), i64(kv, "lease")});
+                               i64(kv, "mod_revision"), i64(kv, "version"), i64(kv, "lease")});
   return r;
 }
 
@@ -73,6 +76,7 @@ json op_json(const Op& op) {
     case Op::Kind::kPut: {
       json put{{"key", b64(op.key)}, {"value", b64(op.value)}};
       if (op.lease) put["lease"] = std::to_string(op.lease);
+      if (op.prev_kv) put["prev_kv"] = true;
       return json{{"request_put", put}};
     }
     case Op::Kind::kRange: {
@@ -174,7 +178,10 @@ class Connection {
     beast::error_code ec;
     with_stream([&](auto& s) {
       beast::get_lowest_layer(s).expires_at(deadline);
-      http::async_write(s, req, [&](beast::error_code e, std::size_t) { ec = e; });
+      http::async_write(s, req, [&](beast::error_code e, std::size_t n) {
+        ec = e;
+        g_wire_bytes += n;
+      });
       return 0;
     });
     run();
@@ -187,7 +194,10 @@ class Connection {
     parser.body_limit(64u << 20);
     beast::error_code ec;
     with_stream([&](auto& s) {
-      http::async_read(s, buffer_, parser, [&](beast::error_code e, std::size_t) { ec = e; });
+      http::async_read(s, buffer_, parser, [&](beast::error_code e, std::size_t n) {
+        ec = e;
+        g_wire_bytes += n;
+      });
       return 0;
     });
     run();
@@ -205,6 +215,7 @@ class Connection {
     std::string pending;
     auto on_chunk = [&](std::uint64_t, beast::string_view data, beast::error_code&) {
       pending.append(data.data(), data.size());
+      g_wire_bytes += data.size();
       return data.size();
     };
     parser.on_chunk_body(on_chunk);
@@ -262,6 +273,8 @@ std::string lower(std::string s) {
 }
 
 }  // namespace
+
+std::uint64_t wire_bytes() { return g_wire_bytes.load(); }
 
 std::string prefix_end(std::string prefix) {
   while (!prefix.empty()) {
@@ -413,8 +426,10 @@ auto with_failover(const Options& o, std::size_t& current, const char* what, F a
 
 }  // namespace
 
-RangeResult Client::range(const std::string& key, const std::string& range_end, bool keys_only, bool count_only) {
+RangeResult Client::range(const std::string& key, const std::string& range_end, bool keys_only, bool count_only,
+                          std::int64_t revision) {
   json body{{"key", b64(key)}};
+  if (revision > 0) body["revision"] = std::to_string(revision);
   if (!range_end.empty()) body["range_end"] = b64(range_end);
   if (keys_only) body["keys_only"] = true;
   if (count_only) body["count_only"] = true;
@@ -445,12 +460,17 @@ TxnResult Client::txn(const std::vector<Compare>& compare, const std::vector<Op>
   t.succeeded = r.value("succeeded", false);
   t.revision = i64(r["header"], "revision");
   if (auto it = r.find("responses"); it != r.end())
-    for (const auto& resp : *it)
+    for (const auto& resp : *it) {
+      if (auto rp = resp.find("response_put"); rp != resp.end() && !t.prev_kv && rp->contains("prev_kv")) {
+        json wrapped{{"kvs", json::array({(*rp)["prev_kv"]})}};
+        t.prev_kv = to_range(wrapped).kvs.front();
+      }
       if (auto rr = resp.find("response_range"); rr != resp.end()) {
         auto range = to_range(*rr);
         if (!range.revision) range.revision = t.revision;
         t.ranges.push_back(std::move(range));
       }
+    }
   return t;
 }
 

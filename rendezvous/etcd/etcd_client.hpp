@@ -53,7 +53,7 @@ class EtcdError : public store::StoreError {
 
 struct KeyValue {
   std::string key, value;
-  std::int64_t create_revision = 0, mod_revision = 0, lease = 0;
+  std::int64_t create_revision = 0, mod_revision = 0, version = 0, lease = 0;
 };
 
 struct RangeResult {
@@ -78,17 +78,24 @@ struct Op {
   std::int64_t lease = 0;      // kPut
   std::string range_end;       // kRange, kDelete: "" = the key alone
   bool keys_only = false;      // kRange
-  static Op put(std::string k, std::string v, std::int64_t lease = 0) {
-    return Op{Kind::kPut, std::move(k), std::move(v), lease, {}, false};
+  bool prev_kv = false;        // kPut: answer with the key as it was before (TxnResult::prev_kv)
+  static Op put(std::string k, std::string v, std::int64_t lease = 0, bool prev_kv = false) {
+    return Op{Kind::kPut, std::move(k), std::move(v), lease, {}, false, prev_kv};
   }
-  static Op get(std::string k, bool keys_only = false) { return Op{Kind::kRange, std::move(k), {}, 0, {}, keys_only}; }
+  static Op get(std::string k, bool keys_only = false) {
+    return Op{Kind::kRange, std::move(k), {}, 0, {}, keys_only, false};
+  }
 };
 
 struct TxnResult {
   bool succeeded = false;
   std::int64_t revision = 0;
   std::vector<RangeResult> ranges;  // the results of the taken branch's range ops, in order
+  std::optional<KeyValue> prev_kv;  // the first put with prev_kv that found its key
 };
+
+// HTTP bytes this process exchanged with etcd so far (requests, answers, watch bodies): for rdzv_bench.
+std::uint64_t wire_bytes();
 
 // The end of the range of every key starting with prefix (etcd's "prefix + 1").
 std::string prefix_end(std::string prefix);
@@ -100,8 +107,9 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
+  // revision > 0: the keys as they were at that revision (until etcd compacts it).
   RangeResult range(const std::string& key, const std::string& range_end = {}, bool keys_only = false,
-                    bool count_only = false);
+                    bool count_only = false, std::int64_t revision = 0);
   std::int64_t put(const std::string& key, const std::string& value, std::int64_t lease = 0);
   std::int64_t delete_range(const std::string& key, const std::string& range_end = {});  // number deleted
   TxnResult txn(const std::vector<Compare>& compare, const std::vector<Op>& success, const std::vector<Op>& failure);

@@ -15,6 +15,26 @@ namespace {
 constexpr std::size_t kMaxTxnOps = 128;  // etcd's default --max-txn-ops
 constexpr std::string_view kRdzvPrefix = "ctrun.rdzv.";
 
+// Counters (add) are stored as "\x01ctr:<offset>" and their value is the key's etcd version minus offset: every PUT
+// raises the version by exactly one, atomically, so concurrent `add 1`s all write the SAME bytes under a compare
+// on those bytes and none of them loses a race (an optimistic read-modify-write would: 256 arrivals adding to
+// `joined` at once cost O(N^2) failed txns). Any other delta, or a key holding a plain number, is one CAS on the
+// key's mod_revision that writes a new offset.
+constexpr std::string_view kCounterTag = "\x01ctr:";
+
+std::optional<std::int64_t> counter_offset(const std::string& value) {
+  if (value.rfind(kCounterTag, 0) != 0) return std::nullopt;
+  return std::stoll(value.substr(kCounterTag.size()));
+}
+
+std::string counter_value(std::int64_t offset) { return std::string(kCounterTag) + std::to_string(offset); }
+
+// The value a reader sees: a counter's decimal value, else the bytes stored.
+std::string decode(const KeyValue& kv) {
+  if (auto o = counter_offset(kv.value)) return std::to_string(kv.version - *o);
+  return kv.value;
+}
+
 // Unique across processes, hosts and store instances: pid, a random salt, a per-process counter.
 std::string writer_id() {
   static const std::uint64_t salt = std::random_device{}();
@@ -57,6 +77,11 @@ std::string EtcdStore::get(const std::string& key) { return multi_get({key}).fro
 
 std::string EtcdStore::compare_set(const std::string& key, std::string_view expected, std::string_view desired) {
   const auto k = to_etcd(key);
+  // A txn with a PUT goes through raft even when its compare fails: when many nodes race for one key (the decider
+  // of a round), a read first spares the losers' proposals once the winner's write is visible.
+  auto seen = client_->range(k);
+  if (!seen.kvs.empty() && decode(seen.kvs.front()) != expected) return decode(seen.kvs.front());
+  if (seen.kvs.empty() && !expected.empty()) return std::string(expected);
   auto compare = expected.empty() ? Compare{Compare::Target::kCreate, k, 0, {}}
                                   : Compare{Compare::Target::kValue, k, 0, std::string(expected)};
   auto r = with_lease([&](std::int64_t lease) {
@@ -64,7 +89,7 @@ std::string EtcdStore::compare_set(const std::string& key, std::string_view expe
   });
   if (r.succeeded) return std::string(desired);
   if (r.ranges.empty() || r.ranges.front().kvs.empty()) return std::string(expected);  // missing, expected non-empty
-  return r.ranges.front().kvs.front().value;
+  return decode(r.ranges.front().kvs.front());
 }
 
 // A txn whose answer was lost may have been applied before the client retried it on another member; a blind retry
@@ -79,7 +104,7 @@ std::string EtcdStore::update(const std::string& key,
     std::optional<std::string> value;
     std::int64_t mod = 0;
     if (!current.kvs.empty()) {
-      value = current.kvs.front().value;
+      value = decode(current.kvs.front());
       mod = current.kvs.front().mod_revision;
     }
     auto desired = next(value);
@@ -95,12 +120,72 @@ std::string EtcdStore::update(const std::string& key,
 }
 
 std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
-  std::int64_t result = 0;
-  update(key, [&](const std::optional<std::string>& v) {
-    result = (v ? store::parse_add_operand(key, *v) : 0) + delta;
-    return std::to_string(result);
-  });
-  return result;
+  const auto k = to_etcd(key);
+  auto current = client_->range(k);
+  if (delta == 0)
+    return current.kvs.empty() ? 0 : store::parse_add_operand(key, decode(current.kvs.front()));
+  // A txn retried after its answer was lost may have been applied: each add also writes a token to this writer's
+  // marker of the key, under a compare on the marker's revision as this store last wrote it. The retry then fails
+  // that compare, finds its token, and reads its result from the counter as of the marker's revision.
+  const auto marker = k + "#w" + writer_;
+  std::int64_t marker_rev = 0;
+  {
+    std::lock_guard lock(markers_mutex_);
+    if (auto it = marker_revs_.find(marker); it != marker_revs_.end()) marker_rev = it->second;
+  }
+  const Compare marker_unchanged{Compare::Target::kMod, marker, marker_rev, {}};
+  for (;;) {
+    const auto token = std::to_string(++writes_);
+    std::vector<Compare> compare{marker_unchanged};
+    std::string value;
+    std::optional<std::int64_t> result;  // known before the put unless it is a same-bytes unit add
+    std::optional<std::int64_t> offset;
+    if (current.kvs.empty()) {  // created by this add: version 1
+      compare.push_back(Compare{Compare::Target::kCreate, k, 0, {}});
+      value = counter_value(1 - delta);
+      result = delta;
+    } else if (const auto& kv = current.kvs.front(); (offset = counter_offset(kv.value)) && delta == 1) {
+      compare.push_back(Compare{Compare::Target::kValue, k, 0, kv.value});  // every unit adder writes these bytes
+      value = kv.value;
+    } else {
+      const auto next = store::parse_add_operand(key, decode(kv)) + delta;
+      compare.push_back(Compare{Compare::Target::kMod, k, kv.mod_revision, {}});
+      value = counter_value(kv.version + 1 - next);
+      result = next;
+    }
+    auto r = with_lease([&](std::int64_t lease) {
+      return client_->txn(compare, {Op::put(k, value, lease, true), Op::put(marker, token, lease)},
+                          {Op::get(k), Op::get(marker)});
+    });
+    auto remember = [&](std::int64_t rev) {
+      std::lock_guard lock(markers_mutex_);
+      marker_revs_[marker] = rev;
+    };
+    if (r.succeeded) {
+      remember(r.revision);
+      if (result) return *result;
+      if (!r.prev_kv) throw store::StoreError("etcd: a counter update answered without the previous version");
+      return r.prev_kv->version + 1 - *offset;
+    }
+    if (r.ranges.size() != 2) throw store::StoreError("etcd: a counter txn answered with a wrong count");
+    if (!r.ranges[1].kvs.empty() && r.ranges[1].kvs.front().value == token) {  // our earlier try went through
+      const auto applied_at = r.ranges[1].kvs.front().mod_revision;
+      remember(applied_at);
+      auto then = client_->range(k, {}, false, false, applied_at);
+      if (then.kvs.empty()) throw store::StoreError("etcd: a counter vanished under its update");
+      return store::parse_add_operand(key, decode(then.kvs.front()));
+    }
+    if (!r.ranges[1].kvs.empty() && r.ranges[1].kvs.front().mod_revision != marker_rev) {
+      // Our marker moved without our token (another thread of this store): follow it.
+      remember(r.ranges[1].kvs.front().mod_revision);
+    }
+    {
+      std::lock_guard lock(markers_mutex_);
+      marker_rev = marker_revs_[marker];
+    }
+    compare.front().revision = marker_rev;
+    current = std::move(r.ranges.front());  // lost a race (a non-unit add, a creation): retry on its value
+  }
 }
 
 void EtcdStore::append(const std::string& key, std::string_view value) {
@@ -117,7 +202,7 @@ std::vector<std::optional<std::string>> EtcdStore::read(const std::vector<std::s
     auto r = client_->txn({}, ops, {});
     if (r.ranges.size() != ops.size()) throw store::StoreError("etcd: a txn of ranges answered with a wrong count");
     for (auto& range : r.ranges)
-      out.push_back(range.kvs.empty() ? std::nullopt : std::optional<std::string>(std::move(range.kvs.front().value)));
+      out.push_back(range.kvs.empty() ? std::nullopt : std::optional<std::string>(decode(range.kvs.front())));
   }
   return out;
 }

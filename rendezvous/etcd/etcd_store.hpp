@@ -7,14 +7,19 @@
 //   set, multi_set        PUT / one txn of PUTs (in chunks of 128: etcd's default --max-txn-ops)
 //   get, multi_get, wait  RANGE; a missing key is awaited with a WATCH from the revision of that RANGE: no polling
 //   compare_set           txn: compare value (or create_revision == 0 when `expected` is empty), PUT, else RANGE
-//   add, append           read-modify-write txn on the key's mod_revision, retried on a lost race; it also writes
-//                         "<key>#w<writer>" so that a txn retried after a lost answer is never applied twice
+//   add                   a counter is "\x01ctr:<offset>", its value the key's version - offset: concurrent `add 1`s
+//                         write the same bytes (compare on them), so none loses a race; other deltas CAS on the
+//                         mod_revision. Also writes "<key>#w<writer>" so a txn retried after a lost answer is
+//                         never applied twice. get/multi_get/compare_set return a counter's decimal value.
+//   append                read-modify-write txn on the key's mod_revision, retried on a lost race
 //   check                 one txn of RANGEs (keys only)
 //   delete_key, list_keys, num_keys, barrier   DELETE / RANGE of the namespace / ADD + WAIT
 // queue_push/queue_pop/queue_len (torch >= 2.8 worker queues) are not needed by the rendezvous: they throw.
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 
@@ -70,6 +75,8 @@ class EtcdStore final : public store::Store {
   store::Duration timeout_;
   std::string writer_;                 // names this store's marker keys (update())
   std::atomic<std::uint64_t> writes_{0};
+  std::mutex markers_mutex_;
+  std::map<std::string, std::int64_t> marker_revs_;  // add(): our marker keys' revisions as we last wrote them
 };
 
 }  // namespace ctrun::rdzv::etcd

@@ -31,6 +31,7 @@ struct Figure {
   double seconds = 0;
   std::uint64_t bytes = 0;
   std::uint64_t ops = 0;
+  std::uint64_t wire = 0;  // etcd only: HTTP bytes of the round (every connection, heartbeats excluded)
 };
 
 using Connect = std::function<std::shared_ptr<store::Store>()>;
@@ -110,7 +111,10 @@ Figure run_etcd(int n, const std::string& endpoints, const std::string& run_id) 
   auto connect = [options, lease] {
     return std::make_shared<rdzv::etcd::EtcdStore>(std::make_shared<rdzv::etcd::Client>(options), lease, 120s);
   };
-  return run_handlers(n, connect, run_id, "etcd");
+  const auto before = rdzv::etcd::wire_bytes();
+  auto f = run_handlers(n, connect, run_id, "etcd");
+  f.wire = rdzv::etcd::wire_bytes() - before;  // includes the shutdown's close/release writes
+  return f;
 }
 
 std::map<int, Figure> run_torchrun(const std::vector<int>& sizes) {
@@ -184,12 +188,13 @@ int main(int argc, char** argv) {
       fmt::print(" {:>11} {:>12} {:>10} | {:>8}\n", "-", "-", "-", "-");
   }
   if (!on_etcd.empty()) {
-    fmt::print("\n{:>6} | {:>10} {:>10} {:>8} | {:>10} {:>12} {:>10} {:>8}   (same run; etcd at {})\n", "agents",
-               "c10d s", "B/agent", "ops", "etcd s", "etcd bytes", "B/agent", "ops", etcd_endpoints);
+    fmt::print("\n{:>6} | {:>10} {:>10} {:>8} | {:>10} {:>12} {:>10} {:>8} {:>12}   (same run; etcd at {})\n",
+               "agents", "c10d s", "B/agent", "ops", "etcd s", "etcd bytes", "B/agent", "ops", "HTTP B/agent",
+               etcd_endpoints);
     for (auto& [n, f] : on_etcd) {
       const auto& c = ours.at(n);
-      fmt::print("{:>6} | {:>10.4f} {:>10} {:>8} | {:>10.4f} {:>12} {:>10} {:>8}\n", n, c.seconds, c.bytes / n, c.ops,
-                 f.seconds, f.bytes, f.bytes / n, f.ops);
+      fmt::print("{:>6} | {:>10.4f} {:>10} {:>8} | {:>10.4f} {:>12} {:>10} {:>8} {:>12}\n", n, c.seconds, c.bytes / n,
+                 c.ops, f.seconds, f.bytes, f.bytes / n, f.ops, f.wire / n);
     }
   }
   return 0;
