@@ -134,6 +134,17 @@ TEST(EtcdStore, StoreSemantics) {
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(s->add("ctrun.rdzv.j/n", 0), 40);
+  EXPECT_EQ(s->get("ctrun.rdzv.j/n"), "40");  // a counter reads as its decimal value
+  EXPECT_EQ(s->add("ctrun.rdzv.j/n", 5), 45);  // other deltas, then unit adds again
+  EXPECT_EQ(s->add("ctrun.rdzv.j/n", -2), 43);
+  EXPECT_EQ(s->add("ctrun.rdzv.j/n", 1), 44);
+  EXPECT_EQ(s->multi_get({"ctrun.rdzv.j/n"}), std::vector<std::string>{"44"});
+  s->set("ctrun.rdzv.j/hb", "0");  // a plain number (the decider's heartbeat keys), then counted
+  EXPECT_EQ(s->add("ctrun.rdzv.j/hb", 1), 1);
+  EXPECT_EQ(s->add("ctrun.rdzv.j/hb", 1), 2);
+  s->set("ctrun.rdzv.j/hb", "7");  // a set replaces the counter
+  EXPECT_EQ(s->get("ctrun.rdzv.j/hb"), "7");
+  EXPECT_EQ(s->add("ctrun.rdzv.j/hb", 1), 8);
   s->append("ctrun.rdzv.j/app", "ab");
   s->append("ctrun.rdzv.j/app", "cd");
   EXPECT_EQ(s->get("ctrun.rdzv.j/app"), "abcd");
