@@ -63,10 +63,10 @@ class Etcd:
         log = open(os.path.join(self.dir, f"m{i}.log"), "w")
         self.procs[i] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
-    def wait_ready(self, timeout=30):
+    def wait_ready(self, timeout=30, members=None):
         ctx = ssl._create_unverified_context() if self.tls else None
         deadline = time.monotonic() + timeout
-        for i in range(len(self.clients)):
+        for i in members if members is not None else range(len(self.clients)):
             while True:
                 try:  # a linearizable read answers once the cluster has a leader
                     req = urllib.request.Request(f"{self.scheme}://{self.endpoint(i)}/v3/kv/range", data=b'{"key":"eA=="}')
@@ -135,8 +135,9 @@ class EtcdBackend(unittest.TestCase):
 
     def test_three_nodes_torch_member_killed(self):
         """3 agents x 2 torch gloo workers through a 3-member cluster. The workers of group rank 1 fail on the
-        first attempt; as soon as that attempt's workers exist, etcd member 0 (the first endpoint: every agent's
-        connection and watches) is SIGKILLed, so the restart round runs on the 2 survivors."""
+        first attempt; as soon as that attempt's workers exist, etcd member 0 is SIGKILLed, so the restart round
+        runs on the 2 survivors. Once the second attempt's workers exist, member 0 is restarted (it rejoins from its
+        data dir) and member 1 is SIGKILLed: the job finishes (exit barrier, close) on members 0 and 2."""
         self.etcd = Etcd(3)
         nproc = {"n2": 2, "n3": 2, "n4": 2}
         for tag in nproc:
@@ -144,13 +145,17 @@ class EtcdBackend(unittest.TestCase):
                          ["--max-restarts", "1"], job_args=["--fail-group-rank", "1"], nproc=2)
         self.c.wait_for("the first attempt", lambda: len(self.c.rounds("*.rc0")) >= 1, 90)
         self.etcd.kill(0)
+        self.c.wait_for("the restart round", lambda: len(self.c.rounds("*.rc1")) >= 1, 90)
+        self.etcd.start(0)
+        self.etcd.wait_ready(members=[0])
+        self.etcd.kill(1)
         deadline = time.monotonic() + 150
         for tag in nproc:
             self.assertEqual(self.c.wait(tag, max(1, deadline - time.monotonic())), 0, self.c.logs())
         res = self.check_torch(6, nproc)
         self.assertEqual({r["TORCHELASTIC_RESTART_COUNT"] for r in res.values()}, {"1"})
         self.assertEqual([res[k]["GROUP_RANK"] for k in ("n2.0", "n3.0", "n4.0")], ["0", "1", "2"])
-        self.assertEqual(self.etcd.procs[0].poll(), -signal.SIGKILL)
+        self.assertEqual(self.etcd.procs[1].poll(), -signal.SIGKILL)
 
     def test_kill_agent_survivors_reform(self):
         self.etcd = Etcd(3)
