@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -17,7 +18,6 @@
 #include <boost/beast/core/detail/base64.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
@@ -114,7 +114,9 @@ json compare_json(const Compare& c) {
 }
 
 // etcd's gRPC codes that say the request itself is wrong; every other error may pass on another member or later.
-bool permanent(int code) { return code == 3 || code == 5 || code == 6 || code == 7 || code == 9 || code == 11 || code == 16; }
+bool permanent(int code) {
+  return code == 3 || code == 5 || code == 6 || code == 7 || code == 9 || code == 11 || code == 16;
+}
 
 [[noreturn]] void throw_error_body(unsigned status, const std::string& body) {
   json j = json::parse(body, nullptr, false);
@@ -154,9 +156,10 @@ class Connection {
       run();
       // A certificate the client refuses is refused by every member, every time: say so at once.
       if (ec && ec.category() == asio::error::get_ssl_category())
-        throw store::StoreError(fmt::format("TLS handshake with etcd at {} failed: {} (check --rdzv-conf cacert=, "
-                                            "cert=, key=)",
-                                            host_, ec.message()));
+        throw store::StoreError(
+            fmt::format("TLS handshake with etcd at {} failed: {} (check --rdzv-conf cacert=, "
+                        "cert=, key=)",
+                        host_, ec.message()));
       if (ec) throw Transient(fmt::format("TLS handshake with {} failed: {}", host_, ec.message()));
     }
   }
@@ -314,22 +317,22 @@ Options parse_options(const RendezvousParameters& p) {
       while (!item.empty() && item.back() == '/') item.pop_back();
     }
     if (item.empty())
-      throw std::invalid_argument(fmt::format("--rdzv-endpoint '{}': empty endpoint; use host:port[,host:port...]",
-                                              p.endpoint));
+      throw std::invalid_argument(
+          fmt::format("--rdzv-endpoint '{}': empty endpoint; use host:port[,host:port...]", p.endpoint));
     o.endpoints.push_back(parse_endpoint(item, kDefaultPort));
     if (o.endpoints.back().port == 0)
       throw std::invalid_argument(fmt::format("--rdzv-endpoint '{}': port 0 is not an etcd endpoint", p.endpoint));
   }
   if (o.endpoints.empty())
-    throw std::invalid_argument("--rdzv-backend etcd needs --rdzv-endpoint host:port[,host:port...] (etcd client URLs)");
+    throw std::invalid_argument(
+        "--rdzv-backend etcd needs --rdzv-endpoint host:port[,host:port...] (etcd client URLs)");
   if (!protocol.empty() && !scheme.empty() && protocol != scheme)
     throw std::invalid_argument(
         fmt::format("--rdzv-conf protocol={} contradicts --rdzv-endpoint '{}'", protocol, p.endpoint));
   o.https = (protocol.empty() ? scheme : protocol) == "https";
   for (auto [key, field] : {std::pair{"cacert", &o.cacert}, {"cert", &o.cert}, {"key", &o.key}}) {
     if (!p.config.count(key)) continue;
-    if (!o.https)
-      throw std::invalid_argument(fmt::format("--rdzv-conf {}= needs protocol=https", key));
+    if (!o.https) throw std::invalid_argument(fmt::format("--rdzv-conf {}= needs protocol=https", key));
     *field = p.config.at(key);
   }
   if (o.cert.empty() != o.key.empty())
@@ -354,10 +357,12 @@ struct Client::Impl {
       tls.set_default_verify_paths(ec);
     else
       tls.load_verify_file(o.cacert, ec);
-    if (ec) throw store::StoreError(fmt::format("etcd: cannot load the CA certificate '{}': {}", o.cacert, ec.message()));
+    if (ec)
+      throw store::StoreError(fmt::format("etcd: cannot load the CA certificate '{}': {}", o.cacert, ec.message()));
     if (!o.cert.empty()) {
       tls.use_certificate_chain_file(o.cert, ec);
-      if (ec) throw store::StoreError(fmt::format("etcd: cannot load the client certificate '{}': {}", o.cert, ec.message()));
+      if (ec)
+        throw store::StoreError(fmt::format("etcd: cannot load the client certificate '{}': {}", o.cert, ec.message()));
       tls.use_private_key_file(o.key, ssl::context::pem, ec);
       if (ec) throw store::StoreError(fmt::format("etcd: cannot load the client key '{}': {}", o.key, ec.message()));
     }
@@ -412,13 +417,16 @@ auto with_failover(const Options& o, std::size_t& current, const char* what, F a
       throw store::StoreError(fmt::format(
           "etcd {} failed: no member of the etcd cluster at {} answered within {:.1f} s (last error: {}). Check that "
           "the etcd cluster is up and --rdzv-endpoint lists its client URLs",
-          what, [&] {
+          what,
+          [&] {
             std::string s;
             for (const auto& ep : o.endpoints) s += (s.empty() ? "" : ",") + ep.to_string();
             return s;
-          }(), std::chrono::duration<double>(o.request_timeout).count(), last));
+          }(),
+          std::chrono::duration<double>(o.request_timeout).count(), last));
     if (tries % o.endpoints.size() == 0) {  // every endpoint failed once: back off before the next pass
-      std::this_thread::sleep_for(std::min<store::Duration>(backoff, std::chrono::ceil<store::Duration>(deadline - now)));
+      std::this_thread::sleep_for(
+          std::min<store::Duration>(backoff, std::chrono::ceil<store::Duration>(deadline - now)));
       backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
     }
   }
@@ -547,7 +555,6 @@ bool Client::watch_put(const std::string& key, std::int64_t start_revision, Time
                                                             std::chrono::ceil<store::Duration>(deadline - now)));
   }
 }
-
 
 json Client::Impl::call(const Options& o, const char* path, const json& body) {
   const auto text = body.dump();

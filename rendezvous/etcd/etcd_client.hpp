@@ -74,11 +74,11 @@ struct Compare {
 struct Op {
   enum class Kind { kPut, kRange, kDelete } kind;
   std::string key;
-  std::string value;           // kPut
-  std::int64_t lease = 0;      // kPut
-  std::string range_end;       // kRange, kDelete: "" = the key alone
-  bool keys_only = false;      // kRange
-  bool prev_kv = false;        // kPut: answer with the key as it was before (TxnResult::prev_kv)
+  std::string value;       // kPut
+  std::int64_t lease = 0;  // kPut
+  std::string range_end;   // kRange, kDelete: "" = the key alone
+  bool keys_only = false;  // kRange
+  bool prev_kv = false;    // kPut: answer with the key as it was before (TxnResult::prev_kv)
   static Op put(std::string k, std::string v, std::int64_t lease = 0, bool prev_kv = false) {
     return Op{Kind::kPut, std::move(k), std::move(v), lease, {}, false, prev_kv};
   }
@@ -114,8 +114,8 @@ class Client {
   std::int64_t delete_range(const std::string& key, const std::string& range_end = {});  // number deleted
   TxnResult txn(const std::vector<Compare>& compare, const std::vector<Op>& success, const std::vector<Op>& failure);
 
-  std::int64_t lease_grant(std::chrono::seconds ttl);   // the new lease's id
-  std::int64_t lease_keep_alive(std::int64_t id);       // its TTL in seconds; 0: the lease does not exist
+  std::int64_t lease_grant(std::chrono::seconds ttl);  // the new lease's id
+  std::int64_t lease_keep_alive(std::int64_t id);      // its TTL in seconds; 0: the lease does not exist
   void lease_revoke(std::int64_t id);
 
   // Blocks until a PUT of `key` at a revision >= start_revision is seen, or `deadline` passes (false). A lost

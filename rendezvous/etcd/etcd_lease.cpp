@@ -52,9 +52,10 @@ std::int64_t RunLease::acquire() {
 std::int64_t RunLease::renew(std::int64_t stale) {
   std::lock_guard lock(mutex_);
   if (id_ != stale) return id_;
-  log::get("rdzv")->warn("etcd: the run lease {:x} expired (etcd unreachable for longer than lease_ttl?): the run's "
-                         "keys were dropped; acquiring a new lease",
-                         stale);
+  log::get("rdzv")->warn(
+      "etcd: the run lease {:x} expired (etcd unreachable for longer than lease_ttl?): the run's "
+      "keys were dropped; acquiring a new lease",
+      stale);
   id_ = acquire();
   return id_;
 }

@@ -122,8 +122,7 @@ std::string EtcdStore::update(const std::string& key,
 std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
   const auto k = to_etcd(key);
   auto current = client_->range(k);
-  if (delta == 0)
-    return current.kvs.empty() ? 0 : store::parse_add_operand(key, decode(current.kvs.front()));
+  if (delta == 0) return current.kvs.empty() ? 0 : store::parse_add_operand(key, decode(current.kvs.front()));
   // A txn retried after its answer was lost may have been applied: each add also writes a token to this writer's
   // marker of the key, under a compare on the marker's revision as this store last wrote it. The retry then fails
   // that compare, finds its token, and reads its result from the counter as of the marker's revision.
@@ -198,7 +197,8 @@ std::vector<std::optional<std::string>> EtcdStore::read(const std::vector<std::s
   out.reserve(keys.size());
   for (std::size_t i = 0; i < keys.size(); i += kMaxTxnOps) {
     std::vector<Op> ops;
-    for (std::size_t j = i; j < std::min(keys.size(), i + kMaxTxnOps); ++j) ops.push_back(Op::get(to_etcd(keys[j]), keys_only));
+    for (std::size_t j = i; j < std::min(keys.size(), i + kMaxTxnOps); ++j)
+      ops.push_back(Op::get(to_etcd(keys[j]), keys_only));
     auto r = client_->txn({}, ops, {});
     if (r.ranges.size() != ops.size()) throw store::StoreError("etcd: a txn of ranges answered with a wrong count");
     for (auto& range : r.ranges)
@@ -260,9 +260,7 @@ void EtcdStore::multi_set(const std::vector<std::string>& keys, const std::vecto
 
 bool EtcdStore::delete_key(const std::string& key) { return client_->delete_range(to_etcd(key)) > 0; }
 
-std::int64_t EtcdStore::num_keys() {
-  return client_->range(kNamespace, prefix_end(kNamespace), true, true).count;
-}
+std::int64_t EtcdStore::num_keys() { return client_->range(kNamespace, prefix_end(kNamespace), true, true).count; }
 
 std::vector<std::string> EtcdStore::list_keys() {
   std::vector<std::string> out;
@@ -276,15 +274,18 @@ void EtcdStore::barrier(const std::string& key, std::int64_t world_size, store::
 }
 
 void EtcdStore::queue_push(const std::string&, std::string_view) {
-  throw store::StoreError("the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
+  throw store::StoreError(
+      "the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
 }
 
 std::optional<std::string> EtcdStore::queue_pop(const std::string&, bool) {
-  throw store::StoreError("the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
+  throw store::StoreError(
+      "the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
 }
 
 std::int64_t EtcdStore::queue_len(const std::string&) {
-  throw store::StoreError("the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
+  throw store::StoreError(
+      "the etcd rendezvous store has no queues (worker stores do; this store is for the rendezvous)");
 }
 
 }  // namespace ctrun::rdzv::etcd

@@ -19,8 +19,8 @@
 #include <atomic>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "rendezvous/etcd/etcd_client.hpp"
@@ -73,7 +73,7 @@ class EtcdStore final : public store::Store {
   std::shared_ptr<Client> client_;
   std::shared_ptr<RunLease> lease_;
   store::Duration timeout_;
-  std::string writer_;                 // names this store's marker keys (update())
+  std::string writer_;  // names this store's marker keys (update())
   std::atomic<std::uint64_t> writes_{0};
   std::mutex markers_mutex_;
   std::map<std::string, std::int64_t> marker_revs_;  // add(): our marker keys' revisions as we last wrote them

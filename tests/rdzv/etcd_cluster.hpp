@@ -45,8 +45,8 @@ class EtcdCluster {
   }
 
   explicit EtcdCluster(int members) {
-    dir_ = std::filesystem::temp_directory_path() / (std::string("ctrun-etcd-") + std::to_string(::getpid()) + "-" +
-                                                     std::to_string(counter()++));
+    dir_ = std::filesystem::temp_directory_path() /
+           (std::string("ctrun-etcd-") + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::create_directories(dir_);
     std::string initial;
     for (int i = 0; i < members; ++i) {
@@ -89,12 +89,29 @@ class EtcdCluster {
   void start(int i) {
     const auto client = "http://127.0.0.1:" + std::to_string(clients_[i]);
     const auto peer = "http://127.0.0.1:" + std::to_string(peers_[i]);
-    std::vector<std::string> args = {etcd_binary(), "--name", name(i), "--data-dir", (dir_ / name(i)).string(),
-                                     "--listen-client-urls", client, "--advertise-client-urls", client,
-                                     "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                     "--initial-cluster", initial_, "--initial-cluster-state", "new",
-                                     "--heartbeat-interval", "100", "--election-timeout", "1000",
-                                     "--log-level", "error"};
+    std::vector<std::string> args = {etcd_binary(),
+                                     "--name",
+                                     name(i),
+                                     "--data-dir",
+                                     (dir_ / name(i)).string(),
+                                     "--listen-client-urls",
+                                     client,
+                                     "--advertise-client-urls",
+                                     client,
+                                     "--listen-peer-urls",
+                                     peer,
+                                     "--initial-advertise-peer-urls",
+                                     peer,
+                                     "--initial-cluster",
+                                     initial_,
+                                     "--initial-cluster-state",
+                                     "new",
+                                     "--heartbeat-interval",
+                                     "100",
+                                     "--election-timeout",
+                                     "1000",
+                                     "--log-level",
+                                     "error"};
     const auto log = (dir_ / (name(i) + ".log")).string();
     pid_t pid = ::fork();
     if (pid == 0) {

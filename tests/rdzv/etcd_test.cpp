@@ -20,7 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-#define SKIP_WITHOUT_ETCD()                                                          \
+#define SKIP_WITHOUT_ETCD() \
   if (auto reason = test::EtcdCluster::skip_reason(); !reason.empty()) GTEST_SKIP() << reason
 
 etcd::Options options(const std::string& endpoints, store::Duration request_timeout = 10s) {
@@ -33,7 +33,8 @@ etcd::Options options(const std::string& endpoints, store::Duration request_time
   return o;
 }
 
-std::shared_ptr<etcd::EtcdStore> store_on(const std::string& endpoints, std::shared_ptr<etcd::RunLease> lease = nullptr) {
+std::shared_ptr<etcd::EtcdStore> store_on(const std::string& endpoints,
+                                          std::shared_ptr<etcd::RunLease> lease = nullptr) {
   return std::make_shared<etcd::EtcdStore>(std::make_shared<etcd::Client>(options(endpoints)), lease, 5s);
 }
 
@@ -120,10 +121,10 @@ TEST(EtcdStore, StoreSemantics) {
   s->set("ctrun.rdzv.j/a", "1");
   EXPECT_EQ(s->get("ctrun.rdzv.j/a"), "1");
   // compare_set, PyTorch's three cases.
-  EXPECT_EQ(s->compare_set("ctrun.rdzv.j/c", "", "x"), "x");    // missing, expected empty: created
-  EXPECT_EQ(s->compare_set("ctrun.rdzv.j/c", "", "y"), "x");    // present: not replaced
-  EXPECT_EQ(s->compare_set("ctrun.rdzv.j/c", "x", "z"), "z");   // equal: replaced
-  EXPECT_EQ(s->compare_set("ctrun.rdzv.j/m", "q", "z"), "q");   // missing, expected non-empty: nothing
+  EXPECT_EQ(s->compare_set("ctrun.rdzv.j/c", "", "x"), "x");   // missing, expected empty: created
+  EXPECT_EQ(s->compare_set("ctrun.rdzv.j/c", "", "y"), "x");   // present: not replaced
+  EXPECT_EQ(s->compare_set("ctrun.rdzv.j/c", "x", "z"), "z");  // equal: replaced
+  EXPECT_EQ(s->compare_set("ctrun.rdzv.j/m", "q", "z"), "q");  // missing, expected non-empty: nothing
   EXPECT_FALSE(s->check({"ctrun.rdzv.j/m"}));
   // add from many threads: no lost update.
   std::vector<std::thread> ts;
@@ -134,7 +135,7 @@ TEST(EtcdStore, StoreSemantics) {
     });
   for (auto& t : ts) t.join();
   EXPECT_EQ(s->add("ctrun.rdzv.j/n", 0), 40);
-  EXPECT_EQ(s->get("ctrun.rdzv.j/n"), "40");  // a counter reads as its decimal value
+  EXPECT_EQ(s->get("ctrun.rdzv.j/n"), "40");   // a counter reads as its decimal value
   EXPECT_EQ(s->add("ctrun.rdzv.j/n", 5), 45);  // other deltas, then unit adds again
   EXPECT_EQ(s->add("ctrun.rdzv.j/n", -2), 43);
   EXPECT_EQ(s->add("ctrun.rdzv.j/n", 1), 44);
@@ -245,12 +246,16 @@ TEST(EtcdHandler, RoundsSurviveAMemberLoss) {
   p.endpoint = cluster.endpoints();
   p.run_id = "h3";
   p.min_nodes = p.max_nodes = 3;
-  p.config = {{"join_timeout", "30"}, {"last_call_timeout", "0.1"}, {"keep_alive_interval", "1"},
-              {"read_timeout", "10"}, {"lease_ttl", "10"}};
+  p.config = {{"join_timeout", "30"},
+              {"last_call_timeout", "0.1"},
+              {"keep_alive_interval", "1"},
+              {"read_timeout", "10"},
+              {"lease_ttl", "10"}};
   std::vector<std::unique_ptr<Handler>> hs;
   for (int i = 0; i < 3; ++i) {
     hs.push_back(create_handler(p, NodeSpec{std::string("127.0.0.") + std::to_string(2 + i), 2, "default"}));
-    hs.back()->set_worker_store_address(std::string("127.0.0.") + std::to_string(2 + i), static_cast<std::uint16_t>(7000 + i));
+    hs.back()->set_worker_store_address(std::string("127.0.0.") + std::to_string(2 + i),
+                                        static_cast<std::uint16_t>(7000 + i));
     EXPECT_EQ(hs.back()->backend(), "etcd");
   }
   auto all = [&] {
@@ -274,7 +279,8 @@ TEST(EtcdHandler, RoundsSurviveAMemberLoss) {
   auto r1 = all();  // every node re-rendezvous (as after a worker failure)
   for (const auto& r : r1) EXPECT_EQ(r.round, r0[0].round + 1);
   std::vector<std::future<bool>> barrier;  // needs all three
-  for (int i = 0; i < 3; ++i) barrier.push_back(std::async(std::launch::async, [&, i] { return hs[i]->exit_barrier(10s); }));
+  for (int i = 0; i < 3; ++i)
+    barrier.push_back(std::async(std::launch::async, [&, i] { return hs[i]->exit_barrier(10s); }));
   for (auto& b : barrier) EXPECT_TRUE(b.get());
   for (auto& h : hs) EXPECT_TRUE(h->shutdown());
   auto late = create_handler(p, NodeSpec{"127.0.0.9", 1, "default"});

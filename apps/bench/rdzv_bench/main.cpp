@@ -4,8 +4,8 @@
 // same measurement in torchrun_rdzv.py (started from here, in the same run). With --etcd-endpoints, the same
 // handlers also run over the etcd backend (EtcdStore on an etcd cluster, e.g. 3 members from with_etcd.sh).
 #include <algorithm>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -106,8 +106,8 @@ Figure run_etcd(int n, const std::string& endpoints, const std::string& run_id) 
   p.endpoint = endpoints;
   p.config = {{"read_timeout", "120"}, {"lease_ttl", "60"}};
   auto options = rdzv::etcd::parse_options(p);
-  auto lease = std::make_shared<rdzv::etcd::RunLease>(
-      std::make_shared<rdzv::etcd::Client>(options), rdzv::etcd::EtcdStore::to_etcd(rdzv::Keys(run_id).lease()), 60s);
+  auto lease = std::make_shared<rdzv::etcd::RunLease>(std::make_shared<rdzv::etcd::Client>(options),
+                                                      rdzv::etcd::EtcdStore::to_etcd(rdzv::Keys(run_id).lease()), 60s);
   auto connect = [options, lease] {
     return std::make_shared<rdzv::etcd::EtcdStore>(std::make_shared<rdzv::etcd::Client>(options), lease, 120s);
   };
@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
     for (int n : sizes) {
       std::vector<Figure> runs;
       const auto salt = std::chrono::steady_clock::now().time_since_epoch().count();  // fresh run ids per bench run
-      for (int r = 0; r < repeats; ++r) runs.push_back(run_etcd(n, etcd_endpoints, fmt::format("e{}.{}.{}", n, r, salt)));
+      for (int r = 0; r < repeats; ++r)
+        runs.push_back(run_etcd(n, etcd_endpoints, fmt::format("e{}.{}.{}", n, r, salt)));
       std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a.seconds < b.seconds; });
       on_etcd[n] = runs[runs.size() / 2];
     }
@@ -188,9 +189,8 @@ int main(int argc, char** argv) {
       fmt::print(" {:>11} {:>12} {:>10} | {:>8}\n", "-", "-", "-", "-");
   }
   if (!on_etcd.empty()) {
-    fmt::print("\n{:>6} | {:>10} {:>10} {:>8} | {:>10} {:>12} {:>10} {:>8} {:>12}   (same run; etcd at {})\n",
-               "agents", "c10d s", "B/agent", "ops", "etcd s", "etcd bytes", "B/agent", "ops", "HTTP B/agent",
-               etcd_endpoints);
+    fmt::print("\n{:>6} | {:>10} {:>10} {:>8} | {:>10} {:>12} {:>10} {:>8} {:>12}   (same run; etcd at {})\n", "agents",
+               "c10d s", "B/agent", "ops", "etcd s", "etcd bytes", "B/agent", "ops", "HTTP B/agent", etcd_endpoints);
     for (auto& [n, f] : on_etcd) {
       const auto& c = ours.at(n);
       fmt::print("{:>6} | {:>10.4f} {:>10} {:>8} | {:>10.4f} {:>12} {:>10} {:>8} {:>12}\n", n, c.seconds, c.bytes / n,
