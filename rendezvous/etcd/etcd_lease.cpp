@@ -31,7 +31,8 @@ std::int64_t RunLease::acquire() {
     if (!found.kvs.empty()) {
       const auto id = std::stoll(found.kvs.front().value);
       if (client_->lease_keep_alive(id) > 0) return id;
-      continue;  // expiring right now: its key goes with it
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // expiring right now: its key goes with it
+      continue;
     }
     const auto id = client_->lease_grant(ttl_);
     auto r = client_->txn({Compare{Compare::Target::kCreate, key_, 0, {}}}, {Op::put(key_, std::to_string(id), id)},

@@ -198,7 +198,7 @@ class EtcdBackend(unittest.TestCase):
 
     def test_all_members_stopped(self):
         self.etcd = Etcd(3)
-        flags = etcd_flags(self.etcd.endpoints(), "ed", "2", "join_timeout=60,keep_alive_interval=0.5")
+        flags = etcd_flags(self.etcd.endpoints(), "ed", "2", "join_timeout=60,keep_alive_interval=0.5,read_timeout=4")
         for tag in ("n2", "n3"):
             self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=["--target-world", "99", "--grandchild",
                                                                       "--no-torch"])
@@ -206,9 +206,9 @@ class EtcdBackend(unittest.TestCase):
         start = time.monotonic()
         for i in range(3):
             self.etcd.kill(i)
-        for tag in ("n2", "n3"):  # read_timeout=8: the poll fails, then the next round's join
+        for tag in ("n2", "n3"):  # read_timeout=4: the poll fails, then the next round's join
             self.assertEqual(self.c.wait(tag, 60), 1, self.c.logs())
-        self.assertLess(time.monotonic() - start, 45)
+        self.assertLess(time.monotonic() - start, 40)
         for tag in ("n2", "n3"):
             log = self.c.log(tag)
             self.assertIn("no member of the etcd cluster", log)
