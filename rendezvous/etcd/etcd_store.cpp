@@ -132,10 +132,9 @@ std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
     std::lock_guard lock(markers_mutex_);
     if (auto it = marker_revs_.find(marker); it != marker_revs_.end()) marker_rev = it->second;
   }
-  const Compare marker_unchanged{Compare::Target::kMod, marker, marker_rev, {}};
   for (;;) {
     const auto token = std::to_string(++writes_);
-    std::vector<Compare> compare{marker_unchanged};
+    std::vector<Compare> compare{Compare{Compare::Target::kMod, marker, marker_rev, {}}};
     std::string value;
     std::optional<std::int64_t> result;  // known before the put unless it is a same-bytes unit add
     std::optional<std::int64_t> offset;
@@ -174,15 +173,9 @@ std::int64_t EtcdStore::add(const std::string& key, std::int64_t delta) {
       if (then.kvs.empty()) throw store::StoreError("etcd: a counter vanished under its update");
       return store::parse_add_operand(key, decode(then.kvs.front()));
     }
-    if (!r.ranges[1].kvs.empty() && r.ranges[1].kvs.front().mod_revision != marker_rev) {
-      // Our marker moved without our token (another thread of this store): follow it.
-      remember(r.ranges[1].kvs.front().mod_revision);
-    }
-    {
-      std::lock_guard lock(markers_mutex_);
-      marker_rev = marker_revs_[marker];
-    }
-    compare.front().revision = marker_rev;
+    // Follow the marker as it is now: moved by another thread of this store, or gone with a renewed lease (0).
+    marker_rev = r.ranges[1].kvs.empty() ? 0 : r.ranges[1].kvs.front().mod_revision;
+    remember(marker_rev);
     current = std::move(r.ranges.front());  // lost a race (a non-unit add, a creation): retry on its value
   }
 }

@@ -140,6 +140,9 @@ TEST(EtcdStore, StoreSemantics) {
   EXPECT_EQ(s->add("ctrun.rdzv.j/n", -2), 43);
   EXPECT_EQ(s->add("ctrun.rdzv.j/n", 1), 44);
   EXPECT_EQ(s->multi_get({"ctrun.rdzv.j/n"}), std::vector<std::string>{"44"});
+  // This store's marker of the counter vanishes (as with a renewed lease): the next add still goes through, once.
+  etcd::Client(options(cluster.endpoints())).delete_range("/ctrun/j/n#w", etcd::prefix_end("/ctrun/j/n#w"));
+  EXPECT_EQ(s->add("ctrun.rdzv.j/n", 1), 45);
   s->set("ctrun.rdzv.j/hb", "0");  // a plain number (the decider's heartbeat keys), then counted
   EXPECT_EQ(s->add("ctrun.rdzv.j/hb", 1), 1);
   EXPECT_EQ(s->add("ctrun.rdzv.j/hb", 1), 2);
