@@ -458,7 +458,7 @@ class Agent::Impl {
   // c10d rounds: every member's workers get the round's TORCHELASTIC_RESTART_COUNT (round_agreement.hpp). Nullopt
   // when the round broke before every member arrived: the caller joins the next round. Helper thread.
   std::optional<int> agree_on_restart_count(const rdzv::RoundInfo& round, int restart_count) {
-    if (round.group_world_size <= 1 || !round.store || rdzv_->backend() != "c10d") return restart_count;
+    if (round.group_world_size <= 1 || !round.store || rdzv_->backend() == "static") return restart_count;
     try {
       auto agreed = agree_restart_count(*round.store, restart_count, round.group_world_size, kAgreementTimeout,
                                         [this] { return rdzv_->num_nodes_waiting() > 0 || rdzv_->round_broken(); });

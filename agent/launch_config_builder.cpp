@@ -11,6 +11,7 @@
 #include "agent/flags.hpp"
 #include "agent/rendezvous_factory.hpp"
 #include "agent/signal_names.hpp"
+#include "rendezvous/etcd/etcd_client.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -108,7 +109,10 @@ void parse_signals(LaunchConfig& c) {
 void validate_rendezvous(const LaunchConfig& c) {
   try {
     rdzv::RendezvousParameters p = rendezvous_parameters(c);
-    if (!c.rdzv_endpoint.empty()) {
+    if (rdzv::is_etcd_backend(c.rdzv_backend)) {
+      rdzv::etcd::parse_options(p);  // every endpoint, protocol, TLS files, lease_ttl
+      rdzv::c10d_settings(p);        // the same timeouts as c10d
+    } else if (!c.rdzv_endpoint.empty()) {
       rdzv::parse_endpoint(c.rdzv_endpoint,
                            c.rdzv_backend == "c10d" ? rdzv::kDefaultC10dPort : rdzv::kDefaultMasterPort);
     }
@@ -220,9 +224,9 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
     c.rdzv_id = random_run_id();
     c.min_nodes = c.max_nodes = 1;
   }
-  if (c.rdzv_backend != "static" && c.rdzv_backend != "c10d") {
-    if (c.rdzv_backend == "etcd" || c.rdzv_backend == "etcd-v2") not_supported_yet("--rdzv-backend " + c.rdzv_backend);
-    bad("rdzv_backend", "unknown backend '" + c.rdzv_backend + "' (static or c10d)");
+  if (c.rdzv_backend == "etcd-v2") throw UsageError(rdzv::kEtcdV2Refused);
+  if (c.rdzv_backend != "static" && c.rdzv_backend != "c10d" && !rdzv::is_etcd_backend(c.rdzv_backend)) {
+    bad("rdzv_backend", "unknown backend '" + c.rdzv_backend + "' (static, c10d or etcd)");
   }
   c.node_rank = static_cast<int>(to_int("node_rank", v.str("node_rank")));
   if (c.node_rank < 0) bad("node_rank", "must be >= 0");
@@ -234,6 +238,8 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
     if (c.node_rank >= c.max_nodes) {
       bad("node_rank", std::to_string(c.node_rank) + " must be smaller than --nnodes " + std::to_string(c.max_nodes));
     }
+  } else if (rdzv::is_etcd_backend(c.rdzv_backend) && c.rdzv_endpoint.empty()) {
+    bad("rdzv_endpoint", "--rdzv-backend etcd needs --rdzv-endpoint host:port[,host:port...] (etcd's client URLs)");
   } else if (!c.standalone && c.max_nodes > 1 && c.rdzv_endpoint.empty()) {
     bad("rdzv_endpoint", "--rdzv-backend c10d with several nodes needs --rdzv-endpoint host[:port]");
   }

@@ -31,6 +31,7 @@ bool is_single_node(const LaunchConfig& config) {
   if (config.standalone) return true;
   // A c10d endpoint is a real rendezvous even for one node: its run id can be closed and reused by mistake.
   if (config.rdzv_backend == "c10d" && !config.rdzv_endpoint.empty()) return false;
+  if (rdzv::is_etcd_backend(config.rdzv_backend)) return false;  // etcd always has an endpoint (checked before)
   return config.max_nodes <= 1;
 }
 

@@ -25,6 +25,8 @@ struct C10dConfig {
   C10dSettings settings;
   // Longest single store WAIT: waiters re-check whether the run was closed at least this often.
   store::Duration wait_slice = std::chrono::seconds(10);
+  // What backend() reports: "c10d" (a TCPStore), or "etcd" (the same state machine on etcd_store.hpp).
+  std::string backend = "c10d";
 };
 
 class C10dHandler final : public Handler {
@@ -47,7 +49,7 @@ class C10dHandler final : public Handler {
   bool shutdown() override;
   void leave() override;
   std::string run_id() const override { return config_.run_id; }
-  std::string backend() const override { return "c10d"; }
+  std::string backend() const override { return config_.backend; }
   bool use_agent_store() const override { return true; }
 
  private:

@@ -14,6 +14,9 @@
 
 #include "common/log.hpp"
 #include "rendezvous/c10d_handler.hpp"
+#include "rendezvous/etcd/etcd_client.hpp"
+#include "rendezvous/etcd/etcd_lease.hpp"
+#include "rendezvous/etcd/etcd_store.hpp"
 #include "rendezvous/static_handler.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
@@ -125,6 +128,37 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
       config, node, [ep, timeout] { return connect(ep, timeout, timeout); }, options.clock, server);
 }
 
+// The c10d state machine (JoinOp, Liveness) on etcd: no store to host; every agent talks to the etcd cluster, with
+// failover between its members. The worker store is still group rank 0's agent's, as with c10d.
+std::unique_ptr<Handler> make_etcd(const RendezvousParameters& p, const NodeSpec& node, const HandlerOptions& options) {
+  C10dConfig config{p.run_id, p.min_nodes, p.max_nodes, c10d_settings(p)};
+  config.backend = "etcd";
+  if (options.store) {  // tests: the same handler over a given store
+    auto store = options.store;
+    return std::make_unique<C10dHandler>(
+        config, node, [store] { return store; }, options.clock);
+  }
+  auto eo = etcd::parse_options(p);
+  std::shared_ptr<etcd::RunLease> lease;
+  try {
+    // The lease's own client answers within a third of the TTL, so a keep-alive never outlasts its period.
+    auto lease_options = eo;
+    lease_options.request_timeout = std::min<store::Duration>(
+        eo.request_timeout, std::max<store::Duration>(eo.lease_ttl / 3, std::chrono::seconds(1)));
+    lease = std::make_shared<etcd::RunLease>(std::make_shared<etcd::Client>(lease_options),
+                                             etcd::EtcdStore::to_etcd(Keys(p.run_id).lease()), eo.lease_ttl);
+  } catch (const store::StoreError& e) {
+    throw RendezvousConnectionError(fmt::format("rendezvous '{}': {}", p.run_id, e.what()));
+  }
+  const auto timeout = config.settings.read_timeout;
+  return std::make_unique<C10dHandler>(
+      config, node,
+      [eo, lease, timeout] {
+        return std::make_shared<etcd::EtcdStore>(std::make_shared<etcd::Client>(eo), lease, timeout);
+      },
+      options.clock);
+}
+
 std::vector<sockaddr_storage> resolve(const std::string& host) {
   std::vector<sockaddr_storage> out;
   addrinfo hints{};
@@ -177,7 +211,10 @@ std::unique_ptr<Handler> create_handler(const RendezvousParameters& p, const Nod
     throw std::invalid_argument(fmt::format("--nnodes {}:{}: need 0 < MIN <= MAX", p.min_nodes, p.max_nodes));
   if (p.backend == "static") return make_static(p, node, options);
   if (p.backend == "c10d") return make_c10d(p, node, options);
-  throw std::invalid_argument(fmt::format("--rdzv-backend '{}' is not supported: use 'c10d' or 'static'", p.backend));
+  if (p.backend == "etcd" || p.backend == "etcd-v3") return make_etcd(p, node, options);
+  if (p.backend == "etcd-v2") throw std::invalid_argument(kEtcdV2Refused);
+  throw std::invalid_argument(
+      fmt::format("--rdzv-backend '{}' is not supported: use 'c10d', 'etcd' (etcd v3) or 'static'", p.backend));
 }
 
 }  // namespace ctrun::rdzv

@@ -14,6 +14,7 @@ class Keys {
 
   std::string closed() const { return base_ + "closed"; }  // exists once the run is closed (value: reason)
   std::string latest() const { return base_ + "latest"; }  // newest completed round (hint for newcomers)
+  std::string lease() const { return base_ + "lease"; }    // etcd only: id of the lease every key of the run has
 
   // Per round r:
   std::string joined(std::uint64_t r) const { return round(r) + "joined"; }  // ADD counter: arrival index k

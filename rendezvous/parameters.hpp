@@ -16,8 +16,14 @@ namespace ctrun::rdzv {
 inline constexpr std::uint16_t kDefaultC10dPort = 29400;  // torchrun's c10d default
 inline constexpr std::uint16_t kDefaultMasterPort = 29500;
 
+// --rdzv-backend etcd-v2 (torchrun's etcd backends speak only etcd's v2 API) is refused with this message.
+inline constexpr const char* kEtcdV2Refused =
+    "--rdzv-backend etcd-v2 is not supported: etcd's v2 API was deprecated in etcd 3.4 and removed in etcd 3.6. "
+    "Use --rdzv-backend etcd (the v3 API, any etcd >= 3.4) with the same --rdzv-endpoint";
+inline bool is_etcd_backend(std::string_view backend) { return backend == "etcd" || backend == "etcd-v3"; }
+
 struct RendezvousParameters {
-  std::string backend = "static";  // "static" or "c10d"
+  std::string backend = "static";  // "static", "c10d" or "etcd" ("etcd-v3")
   std::string endpoint;            // host[:port]; static with none -> master_addr:master_port
   std::string run_id = "none";     // --rdzv-id (torchrun's default is the string "none")
   int min_nodes = 1;

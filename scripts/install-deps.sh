@@ -14,6 +14,8 @@ packages=(
   openssh-server openssh-client  # ctrun --hostfile fan-out; its tests run sshd in network namespaces
   slurm-wlm munge openmpi-bin    # the Slurm (slurmctld/slurmd/munged) and mpirun tests of agent/cluster/
   help2man                  # man pages of ctrun and ctstore from their --help (make deb, make install)
+  etcd-server etcd-client   # the etcd rendezvous backend's tests and benchmark (client: debugging)
+  libssl-dev openssl        # etcd over https (Asio ssl), test certificates
 )
 
 missing=()

@@ -172,8 +172,23 @@ TEST(Cli, MultiNodeFlags) {
                                              {"--rdzv-backend", "c10d", "--nnodes", "1:4", "t.py"},  // no endpoint
                                              {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--nnodes", "2",
                                               "--rdzv-conf", "join_timeout=x", "t.py"},
-                                             {"--rdzv-backend", "etcd", "t.py"}}) {
+                                             {"--rdzv-backend", "etcd", "t.py"},  // no endpoint
+                                             {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1,", "t.py"},
+                                             {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1", "--rdzv-conf",
+                                              "protocol=ftp", "t.py"},
+                                             {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1", "--rdzv-conf",
+                                              "cacert=/ca.pem", "t.py"}}) {  // TLS files need https
     EXPECT_THROW(parse(args), UsageError) << args[0] << " " << args[1];
+  }
+  // etcd v3 (alias etcd-v3): a list of endpoints; etcd-v2 is refused with the reason.
+  auto etcd = parse({"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "127.0.0.1:2379,https://127.0.0.2:2379",
+                     "--nnodes", "2:3", "--rdzv-conf", "cacert=/ca.pem,lease_ttl=30", "t.py"});
+  EXPECT_EQ(etcd.rdzv_backend, "etcd-v3");
+  try {
+    parse({"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "h:2379", "t.py"});
+    ADD_FAILURE() << "etcd-v2 was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("removed in etcd 3.6"), std::string::npos) << e.what();
   }
 }
 
