@@ -250,6 +250,50 @@ class CtrunWork final : public c10d::Work {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
+// Completes futures: ops of one group complete in issue order (collectives) or soon after (p2p, posted at once),
+// so one thread waiting on them in order completes every future promptly. Its state is shared with the thread,
+// which may outlive the group when the group's last reference goes in a future's callback on this very thread.
+struct Completer {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<c10::intrusive_ptr<CtrunWork>> pending;
+  bool stopping = false;
+
+  void push(c10::intrusive_ptr<CtrunWork> w) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      pending.push_back(std::move(w));
+    }
+    cv.notify_one();
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    cv.notify_all();
+  }
+  void loop() {
+    for (;;) {
+      c10::intrusive_ptr<CtrunWork> w;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return stopping || !pending.empty(); });
+        if (pending.empty()) return;
+        w = pending.front();
+        pending.pop_front();
+      }
+      while (!w->inner()->is_completed()) {
+        try {
+          w->inner()->wait();
+        } catch (...) {
+        }
+      }
+      w->finalize();
+    }
+  }
+};
+
 class ProcessGroupCtrun final : public BaseGroup {
  public:
   ProcessGroupCtrun(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -258,17 +302,18 @@ class ProcessGroupCtrun final : public BaseGroup {
     ProcessGroupOptions options;
     options.timeout = timeout;
     group_ = CommGroup::from_store(std::make_shared<StoreAdapter>(store), "ctrun", rank, size, options);
-    completer_ = std::thread([this] { complete_loop(); });
+    completer_thread_ = std::thread([c = completer_] { c->loop(); });
   }
 
   ~ProcessGroupCtrun() override {
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      stopping_ = true;
+    completer_->stop();
+    // Let queued ops finish on their own (the group timeout bounds each), then release the transports. The last
+    // reference can go in a future's callback on the completion thread itself: it cannot join itself.
+    if (completer_thread_.get_id() == std::this_thread::get_id()) {
+      completer_thread_.detach();
+    } else {
+      completer_thread_.join();
     }
-    queue_cv_.notify_all();
-    // Let queued ops finish on their own (the group timeout bounds each), then release the transports.
-    completer_.join();
     group_->shutdown();
   }
 
@@ -604,44 +649,15 @@ class ProcessGroupCtrun final : public BaseGroup {
       TORCH_CHECK(false, e.what());  // argument errors from comm, as torch's RuntimeError
     }
     ++sequence_;
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      pending_.push_back(w);
-    }
-    queue_cv_.notify_one();
+    completer_->push(w);
     return w;
-  }
-
-  // Ops of one group complete in issue order (collectives) or soon after (p2p, posted at once), so one thread
-  // waiting on them in order completes every future promptly.
-  void complete_loop() {
-    for (;;) {
-      c10::intrusive_ptr<CtrunWork> w;
-      {
-        std::unique_lock<std::mutex> lock(queue_mutex_);
-        queue_cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
-        if (pending_.empty()) return;
-        w = pending_.front();
-        pending_.pop_front();
-      }
-      while (!w->inner()->is_completed()) {
-        try {
-          w->inner()->wait();
-        } catch (...) {
-        }
-      }
-      w->finalize();
-    }
   }
 
   std::chrono::milliseconds timeout_;
   std::shared_ptr<CommGroup> group_;
   std::atomic<uint64_t> sequence_{0};
-  std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
-  std::deque<c10::intrusive_ptr<CtrunWork>> pending_;
-  bool stopping_ = false;
-  std::thread completer_;
+  std::shared_ptr<Completer> completer_ = std::make_shared<Completer>();
+  std::thread completer_thread_;
 };
 
 c10::intrusive_ptr<BaseGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
