@@ -94,6 +94,8 @@ def main():
     while s <= parse_bytes(args.max_bytes):
         sizes.append(s)
         s *= args.factor
+    if sizes[-1] != parse_bytes(args.max_bytes):
+        sizes.append(parse_bytes(args.max_bytes))
     if rank == 0:
         print(f"# torch {torch.__version__}, {n} ranks, float32; time in us (max over ranks), bw in GB/s")
         print(f"{'op':<24}{'bytes':>10}  {'gloo us':>10}{'busbw':>8}  {'ctrun us':>10}{'algbw':>8}{'busbw':>8}"
