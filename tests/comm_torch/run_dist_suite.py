@@ -29,10 +29,16 @@ os.environ.setdefault("INIT_METHOD", "env://")
 if "TEMP_DIR" not in os.environ:
     os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="ctrun_dist_suite_")
 
+# --gloo-gated: run the tests PyTorch gates to BACKEND == "gloo" (evaluated when the module is imported) on
+# backend "ctrun": import with BACKEND=gloo, then point the module's BACKEND, which the ranks init with, at ctrun.
+AS_GLOO = os.environ.get("CTRUN_SUITE_GLOO_GATED") == "1"
+if AS_GLOO:
+    os.environ["BACKEND"] = "gloo"
+
 try:
     import torch  # noqa: F401
     import torch.distributed as dist
-    if os.environ["BACKEND"] == "ctrun":
+    if os.environ["BACKEND"] == "ctrun" or AS_GLOO:
         import ctrun_torch  # noqa: F401  registers backend "ctrun"
 except ImportError as e:
     if __name__ == "__main__":
@@ -48,8 +54,12 @@ DistTestCases.backend_feature["ddp"].add("ctrun")
 DistTestCases.backend_feature["subgroup"].add("ctrun")
 DistTestCases.skip_collective["sendrecv anysource"].add("ctrun")
 
+from torch.testing._internal.distributed import distributed_test  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest, TestDistBackend)
+
+if AS_GLOO:
+    distributed_test.BACKEND = "ctrun"
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
@@ -83,18 +93,23 @@ def main():
     ap.add_argument("--shard", default=None, help="I/N: run the I-th (1-based) of N interleaved parts")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--json", help="write {test: outcome} here")
+    ap.add_argument("--gloo-gated", action="store_true",
+                    help="run the tests gated to gloo on ctrun (see AS_GLOO above)")
     ap.add_argument("--include-known", action="store_true", help="also run KNOWN_CTRUN_FAILURES")
     ap.add_argument("-k", action="append", default=[])
     ap.add_argument("tests", nargs="*")
     args = ap.parse_args()
-    if args.backend and args.backend != os.environ["BACKEND"] or (args.world_size and
+    if args.gloo_gated and not AS_GLOO:
+        os.execve(sys.executable, [sys.executable, __file__] + sys.argv[1:],
+                  dict(os.environ, CTRUN_SUITE_GLOO_GATED="1"))
+    if not AS_GLOO and args.backend and args.backend != os.environ["BACKEND"] or (args.world_size and
                                                                 args.world_size != os.environ["WORLD_SIZE"]):
         # BACKEND/WORLD_SIZE are read at import by PyTorch's test module: re-exec with them set.
         env = dict(os.environ, BACKEND=args.backend or os.environ["BACKEND"],
                    WORLD_SIZE=args.world_size or os.environ["WORLD_SIZE"])
         argv = [a for a in sys.argv[1:]]
         os.execve(sys.executable, [sys.executable, __file__] + argv, env)
-    backend = os.environ["BACKEND"]
+    backend = "ctrun" if AS_GLOO else os.environ["BACKEND"]
     names = sorted(n for n in dir(TestDistBackendWithSpawn) if n.startswith("test_"))
     if args.tests:
         names = [n for n in names if n in args.tests]
@@ -128,7 +143,7 @@ def main():
     counts = {}
     for v in outcome.values():
         counts[v.split(":")[0]] = counts.get(v.split(":")[0], 0) + 1
-    print(f"backend {backend}, world size {os.environ['WORLD_SIZE']}, subset {args.subset}: {counts} "
+    print(f"backend {backend}{' (gloo-gated tests)' if AS_GLOO else ''}, world size {os.environ['WORLD_SIZE']}, subset {args.subset}: {counts} "
           f"in {time.monotonic() - start:.0f}s")
     return 0 if result.wasSuccessful() else 1
 
