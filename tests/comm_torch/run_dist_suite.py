@@ -30,11 +30,13 @@ os.environ.setdefault("INIT_METHOD", "env://")
 if "TEMP_DIR" not in os.environ:
     os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="ctrun_dist_suite_")
 
-# --gloo-gated: run the tests PyTorch gates to BACKEND == "gloo" (evaluated when the module is imported) on
-# backend "ctrun": import with BACKEND=gloo, then point the module's BACKEND, which the ranks init with, at ctrun.
-AS_GLOO = os.environ.get("CTRUN_SUITE_GLOO_GATED") == "1"
+# --gloo-gated / --mpi-gated: run the tests PyTorch gates to BACKEND == "gloo" (or "mpi": CPU all_to_all),
+# evaluated when the module is imported, on backend "ctrun": import with BACKEND=gloo (mpi), then point the
+# module's BACKEND, which the ranks init with, at ctrun.
+GATED_AS = os.environ.get("CTRUN_SUITE_GATED_AS", "")
+AS_GLOO = GATED_AS in ("gloo", "mpi")
 if AS_GLOO:
-    os.environ["BACKEND"] = "gloo"
+    os.environ["BACKEND"] = GATED_AS
 
 try:
     import torch  # noqa: F401
@@ -129,13 +131,14 @@ def main():
     ap.add_argument("--json", help="write {test: outcome} here")
     ap.add_argument("--gloo-gated", action="store_true",
                     help="run the tests gated to gloo on ctrun (see AS_GLOO above)")
+    ap.add_argument("--mpi-gated", action="store_true", help="likewise for the tests gated to mpi (all_to_all)")
     ap.add_argument("--include-known", action="store_true", help="also run KNOWN_CTRUN_FAILURES")
     ap.add_argument("-k", action="append", default=[])
     ap.add_argument("tests", nargs="*")
     args = ap.parse_args()
-    if args.gloo_gated and not AS_GLOO:
+    if (args.gloo_gated or args.mpi_gated) and not AS_GLOO:
         os.execve(sys.executable, [sys.executable, __file__] + sys.argv[1:],
-                  dict(os.environ, CTRUN_SUITE_GLOO_GATED="1"))
+                  dict(os.environ, CTRUN_SUITE_GATED_AS="gloo" if args.gloo_gated else "mpi"))
     if not AS_GLOO and args.backend and args.backend != os.environ["BACKEND"] or (args.world_size and
                                                                 args.world_size != os.environ["WORLD_SIZE"]):
         # BACKEND/WORLD_SIZE are read at import by PyTorch's test module: re-exec with them set.
@@ -179,7 +182,7 @@ def main():
     counts = {}
     for v in outcome.values():
         counts[v.split(":")[0]] = counts.get(v.split(":")[0], 0) + 1
-    print(f"backend {backend}{' (gloo-gated tests)' if AS_GLOO else ''}, world size {os.environ['WORLD_SIZE']}, subset {args.subset}: {counts} "
+    print(f"backend {backend}{f' ({GATED_AS}-gated tests)' if AS_GLOO else ''}, world size {os.environ['WORLD_SIZE']}, subset {args.subset}: {counts} "
           f"in {time.monotonic() - start:.0f}s")
     return 0 if result.wasSuccessful() else 1
 
