@@ -1,6 +1,8 @@
 """init_process_group("ctrun") with every init method and no launcher; a rank killed mid-all_reduce.
 
   python3 init_and_failure_test.py init      env://, tcp://, file://, store=   (2 ranks each)
+  python3 init_and_failure_test.py torchrun  examples/torch_ctrun_backend.py under torch's own launcher
+                                             ($TORCHRUN_PY, 2 ranks, PYTHONPATH set)
   python3 init_and_failure_test.py kill      4 ranks; rank 3 SIGKILLs itself inside a stream of all_reduces; the
                                              other three must raise RuntimeError within the group timeout
 
@@ -107,6 +109,23 @@ def main():
                 codes = run_ranks("init", 2, method, arg, 90)
                 print(f"{method}: exit codes {codes}", flush=True)
                 failed |= codes != [0, 0]
+    elif mode == "torchrun":
+        example = os.path.join(HERE, "..", "..", "examples", "torch_ctrun_backend.py")
+        # Debian's torch 1.13 `python3 -m torch.distributed.run` fails on python 3.11 (a dataclass default);
+        # TORCHRUN_PY is the same torchrun with that fixed (../shared/interop/torchrun_py311.py).
+        torchrun = os.environ.get("TORCHRUN_PY", "")
+        if not os.path.isfile(torchrun):
+            print(f"SKIP: no usable torchrun (TORCHRUN_PY={torchrun!r} missing)")
+            sys.exit(77)
+        proc = subprocess.Popen([sys.executable, torchrun, "--nnodes=1", "--node_rank=0", "--nproc_per_node=2",
+                                 "--master_addr=127.0.0.1", f"--master_port={free_port()}", example], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            out, _ = proc.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        print(out[-2000:])
+        failed = proc.returncode != 0 or "backend ctrun" not in out
     elif mode == "kill":
         start = time.monotonic()
         codes = run_ranks("kill", 4, "tcp", str(free_port()), 90)
