@@ -2,8 +2,8 @@
 python3-torch) against backend "ctrun" as a plugin backend, the way PyTorch's test_distributed_spawn.py runs it
 for gloo: spawned ranks; BACKEND, WORLD_SIZE, TEMP_DIR, INIT_METHOD from the environment.
 
-  python3 run_dist_suite.py [--backend ctrun|gloo] [--world-size 3] [--subset p2p_collectives|gloo_gated|rest|all]
-                            [--gloo-gated]
+  python3 run_dist_suite.py [--backend ctrun|gloo] [--world-size 3] [--subset p2p_collectives|gloo_gated|mpi_gated|rest|all]
+                            [--gloo-gated|--mpi-gated] [--include-static-skips]
                             [--shard I/N] [--list] [--json OUT] [-k SUBSTRING ...] [TEST_NAME ...]
 
 Tests are selected by name: the "p2p_collectives" subset (what `make test` runs) holds every test whose name
@@ -107,6 +107,21 @@ GLOO_GATED_P2P_COLLECTIVES = (
     "test_monitored_barrier_wait_all_ranks",
     "test_scatter_object_list",
 )
+# The CPU all_to_all tests, which torch 1.13 gates to mpi: `--mpi-gated --subset mpi_gated` runs them on ctrun.
+MPI_GATED_ALL_TO_ALL = (
+    "test_all_to_all",
+    "test_all_to_all_complex",
+    "test_all_to_all_full_group",
+    "test_all_to_all_group",
+    "test_all_to_all_single_equal_split",
+    "test_all_to_all_single_equal_split_complex",
+    "test_all_to_all_single_equal_split_full_group",
+    "test_all_to_all_single_equal_split_group",
+    "test_all_to_all_single_unequal_split",
+    "test_all_to_all_single_unequal_split_complex",
+    "test_all_to_all_single_unequal_split_full_group",
+    "test_all_to_all_single_unequal_split_group",
+)
 
 P2P_COLLECTIVE_WORDS = ("send", "recv", "isend", "irecv", "broadcast", "reduce", "all_gather", "allgather",
                         "gather", "scatter", "all_to_all", "barrier", "sparse_all", "coalesced", "object",
@@ -125,13 +140,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default=None, help="overrides $BACKEND (ctrun or gloo)")
     ap.add_argument("--world-size", default=None)
-    ap.add_argument("--subset", default="all", choices=["p2p_collectives", "gloo_gated", "rest", "all"])
+    ap.add_argument("--subset", default="all", choices=["p2p_collectives", "gloo_gated", "mpi_gated", "rest", "all"])
     ap.add_argument("--shard", default=None, help="I/N: run the I-th (1-based) of N interleaved parts")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--json", help="write {test: outcome} here")
     ap.add_argument("--gloo-gated", action="store_true",
                     help="run the tests gated to gloo on ctrun (see AS_GLOO above)")
     ap.add_argument("--mpi-gated", action="store_true", help="likewise for the tests gated to mpi (all_to_all)")
+    ap.add_argument("--include-static-skips", action="store_true",
+                    help="also spawn ranks for tests whose decorators already skip them (CUDA, NCCL, MPI only)")
     ap.add_argument("--include-known", action="store_true", help="also run KNOWN_CTRUN_FAILURES")
     ap.add_argument("-k", action="append", default=[])
     ap.add_argument("tests", nargs="*")
@@ -156,11 +173,19 @@ def main():
         names = [n for n in names if is_p2p_collective(n)]
     elif args.subset == "gloo_gated":
         names = [n for n in names if n in GLOO_GATED_P2P_COLLECTIVES]
+    elif args.subset == "mpi_gated":
+        names = [n for n in names if n in MPI_GATED_ALL_TO_ALL]
     elif args.subset == "rest":
         names = [n for n in names if not is_p2p_collective(n)]
     if args.shard:
         i, n_shards = (int(x) for x in args.shard.split("/"))
         names = names[i - 1::n_shards]
+    # Tests whose decorators skip them for this backend (CUDA/NCCL/MPI-only, ...) would spawn 3 ranks just to skip:
+    # report them without running them unless asked.
+    static = {n: getattr(getattr(TestDistBackendWithSpawn, n), "__unittest_skip_why__", "") for n in names
+              if getattr(getattr(TestDistBackendWithSpawn, n), "__unittest_skip__", False)}
+    if not args.include_static_skips:
+        names = [n for n in names if n not in static]
     known = [n for n in names if backend == "ctrun" and n in KNOWN_CTRUN_FAILURES and not args.include_known]
     names = [n for n in names if n not in known]
     if args.list:
@@ -176,6 +201,9 @@ def main():
         outcome[test._testMethodName] = "skipped: " + reason.splitlines()[0][:120]
     for n in known:
         outcome[n] = "known failure: " + KNOWN_CTRUN_FAILURES[n]
+    if not args.include_static_skips:
+        for n, why in static.items():
+            outcome[n] = "skipped (not run): " + why
     if args.json:
         with open(args.json, "w") as f:
             json.dump(outcome, f, indent=1, sort_keys=True)
