@@ -5,6 +5,8 @@
 #   make asan | tsan         the tests under ASan+UBSan / TSan (build-asan/, build-tsan/)
 #   make fuzz                build and briefly run the store codec fuzzer (clang + libFuzzer)
 #   make bench               build the benchmarks (see docs/benchmarks.md for how each is run)
+#   make torch-dist-suite    PyTorch's whole distributed_test.py on backend "ctrun" (TORCH_SUITE_BACKEND=gloo for
+#                            the reference run; about 20 s per test on a loaded 2-core machine: see docs/comm.md)
 
 BUILD_TYPE ?= Release
 BUILD_DIR  ?= build
@@ -13,7 +15,7 @@ CTEST_JOBS ?= 2
 CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 
-.PHONY: all deps configure build run test asan tsan fuzz bench format clean
+.PHONY: all deps configure build run test asan tsan fuzz bench format clean torch-dist-suite
 
 all: build
 
@@ -45,6 +47,11 @@ fuzz: deps
 	@mkdir -p fuzz-corpus && ./build-fuzz/bin/store_codec_fuzzer -max_total_time=60 fuzz-corpus
 
 bench: build
+
+TORCH_SUITE_BACKEND ?= ctrun
+torch-dist-suite: build
+	@PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python $(PYTHON) tests/comm_torch/run_dist_suite.py \
+	  --backend $(TORCH_SUITE_BACKEND) --subset all --json $(BUILD_DIR)/torch-dist-suite-$(TORCH_SUITE_BACKEND).json
 
 format:
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i

@@ -1,6 +1,7 @@
 #include "agent/worker_env.hpp"
 
 #include <cstring>
+#include <filesystem>
 
 namespace ctrun::agent {
 namespace {
@@ -25,6 +26,19 @@ std::string substitute_local_rank(std::string arg, int local_rank) {
 }
 
 }  // namespace
+
+std::optional<std::string> torch_module_dir() {
+  // comm's torch.distributed backend (import ctrun_torch) is built into <build>/python, next to <build>/bin/ctrun.
+  // An installed one sits in python3's dist-packages, which python finds by itself.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "python";
+  if (ec) return std::nullopt;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().filename().string().starts_with("ctrun_torch")) return dir.string();
+  }
+  return std::nullopt;
+}
 
 std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in, const EnvLookup& parent_env) {
   const LaunchConfig& c = *in.config;
@@ -51,6 +65,10 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in
   env["NCCL_ASYNC_ERROR_HANDLING"] = parent_env("NCCL_ASYNC_ERROR_HANDLING").value_or("1");
   env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
   env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = c.signals_to_handle;
+  if (auto dir = torch_module_dir()) {  // `import ctrun_torch` works in workers with nothing set
+    auto inherited = parent_env("PYTHONPATH");
+    env["PYTHONPATH"] = *dir + (inherited && !inherited->empty() ? ":" + *inherited : "");
+  }
   if (c.virtual_local_rank) {
     auto cvd = parent_env("CUDA_VISIBLE_DEVICES");
     if (cvd && !cvd->empty()) {

@@ -3,6 +3,7 @@
 // (reference §2, §1.3 step 6). Pure functions of the config, the round and the parent environment.
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,7 +26,11 @@ struct WorkerEnvInput {
 
 // The variables ctrun sets on top of the inherited environment. Throws std::invalid_argument for
 // --virtual-local-rank with fewer CUDA_VISIBLE_DEVICES entries than local ranks (as torchrun).
+// Also prepends torch_module_dir() to PYTHONPATH when there is one.
 std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in, const EnvLookup& parent_env);
+
+// The directory of comm's torch.distributed backend module (ctrun_torch*.so) in a build tree: <exe>/../python.
+std::optional<std::string> torch_module_dir();
 
 // argv of a worker: [$PYTHON_EXEC|python3, -u, (-m), SCRIPT, args...], or [SCRIPT, args...] with --no-python,
 // with torchrun's ${local_rank} macro substituted in the script arguments.

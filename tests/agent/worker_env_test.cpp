@@ -44,7 +44,21 @@ TEST(WorkerEnv, SingleNodeStandalone) {
                                                  {"NCCL_ASYNC_ERROR_HANDLING", "1"},
                                                  {"TORCHELASTIC_ERROR_FILE", "/logs/attempt_1/3/error.json"},
                                                  {"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"}};
+  env.erase("PYTHONPATH");  // depends on where the test runs: see TorchModuleOnPythonPath
   EXPECT_EQ(env, expected);
+}
+
+TEST(WorkerEnv, TorchModuleOnPythonPath) {
+  LaunchConfig c;
+  c.nproc_per_node = 1;
+  LocalRendezvous rdzv("run1", "c10d", 1);
+  rdzv.set_worker_store_address("127.0.0.1", 4242);
+  auto round = rdzv.next_rendezvous();
+  WorkerEnvInput in{&c, &round, "run1", true, 0, 0, "/e.json"};
+  auto env = worker_env_overrides(in, env_of({{"PYTHONPATH", "/mine"}}));
+  auto dir = torch_module_dir();
+  if (!dir) GTEST_SKIP() << "ctrun_torch not built next to this binary (no torch headers?)";
+  EXPECT_EQ(env["PYTHONPATH"], *dir + ":/mine");  // ours first, the user's kept
 }
 
 TEST(WorkerEnv, MultiNodeRoundFormulas) {
