@@ -43,6 +43,18 @@ using BaseGroup = c10d::ProcessGroup;
 #endif
 using c10d::OpType;
 using TensorList = std::vector<at::Tensor>;
+
+// torch's tests and users match a collective's timeout by gloo's words (" Timed out ", torch's barrier-timeout
+// tests): comm's TimeoutError keeps its message (which op, which peer) and gains them.
+std::exception_ptr with_torch_timeout_words(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& e) {
+    return std::make_exception_ptr(std::runtime_error(std::string(e.what()) + "; Timed out after the group timeout"));
+  } catch (...) {
+    return error;
+  }
+}
 using CommGroup = ::ctrun::comm::ProcessGroup;  // inside the classes below, ProcessGroup is c10d's
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -218,6 +230,7 @@ class CtrunWork final : public c10d::Work {
       if (finalized_) return;
       finalized_ = true;
       error = inner_->exception();
+      if (error) error = with_torch_timeout_words(error);
       if (!error) {
         try {
           for (auto& [user, staged] : copy_back_) user.copy_(staged);

@@ -77,7 +77,9 @@ KNOWN_CTRUN_FAILURES = {
 
 # Collective/p2p tests torch 1.13 gates to BACKEND == "gloo" at import (so a plugin backend skips them) that are
 # not CUDA-only: `--gloo-gated --subset gloo_gated` runs them on ctrun. (Found by comparing each test's
-# __unittest_skip__ under BACKEND=ctrun and BACKEND=gloo; any-source and sparse are left out: not supported.)
+# __unittest_skip__ under BACKEND=ctrun and BACKEND=gloo; any-source and sparse are left out: not supported.
+# monitored_barrier is left out too: torch 1.13's Python front end raises "only implemented for GLOO backend" for
+# any other backend before it reaches ours; ctrun's C++ monitoredBarrier serves torch versions that route it.)
 GLOO_GATED_P2P_COLLECTIVES = (
     "test_all_gather_object_default_pg",
     "test_all_gather_object_subgroup",
@@ -100,11 +102,6 @@ GLOO_GATED_P2P_COLLECTIVES = (
     "test_broadcast_object_list",
     "test_gather_object",
     "test_gather_object_subgroup",
-    "test_monitored_barrier_failure_order",
-    "test_monitored_barrier_gloo",
-    "test_monitored_barrier_gloo_rank_0_timeout",
-    "test_monitored_barrier_gloo_subgroup",
-    "test_monitored_barrier_wait_all_ranks",
     "test_scatter_object_list",
 )
 # The CPU all_to_all tests, which torch 1.13 gates to mpi: `--mpi-gated --subset mpi_gated` runs them on ctrun.
