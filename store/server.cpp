@@ -1,5 +1,5 @@
 // The TCPStore server's networking: one Asio io_context on one thread, connections as small objects with
-// no thread each. Command semantics live in server_keyspace.cpp; this file only moves bytes.
+// no thread each. Command semantics live in keyspace.cpp, their encoding in server_commands.cpp; this file only moves bytes.
 //
 // Memory per idle connection is kept small on purpose (the benchmark target is <= 16 KiB): an idle
 // connection has only a 128-byte read buffer; longer input is read into one shared 64 KiB scratch buffer
@@ -24,7 +24,8 @@
 #include <boost/asio.hpp>
 
 #include "common/log.hpp"
-#include "store/server_keyspace.hpp"
+#include "store/keyspace.hpp"
+#include "store/server_commands.hpp"
 #include "store/store.hpp"
 
 namespace ctrun::store {
@@ -81,7 +82,7 @@ struct Connection {
   std::chrono::steady_clock::time_point partial_since{};  // when `in` last went from empty to a partial request
   bool write_waiting = false;                // waiting for the socket to be writable again
   std::uint64_t requests = 0;                // decoded so far
-  std::shared_ptr<protocol::Request> slicing;  // a big request being executed in slices (Keyspace::step)
+  std::shared_ptr<protocol::Request> slicing;  // a big request being executed in slices (detail::step)
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -440,7 +441,7 @@ class Server::Impl final : public detail::ReplySink {
       }
       ++c->requests;
       off += pr.consumed;
-      auto res = keyspace.execute(c->id, pr.request);
+      auto res = detail::execute(keyspace, *this, c->id, pr.request);
       if (res.close) {
         reject(c, res.reason);
         break;
@@ -557,7 +558,7 @@ class Server::Impl final : public detail::ReplySink {
 
   void continue_slice(const ConnPtr& c) {
     if (c->closed || !c->slicing) return;
-    auto res = keyspace.step(c->id, *c->slicing);
+    auto res = detail::step(keyspace, *this, c->id, *c->slicing);
     if (res.close) {
       c->slicing.reset();
       reject(c, res.reason);
@@ -740,13 +741,14 @@ void Server::clear() {
 }
 
 std::optional<std::string> Server::get_local(const std::string& key) {
-  return impl_->on_loop([&] { return impl_->keyspace.get(key); });
+  return impl_->on_loop([&] { return impl_->keyspace.value(key); });
 }
 
 void Server::set_local(const std::string& key, std::string value) {
   impl_->on_loop([&] {
-    impl_->keyspace.set(key, std::move(value));
+    auto res = impl_->keyspace.set(detail::kLocalConn, key, value);
     impl_->flush_dirty();  // wakes waiters: their replies must go out
+    if (!res.ok()) throw StoreError("the store's owner could not set '" + key + "': " + res.refused);
   });
 }
 

@@ -1,17 +1,22 @@
 #pragma once
-// The TCPStore server's state and command semantics, without any networking: keys, queues, pending waits
-// and 1.13 watch registrations, executed one decoded request at a time. The Asio side (server.cpp) owns
-// connections and calls in here from its single loop thread, so nothing here locks. Keeping it separate
-// makes the semantics readable on their own and lets the fuzzer drive them without sockets.
+// The store's semantics, written once: keys, values, queues, pending waits and 1.13 watch registrations,
+// one method per command returning a typed result (as torch's libuv backend), without any networking or
+// encoding. Three users: the TCPStore server (server_commands.cpp encodes the results with the codec, one
+// decoded request at a time, from its single loop thread, so nothing here locks), MemoryStore (under its
+// mutex) and FileStore (replaying its log into a Keyspace under the file lock). The fuzzer drives it too.
 //
 // Semantics follow PyTorch's servers (docs/protocol.md): the legacy backend's replies byte for byte, with
 // the libuv backend's superset where they differ (compare_set wakes waiters, queues count as present).
+// Every byte held for a client is counted against max_total_bytes before it is allocated; a result whose
+// `refused` is non-empty changed nothing and says why (the server closes the connection with it, the
+// in-process stores throw StoreError with it).
 
 #include <array>
 #include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -39,18 +44,57 @@ class ReplySink {
 // slot, a wait or watch registration), so that a million empty values or registrations are not free.
 inline constexpr std::uint64_t kEntryOverhead = 64;
 
-// What the server must do with the requesting connection after execute().
-struct ExecResult {
-  bool close = false;  // protocol says: fail this request by closing (after sending what was queued)
-  std::string reason;  // for the log
-  // The request is not finished: call Keyspace::step() with the same request (kept alive and unchanged)
-  // after letting other connections run. Big WAITs and MULTI_SETs are executed in slices this way, so
-  // that one request cannot hold the loop for long.
-  bool more = false;
-};
-
 // Keys handled per slice of a big WAIT or MULTI_SET, and stale wait entries removed per cleanup step.
 inline constexpr std::size_t kSliceKeys = 4096;
+
+// The connection id of in-process callers (MemoryStore, FileStore): no replies, no reply budget.
+inline constexpr ConnId kLocalConn = 0;
+
+// ---- typed results, one per command ----
+// `refused` non-empty: the command was not done (a limit, a missing key where the protocol fails, a
+// non-integer ADD operand) and nothing changed; the text says which limit, for the log and the client.
+struct Refusable {
+  std::string refused;
+  bool ok() const { return refused.empty(); }
+};
+struct SetResult : Refusable {};  // SET, APPEND, QUEUE_PUSH, WATCH_KEY
+struct GetResult : Refusable {
+  BlobPtr value;  // null: the key is missing
+};
+struct CompareSetResult : Refusable {
+  BlobPtr value;        // what the key holds afterwards; the caller's `expected` if the key is missing
+  bool stored = false;  // desired was stored
+};
+struct AddResult : Refusable {
+  std::int64_t value = 0;
+};
+struct MultiGetResult : Refusable {
+  std::vector<BlobPtr> values;  // in order, up to the first missing key
+  bool missing = false;         // a key is missing (refused names it); values holds those before it
+};
+struct QueuePopResult : Refusable {
+  std::int64_t length = 0;  // elements before the pop
+  BlobPtr value;            // the popped element (null when the queue was empty)
+};
+struct ListKeysResult : Refusable {
+  std::vector<std::string> keys;  // unordered
+};
+// WAIT and MULTI_SET may run in slices: `more` means "call continue_request() with the same arguments
+// (kept alive and unchanged) after letting other connections run".
+struct WaitResult : Refusable {
+  bool ready = false;  // every key is present: answer now; else registered, woken later (server only)
+  bool more = false;
+};
+struct MultiSetResult : Refusable {
+  bool more = false;
+};
+struct BarrierResult : Refusable {
+  std::int64_t count = 0;  // arrivals so far, this one included
+  bool reached = false;    // count >= world_size
+};
+
+// Deferred replies (a WAIT's STOP_WAITING, a barrier's release, 1.13 watch events) go to the connections
+// through the sink; the keyspace encodes them with the codec's reply encoders.
 
 class Keyspace {
  public:
@@ -59,9 +103,39 @@ class Keyspace {
   Keyspace(ReplySink& sink, std::uint64_t max_total_bytes, std::uint64_t max_reply_bytes = 256ull << 20)
       : sink_(sink), max_total_bytes_(max_total_bytes), max_reply_bytes_(max_reply_bytes) {}
 
-  ExecResult execute(ConnId conn, const protocol::Request& request);
-  // Continues a request for which execute() (or the previous step()) returned `more`.
-  ExecResult step(ConnId conn, const protocol::Request& request);
+  // ---- the commands (conn: the requester; kLocalConn for in-process stores) ----
+  SetResult set(ConnId conn, const std::string& key, std::string_view value);  // wakes waiters, notifies watchers
+  SetResult append(ConnId conn, const std::string& key, std::string_view value);
+  // PyTorch's three cases: present and equal to expected -> desired stored; missing and expected empty ->
+  // created with desired (waking waiters, as libuv); missing and expected non-empty -> nothing, `expected` back.
+  CompareSetResult compare_set(ConnId conn, const std::string& key, std::string_view expected,
+                               std::string_view desired);
+  GetResult get(ConnId conn, const std::string& key);  // the reply budget is checked on the value's size
+  AddResult add(ConnId conn, const std::string& key, std::int64_t delta);  // refuses non-integers, overflow
+  bool check(const std::vector<std::string>& keys) const;                  // non-empty queues count
+  // Registers a wait for conn on the missing keys when `register_wait` (the server); in-process stores
+  // pass false and wait on their own condition, asking check().
+  WaitResult wait(ConnId conn, const std::vector<std::string>& keys, bool register_waiter = true);
+  bool delete_key(const std::string& key);  // never wakes waiters (as PyTorch)
+  MultiGetResult multi_get(ConnId conn, const std::vector<std::string>& keys);
+  MultiSetResult multi_set(ConnId conn, const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  SetResult queue_push(ConnId conn, const std::string& key, std::string_view value);  // wakes one waiter
+  QueuePopResult queue_pop(ConnId conn, const std::string& key);
+  std::int64_t queue_len(const std::string& key) const;
+  ListKeysResult list_keys(ConnId conn);
+  // One arrival: the counter at key goes up by one; earlier arrivals are released when it reaches
+  // world_size. With register_wait, conn (when not reached) is registered to be released with STOP_WAITING.
+  BarrierResult barrier(ConnId conn, const std::string& key, std::int64_t world_size, bool register_waiter = true);
+  SetResult watch(ConnId conn, const std::string& key);  // 1.13 WATCH_KEY
+  // Ends conn's pending wait, if any (CANCEL_WAIT, or any new request of a client that stopped waiting).
+  void cancel_wait(ConnId conn) { drop_wait(conn); }
+  // Continues a WAIT or MULTI_SET that returned `more`.
+  WaitResult continue_wait(ConnId conn, const std::vector<std::string>& keys) { return wait_slice(conn, keys); }
+  MultiSetResult continue_multi_set(ConnId conn, const std::vector<std::string>& keys,
+                                    const std::vector<std::string>& values) {
+    return multi_set_slice(conn, keys, values);
+  }
+
   // Removes a slice of stale wait entries left by big waits that ended; true while more remain.
   bool cleanup_step();
   bool has_cleanup() const { return !cleanup_.empty(); }
@@ -74,9 +148,11 @@ class Keyspace {
   // registrations belong to connections, not to the keyspace, and stay.
   void clear();
 
-  std::optional<std::string> get(const std::string& key) const;
-  void set(const std::string& key, std::string value);  // the owner's set: wakes waiters like SET
-  std::vector<std::string> keys() const;
+  // The owner's view (the embedded server's owner, FileStore's log writer).
+  std::optional<std::string> value(const std::string& key) const;
+  std::vector<std::string> keys() const;  // sorted
+  // Queue elements in order (FileStore persists them).
+  std::vector<std::string> queue_elements(const std::string& key) const;
 
   std::uint64_t num_keys() const { return data_.size(); }
   std::uint64_t bytes() const { return bytes_; }
@@ -88,6 +164,7 @@ class Keyspace {
   }
   std::uint64_t pending_waits() const { return waits_.size(); }
   std::uint64_t ops(protocol::Command c) const { return ops_[static_cast<std::size_t>(c)]; }
+  void count_op(protocol::Command c) { ++ops_[static_cast<std::size_t>(c)]; }
 
   // Bytes the server holds outside the keyspace (buffered input, queued output); they count against
   // max_total_bytes too, so that the limit bounds the whole process.
@@ -119,8 +196,10 @@ class Keyspace {
     std::uint64_t gen = 0;
     std::uint64_t cost = 0;  // still counted in wait_bytes_ until done
   };
-  ExecResult wait_slice(ConnId conn, const protocol::Request& r);
-  ExecResult multi_set_slice(ConnId conn, const protocol::Request& r);
+  WaitResult wait_slice(ConnId conn, const std::vector<std::string>& keys);
+  MultiSetResult multi_set_slice(ConnId conn, const std::vector<std::string>& keys,
+                                 const std::vector<std::string>& values);
+  std::string too_big(const char* what) const;
   void unregister_entries(const std::vector<std::string>& keys, std::size_t from, std::size_t to, ConnId conn,
                           std::uint64_t gen);
 
@@ -128,7 +207,7 @@ class Keyspace {
   bool fits(std::uint64_t growth, ConnId conn);
   bool reply_fits(ConnId conn, std::uint64_t reply_bytes, std::string& why) const;
   void retire(BlobPtr& b);  // the keyspace lets go of a value
-  void reply_u8(ConnId conn, std::uint8_t v);
+  void release(ConnId conn);  // a pending WAIT or BARRIER is over: STOP_WAITING
   void register_wait(ConnId conn, std::vector<std::string> missing, bool barrier, std::uint64_t cost);
   void drop_wait(ConnId conn);
   // A key appeared or changed: every waiter on it counts it; those with nothing left get STOP_WAITING.
