@@ -193,6 +193,7 @@ std::vector<std::string> FileStore::multi_get(const std::vector<std::string>& ke
   wait(keys, timeout_);
   return locked([&](detail::Keyspace& ks, Log&) {
     auto r = ks.multi_get(kLocalConn, keys);
+    while (r.more) r = ks.continue_multi_get(kLocalConn, keys);
     checked(r);
     std::vector<std::string> out;
     out.reserve(r.values.size());

@@ -434,18 +434,9 @@ bool Keyspace::delete_key(const std::string& key) {
   return true;
 }
 
-MultiGetResult Keyspace::multi_get(ConnId conn, const std::vector<std::string>& keys) {
+MultiGetResult Keyspace::finish_multi_get(ConnId conn, std::vector<BlobPtr> values, std::uint64_t total,
+                                          std::uint64_t copied, const std::string* missing_key) {
   MultiGetResult res;
-  // Sized before anything is built: the reply shares the values (one 8 MiB key asked 480 times is one
-  // copy), and the per-connection limit on unread replies is checked on its full length.
-  std::uint64_t total = 0, copied = 0;
-  for (const auto& k : keys) {
-    auto it = data_.find(k);
-    if (it == data_.end()) break;
-    const auto n = it->second->bytes.size();
-    total += 8 + n;
-    copied += 8 + (n < ReplyBuffer::kShareAtLeast ? n : 0);
-  }
   std::string why;
   if (!reply_fits(conn, total, why)) {
     res.refused = "MULTI_GET: " + why;
@@ -455,17 +446,78 @@ MultiGetResult Keyspace::multi_get(ConnId conn, const std::vector<std::string>& 
     res.refused = too_big("MULTI_GET");
     return res;
   }
-  res.values.reserve(keys.size());
-  for (const auto& k : keys) {
-    auto it = data_.find(k);
-    if (it == data_.end()) {
-      res.missing = true;
-      res.refused = fmt::format("MULTI_GET of missing key '{}'", printable_key(k));
-      return res;
-    }
-    res.values.push_back(it->second);
+  res.values = std::move(values);
+  if (missing_key) {
+    res.missing = true;
+    res.refused = fmt::format("MULTI_GET of missing key '{}'", printable_key(*missing_key));
   }
   return res;
+}
+
+MultiGetResult Keyspace::multi_get(ConnId conn, const std::vector<std::string>& keys) {
+  if (keys.size() > kSliceKeys) return multi_get_slice(conn, keys);
+  // Sized before anything is built: the reply shares the values (one 8 MiB key asked 480 times is one
+  // copy), and the per-connection limit on unread replies is checked on its full length.
+  std::vector<BlobPtr> values;
+  values.reserve(keys.size());
+  std::uint64_t total = 0, copied = 0;
+  for (const auto& k : keys) {
+    auto it = data_.find(k);
+    if (it == data_.end()) return finish_multi_get(conn, std::move(values), total, copied, &k);
+    const auto n = it->second->bytes.size();
+    total += 8 + n;
+    copied += 8 + (n < ReplyBuffer::kShareAtLeast ? n : 0);
+    values.push_back(it->second);
+  }
+  return finish_multi_get(conn, std::move(values), total, copied, nullptr);
+}
+
+MultiGetResult Keyspace::multi_get_slice(ConnId conn, const std::vector<std::string>& keys) {
+  auto& sl = slicing_[conn];
+  const std::size_t to = std::min(keys.size(), sl.pos + kSliceKeys);
+  for (std::size_t i = sl.pos; i < to; ++i) {
+    auto it = data_.find(keys[i]);
+    if (it == data_.end()) {
+      auto values = std::move(sl.gathered);
+      const auto total = sl.total, copied = sl.copied;
+      slicing_.erase(conn);
+      return finish_multi_get(conn, std::move(values), total, copied, &keys[i]);
+    }
+    const auto n = it->second->bytes.size();
+    sl.total += 8 + n;
+    sl.copied += 8 + (n < ReplyBuffer::kShareAtLeast ? n : 0);
+    sl.gathered.push_back(it->second);
+  }
+  sl.pos = to;
+  if (to < keys.size()) {
+    MultiGetResult res;
+    res.more = true;
+    return res;
+  }
+  auto values = std::move(sl.gathered);
+  const auto total = sl.total, copied = sl.copied;
+  slicing_.erase(conn);
+  return finish_multi_get(conn, std::move(values), total, copied, nullptr);
+}
+
+CheckResult Keyspace::check(ConnId conn, const std::vector<std::string>& keys) {
+  if (keys.size() <= kSliceKeys) return {check(keys), false};
+  return check_slice(conn, keys);
+}
+
+CheckResult Keyspace::check_slice(ConnId conn, const std::vector<std::string>& keys) {
+  auto& sl = slicing_[conn];
+  const std::size_t to = std::min(keys.size(), sl.pos + kSliceKeys);
+  for (std::size_t i = sl.pos; i < to; ++i) {
+    if (!present(keys[i])) {
+      slicing_.erase(conn);
+      return {false, false};
+    }
+  }
+  sl.pos = to;
+  if (to < keys.size()) return {false, true};
+  slicing_.erase(conn);
+  return {true, false};
 }
 
 MultiSetResult Keyspace::multi_set(ConnId conn, const std::vector<std::string>& keys,

@@ -71,6 +71,11 @@ struct AddResult : Refusable {
 struct MultiGetResult : Refusable {
   std::vector<BlobPtr> values;  // in order, up to the first missing key
   bool missing = false;         // a key is missing (refused names it); values holds those before it
+  bool more = false;            // a big one, gathered in slices: call continue_multi_get()
+};
+struct CheckResult {
+  bool ready = false;
+  bool more = false;  // a big one, looked at in slices: call continue_check()
 };
 struct QueuePopResult : Refusable {
   std::int64_t length = 0;  // elements before the pop
@@ -113,10 +118,15 @@ class Keyspace {
   GetResult get(ConnId conn, const std::string& key);  // the reply budget is checked on the value's size
   AddResult add(ConnId conn, const std::string& key, std::int64_t delta);  // refuses non-integers, overflow
   bool check(const std::vector<std::string>& keys) const;                  // non-empty queues count
+  // The server's CHECK: more than kSliceKeys keys are looked at in slices (a key deleted between slices
+  // may still count as present: a CHECK of that size is not atomic).
+  CheckResult check(ConnId conn, const std::vector<std::string>& keys);
   // Registers a wait for conn on the missing keys when `register_wait` (the server); in-process stores
   // pass false and wait on their own condition, asking check().
   WaitResult wait(ConnId conn, const std::vector<std::string>& keys, bool register_waiter = true);
   bool delete_key(const std::string& key);  // never wakes waiters (as PyTorch)
+  // More than kSliceKeys keys are gathered in slices (each value as it is when its slice runs; the values
+  // gathered are held, and counted, until the reply is written); the budgets are checked before any is sent.
   MultiGetResult multi_get(ConnId conn, const std::vector<std::string>& keys);
   MultiSetResult multi_set(ConnId conn, const std::vector<std::string>& keys, const std::vector<std::string>& values);
   SetResult queue_push(ConnId conn, const std::string& key, std::string_view value);  // wakes one waiter
@@ -129,7 +139,11 @@ class Keyspace {
   SetResult watch(ConnId conn, const std::string& key);  // 1.13 WATCH_KEY
   // Ends conn's pending wait, if any (CANCEL_WAIT, or any new request of a client that stopped waiting).
   void cancel_wait(ConnId conn) { drop_wait(conn); }
-  // Continues a WAIT or MULTI_SET that returned `more`.
+  // Continue a WAIT, MULTI_SET, CHECK or MULTI_GET that returned `more`.
+  CheckResult continue_check(ConnId conn, const std::vector<std::string>& keys) { return check_slice(conn, keys); }
+  MultiGetResult continue_multi_get(ConnId conn, const std::vector<std::string>& keys) {
+    return multi_get_slice(conn, keys);
+  }
   WaitResult continue_wait(ConnId conn, const std::vector<std::string>& keys) { return wait_slice(conn, keys); }
   MultiSetResult continue_multi_set(ConnId conn, const std::vector<std::string>& keys,
                                     const std::vector<std::string>& values) {
@@ -187,6 +201,8 @@ class Keyspace {
   struct Slicing {
     std::size_t pos = 0;
     std::unordered_set<std::string_view> seen;  // WAIT: keys already looked at (views into the request)
+    std::vector<BlobPtr> gathered;               // MULTI_GET: the values so far
+    std::uint64_t total = 0, copied = 0;         // MULTI_GET: reply bytes, and those copied (not shared)
   };
   // A big ended wait's entries still in waiters_, removed a slice at a time.
   struct Cleanup {
@@ -200,6 +216,11 @@ class Keyspace {
   MultiSetResult multi_set_slice(ConnId conn, const std::vector<std::string>& keys,
                                  const std::vector<std::string>& values);
   std::string too_big(const char* what) const;
+  CheckResult check_slice(ConnId conn, const std::vector<std::string>& keys);
+  MultiGetResult multi_get_slice(ConnId conn, const std::vector<std::string>& keys);
+  // The reply budget and memory checks of a MULTI_GET whose values are gathered.
+  MultiGetResult finish_multi_get(ConnId conn, std::vector<BlobPtr> values, std::uint64_t total,
+                                  std::uint64_t copied, const std::string* missing_key);
   void unregister_entries(const std::vector<std::string>& keys, std::size_t from, std::size_t to, ConnId conn,
                           std::uint64_t gen);
 

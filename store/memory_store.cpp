@@ -112,6 +112,7 @@ std::vector<std::string> MemoryStore::multi_get(const std::vector<std::string>& 
   std::unique_lock lock(mutex_);
   wait_locked(lock, keys, timeout_);
   auto r = impl_->keyspace.multi_get(kLocalConn, keys);
+  while (r.more) r = impl_->keyspace.continue_multi_get(kLocalConn, keys);
   checked(r);
   std::vector<std::string> out;
   out.reserve(r.values.size());

@@ -15,6 +15,19 @@ ExecResult closing(std::string reason) { return {true, std::move(reason), false}
 
 ExecResult refused_or(const Refusable& r) { return r.ok() ? ExecResult{} : closing(r.refused); }
 
+ExecResult checked(const CheckResult& c, ReplyBuffer& out) {
+  if (c.more) return {.more = true};
+  reply::check(out, c.ready);
+  return {};
+}
+
+ExecResult got_many(const MultiGetResult& res, ReplyBuffer& out) {
+  if (res.more) return {.more = true};
+  // As the legacy servers: the values before a missing key go out, then the connection closes.
+  for (const auto& v : res.values) reply::value(out, v);
+  return refused_or(res);
+}
+
 ExecResult waited(const WaitResult& w, ReplyBuffer& out) {
   if (!w.ok()) return closing(w.refused);
   if (w.more) return {.more = true};
@@ -28,6 +41,8 @@ ExecResult step(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::Requ
   ReplyBuffer* out = sink.output(conn);
   if (!out) return {};
   if (r.command == Command::kWait) return waited(ks.continue_wait(conn, r.keys), *out);
+  if (r.command == Command::kCheck) return checked(ks.continue_check(conn, r.keys), *out);
+  if (r.command == Command::kMultiGet) return got_many(ks.continue_multi_get(conn, r.keys), *out);
   if (r.command == Command::kMultiSet) {
     auto res = ks.continue_multi_set(conn, r.keys, r.values);
     if (!res.ok()) return closing(res.refused);
@@ -84,8 +99,7 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
     }
 
     case Command::kCheck:
-      reply::check(*out, ks.check(r.keys));
-      return {};
+      return checked(ks.check(conn, r.keys), *out);
 
     case Command::kWait:
       return waited(ks.wait(conn, r.keys), *out);
@@ -105,12 +119,8 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
       reply::integer(*out, ks.delete_key(r.keys[0]) ? 1 : 0);
       return {};
 
-    case Command::kMultiGet: {
-      auto res = ks.multi_get(conn, r.keys);
-      // As the legacy servers: the values before a missing key go out, then the connection closes.
-      for (const auto& v : res.values) reply::value(*out, v);
-      return refused_or(res);
-    }
+    case Command::kMultiGet:
+      return got_many(ks.multi_get(conn, r.keys), *out);
 
     case Command::kMultiSet: {
       auto res = ks.multi_set(conn, r.keys, r.values);

@@ -58,6 +58,7 @@ TEST_F(MemoryStoreSemantics, MultiAndAppend) { check_multi_and_append(*shared_);
 TEST_F(MemoryStoreSemantics, DeferredWait) { check_deferred_wait(*shared_, make_); }
 TEST_F(MemoryStoreSemantics, Barrier) { check_barrier(make_, 4); }
 TEST_F(MemoryStoreSemantics, ThreadSafety) { check_thread_safety(*shared_); }
+TEST_F(MemoryStoreSemantics, BigMulti) { check_big_multi(*shared_); }
 TEST_F(MemoryStoreSemantics, Queues) { check_queues(*shared_, make_); }
 TEST_F(MemoryStoreSemantics, CompareSetWakesAndListKeys) { check_compare_set_wakes_and_list_keys(*shared_, make_); }
 
@@ -86,6 +87,7 @@ TEST_F(FileStoreSemantics, DeferredWaitAcrossClientsOfOneFile) {
   check_deferred_wait(*s, make_);
 }
 TEST_F(FileStoreSemantics, BarrierAcrossClientsOfOneFile) { check_barrier(make_, 4); }
+TEST_F(FileStoreSemantics, BigMulti) { check_big_multi(*open()); }
 TEST_F(FileStoreSemantics, QueuesAcrossClientsOfOneFile) {
   auto s = open();
   check_queues(*s, make_);

@@ -251,4 +251,18 @@ inline void check_compare_set_wakes_and_list_keys(Store& s, const StoreFactory& 
   EXPECT_EQ(std::find(keys.begin(), keys.end(), "cw/gone"), keys.end());
 }
 
+// More keys than the server handles in one slice (detail::kSliceKeys): the answers are the one-shot ones.
+inline void check_big_multi(Store& s) {
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 5000; ++i) {
+    keys.push_back("big/" + std::to_string(i));
+    values.push_back(std::to_string(i * 3));
+  }
+  s.multi_set(keys, values);
+  EXPECT_TRUE(s.check(keys));
+  EXPECT_EQ(s.multi_get(keys), values);
+  keys.push_back("big/absent");
+  EXPECT_FALSE(s.check(keys));
+}
+
 }  // namespace ctrun::test
