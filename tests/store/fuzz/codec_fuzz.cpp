@@ -124,6 +124,21 @@ void codec_fuzz_one(const std::uint8_t* data, std::size_t size) {
       auto cut = parse_request(dialect, rest.first(r.consumed / 2), limits);
       check(cut.status != ParseStatus::kOk);
     }
+    // The reply half of the codec: the bytes after this request, read as its reply, either need more, fail
+    // with a reason, or decode to a reply whose encoding is exactly the bytes consumed.
+    if (has_reply(r.request.command) && r.request.keys.size() <= 64) {
+      auto after = rest.subspan(r.consumed);
+      auto pr = parse_reply(dialect, r.request, after, limits.max_value_len);
+      if (pr.status == ParseStatus::kOk) {
+        std::string enc;
+        encode_reply(dialect, r.request, pr.reply, enc);
+        check(enc.size() == pr.consumed && std::memcmp(enc.data(), after.data(), enc.size()) == 0);
+      } else if (pr.status == ParseStatus::kNeedMore) {
+        check(pr.need_at_least > after.size());
+      } else {
+        check(!pr.error.empty());
+      }
+    }
     // Semantics: execute as one of three connections; sometimes one disconnects.
     const detail::ConnId conn = static_cast<detail::ConnId>(off % 3);
     auto res = detail::execute(keyspace, sink, conn, r.request);
