@@ -64,11 +64,20 @@ void load(int fd, detail::Keyspace& ks) {
     std::string value(vlen, '\0');
     if (!read_exact(fd, value.data(), vlen)) break;
     switch (op) {
-      case kSet: ks.set(kLocalConn, key, value); break;
-      case kDelete: ks.delete_key(key); break;
-      case kPush: ks.queue_push(kLocalConn, key, value); break;
-      case kPop: ks.queue_pop(kLocalConn, key); break;
-      default: break;
+      case kSet:
+        ks.set(kLocalConn, key, value);
+        break;
+      case kDelete:
+        ks.delete_key(key);
+        break;
+      case kPush:
+        ks.queue_push(kLocalConn, key, value);
+        break;
+      case kPop:
+        ks.queue_pop(kLocalConn, key);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -135,7 +144,8 @@ std::string FileStore::get(const std::string& key) {
   return locked([&](detail::Keyspace& ks, Log&) {
     auto r = ks.get(kLocalConn, key);
     checked(r);
-    if (!r.value) throw StoreError("file store: GET of key '" + printable_key(key) + "', which is a queue, not a value");
+    if (!r.value)
+      throw StoreError("file store: GET of key '" + printable_key(key) + "', which is a queue, not a value");
     return r.value->bytes;
   });
 }

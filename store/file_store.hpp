@@ -2,8 +2,8 @@
 // A Store in a shared file, for init_method file:///path (ranks on one host or on a shared filesystem).
 // The file is a log of set/delete/push/pop records; every operation takes an exclusive flock, replays the log
 // into a detail::Keyspace (the semantics every store shares, store/keyspace.hpp), runs the command on it
-// and appends what changed. Waits poll every few milliseconds. Meant for rendezvous (a handful of keys), not as a data store.
-// Like torch's FileStore, use a fresh path per job: keys left by an earlier job would be read as current.
+// and appends what changed. Waits poll every few milliseconds. Meant for rendezvous (a handful of keys), not as a data
+// store. Like torch's FileStore, use a fresh path per job: keys left by an earlier job would be read as current.
 
 #include <mutex>
 #include <string>

@@ -84,8 +84,8 @@ void Keyspace::register_wait(ConnId conn, std::vector<std::string> missing, bool
   wait_bytes_ += cost;
 }
 
-void Keyspace::unregister_entries(const std::vector<std::string>& keys, std::size_t from, std::size_t to,
-                                  ConnId conn, std::uint64_t gen) {
+void Keyspace::unregister_entries(const std::vector<std::string>& keys, std::size_t from, std::size_t to, ConnId conn,
+                                  std::uint64_t gen) {
   for (std::size_t i = from; i < to; ++i) {
     auto w = waiters_.find(keys[i]);
     if (w == waiters_.end()) continue;
@@ -294,9 +294,9 @@ void Keyspace::store(const std::string& key, std::string value) {
 SetResult Keyspace::set(ConnId conn, const std::string& key, std::string_view value) {
   SetResult res;
   auto it = data_.find(key);
-  const std::uint64_t growth = it == data_.end()                   ? entry_cost(key.size(), value.size())
+  const std::uint64_t growth = it == data_.end()                         ? entry_cost(key.size(), value.size())
                                : value.size() > it->second->bytes.size() ? value.size() - it->second->bytes.size()
-                                                                        : 0;
+                                                                         : 0;
   if (!fits(growth, conn)) {
     res.refused = too_big("SET");
     return res;
@@ -602,8 +602,7 @@ ListKeysResult Keyspace::list_keys(ConnId conn) {
   return res;
 }
 
-BarrierResult Keyspace::barrier(ConnId conn, const std::string& key, std::int64_t world_size,
-                                bool register_waiter) {
+BarrierResult Keyspace::barrier(ConnId conn, const std::string& key, std::int64_t world_size, bool register_waiter) {
   BarrierResult res;
   res.count = 1;
   auto it = data_.find(key);

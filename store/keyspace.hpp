@@ -201,8 +201,8 @@ class Keyspace {
   struct Slicing {
     std::size_t pos = 0;
     std::unordered_set<std::string_view> seen;  // WAIT: keys already looked at (views into the request)
-    std::vector<BlobPtr> gathered;               // MULTI_GET: the values so far
-    std::uint64_t total = 0, copied = 0;         // MULTI_GET: reply bytes, and those copied (not shared)
+    std::vector<BlobPtr> gathered;              // MULTI_GET: the values so far
+    std::uint64_t total = 0, copied = 0;        // MULTI_GET: reply bytes, and those copied (not shared)
   };
   // A big ended wait's entries still in waiters_, removed a slice at a time.
   struct Cleanup {
@@ -219,15 +219,15 @@ class Keyspace {
   CheckResult check_slice(ConnId conn, const std::vector<std::string>& keys);
   MultiGetResult multi_get_slice(ConnId conn, const std::vector<std::string>& keys);
   // The reply budget and memory checks of a MULTI_GET whose values are gathered.
-  MultiGetResult finish_multi_get(ConnId conn, std::vector<BlobPtr> values, std::uint64_t total,
-                                  std::uint64_t copied, const std::string* missing_key);
+  MultiGetResult finish_multi_get(ConnId conn, std::vector<BlobPtr> values, std::uint64_t total, std::uint64_t copied,
+                                  const std::string* missing_key);
   void unregister_entries(const std::vector<std::string>& keys, std::size_t from, std::size_t to, ConnId conn,
                           std::uint64_t gen);
 
   bool present(const std::string& key) const;
   bool fits(std::uint64_t growth, ConnId conn);
   bool reply_fits(ConnId conn, std::uint64_t reply_bytes, std::string& why) const;
-  void retire(BlobPtr& b);  // the keyspace lets go of a value
+  void retire(BlobPtr& b);    // the keyspace lets go of a value
   void release(ConnId conn);  // a pending WAIT or BARRIER is over: STOP_WAITING
   void register_wait(ConnId conn, std::vector<std::string> missing, bool barrier, std::uint64_t cost);
   void drop_wait(ConnId conn);
@@ -235,7 +235,8 @@ class Keyspace {
   void wake_all(const std::string& key, bool include_barrier = true);
   // A queue element arrived: wake at most one waiter on the key (queue semantics: one consumer per item).
   void wake_one(const std::string& key);
-  void notify_watchers(const std::string& key, protocol::WatchResponse type, const BlobPtr& old_value, const BlobPtr& new_value);
+  void notify_watchers(const std::string& key, protocol::WatchResponse type, const BlobPtr& old_value,
+                       const BlobPtr& new_value);
   void store(const std::string& key, std::string value);  // SET semantics: store, wake, notify
   void put_value(const std::string& key, BlobPtr value);  // stores without waking (accounting only)
 
@@ -251,7 +252,7 @@ class Keyspace {
 
   std::unordered_map<std::string, BlobPtr> data_;
   std::unordered_map<std::string, std::deque<BlobPtr>> queues_;
-  std::unordered_map<std::string, std::vector<Waiter>> waiters_;   // key -> connections waiting on it
+  std::unordered_map<std::string, std::vector<Waiter>> waiters_;  // key -> connections waiting on it
   std::unordered_map<ConnId, Slicing> slicing_;
   std::deque<Cleanup> cleanup_;
   std::uint64_t next_gen_ = 1;

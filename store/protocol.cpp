@@ -405,8 +405,7 @@ bool has_reply(Command c) {
 void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& out) {
   if (!opcode_of(d, sent.command))
     throw std::invalid_argument(fmt::format("{} does not exist in this dialect", command_name(sent.command)));
-  if (!has_reply(sent.command))
-    throw std::invalid_argument(fmt::format("{} has no reply", command_name(sent.command)));
+  if (!has_reply(sent.command)) throw std::invalid_argument(fmt::format("{} has no reply", command_name(sent.command)));
   StringOut o{out};
   switch (sent.command) {
     case Command::kCheck:
@@ -507,7 +506,8 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
     case Command::kCancelWait:
     case Command::kWatchKey:
       ok = r.u8(out.u8);
-      if (ok && out.u8 > 3) ok = r.fail(fmt::format("{} reply {} is not a known response", command_name(sent.command), out.u8));
+      if (ok && out.u8 > 3)
+        ok = r.fail(fmt::format("{} reply {} is not a known response", command_name(sent.command), out.u8));
       break;
     case Command::kPing:
       ok = r.u32(out.u32);

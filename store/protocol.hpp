@@ -199,9 +199,9 @@ void encode_watch_event(const WatchEvent& e, std::string& out);
 // ---- reply decoding (client side) ----
 struct ReplyParseResult {
   ParseStatus status = ParseStatus::kNeedMore;
-  std::size_t consumed = 0;  // when kOk
-  Reply reply;               // when kOk
-  std::string error;         // when kError (a length over max_value_len, a negative count, ...)
+  std::size_t consumed = 0;       // when kOk
+  Reply reply;                    // when kOk
+  std::string error;              // when kError (a length over max_value_len, a negative count, ...)
   std::size_t need_at_least = 0;  // when kNeedMore, as ParseResult's
 };
 // Decodes the reply to `sent` from the front of buf. Incremental: kNeedMore until the whole reply is there.

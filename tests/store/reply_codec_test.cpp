@@ -24,18 +24,38 @@ std::pair<Request, Reply> sample(Command c) {
   Request q{.command = c};
   Reply r;
   switch (c) {
-    case Command::kCheck: r.u8 = 1; break;
+    case Command::kCheck:
+      r.u8 = 1;
+      break;
     case Command::kWait:
-    case Command::kBarrier: r.u8 = 0; break;
-    case Command::kCancelWait: r.u8 = 1; break;
-    case Command::kWatchKey: r.u8 = 3; break;
-    case Command::kPing: r.u32 = 0xDEADBEEF; break;
-    case Command::kAdd: r.integer = -42; break;
-    case Command::kGetNumKeys: r.integer = 7; break;
-    case Command::kDeleteKey: r.integer = 1; break;
-    case Command::kQueueLen: r.integer = 3; break;
+    case Command::kBarrier:
+      r.u8 = 0;
+      break;
+    case Command::kCancelWait:
+      r.u8 = 1;
+      break;
+    case Command::kWatchKey:
+      r.u8 = 3;
+      break;
+    case Command::kPing:
+      r.u32 = 0xDEADBEEF;
+      break;
+    case Command::kAdd:
+      r.integer = -42;
+      break;
+    case Command::kGetNumKeys:
+      r.integer = 7;
+      break;
+    case Command::kDeleteKey:
+      r.integer = 1;
+      break;
+    case Command::kQueueLen:
+      r.integer = 3;
+      break;
     case Command::kGet:
-    case Command::kCompareSet: r.values = {kBin}; break;
+    case Command::kCompareSet:
+      r.values = {kBin};
+      break;
     case Command::kMultiGet:
       q.keys = {"a", "b", "c"};
       r.values = {kBin, "", std::string(3000, 'x')};
@@ -48,7 +68,8 @@ std::pair<Request, Reply> sample(Command c) {
       r.integer = 2;
       r.values = {kBin};
       break;
-    default: break;
+    default:
+      break;
   }
   return {q, r};
 }
@@ -154,7 +175,8 @@ TEST(ReplyCodec, TheServersReplyBufferAndAStringGetTheSameBytes) {
   std::string_view sv = small->bytes;
   reply::queue_pop(so, 2, &sv);
   reply::watch_event(buf, WatchResponse::kKeyCreated, "/w", small, big);
-  reply::watch_event(so, WatchResponse::kKeyCreated, "/w", std::string_view(small->bytes), std::string_view(big->bytes));
+  reply::watch_event(so, WatchResponse::kKeyCreated, "/w", std::string_view(small->bytes),
+                     std::string_view(big->bytes));
   reply::list_keys(buf, std::vector<std::string>{"a", "bc"});
   reply::list_keys(so, std::vector<std::string>{"a", "bc"});
   reply::stop_waiting(buf);

@@ -7,8 +7,8 @@
 #include <span>
 #include <string>
 
-#include "store/protocol.hpp"
 #include "store/keyspace.hpp"
+#include "store/protocol.hpp"
 #include "store/server_commands.hpp"
 
 namespace ctrun::store::fuzz {
@@ -42,8 +42,10 @@ struct NoReplies final : public detail::ReplySink {
 bool apply_typed(detail::Keyspace& mirror, const Request& r) {
   using detail::kLocalConn;
   switch (r.command) {
-    case Command::kSet: return mirror.set(kLocalConn, r.keys[0], r.values[0]).ok();
-    case Command::kAppend: return mirror.append(kLocalConn, r.keys[0], r.values[0]).ok();
+    case Command::kSet:
+      return mirror.set(kLocalConn, r.keys[0], r.values[0]).ok();
+    case Command::kAppend:
+      return mirror.append(kLocalConn, r.keys[0], r.values[0]).ok();
     case Command::kCompareSet: {
       auto res = mirror.compare_set(kLocalConn, r.keys[0], r.values[0], r.values[1]);
       // The result is what the key holds now, or the caller's expected value when it is missing.
@@ -51,21 +53,27 @@ bool apply_typed(detail::Keyspace& mirror, const Request& r) {
       check(res.ok() && res.value && (now ? res.value->bytes == *now : res.value->bytes == r.values[0]));
       return true;
     }
-    case Command::kAdd: return mirror.add(kLocalConn, r.keys[0], r.integer).ok();
-    case Command::kDeleteKey: mirror.delete_key(r.keys[0]); return true;
+    case Command::kAdd:
+      return mirror.add(kLocalConn, r.keys[0], r.integer).ok();
+    case Command::kDeleteKey:
+      mirror.delete_key(r.keys[0]);
+      return true;
     case Command::kMultiSet: {
       auto res = mirror.multi_set(kLocalConn, r.keys, r.values);
       while (res.ok() && res.more) res = mirror.continue_multi_set(kLocalConn, r.keys, r.values);
       return res.ok();
     }
-    case Command::kQueuePush: return mirror.queue_push(kLocalConn, r.keys[0], r.values[0]).ok();
+    case Command::kQueuePush:
+      return mirror.queue_push(kLocalConn, r.keys[0], r.values[0]).ok();
     case Command::kQueuePop: {
       auto res = mirror.queue_pop(kLocalConn, r.keys[0]);
       check(res.ok() && (res.length > 0) == static_cast<bool>(res.value));
       return true;
     }
-    case Command::kBarrier: return mirror.barrier(kLocalConn, r.keys[0], r.integer, false).ok();
-    default: return true;  // reads: nothing to apply
+    case Command::kBarrier:
+      return mirror.barrier(kLocalConn, r.keys[0], r.integer, false).ok();
+    default:
+      return true;  // reads: nothing to apply
   }
 }
 
