@@ -492,10 +492,13 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
   const Limits limits = reply_limits(max_value_len);
   Reader r(buf, limits);
   Reply& out = res.reply;
+  // Views into buf; the bytes are copied only once the whole reply is there, so that a client re-parsing a
+  // reply of many large values as it arrives does not copy the values received so far each time.
+  std::vector<std::string_view> views;
   auto value = [&](const char* what) {
     std::string_view v;
     if (!r.bytes(v, max_value_len, what)) return false;
-    out.values.emplace_back(v);
+    views.push_back(v);
     return true;
   };
   bool ok = true;
@@ -539,6 +542,7 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
       break;
   }
   if (!ok) return r.failed() ? failed<ReplyParseResult>(r) : need_more<ReplyParseResult>(r);
+  out.values.assign(views.begin(), views.end());
   res.status = ParseStatus::kOk;
   res.consumed = r.pos();
   return res;
