@@ -56,7 +56,7 @@ inline void check_add(Store& s) {
   EXPECT_EQ(s.get("add/zero"), "0");
 }
 
-// The same ADD semantics everywhere (store_util's add_result): overflow and a non-integer value are errors
+// The same ADD semantics everywhere (Keyspace::add): overflow and a non-integer value are errors
 // that leave the value unchanged. Needs a factory: a TcpStore's connection is closed by the error.
 inline void check_add_errors(const StoreFactory& make) {
   {
