@@ -9,6 +9,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <future>
+#include <memory>
+#include <thread>
 #include <optional>
 
 #include <fmt/format.h>
@@ -119,6 +122,7 @@ class Agent::Impl {
     for (int s : config_.signal_numbers) death_signals_.add(s);
     for (int s : config_.forwarded_signal_numbers) forwarded_signals_.add(s);
     remaining_restarts_ = config_.max_restarts;
+    subreaper_ = is_subreaper();  // ctrun's main makes itself one; an embedding process decides for itself
     restart_count_ = config_.initial_restart_count;  // Slurm requeues: SLURM_RESTART_COUNT (agent/cluster/)
 
     if (!open_worker_store()) return exit_code_;
@@ -142,7 +146,13 @@ class Agent::Impl {
       events_.emit("console_dropped", {{"lines", dropped}});
     }
     events_.emit("shutdown", {{"exit_code", exit_code_}});
-    if (lane_busy_.load() > 0) {
+    // The round the helper was joining or held when a signal came is left first, within the leave budget.
+    const bool abandon_pending =
+        abandoned_.valid() && abandoned_.wait_until(abandon_deadline_) != std::future_status::ready;
+    if (abandon_pending)
+      log_->warn("the rendezvous did not answer within {} ms; leaving without it",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(kLeaveBudget).count());
+    if (lane_busy_.load() > 0 || abandon_pending) {
       // A rendezvous, barrier or store call is still blocked on the helper thread and the agent was told to go:
       // it does not wait for it (the kernel closes its sockets). The workers are gone already.
       spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
@@ -209,6 +219,7 @@ class Agent::Impl {
       case AgentAction::kExitNow:
         exit_code_ = signal_exit_code();
         log_->warn("leaving at once: the {} in progress is abandoned", last_blocking_call_);
+        abandon_round();
         return finish();
       case AgentAction::kExit:
         return finish();
@@ -602,6 +613,25 @@ class Agent::Impl {
     });
   }
 
+  // A death signal while the helper is blocked in the handler (joining a round, or in the exit barrier): leave
+  // that round from a thread of its own (Handler::abandon(), on a connection of its own), so the others see
+  // "left" now rather than a heartbeat timeout. run() waits for it up to kLeaveBudget before it exits.
+  void abandon_round() {
+    if (!rdzv_ || lane_busy_.load() == 0) return;
+    if (last_blocking_call_ != "rendezvous" && last_blocking_call_ != "exit barrier") return;
+    auto done = std::make_shared<std::promise<void>>();
+    abandoned_ = done->get_future();
+    abandon_deadline_ = SteadyClock::now() + kLeaveBudget;
+    std::thread([handler = rdzv_, done]() mutable {
+      try {
+        handler->abandon();
+      } catch (...) {  // logged by the handler; the agent exits anyway
+      }
+      handler.reset();  // before set_value: the agent's own reference is the last one
+      done->set_value();
+    }).detach();  // run() waits for it, or ends the process with _exit
+  }
+
   // A worker that cannot even start fails the attempt like one that exits at once.
   void spawn_failed(int local_rank, const std::string& why) {
     log_->error("local_rank {}: {}", local_rank, why);
@@ -762,7 +792,17 @@ class Agent::Impl {
         on_worker_failed();
       }
     }
+    if (subreaper_) reap_adopted(kept_children());
     check_group_exited();
+  }
+
+  // Children of ctrun that are not adopted orphans: the guardian and the workers still running.
+  std::vector<pid_t> kept_children() const {
+    std::vector<pid_t> keep{guardian_pid()};
+    for (const auto& w : workers_) {
+      if (w.running) keep.push_back(w.pid);
+    }
+    return keep;
   }
 
   // All-or-nothing, as torchrun: one failure stops the whole local group.
@@ -785,9 +825,10 @@ class Agent::Impl {
 
   // The group has ended: processes of it that left its process group (setsid, double fork) end too.
   void sweep_escapees() {
+    // Orphaned descendants that ctrun adopted as their subreaper (found even with a cleared environment).
+    int n = subreaper_ ? kill_adopted(kept_children()) : 0;
     auto token = env_(kJobTokenVariable);
-    if (!token || token->empty()) return;
-    int n = signal_marked_processes(*token, SIGKILL);
+    if (token && !token->empty()) n += signal_marked_processes(*token, SIGKILL);
     if (n > 0) {
       log_->warn("killed {} process(es) of the worker group that had left its process group (setsid or daemon)", n);
       events_.emit("escapees_killed", {{"count", n}});
@@ -939,6 +980,9 @@ class Agent::Impl {
   static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);
   static constexpr int kMaxBrokenRounds = 100;
   static constexpr std::chrono::milliseconds kLeaveBudget{500};
+  bool subreaper_ = false;       // orphans of the job are our children: kill and reap them with the group
+  std::future<void> abandoned_;  // abandon_round()'s thread
+  SteadyClock::time_point abandon_deadline_{};
   static constexpr std::chrono::seconds kRejoinGrace{10};
   static constexpr std::uint16_t kTorchrunMasterPort = 29500;  // of the one second a signal is honoured in
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -115,14 +116,28 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   }
   if (p.endpoint.empty()) throw std::invalid_argument("--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
   auto ep = parse_endpoint(p.endpoint, kDefaultC10dPort);
-  // torchrun: host iff the endpoint names this machine. With --local-addr, iff it names this node.
-  const bool matches = p.local_addr.empty() ? is_local_host(ep.host) : same_host(p.local_addr, ep.host);
+  // torchrun 2.x: host iff the endpoint resolves to any address of this machine, whatever --local-addr says (or
+  // names --local-addr itself); when the bind fails, another agent of this machine (or a ctstore) serves it: be
+  // its client.
+  const bool matches = is_local_host(ep.host) || (!p.local_addr.empty() && same_host(p.local_addr, ep.host));
   auto server = maybe_host(ep, config.settings.is_host.value_or(matches));
   if (server) ep.port = server->port();  // port 0 (--standalone): the port the OS picked
   if (ep.port == 0) throw std::invalid_argument("--rdzv-endpoint port 0 needs this node to host the store");
+  // Reaching the endpoint the first time may take until join_timeout (its host may start later); after that every
+  // call, and every reconnect after a store loss, waits at most read_timeout (a lost store is reported in time).
   const auto timeout = config.settings.read_timeout;
+  const auto first_timeout = std::max(config.settings.join_timeout, timeout);
+  auto reached = std::make_shared<std::atomic<bool>>(false);
   return std::make_unique<C10dHandler>(
-      config, node, [ep, timeout] { return connect(ep, timeout, timeout); }, options.clock, server);
+      config, node,
+      [ep, timeout, first_timeout, reached] {
+        if (!reached->load()) {
+          connect(ep, timeout, first_timeout);  // waits for the endpoint to come up, then is dropped
+          reached->store(true);
+        }
+        return connect(ep, timeout, timeout);
+      },
+      options.clock, server);
 }
 
 std::vector<sockaddr_storage> resolve(const std::string& host) {

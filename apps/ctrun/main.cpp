@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
   if (!start_guardian(job_token))
     log->warn("could not start the orphan guardian; workers' children may outlive a killed ctrun");
   ::setenv(kJobTokenVariable, job_token.c_str(), 1);
+  // Orphaned descendants of the workers (double-forked daemons, even with a cleared environment) become ctrun's
+  // children, which the agent kills and reaps with their group.
+  if (!become_subreaper()) log->warn("could not become the child subreaper of the workers (prctl); continuing");
   try {
     Agent agent(std::move(config), env);
     return agent.run();
