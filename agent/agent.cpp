@@ -33,6 +33,7 @@
 #include "agent/guardian.hpp"
 #include "agent/line_splitter.hpp"
 #include "agent/log_layout.hpp"
+#include "agent/log_sink.hpp"
 #include "agent/rendezvous_factory.hpp"
 #include "agent/round_agreement.hpp"
 #include "agent/signal_names.hpp"
@@ -137,7 +138,9 @@ class Agent::Impl {
     io_.run();
 
     // Tee'd lines still queued for a slow console get a moment; a console that does not read gets none.
-    console_.flush(std::chrono::milliseconds(lane_busy_.load() > 0 || death_signal_ != 0 ? 200 : 2000));
+    const std::chrono::milliseconds budget(lane_busy_.load() > 0 || death_signal_ != 0 ? 200 : 2000);
+    console_.flush(budget);
+    flush_queued_stderr(budget);  // ctrun's own lines (agent/log_sink.hpp), same budget
     if (auto dropped = console_.dropped_lines()) {
       log_->warn(
           "{} line(s) of worker output were not shown on the console (it did not keep up); the log files "
@@ -156,6 +159,7 @@ class Agent::Impl {
       // A rendezvous, barrier or store call is still blocked on the helper thread and the agent was told to go:
       // it does not wait for it (the kernel closes its sockets). The workers are gone already.
       spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+      flush_queued_stderr(std::chrono::milliseconds(200));
       std::fflush(nullptr);
       ::_exit(exit_code_);
     }
