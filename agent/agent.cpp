@@ -902,6 +902,16 @@ class Agent::Impl {
     std::string summary = format_failure_summary(entrypoint_name(config_), failures, fqdn());
     std::string text = "ctrun: error: ChildFailedError: " + summary + "\n";
     write_all(STDERR_FILENO, text.data(), text.size());
+    // A write error is the one cause ctrun can see from outside: SIGPIPE (or a shell's 141) means the worker
+    // wrote to a pipe or socket whose reader had gone (EPIPE). EIO/ENOSPC surface as the worker's own exception
+    // (its error file, with @record) - ctrun cannot tell them from other failures.
+    for (const auto& f : failures) {
+      if (f.exitcode == -SIGPIPE || f.exitcode == 128 + SIGPIPE)
+        log_->error(
+            "local_rank {} (rank {}) died on a write error: SIGPIPE, it wrote to a pipe or socket whose reader had "
+            "gone (EPIPE)",
+            f.local_rank, f.global_rank);
+    }
     const WorkerFailure& root = failures[root_cause_index(failures)];
     if (root.error_file == "<N/A>") {
       log_->info(
