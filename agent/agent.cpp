@@ -11,8 +11,8 @@
 #include <cstring>
 #include <future>
 #include <memory>
-#include <thread>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>

@@ -73,8 +73,8 @@ class C10dHandler final : public Handler {
   int waiting_cache_ = 0;
   bool exit_barrier_passed_ = false;  // this round's exit barrier completed: every member will shut down
 
-  std::mutex mutex_;  // guards liveness_, stopping_, held_ and joining_
-  std::optional<Membership> held_;                                // current_, for abandon()
+  std::mutex mutex_;                                               // guards liveness_, stopping_, held_ and joining_
+  std::optional<Membership> held_;                                 // current_, for abandon()
   std::optional<std::pair<std::uint64_t, std::int64_t>> joining_;  // (round, arrival) of a join under way
   std::condition_variable wake_;
   Liveness liveness_;

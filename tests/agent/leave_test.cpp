@@ -46,19 +46,11 @@ bool wait_for_text(const std::string& path, const std::string& text, std::chrono
 
 std::vector<std::string> node(int nnodes, const std::string& endpoint, const std::string& local_addr,
                               const std::string& events) {
-  return {"--nnodes=" + std::to_string(nnodes),
-          "--nproc-per-node=1",
-          "--rdzv-backend=c10d",
-          "--rdzv-endpoint=" + endpoint,
-          "--rdzv-id=leave",
-          "--local-addr=" + local_addr,
+  return {"--nnodes=" + std::to_string(nnodes), "--nproc-per-node=1", "--rdzv-backend=c10d",
+          "--rdzv-endpoint=" + endpoint, "--rdzv-id=leave", "--local-addr=" + local_addr,
           // heartbeat timeout 5 s x 20 = 100 s: far beyond every bound below
-          "--rdzv-conf=join_timeout=120,keep_alive_interval=5,keep_alive_max_attempt=20",
-          "--monitor-interval=0.1",
-          "--shutdown-timeout=10",
-          "--event-log=" + events,
-          "--no-python",
-          script("exit_or_wait.sh")};
+          "--rdzv-conf=join_timeout=120,keep_alive_interval=5,keep_alive_max_attempt=20", "--monitor-interval=0.1",
+          "--shutdown-timeout=10", "--event-log=" + events, "--no-python", script("exit_or_wait.sh")};
 }
 
 void kill_workers(const std::string& dir) {
@@ -77,9 +69,11 @@ void kill_workers(const std::string& dir) {
 TEST(Leave, FromTheExitBarrier) {
   std::string dir = fresh_dir("leave_barrier");
   std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  CtrunProcess b(node(2, endpoint, "127.0.0.1", dir + "/b.jsonl"), {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
+  CtrunProcess b(node(2, endpoint, "127.0.0.1", dir + "/b.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
-  CtrunProcess a(node(2, endpoint, "127.0.0.2", dir + "/a.jsonl"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
+  CtrunProcess a(node(2, endpoint, "127.0.0.2", dir + "/a.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto t0 = Clock::now();
@@ -104,9 +98,11 @@ TEST(Leave, FromTheExitBarrier) {
 TEST(Leave, WhileWaitingForNodes) {
   std::string dir = fresh_dir("leave_waiting");
   std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  CtrunProcess b(node(3, endpoint, "127.0.0.1", dir + "/b.jsonl"), {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
+  CtrunProcess b(node(3, endpoint, "127.0.0.1", dir + "/b.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
-  CtrunProcess a(node(3, endpoint, "127.0.0.2", dir + "/a.jsonl"), {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "a"}});
+  CtrunProcess a(node(3, endpoint, "127.0.0.2", dir + "/a.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "agent_start", std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::seconds(1));  // both have arrived in round 0
   auto t0 = Clock::now();
@@ -117,8 +113,10 @@ TEST(Leave, WhileWaitingForNodes) {
   EXPECT_LT(exit_s, 5.0) << r.err;
   EXPECT_EQ(r.err.find("did not answer"), std::string::npos) << r.err;
   std::printf("[ leave ] waiting for nodes: agent gone in %.3f s\n", exit_s);
-  CtrunProcess c(node(3, endpoint, "127.0.0.3", dir + "/c.jsonl"), {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "c"}});
-  CtrunProcess d(node(3, endpoint, "127.0.0.4", dir + "/d.jsonl"), {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "d"}});
+  CtrunProcess c(node(3, endpoint, "127.0.0.3", dir + "/c.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "c"}});
+  CtrunProcess d(node(3, endpoint, "127.0.0.4", dir + "/d.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "d"}});
   EXPECT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(30))) << read_file(dir + "/b.jsonl");
   EXPECT_TRUE(wait_for_text(dir + "/d.jsonl", "worker_start", std::chrono::seconds(30))) << read_file(dir + "/d.jsonl");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -154,7 +152,8 @@ TEST(HostChoice, LocalhostEndpointWithOtherLocalAddrs) {
   EXPECT_EQ(ry.exit_code, 0) << ry.err;
   // One round of two nodes: without an agent hosting the store neither could have joined.
   EXPECT_NE(rx.err.find("formed: 2 node(s), world size 2"), std::string::npos) << rx.err;
-  EXPECT_NE(read_file(dir + "/x.jsonl").find("\"group_world_size\":2"), std::string::npos) << read_file(dir + "/x.jsonl");
+  EXPECT_NE(read_file(dir + "/x.jsonl").find("\"group_world_size\":2"), std::string::npos)
+      << read_file(dir + "/x.jsonl");
 }
 
 }  // namespace

@@ -32,8 +32,8 @@ TEST(OwnLog, UnreadStderrNeverBlocksTheAgent) {
   const std::string events = dir + "/e.jsonl";
   int err[2];
   ASSERT_EQ(::pipe(err), 0);
-  std::vector<std::string> args{ctrun_binary(), "--nproc-per-node=1", "--max-restarts=1000000",
-                                "--event-log=" + events, "--no-python", "/bin/false"};
+  std::vector<std::string> args{ctrun_binary(),          "--nproc-per-node=1", "--max-restarts=1000000",
+                                "--event-log=" + events, "--no-python",        "/bin/false"};
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
