@@ -156,5 +156,32 @@ TEST(HostChoice, LocalhostEndpointWithOtherLocalAddrs) {
       << read_file(dir + "/x.jsonl");
 }
 
+// The same over IPv6: the endpoint [::1] is this machine too.
+TEST(HostChoice, Ipv6LoopbackEndpointWithOtherLocalAddrs) {
+  int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool v6 = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  socklen_t len = sizeof a;
+  if (v6) ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  if (fd >= 0) ::close(fd);
+  if (!v6) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  std::string dir = fresh_dir("host_ipv6");
+  std::string endpoint = "[::1]:" + std::to_string(ntohs(a.sin6_port));
+  auto args = [&](const std::string& addr, const std::string& tag) {
+    auto v = node(2, endpoint, addr, dir + "/" + tag + ".jsonl");
+    v[6] = "--rdzv-conf=join_timeout=60";
+    return v;
+  };
+  CtrunProcess x(args("127.0.0.2", "x"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "x"}});
+  CtrunProcess y(args("127.0.0.3", "y"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "y"}});
+  RunResult rx = x.wait(std::chrono::seconds(60));
+  RunResult ry = y.wait(std::chrono::seconds(60));
+  EXPECT_EQ(rx.exit_code, 0) << rx.err;
+  EXPECT_EQ(ry.exit_code, 0) << ry.err;
+  EXPECT_NE(rx.err.find("formed: 2 node(s), world size 2"), std::string::npos) << rx.err;
+}
+
 }  // namespace
 }  // namespace ctrun::agent::test
