@@ -9,7 +9,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
@@ -30,6 +33,7 @@
 #include "agent/guardian.hpp"
 #include "agent/line_splitter.hpp"
 #include "agent/log_layout.hpp"
+#include "agent/log_sink.hpp"
 #include "agent/rendezvous_factory.hpp"
 #include "agent/round_agreement.hpp"
 #include "agent/signal_names.hpp"
@@ -119,6 +123,7 @@ class Agent::Impl {
     for (int s : config_.signal_numbers) death_signals_.add(s);
     for (int s : config_.forwarded_signal_numbers) forwarded_signals_.add(s);
     remaining_restarts_ = config_.max_restarts;
+    subreaper_ = is_subreaper();  // ctrun's main makes itself one; an embedding process decides for itself
     restart_count_ = config_.initial_restart_count;  // Slurm requeues: SLURM_RESTART_COUNT (agent/cluster/)
 
     if (!open_worker_store()) return exit_code_;
@@ -133,7 +138,9 @@ class Agent::Impl {
     io_.run();
 
     // Tee'd lines still queued for a slow console get a moment; a console that does not read gets none.
-    console_.flush(std::chrono::milliseconds(lane_busy_.load() > 0 || death_signal_ != 0 ? 200 : 2000));
+    const std::chrono::milliseconds budget(lane_busy_.load() > 0 || death_signal_ != 0 ? 200 : 2000);
+    console_.flush(budget);
+    flush_queued_stderr(budget);  // ctrun's own lines (agent/log_sink.hpp), same budget
     if (auto dropped = console_.dropped_lines()) {
       log_->warn(
           "{} line(s) of worker output were not shown on the console (it did not keep up); the log files "
@@ -142,10 +149,17 @@ class Agent::Impl {
       events_.emit("console_dropped", {{"lines", dropped}});
     }
     events_.emit("shutdown", {{"exit_code", exit_code_}});
-    if (lane_busy_.load() > 0) {
+    // The round the helper was joining or held when a signal came is left first, within the leave budget.
+    const bool abandon_pending =
+        abandoned_.valid() && abandoned_.wait_until(abandon_deadline_) != std::future_status::ready;
+    if (abandon_pending)
+      log_->warn("the rendezvous did not answer within {} ms; leaving without it",
+                 std::chrono::duration_cast<std::chrono::milliseconds>(kLeaveBudget).count());
+    if (lane_busy_.load() > 0 || abandon_pending) {
       // A rendezvous, barrier or store call is still blocked on the helper thread and the agent was told to go:
       // it does not wait for it (the kernel closes its sockets). The workers are gone already.
       spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+      flush_queued_stderr(std::chrono::milliseconds(200));
       std::fflush(nullptr);
       ::_exit(exit_code_);
     }
@@ -209,6 +223,7 @@ class Agent::Impl {
       case AgentAction::kExitNow:
         exit_code_ = signal_exit_code();
         log_->warn("leaving at once: the {} in progress is abandoned", last_blocking_call_);
+        abandon_round();
         return finish();
       case AgentAction::kExit:
         return finish();
@@ -602,6 +617,25 @@ class Agent::Impl {
     });
   }
 
+  // A death signal while the helper is blocked in the handler (joining a round, or in the exit barrier): leave
+  // that round from a thread of its own (Handler::abandon(), on a connection of its own), so the others see
+  // "left" now rather than a heartbeat timeout. run() waits for it up to kLeaveBudget before it exits.
+  void abandon_round() {
+    if (!rdzv_ || lane_busy_.load() == 0) return;
+    if (last_blocking_call_ != "rendezvous" && last_blocking_call_ != "exit barrier") return;
+    auto done = std::make_shared<std::promise<void>>();
+    abandoned_ = done->get_future();
+    abandon_deadline_ = SteadyClock::now() + kLeaveBudget;
+    std::thread([handler = rdzv_, done]() mutable {
+      try {
+        handler->abandon();
+      } catch (...) {  // logged by the handler; the agent exits anyway
+      }
+      handler.reset();  // before set_value: the agent's own reference is the last one
+      done->set_value();
+    }).detach();  // run() waits for it, or ends the process with _exit
+  }
+
   // A worker that cannot even start fails the attempt like one that exits at once.
   void spawn_failed(int local_rank, const std::string& why) {
     log_->error("local_rank {}: {}", local_rank, why);
@@ -762,7 +796,17 @@ class Agent::Impl {
         on_worker_failed();
       }
     }
+    if (subreaper_) reap_adopted(kept_children());
     check_group_exited();
+  }
+
+  // Children of ctrun that are not adopted orphans: the guardian and the workers still running.
+  std::vector<pid_t> kept_children() const {
+    std::vector<pid_t> keep{guardian_pid()};
+    for (const auto& w : workers_) {
+      if (w.running) keep.push_back(w.pid);
+    }
+    return keep;
   }
 
   // All-or-nothing, as torchrun: one failure stops the whole local group.
@@ -785,9 +829,10 @@ class Agent::Impl {
 
   // The group has ended: processes of it that left its process group (setsid, double fork) end too.
   void sweep_escapees() {
+    // Orphaned descendants that ctrun adopted as their subreaper (found even with a cleared environment).
+    int n = subreaper_ ? kill_adopted(kept_children()) : 0;
     auto token = env_(kJobTokenVariable);
-    if (!token || token->empty()) return;
-    int n = signal_marked_processes(*token, SIGKILL);
+    if (token && !token->empty()) n += signal_marked_processes(*token, SIGKILL);
     if (n > 0) {
       log_->warn("killed {} process(es) of the worker group that had left its process group (setsid or daemon)", n);
       events_.emit("escapees_killed", {{"count", n}});
@@ -857,6 +902,16 @@ class Agent::Impl {
     std::string summary = format_failure_summary(entrypoint_name(config_), failures, fqdn());
     std::string text = "ctrun: error: ChildFailedError: " + summary + "\n";
     write_all(STDERR_FILENO, text.data(), text.size());
+    // A write error is the one cause ctrun can see from outside: SIGPIPE (or a shell's 141) means the worker
+    // wrote to a pipe or socket whose reader had gone (EPIPE). EIO/ENOSPC surface as the worker's own exception
+    // (its error file, with @record) - ctrun cannot tell them from other failures.
+    for (const auto& f : failures) {
+      if (f.exitcode == -SIGPIPE || f.exitcode == 128 + SIGPIPE)
+        log_->error(
+            "local_rank {} (rank {}) died on a write error: SIGPIPE, it wrote to a pipe or socket whose reader had "
+            "gone (EPIPE)",
+            f.local_rank, f.global_rank);
+    }
     const WorkerFailure& root = failures[root_cause_index(failures)];
     if (root.error_file == "<N/A>") {
       log_->info(
@@ -939,6 +994,9 @@ class Agent::Impl {
   static constexpr store::Duration kAgreementTimeout = std::chrono::seconds(60);
   static constexpr int kMaxBrokenRounds = 100;
   static constexpr std::chrono::milliseconds kLeaveBudget{500};
+  bool subreaper_ = false;       // orphans of the job are our children: kill and reap them with the group
+  std::future<void> abandoned_;  // abandon_round()'s thread
+  SteadyClock::time_point abandon_deadline_{};
   static constexpr std::chrono::seconds kRejoinGrace{10};
   static constexpr std::uint16_t kTorchrunMasterPort = 29500;  // of the one second a signal is honoured in
 

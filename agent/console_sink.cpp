@@ -20,6 +20,7 @@ struct ConsoleSink::State {
   std::string pending[2];           // stdout, stderr: whole lines, in order
   std::size_t capacity = 0;
   std::uint64_t dropped = 0;
+  std::string what_dropped;
   std::uint64_t reported = 0;  // dropped lines already named in a warning
   bool writing = false;        // the writer is inside write(2), lock released
   bool stop = false;
@@ -41,10 +42,8 @@ struct ConsoleSink::State {
         writing = false;
       }
       if (pending[0].empty() && pending[1].empty() && dropped > reported) {
-        std::string text = fmt::format(
-            "ctrun: warning: the console did not keep up: {} line(s) of worker output were not shown (the log "
-            "files under --log-dir have every line)\n",
-            dropped - reported);
+        std::string text =
+            fmt::format("ctrun: warning: the console did not keep up: {} {}\n", dropped - reported, what_dropped);
         reported = dropped;
         writing = true;
         lock.unlock();
@@ -58,8 +57,9 @@ struct ConsoleSink::State {
   }
 };
 
-ConsoleSink::ConsoleSink(std::size_t capacity) : state_(std::make_shared<State>()) {
+ConsoleSink::ConsoleSink(std::size_t capacity, std::string what_dropped) : state_(std::make_shared<State>()) {
   state_->capacity = capacity;
+  state_->what_dropped = std::move(what_dropped);
   // The thread holds the state too: if it is left blocked in write() at exit, nothing it touches is freed.
   state_->writer = std::thread([s = state_] { s->run(); });
 }

@@ -17,7 +17,10 @@ class ConsoleSink {
  public:
   static constexpr std::size_t kDefaultCapacity = 8u << 20;
 
-  explicit ConsoleSink(std::size_t capacity = kDefaultCapacity);
+  // what_dropped ends the catch-up warning: "...: N <what_dropped>".
+  explicit ConsoleSink(std::size_t capacity = kDefaultCapacity,
+                       std::string what_dropped =
+                           "line(s) of worker output were not shown (the log files under --log-dir have every line)");
   // Waits for the writer only if it is not blocked in a write(); otherwise leaves it behind (the process is ending).
   ~ConsoleSink();
   ConsoleSink(const ConsoleSink&) = delete;

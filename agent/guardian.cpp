@@ -16,6 +16,7 @@ namespace ctrun::agent {
 namespace {
 
 int g_write_fd = -1;
+pid_t g_guardian_pid = -1;
 
 void send(std::int32_t message) {
   if (g_write_fd < 0) return;
@@ -81,8 +82,11 @@ bool start_guardian(const std::string& job_token) {
   }
   ::close(p[0]);
   g_write_fd = p[1];
+  g_guardian_pid = pid;
   return true;
 }
+
+pid_t guardian_pid() { return g_guardian_pid; }
 
 void guardian_watch(pid_t pgid) {
   if (pgid > 0) send(static_cast<std::int32_t>(pgid));

@@ -17,6 +17,8 @@ namespace ctrun::agent {
 // Forks the guardian. Returns false (and ctrun runs without one) if the pipe or fork fails. job_token: the mark
 // (agent/escapees.hpp) by which, after the groups, it finds and kills processes that left them; empty: none.
 bool start_guardian(const std::string& job_token = {});
+// The guardian's pid (a child of ctrun that the agent must never reap or kill); -1 if none was started.
+pid_t guardian_pid();
 // A worker's process group (its pid: workers call setsid) exists: kill it if ctrun dies.
 void guardian_watch(pid_t pgid);
 // The group is gone (its leader was reaped and the group signalled): forget it, so a recycled id is never hit.

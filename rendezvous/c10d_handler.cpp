@@ -9,6 +9,7 @@
 #include "common/log.hpp"
 #include "rendezvous/membership.hpp"
 #include "store/prefix_store.hpp"
+#include "store/store_util.hpp"
 
 namespace ctrun::rdzv {
 namespace {
@@ -25,6 +26,7 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
       node_(std::move(node)),
       keys_(config_.run_id),
       keep_alive_(std::move(keep_alive)),
+      connect_(connect),
       clock_(clock ? std::move(clock) : std::make_shared<SteadyClock>()),
       store_(connect()),
       hb_store_(connect()),
@@ -59,6 +61,10 @@ RoundInfo C10dHandler::next_rendezvous() {
         break;
       }
       const auto& wait = std::get<JoinWait>(step);
+      if (op.arrival() > 0) {
+        std::lock_guard lock(mutex_);
+        joining_.emplace(op.round(), op.arrival());
+      }
       const auto now = clock_->now();
       if (wait.until <= now) continue;
       auto left =
@@ -70,6 +76,10 @@ RoundInfo C10dHandler::next_rendezvous() {
       }
     }
   } catch (const store::StoreError& e) {
+    {
+      std::lock_guard lock(mutex_);
+      joining_.reset();
+    }
     throw RendezvousConnectionError(
         fmt::format("rendezvous '{}': the rendezvous store failed: {}. Check that the --rdzv-endpoint host is up.",
                     config_.run_id, e.what()));
@@ -82,6 +92,8 @@ RoundInfo C10dHandler::next_rendezvous() {
   {
     std::lock_guard lock(mutex_);
     liveness_.follow(*current_, clock_->now());
+    held_ = current_;
+    joining_.reset();
   }
   wake_.notify_all();
   log::get("rdzv")->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}",
@@ -186,6 +198,48 @@ void C10dHandler::leave() {
   } catch (const store::StoreError& e) {
     log::get("rdzv")->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
   }
+}
+
+// From another thread, while the agent thread may be blocked in a WAIT of next_rendezvous() or exit_barrier().
+void C10dHandler::abandon() {
+  std::optional<Membership> held;
+  std::optional<std::pair<std::uint64_t, std::int64_t>> joining;
+  {
+    std::lock_guard lock(mutex_);
+    held = held_;
+    joining = joining_;
+  }
+  if (!held && !joining) return;
+  const auto why = fmt::format("node {} (pid {}) left (its agent was stopped)", node_.addr, ::getpid());
+  try {
+    auto store = connect_();
+    if (joining) {
+      withdraw(*store, joining->first, joining->second, why);
+    } else {
+      mark_exit(*store, keys_, held->round, held->rank, held->members, "left", kOverLeave, why);
+    }
+  } catch (const std::exception& e) {
+    log::get("rdzv")->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
+  }
+}
+
+// Leaves round `round` that this node arrived in (as `arrival`) but that may not have formed yet. If the round is
+// still undecided, this node aborts it the way a join timeout does (the others go on to the next round without
+// it); if it formed with this node in it, this node leaves it as a member.
+void C10dHandler::withdraw(store::Store& store, std::uint64_t round, std::int64_t arrival, const std::string& why) {
+  const auto token = "abort " + std::to_string(arrival);
+  if (store.compare_set(keys_.decided(round), "", token) == token) {
+    store.set(keys_.done(round), "0");
+    mark_over(store, keys_, round, kOverLeave, why);
+    store.set(keys_.drained(round), "1");
+    store.set(keys_.min_reached(round), "1");  // nodes waiting for MIN wake now, not at their next wait slice
+    return;
+  }
+  if (!store.check({keys_.done(round)})) return;  // being completed by another node: heartbeats will tell
+  const auto members = store::parse_add_operand(keys_.done(round), store.get(keys_.done(round)));
+  if (arrival > members) return;  // a spare: the round formed without us
+  const auto a = Assignment::decode(store.get(keys_.assign(round, arrival)));
+  mark_exit(store, keys_, round, a.group_rank, static_cast<int>(members), "left", kOverLeave, why);
 }
 
 void C10dHandler::stop_heartbeats() {

@@ -48,6 +48,7 @@ class C10dHandler final : public Handler {
   void set_closed() override;
   bool shutdown() override;
   void leave() override;
+  void abandon() override;
   std::string run_id() const override { return config_.run_id; }
   std::string backend() const override { return config_.backend; }
   bool use_agent_store() const override { return true; }
@@ -57,11 +58,13 @@ class C10dHandler final : public Handler {
   void heartbeat_loop();
   void stop_heartbeats();
   void release_store();
+  void withdraw(store::Store& store, std::uint64_t round, std::int64_t arrival, const std::string& why);
 
   C10dConfig config_;
   NodeSpec node_;
   Keys keys_;
   std::shared_ptr<void> keep_alive_;
+  Connect connect_;  // abandon() opens a connection of its own (the agent thread's may be blocked in a WAIT)
   std::shared_ptr<const Clock> clock_;
   std::shared_ptr<store::Store> store_;     // joins, polls, barriers (agent thread)
   std::shared_ptr<store::Store> hb_store_;  // heartbeats (heartbeat thread)
@@ -72,7 +75,9 @@ class C10dHandler final : public Handler {
   int waiting_cache_ = 0;
   bool exit_barrier_passed_ = false;  // this round's exit barrier completed: every member will shut down
 
-  std::mutex mutex_;  // guards liveness_ and stopping_
+  std::mutex mutex_;                                               // guards liveness_, stopping_, held_ and joining_
+  std::optional<Membership> held_;                                 // current_, for abandon()
+  std::optional<std::pair<std::uint64_t, std::int64_t>> joining_;  // (round, arrival) of a join under way
   std::condition_variable wake_;
   Liveness liveness_;
   bool stopping_ = false;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -81,6 +82,19 @@ std::shared_ptr<store::Store> connect(const Endpoint& ep, store::Duration timeou
   }
 }
 
+// An agent of this machine that names the endpoint binds it within this long of starting.
+constexpr auto kHostGrace = std::chrono::seconds(2);
+
+// True if a store answers at ep within `within` (connection refused is retried until then).
+bool answers(const Endpoint& ep, store::Duration within) {
+  try {
+    connect(ep, within, within);
+    return true;
+  } catch (const RendezvousError&) {
+    return false;
+  }
+}
+
 std::unique_ptr<Handler> make_static(const RendezvousParameters& p, const NodeSpec& node,
                                      const HandlerOptions& options) {
   Endpoint ep = p.endpoint.empty() ? Endpoint{p.master_addr, p.master_port} : parse_endpoint(p.endpoint, p.master_port);
@@ -118,14 +132,36 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   }
   if (p.endpoint.empty()) throw std::invalid_argument("--rdzv-backend c10d needs --rdzv-endpoint host[:port]");
   auto ep = parse_endpoint(p.endpoint, kDefaultC10dPort);
-  // torchrun: host iff the endpoint names this machine. With --local-addr, iff it names this node.
-  const bool matches = p.local_addr.empty() ? is_local_host(ep.host) : same_host(p.local_addr, ep.host);
-  auto server = maybe_host(ep, config.settings.is_host.value_or(matches));
+  // torchrun 2.x: host iff the endpoint resolves to any address of this machine, whatever --local-addr says; when
+  // the bind fails, another agent of this machine (or a ctstore) serves it: be its client. One refinement: an
+  // agent whose --local-addr names ANOTHER address of this machine (several "nodes" on one machine) first gives
+  // the agent that names the endpoint kHostGrace to serve it, so that the host is that one, as users expect.
+  bool want = false;
+  if (config.settings.is_host) {
+    want = *config.settings.is_host;
+  } else if (p.local_addr.empty() || same_host(p.local_addr, ep.host)) {
+    want = is_local_host(ep.host) || (!p.local_addr.empty());
+  } else if (is_local_host(ep.host)) {
+    want = ep.port == 0 || !answers(ep, kHostGrace);
+  }
+  auto server = maybe_host(ep, want);
   if (server) ep.port = server->port();  // port 0 (--standalone): the port the OS picked
   if (ep.port == 0) throw std::invalid_argument("--rdzv-endpoint port 0 needs this node to host the store");
+  // Reaching the endpoint the first time may take until join_timeout (its host may start later); after that every
+  // call, and every reconnect after a store loss, waits at most read_timeout (a lost store is reported in time).
   const auto timeout = config.settings.read_timeout;
+  const auto first_timeout = std::max(config.settings.join_timeout, timeout);
+  auto reached = std::make_shared<std::atomic<bool>>(false);
   return std::make_unique<C10dHandler>(
-      config, node, [ep, timeout] { return connect(ep, timeout, timeout); }, options.clock, server);
+      config, node,
+      [ep, timeout, first_timeout, reached] {
+        if (!reached->load()) {
+          connect(ep, timeout, first_timeout);  // waits for the endpoint to come up, then is dropped
+          reached->store(true);
+        }
+        return connect(ep, timeout, timeout);
+      },
+      options.clock, server);
 }
 
 // The c10d state machine (JoinOp, Liveness) on etcd: no store to host; every agent talks to the etcd cluster, with

@@ -106,6 +106,11 @@ class Handler {
   // Leaves the current round without closing the run (the agent got a signal): the other members restart into a
   // new round right away instead of after the heartbeat timeout. Stops heartbeats.
   virtual void leave() = 0;
+  // The one call that is safe from ANOTHER thread while next_rendezvous() or exit_barrier() blocks (the agent got
+  // a death signal and will not wait for them): leaves the round being joined or held, on a store connection of
+  // its own, so the other nodes see "left" at once instead of a heartbeat timeout. Blocks at most one store round
+  // trip per key; the caller bounds it. Default: nothing (the others notice through heartbeats).
+  virtual void abandon() {}
 
   virtual std::string run_id() const = 0;
   virtual std::string backend() const = 0;

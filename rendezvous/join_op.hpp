@@ -51,6 +51,7 @@ class JoinOp {
   std::variant<JoinResult, JoinWait> step(TimePoint now);
 
   std::uint64_t round() const { return round_; }
+  std::int64_t arrival() const { return arrival_; }  // 0 until this node arrived in round()
 
  private:
   enum class Phase { kStart, kArrive, kGate, kCount, kDecided };

@@ -8,14 +8,20 @@
 #include <cstring>
 #include <thread>
 
+#include "store/keyspace.hpp"
 #include "store/store_util.hpp"
 
 namespace ctrun::store {
 namespace {
 
+// Record kinds of the log.
 constexpr char kSet = 'S';
 constexpr char kDelete = 'D';
+constexpr char kPush = 'P';
+constexpr char kPop = 'O';
 constexpr auto kPoll = std::chrono::milliseconds(5);
+
+using detail::kLocalConn;
 
 struct Fd {
   int fd;
@@ -35,15 +41,18 @@ bool read_exact(int fd, void* buf, std::size_t n) {
   return true;
 }
 
-}  // namespace
+struct NoReplies final : detail::ReplySink {
+  detail::ReplyBuffer* output(detail::ConnId) override { return nullptr; }
+};
 
-FileStore::FileStore(std::string path, Duration timeout) : path_(std::move(path)), timeout_(timeout) {
-  Fd f{::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
-  if (f.fd < 0) throw StoreError("file store: cannot open " + path_ + ": " + std::strerror(errno));
+template <class R>
+const R& checked(const R& r) {
+  if (!r.ok()) throw StoreError(r.refused);
+  return r;
 }
 
-FileStore::Map FileStore::load(int fd) {
-  Map map;
+// Replays the log into ks.
+void load(int fd, detail::Keyspace& ks) {
   ::lseek(fd, 0, SEEK_SET);
   for (;;) {
     char op;
@@ -54,25 +63,59 @@ FileStore::Map FileStore::load(int fd) {
     if (!read_exact(fd, key.data(), klen) || !read_exact(fd, &vlen, 4)) break;
     std::string value(vlen, '\0');
     if (!read_exact(fd, value.data(), vlen)) break;
-    if (op == kSet) {
-      map[key] = std::move(value);
-    } else {
-      map.erase(key);
+    switch (op) {
+      case kSet:
+        ks.set(kLocalConn, key, value);
+        break;
+      case kDelete:
+        ks.delete_key(key);
+        break;
+      case kPush:
+        ks.queue_push(kLocalConn, key, value);
+        break;
+      case kPop:
+        ks.queue_pop(kLocalConn, key);
+        break;
+      default:
+        break;
     }
   }
-  return map;
 }
 
-void FileStore::write_record(int fd, char op, const std::string& key, std::string_view value) {
-  std::string rec(1, op);
-  const auto klen = static_cast<std::uint32_t>(key.size());
-  const auto vlen = static_cast<std::uint32_t>(value.size());
-  rec.append(reinterpret_cast<const char*>(&klen), 4).append(key);
-  rec.append(reinterpret_cast<const char*>(&vlen), 4).append(value);
-  ::lseek(fd, 0, SEEK_END);
-  if (::write(fd, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) {
-    throw StoreError("file store: cannot write " + path_ + ": " + std::strerror(errno));
+// What a command changed, appended to the log.
+class Log {
+ public:
+  Log(int fd, const std::string& path, const detail::Keyspace& ks) : fd_(fd), path_(path), ks_(ks) {}
+  // key's value as it is now (a set record, or a delete record if it is gone).
+  void key(const std::string& k) {
+    auto v = ks_.value(k);
+    write(v ? kSet : kDelete, k, v ? std::string_view(*v) : std::string_view());
   }
+  void push(const std::string& k, std::string_view v) { write(kPush, k, v); }
+  void pop(const std::string& k) { write(kPop, k, {}); }
+
+ private:
+  void write(char op, const std::string& key, std::string_view value) {
+    std::string rec(1, op);
+    const auto klen = static_cast<std::uint32_t>(key.size());
+    const auto vlen = static_cast<std::uint32_t>(value.size());
+    rec.append(reinterpret_cast<const char*>(&klen), 4).append(key);
+    rec.append(reinterpret_cast<const char*>(&vlen), 4).append(value);
+    ::lseek(fd_, 0, SEEK_END);
+    if (::write(fd_, rec.data(), rec.size()) != static_cast<ssize_t>(rec.size())) {
+      throw StoreError("file store: cannot write " + path_ + ": " + std::strerror(errno));
+    }
+  }
+  int fd_;
+  const std::string& path_;
+  const detail::Keyspace& ks_;
+};
+
+}  // namespace
+
+FileStore::FileStore(std::string path, Duration timeout) : path_(std::move(path)), timeout_(timeout) {
+  Fd f{::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
+  if (f.fd < 0) throw StoreError("file store: cannot open " + path_ + ": " + std::strerror(errno));
 }
 
 template <class Fn>
@@ -81,64 +124,51 @@ auto FileStore::locked(Fn&& fn) {
   Fd f{::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
   if (f.fd < 0) throw StoreError("file store: cannot open " + path_ + ": " + std::strerror(errno));
   if (::flock(f.fd, LOCK_EX) != 0) throw StoreError("file store: cannot lock " + path_);
-  Map map = load(f.fd);
-  auto set = [&](const std::string& k, std::string_view v) {
-    write_record(f.fd, kSet, k, v);
-    map[k] = std::string(v);
-  };
-  auto erase = [&](const std::string& k) {
-    write_record(f.fd, kDelete, k, {});
-    map.erase(k);
-  };
-  return fn(map, set, erase);  // the lock goes with the fd
+  NoReplies sink;
+  detail::Keyspace ks(sink, UINT64_MAX, UINT64_MAX);
+  load(f.fd, ks);
+  Log log(f.fd, path_, ks);
+  return fn(ks, log);  // the lock goes with the fd
 }
 
 void FileStore::set(const std::string& key, std::string_view value) {
-  locked([&](Map&, auto& set, auto&) {
-    set(key, value);
+  locked([&](detail::Keyspace& ks, Log& log) {
+    checked(ks.set(kLocalConn, key, value));
+    log.key(key);
     return 0;
   });
 }
 
 std::string FileStore::get(const std::string& key) {
   wait({key}, timeout_);
-  return locked([&](Map& m, auto&, auto&) { return m.at(key); });
+  return locked([&](detail::Keyspace& ks, Log&) {
+    auto r = ks.get(kLocalConn, key);
+    checked(r);
+    if (!r.value)
+      throw StoreError("file store: GET of key '" + printable_key(key) + "', which is a queue, not a value");
+    return r.value->bytes;
+  });
 }
 
 std::string FileStore::compare_set(const std::string& key, std::string_view expected, std::string_view desired) {
-  return locked([&](Map& m, auto& set, auto&) -> std::string {
-    auto it = m.find(key);
-    if (it == m.end()) {
-      if (expected.empty()) {
-        set(key, desired);
-        return std::string(desired);
-      }
-      return std::string(expected);
-    }
-    if (it->second == expected) {
-      set(key, desired);
-      return std::string(desired);
-    }
-    return it->second;
+  return locked([&](detail::Keyspace& ks, Log& log) {
+    auto r = ks.compare_set(kLocalConn, key, expected, desired);
+    checked(r);
+    if (r.stored) log.key(key);
+    return r.value->bytes;
   });
 }
 
 std::int64_t FileStore::add(const std::string& key, std::int64_t delta) {
-  return locked([&](Map& m, auto& set, auto&) {
-    auto it = m.find(key);
-    const std::int64_t v = add_result(key, it == m.end() ? nullptr : &it->second, delta);
-    set(key, std::to_string(v));
+  return locked([&](detail::Keyspace& ks, Log& log) {
+    const auto v = checked(ks.add(kLocalConn, key, delta)).value;
+    log.key(key);
     return v;
   });
 }
 
 bool FileStore::check(const std::vector<std::string>& keys) {
-  return locked([&](Map& m, auto&, auto&) {
-    for (const auto& k : keys) {
-      if (!m.count(k)) return false;
-    }
-    return true;
-  });
+  return locked([&](detail::Keyspace& ks, Log&) { return ks.check(keys); });
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, Duration timeout) {
@@ -150,48 +180,52 @@ void FileStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 }
 
 std::int64_t FileStore::num_keys() {
-  return locked([](Map& m, auto&, auto&) { return static_cast<std::int64_t>(m.size()); });
+  return locked([](detail::Keyspace& ks, Log&) { return static_cast<std::int64_t>(ks.num_keys()); });
 }
 
 bool FileStore::delete_key(const std::string& key) {
-  return locked([&](Map& m, auto&, auto& erase) {
-    if (!m.count(key)) return false;
-    erase(key);
+  return locked([&](detail::Keyspace& ks, Log& log) {
+    if (!ks.delete_key(key)) return false;
+    log.key(key);
     return true;
   });
 }
 
 void FileStore::append(const std::string& key, std::string_view value) {
-  locked([&](Map& m, auto& set, auto&) {
-    set(key, m[key] + std::string(value));
+  locked([&](detail::Keyspace& ks, Log& log) {
+    checked(ks.append(kLocalConn, key, value));
+    log.key(key);
     return 0;
   });
 }
 
 std::vector<std::string> FileStore::multi_get(const std::vector<std::string>& keys) {
   wait(keys, timeout_);
-  return locked([&](Map& m, auto&, auto&) {
+  return locked([&](detail::Keyspace& ks, Log&) {
+    auto r = ks.multi_get(kLocalConn, keys);
+    while (r.more) r = ks.continue_multi_get(kLocalConn, keys);
+    checked(r);
     std::vector<std::string> out;
-    for (const auto& k : keys) out.push_back(m.at(k));
+    out.reserve(r.values.size());
+    for (const auto& v : r.values) out.push_back(v->bytes);
     return out;
   });
 }
 
 void FileStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
   check_multi_set_sizes(keys, values);
-  locked([&](Map&, auto& set, auto&) {
-    for (std::size_t i = 0; i < keys.size(); ++i) set(keys[i], values[i]);
+  locked([&](detail::Keyspace& ks, Log& log) {
+    auto r = checked(ks.multi_set(kLocalConn, keys, values));
+    while (r.more) r = checked(ks.continue_multi_set(kLocalConn, keys, values));
+    for (const auto& k : keys) log.key(k);
     return 0;
   });
 }
 
-// Queues are stored as one key per element under "<key>\x01<index>" with head/tail counters.
 void FileStore::queue_push(const std::string& key, std::string_view value) {
-  locked([&](Map& m, auto& set, auto&) {
-    const std::string tail_key = key + "\x01tail";
-    const std::int64_t tail = m.count(tail_key) ? std::stoll(m[tail_key]) : 0;
-    set(key + "\x01" + std::to_string(tail), value);
-    set(tail_key, std::to_string(tail + 1));
+  locked([&](detail::Keyspace& ks, Log& log) {
+    checked(ks.queue_push(kLocalConn, key, value));
+    log.push(key, value);
     return 0;
   });
 }
@@ -199,16 +233,12 @@ void FileStore::queue_push(const std::string& key, std::string_view value) {
 std::optional<std::string> FileStore::queue_pop(const std::string& key, bool block) {
   const auto deadline = Clock::now() + timeout_;
   for (;;) {
-    auto v = locked([&](Map& m, auto& set, auto& erase) -> std::optional<std::string> {
-      const std::string head_key = key + "\x01head";
-      const std::int64_t head = m.count(head_key) ? std::stoll(m[head_key]) : 0;
-      const std::string item = key + "\x01" + std::to_string(head);
-      auto it = m.find(item);
-      if (it == m.end()) return std::nullopt;
-      std::string out = it->second;
-      erase(item);
-      set(head_key, std::to_string(head + 1));
-      return out;
+    auto v = locked([&](detail::Keyspace& ks, Log& log) -> std::optional<std::string> {
+      auto r = ks.queue_pop(kLocalConn, key);
+      checked(r);
+      if (!r.value) return std::nullopt;
+      log.pop(key);
+      return r.value->bytes;
     });
     if (v || !block) return v;
     if (Clock::now() >= deadline) throw TimeoutError(wait_timeout_message({key}, timeout_));
@@ -217,26 +247,25 @@ std::optional<std::string> FileStore::queue_pop(const std::string& key, bool blo
 }
 
 std::int64_t FileStore::queue_len(const std::string& key) {
-  return locked([&](Map& m, auto&, auto&) -> std::int64_t {
-    const std::int64_t head = m.count(key + "\x01head") ? std::stoll(m[key + "\x01head"]) : 0;
-    const std::int64_t tail = m.count(key + "\x01tail") ? std::stoll(m[key + "\x01tail"]) : 0;
-    return tail - head;
-  });
+  return locked([&](detail::Keyspace& ks, Log&) { return ks.queue_len(key); });
 }
 
 std::vector<std::string> FileStore::list_keys() {
-  return locked([](Map& m, auto&, auto&) {
-    std::vector<std::string> out;
-    for (const auto& [k, v] : m) out.push_back(k);
-    return out;
-  });
+  return locked([](detail::Keyspace& ks, Log&) { return ks.keys(); });
 }
 
 void FileStore::barrier(const std::string& key, std::int64_t world_size, Duration timeout) {
-  add(key, 1);
+  locked([&](detail::Keyspace& ks, Log& log) {
+    checked(ks.barrier(kLocalConn, key, world_size, /*register_waiter=*/false));
+    log.key(key);
+    return 0;
+  });
   const auto deadline = Clock::now() + timeout;
   for (;;) {
-    const std::int64_t arrived = add(key, 0);
+    const std::int64_t arrived = locked([&](detail::Keyspace& ks, Log&) -> std::int64_t {
+      auto v = ks.value(key);
+      return v ? parse_stoll(*v).value_or(0) : world_size;  // deleted meanwhile: released
+    });
     if (arrived >= world_size) return;
     if (Clock::now() >= deadline) throw TimeoutError(wait_timeout_message({key}, timeout));
     std::this_thread::sleep_for(kPoll);

@@ -1,10 +1,10 @@
 #pragma once
 // A Store in a shared file, for init_method file:///path (ranks on one host or on a shared filesystem).
-// The file is a log of set/delete records; every operation takes an exclusive flock, replays the log and
-// appends. Waits poll every few milliseconds. Meant for rendezvous (a handful of keys), not as a data store.
-// Like torch's FileStore, use a fresh path per job: keys left by an earlier job would be read as current.
+// The file is a log of set/delete/push/pop records; every operation takes an exclusive flock, replays the log
+// into a detail::Keyspace (the semantics every store shares, store/keyspace.hpp), runs the command on it
+// and appends what changed. Waits poll every few milliseconds. Meant for rendezvous (a handful of keys), not as a data
+// store. Like torch's FileStore, use a fresh path per job: keys left by an earlier job would be read as current.
 
-#include <map>
 #include <mutex>
 #include <string>
 
@@ -37,12 +37,9 @@ class FileStore final : public Store {
   void set_timeout(Duration timeout) override { timeout_ = timeout; }
 
  private:
-  using Map = std::map<std::string, std::string>;
-  // Runs fn(map) under the file lock with the current contents; records fn's writes (set/delete) to the log.
+  // Runs fn(keyspace, log) under the file lock with the current contents; fn tells `log` what it changed.
   template <class Fn>
   auto locked(Fn&& fn);
-  Map load(int fd);
-  void write_record(int fd, char op, const std::string& key, std::string_view value);
 
   std::string path_;
   Duration timeout_;

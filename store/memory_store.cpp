@@ -1,28 +1,43 @@
 #include "store/memory_store.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+#include <cstdint>
 
+#include <fmt/format.h>
+
+#include "store/keyspace.hpp"
 #include "store/store_util.hpp"
 
 namespace ctrun::store {
 
-MemoryStore::MemoryStore(Duration timeout) : timeout_(timeout) {}
+using detail::kLocalConn;
 
-bool MemoryStore::present_locked(const std::string& key) const {
-  if (data_.count(key) != 0) return true;
-  auto q = queues_.find(key);
-  return q != queues_.end() && !q->second.empty();
+namespace {
+
+// In-process callers get their results as return values: nothing is ever sent.
+struct NoReplies final : detail::ReplySink {
+  detail::ReplyBuffer* output(detail::ConnId) override { return nullptr; }
+};
+
+// A refused command changed nothing; say why.
+template <class R>
+const R& checked(const R& r) {
+  if (!r.ok()) throw StoreError(r.refused);
+  return r;
 }
+
+}  // namespace
+
+struct MemoryStore::Impl {
+  NoReplies sink;
+  detail::Keyspace keyspace{sink, UINT64_MAX, UINT64_MAX};
+};
+
+MemoryStore::MemoryStore(Duration timeout) : impl_(std::make_unique<Impl>()), timeout_(timeout) {}
+MemoryStore::~MemoryStore() = default;
 
 void MemoryStore::wait_locked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                               Duration timeout) {
-  auto all_present = [&] {
-    for (const auto& k : keys)
-      if (!present_locked(k)) return false;
-    return true;
-  };
-  if (!changed_.wait_for(lock, timeout, all_present)) {
+  if (!changed_.wait_for(lock, timeout, [&] { return impl_->keyspace.check(keys); })) {
     throw TimeoutError(wait_timeout_message(keys, timeout));
   }
 }
@@ -30,7 +45,7 @@ void MemoryStore::wait_locked(std::unique_lock<std::mutex>& lock, const std::vec
 void MemoryStore::set(const std::string& key, std::string_view value) {
   {
     std::lock_guard lock(mutex_);
-    data_[key] = std::string(value);
+    checked(impl_->keyspace.set(kLocalConn, key, value));
   }
   changed_.notify_all();
 }
@@ -38,33 +53,28 @@ void MemoryStore::set(const std::string& key, std::string_view value) {
 std::string MemoryStore::get(const std::string& key) {
   std::unique_lock lock(mutex_);
   wait_locked(lock, {key}, timeout_);
-  return data_.at(key);
+  auto r = impl_->keyspace.get(kLocalConn, key);
+  checked(r);
+  // A non-empty queue makes its key present for waits (as the servers), but it has no value to GET.
+  if (!r.value) throw StoreError(fmt::format("GET of key '{}', which is a queue, not a value", printable_key(key)));
+  return r.value->bytes;
 }
 
 std::string MemoryStore::compare_set(const std::string& key, std::string_view expected, std::string_view desired) {
   std::string result;
   {
     std::lock_guard lock(mutex_);
-    auto it = data_.find(key);
-    if (it == data_.end()) {
-      if (!expected.empty()) return std::string(expected);
-      result = data_[key] = std::string(desired);
-    } else {
-      if (it->second == expected) it->second = std::string(desired);
-      result = it->second;
-    }
+    result = checked(impl_->keyspace.compare_set(kLocalConn, key, expected, desired)).value->bytes;
   }
   changed_.notify_all();
   return result;
 }
 
 std::int64_t MemoryStore::add(const std::string& key, std::int64_t delta) {
-  std::int64_t value = delta;
+  std::int64_t value = 0;
   {
     std::lock_guard lock(mutex_);
-    auto it = data_.find(key);
-    value = add_result(key, it == data_.end() ? nullptr : &it->second, delta);
-    data_[key] = std::to_string(value);
+    value = checked(impl_->keyspace.add(kLocalConn, key, delta)).value;
   }
   changed_.notify_all();
   return value;
@@ -72,9 +82,7 @@ std::int64_t MemoryStore::add(const std::string& key, std::int64_t delta) {
 
 bool MemoryStore::check(const std::vector<std::string>& keys) {
   std::lock_guard lock(mutex_);
-  for (const auto& k : keys)
-    if (!present_locked(k)) return false;
-  return true;
+  return impl_->keyspace.check(keys);
 }
 
 void MemoryStore::wait(const std::vector<std::string>& keys, Duration timeout) {
@@ -84,18 +92,18 @@ void MemoryStore::wait(const std::vector<std::string>& keys, Duration timeout) {
 
 std::int64_t MemoryStore::num_keys() {
   std::lock_guard lock(mutex_);
-  return static_cast<std::int64_t>(data_.size());
+  return static_cast<std::int64_t>(impl_->keyspace.num_keys());
 }
 
 bool MemoryStore::delete_key(const std::string& key) {
   std::lock_guard lock(mutex_);
-  return data_.erase(key) != 0;
+  return impl_->keyspace.delete_key(key);
 }
 
 void MemoryStore::append(const std::string& key, std::string_view value) {
   {
     std::lock_guard lock(mutex_);
-    data_[key].append(value);
+    checked(impl_->keyspace.append(kLocalConn, key, value));
   }
   changed_.notify_all();
 }
@@ -103,9 +111,12 @@ void MemoryStore::append(const std::string& key, std::string_view value) {
 std::vector<std::string> MemoryStore::multi_get(const std::vector<std::string>& keys) {
   std::unique_lock lock(mutex_);
   wait_locked(lock, keys, timeout_);
+  auto r = impl_->keyspace.multi_get(kLocalConn, keys);
+  while (r.more) r = impl_->keyspace.continue_multi_get(kLocalConn, keys);
+  checked(r);
   std::vector<std::string> out;
-  out.reserve(keys.size());
-  for (const auto& k : keys) out.push_back(data_.at(k));
+  out.reserve(r.values.size());
+  for (const auto& v : r.values) out.push_back(v->bytes);
   return out;
 }
 
@@ -113,7 +124,8 @@ void MemoryStore::multi_set(const std::vector<std::string>& keys, const std::vec
   check_multi_set_sizes(keys, values);
   {
     std::lock_guard lock(mutex_);
-    for (std::size_t i = 0; i < keys.size(); ++i) data_[keys[i]] = values[i];
+    auto r = checked(impl_->keyspace.multi_set(kLocalConn, keys, values));
+    while (r.more) r = checked(impl_->keyspace.continue_multi_set(kLocalConn, keys, values));
   }
   changed_.notify_all();
 }
@@ -121,7 +133,7 @@ void MemoryStore::multi_set(const std::vector<std::string>& keys, const std::vec
 void MemoryStore::queue_push(const std::string& key, std::string_view value) {
   {
     std::lock_guard lock(mutex_);
-    queues_[key].emplace_back(value);
+    checked(impl_->keyspace.queue_push(kLocalConn, key, value));
   }
   changed_.notify_all();
 }
@@ -129,44 +141,41 @@ void MemoryStore::queue_push(const std::string& key, std::string_view value) {
 std::optional<std::string> MemoryStore::queue_pop(const std::string& key, bool block) {
   std::unique_lock lock(mutex_);
   if (block) wait_locked(lock, {key}, timeout_);
-  auto it = queues_.find(key);
-  if (it == queues_.end() || it->second.empty()) return std::nullopt;
-  std::string v = std::move(it->second.front());
-  it->second.pop_front();
-  return v;
+  auto r = impl_->keyspace.queue_pop(kLocalConn, key);
+  checked(r);
+  if (!r.value) return std::nullopt;
+  return r.value->bytes;
 }
 
 std::int64_t MemoryStore::queue_len(const std::string& key) {
   std::lock_guard lock(mutex_);
-  auto it = queues_.find(key);
-  return it == queues_.end() ? 0 : static_cast<std::int64_t>(it->second.size());
+  return impl_->keyspace.queue_len(key);
 }
 
 std::vector<std::string> MemoryStore::list_keys() {
   std::lock_guard lock(mutex_);
-  std::vector<std::string> keys;
-  keys.reserve(data_.size());
-  for (const auto& [k, v] : data_) keys.push_back(k);
-  return keys;
+  return impl_->keyspace.keys();
 }
 
 void MemoryStore::barrier(const std::string& key, std::int64_t world_size, Duration timeout) {
   std::unique_lock lock(mutex_);
-  auto it = data_.find(key);
-  std::int64_t count = (it == data_.end() ? 0 : parse_add_operand(key, it->second)) + 1;
-  data_[key] = std::to_string(count);
-  if (count >= world_size) {
+  const auto arrived = checked(impl_->keyspace.barrier(kLocalConn, key, world_size, /*register_waiter=*/false));
+  if (arrived.reached) {
     lock.unlock();
     changed_.notify_all();
     return;
   }
+  auto count = [&]() -> std::int64_t {
+    auto v = impl_->keyspace.value(key);
+    return v ? parse_stoll(*v).value_or(0) : -1;  // -1: cleared meanwhile (a fresh keyspace releases all)
+  };
   auto done = [&] {
-    auto cur = data_.find(key);
-    return cur == data_.end() || parse_add_operand(key, cur->second) >= world_size;
+    const auto n = count();
+    return n < 0 || n >= world_size;
   };
   if (!changed_.wait_for(lock, timeout, done)) {
-    throw TimeoutError(fmt::format("barrier on key '{}' timed out after {} ms: {} of {} arrived", key,
-                                   timeout.count(), parse_add_operand(key, data_[key]), world_size));
+    throw TimeoutError(fmt::format("barrier on key '{}' timed out after {} ms: {} of {} arrived", printable_key(key),
+                                   timeout.count(), count(), world_size));
   }
 }
 
@@ -181,9 +190,11 @@ void MemoryStore::set_timeout(Duration timeout) {
 }
 
 void MemoryStore::clear() {
-  std::lock_guard lock(mutex_);
-  data_.clear();
-  queues_.clear();
+  {
+    std::lock_guard lock(mutex_);
+    impl_->keyspace.clear();
+  }
+  changed_.notify_all();
 }
 
 }  // namespace ctrun::store

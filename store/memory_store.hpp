@@ -1,10 +1,10 @@
 #pragma once
-// An in-process Store with the same semantics as our TCPStore server: for fast tests of the layers above
-// (threads as ranks, rendezvous state machines) and for single-process users.
+// An in-process Store with the same semantics as our TCPStore server, because it is built on the same code
+// (detail::Keyspace, store/keyspace.hpp) under a mutex: for fast tests of the layers above (threads as
+// ranks, rendezvous state machines) and for single-process users.
 
 #include <condition_variable>
-#include <deque>
-#include <map>
+#include <memory>
 #include <mutex>
 
 #include "store/store.hpp"
@@ -14,6 +14,7 @@ namespace ctrun::store {
 class MemoryStore final : public Store {
  public:
   explicit MemoryStore(Duration timeout = kDefaultTimeout);
+  ~MemoryStore() override;
 
   void set(const std::string& key, std::string_view value) override;
   std::string get(const std::string& key) override;
@@ -39,13 +40,12 @@ class MemoryStore final : public Store {
   void clear();
 
  private:
-  bool present_locked(const std::string& key) const;
+  struct Impl;
   void wait_locked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys, Duration timeout);
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<std::string, std::string> data_;
-  std::map<std::string, std::deque<std::string>> queues_;
+  std::unique_ptr<Impl> impl_;  // the keyspace, guarded by mutex_
   Duration timeout_;
 };
 

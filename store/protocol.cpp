@@ -384,6 +384,188 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
   }
 }
 
+void StringOut::u8(std::uint8_t v) { put_u8(s, v); }
+void StringOut::u32(std::uint32_t v) { put_u32(s, v); }
+void StringOut::i64(std::int64_t v) { put_i64(s, v); }
+void StringOut::bytes(std::string_view b) { put_bytes(s, b); }
+
+bool has_reply(Command c) {
+  switch (c) {
+    case Command::kValidate:
+    case Command::kSet:
+    case Command::kAppend:
+    case Command::kMultiSet:
+    case Command::kQueuePush:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& out) {
+  if (!opcode_of(d, sent.command))
+    throw std::invalid_argument(fmt::format("{} does not exist in this dialect", command_name(sent.command)));
+  if (!has_reply(sent.command)) throw std::invalid_argument(fmt::format("{} has no reply", command_name(sent.command)));
+  StringOut o{out};
+  switch (sent.command) {
+    case Command::kCheck:
+    case Command::kWait:
+    case Command::kBarrier:
+    case Command::kCancelWait:
+    case Command::kWatchKey:
+      o.u8(r.u8);
+      return;
+    case Command::kPing:
+      reply::ping(o, r.u32);
+      return;
+    case Command::kAdd:
+    case Command::kGetNumKeys:
+    case Command::kDeleteKey:
+    case Command::kQueueLen:
+      reply::integer(o, r.integer);
+      return;
+    case Command::kGet:
+    case Command::kCompareSet:
+      if (r.values.size() != 1) throw std::invalid_argument("a GET/COMPARE_SET reply has exactly one value");
+      reply::value(o, std::string_view(r.values[0]));
+      return;
+    case Command::kMultiGet:
+      if (r.values.size() != sent.keys.size())
+        throw std::invalid_argument("a MULTI_GET reply has one value per requested key");
+      for (const auto& v : r.values) reply::value(o, std::string_view(v));
+      return;
+    case Command::kListKeys:
+      reply::list_keys(o, r.values);
+      return;
+    case Command::kQueuePop: {
+      if ((r.integer > 0) != (r.values.size() == 1))
+        throw std::invalid_argument("a QUEUE_POP reply has a value exactly when the length is > 0");
+      std::string_view v = r.values.empty() ? std::string_view() : std::string_view(r.values[0]);
+      reply::queue_pop(o, r.integer, &v);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void encode_watch_event(const WatchEvent& e, std::string& out) {
+  StringOut o{out};
+  reply::watch_event(o, e.type, e.key, std::string_view(e.old_value), std::string_view(e.new_value));
+}
+
+namespace {
+
+Limits reply_limits(std::uint64_t max_value_len) {
+  Limits l;
+  l.max_key_len = max_value_len;
+  l.max_value_len = max_value_len;
+  return l;
+}
+
+template <class Result>
+Result need_more(const Reader& r) {
+  Result res;
+  res.status = ParseStatus::kNeedMore;
+  res.need_at_least = r.need();
+  return res;
+}
+
+template <class Result>
+Result failed(const Reader& r) {
+  Result res;
+  res.status = ParseStatus::kError;
+  res.error = r.error();
+  return res;
+}
+
+}  // namespace
+
+ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std::uint8_t> buf,
+                             std::uint64_t max_value_len) {
+  ReplyParseResult res;
+  if (!opcode_of(d, sent.command) || !has_reply(sent.command)) {
+    res.status = ParseStatus::kError;
+    res.error = fmt::format("{} has no reply in this dialect", command_name(sent.command));
+    return res;
+  }
+  const Limits limits = reply_limits(max_value_len);
+  Reader r(buf, limits);
+  Reply& out = res.reply;
+  // Views into buf; the bytes are copied only once the whole reply is there, so that a client re-parsing a
+  // reply of many large values as it arrives does not copy the values received so far each time.
+  std::vector<std::string_view> views;
+  auto value = [&](const char* what) {
+    std::string_view v;
+    if (!r.bytes(v, max_value_len, what)) return false;
+    views.push_back(v);
+    return true;
+  };
+  bool ok = true;
+  switch (sent.command) {
+    case Command::kCheck:
+    case Command::kWait:
+    case Command::kBarrier:
+    case Command::kCancelWait:
+    case Command::kWatchKey:
+      ok = r.u8(out.u8);
+      if (ok && out.u8 > 3)
+        ok = r.fail(fmt::format("{} reply {} is not a known response", command_name(sent.command), out.u8));
+      break;
+    case Command::kPing:
+      ok = r.u32(out.u32);
+      break;
+    case Command::kAdd:
+    case Command::kGetNumKeys:
+    case Command::kDeleteKey:
+    case Command::kQueueLen:
+      ok = r.i64(out.integer);
+      break;
+    case Command::kGet:
+    case Command::kCompareSet:
+      ok = value("value");
+      break;
+    case Command::kMultiGet:
+      for (std::size_t i = 0; ok && i < sent.keys.size(); ++i) ok = value("value");
+      break;
+    case Command::kListKeys:
+      ok = r.i64(out.integer);
+      if (ok && out.integer < 0) ok = r.fail(fmt::format("LIST_KEYS count {} is negative", out.integer));
+      for (std::int64_t i = 0; ok && i < out.integer; ++i) ok = value("key");
+      break;
+    case Command::kQueuePop:
+      ok = r.i64(out.integer);
+      if (ok && out.integer < 0) ok = r.fail(fmt::format("QUEUE_POP length {} is negative", out.integer));
+      if (ok && out.integer > 0) ok = value("value");
+      break;
+    default:
+      break;
+  }
+  if (!ok) return r.failed() ? failed<ReplyParseResult>(r) : need_more<ReplyParseResult>(r);
+  out.values.assign(views.begin(), views.end());
+  res.status = ParseStatus::kOk;
+  res.consumed = r.pos();
+  return res;
+}
+
+WatchEventParseResult parse_watch_event(std::span<const std::uint8_t> buf, std::uint64_t max_value_len) {
+  const Limits limits = reply_limits(max_value_len);
+  Reader r(buf, limits);
+  WatchEventParseResult res;
+  std::uint8_t type = 0;
+  std::string_view key, old_value, new_value;
+  bool ok = r.u8(type);
+  if (ok && type > static_cast<std::uint8_t>(WatchResponse::kCallbackRegistered))
+    ok = r.fail(fmt::format("watch event type {} is not a known response", type));
+  ok = ok && r.bytes(key, max_value_len, "key") && r.bytes(old_value, max_value_len, "old value") &&
+       r.bytes(new_value, max_value_len, "new value");
+  if (!ok) return r.failed() ? failed<WatchEventParseResult>(r) : need_more<WatchEventParseResult>(r);
+  res.status = ParseStatus::kOk;
+  res.consumed = r.pos();
+  res.event = {static_cast<WatchResponse>(type), std::string(key), std::string(old_value), std::string(new_value)};
+  return res;
+}
+
 void put_u8(std::string& out, std::uint8_t v) { out.push_back(static_cast<char>(v)); }
 void put_u32(std::string& out, std::uint32_t v) { put_le(out, v); }
 void put_i64(std::string& out, std::int64_t v) { put_le(out, v); }

@@ -103,7 +103,122 @@ ParseResult parse_request(Dialect d, std::span<const std::uint8_t> buf, const Li
 // Appends the encoded request to out. Throws std::invalid_argument if the command is not in the dialect.
 void encode_request(Dialect d, const Request& r, std::string& out);
 
-// ---- reply encoding (server side) and primitive appenders ----
+// ---- replies (both dialects: the shapes are the same, only the set of commands differs) ----
+// A decoded reply to a request of `command` (the client knows what it sent):
+//   SET/APPEND/MULTI_SET/QUEUE_PUSH/VALIDATE: no reply      PING: u32 (the nonce echoed)
+//   CHECK: u8 (CheckResponse)     WAIT/BARRIER/CANCEL_WAIT: u8 (WaitResponse)     WATCH_KEY: u8 (WatchResponse)
+//   ADD/GETNUMKEYS/DELETE_KEY/QUEUE_LEN: integer (i64)      GET/COMPARE_SET: values[0] (u64 length + bytes)
+//   MULTI_GET: values (one per requested key, no count)     LIST_KEYS: i64 count, then values
+//   QUEUE_POP: integer = the queue's length, then values[0] only when it was > 0
+// A WAIT or BARRIER reply may come much later (STOP_WAITING when the keys are there); a CANCEL_WAIT may be
+// preceded by that STOP_WAITING (the client reads two u8 then).
+struct Reply {
+  std::uint8_t u8 = 0;
+  std::uint32_t u32 = 0;
+  std::int64_t integer = 0;
+  std::vector<std::string> values;
+  bool operator==(const Reply&) const = default;
+};
+// True if the command has a reply at all.
+bool has_reply(Command c);
+
+// 1.13's watch event on a WATCH_KEY connection, sent when a watched key changes (TCPStoreMasterDaemon::
+// sendKeyUpdatesToClients): u8 WatchResponse, key, old value, new value (empty for a created/deleted side).
+struct WatchEvent {
+  WatchResponse type{};
+  std::string key, old_value, new_value;
+  bool operator==(const WatchEvent&) const = default;
+};
+
+// Reply encoders, generic over the output: anything with u8(v), u32(v), i64(v), bytes(string_view) and
+// value(V) for the value type V used. The server passes its ReplyBuffer (values shared by reference count,
+// written with gather I/O); StringOut below writes into a std::string (tests, the fuzzer, encode_reply).
+namespace reply {
+template <class Out>
+void check(Out& out, bool ready) {
+  out.u8(static_cast<std::uint8_t>(ready ? CheckResponse::kReady : CheckResponse::kNotReady));
+}
+template <class Out>
+void stop_waiting(Out& out) {  // WAIT, BARRIER (at once or deferred)
+  out.u8(static_cast<std::uint8_t>(WaitResponse::kStopWaiting));
+}
+template <class Out>
+void wait_canceled(Out& out) {
+  out.u8(static_cast<std::uint8_t>(WaitResponse::kWaitCanceled));
+}
+template <class Out>
+void watch_registered(Out& out) {
+  out.u8(static_cast<std::uint8_t>(WatchResponse::kCallbackRegistered));
+}
+template <class Out>
+void integer(Out& out, std::int64_t v) {  // ADD, GETNUMKEYS, DELETE_KEY (0/1), QUEUE_LEN
+  out.i64(v);
+}
+template <class Out>
+void ping(Out& out, std::uint32_t nonce) {
+  out.u32(nonce);
+}
+template <class Out, class V>
+void value(Out& out, const V& v) {  // GET, COMPARE_SET; also one element of MULTI_GET
+  out.value(v);
+}
+template <class Out, class V>
+void queue_pop(Out& out, std::int64_t length, const V* v) {
+  out.i64(length);
+  if (length > 0 && v) out.value(*v);
+}
+template <class Out, class Keys>
+void list_keys(Out& out, const Keys& keys) {
+  out.i64(static_cast<std::int64_t>(keys.size()));
+  for (const auto& k : keys) out.bytes(k);
+}
+template <class Out, class V>
+void watch_event(Out& out, WatchResponse type, std::string_view key, const V& old_value, const V& new_value) {
+  out.u8(static_cast<std::uint8_t>(type));
+  out.bytes(key);
+  out.value(old_value);
+  out.value(new_value);
+}
+}  // namespace reply
+
+// A std::string as a reply output.
+struct StringOut {
+  std::string& s;
+  void u8(std::uint8_t v);
+  void u32(std::uint32_t v);
+  void i64(std::int64_t v);
+  void bytes(std::string_view b);
+  void value(std::string_view b) { bytes(b); }
+};
+
+// Encodes a whole Reply to a request (tests, tools); throws std::invalid_argument if the command is not in
+// the dialect or has no reply.
+void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& out);
+void encode_watch_event(const WatchEvent& e, std::string& out);
+
+// ---- reply decoding (client side) ----
+struct ReplyParseResult {
+  ParseStatus status = ParseStatus::kNeedMore;
+  std::size_t consumed = 0;       // when kOk
+  Reply reply;                    // when kOk
+  std::string error;              // when kError (a length over max_value_len, a negative count, ...)
+  std::size_t need_at_least = 0;  // when kNeedMore, as ParseResult's
+};
+// Decodes the reply to `sent` from the front of buf. Incremental: kNeedMore until the whole reply is there.
+// Lengths are checked against max_value_len before anything is allocated. For WAIT/BARRIER/CANCEL_WAIT it
+// decodes one u8.
+ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std::uint8_t> buf,
+                             std::uint64_t max_value_len);
+struct WatchEventParseResult {
+  ParseStatus status = ParseStatus::kNeedMore;
+  std::size_t consumed = 0;
+  WatchEvent event;
+  std::string error;
+  std::size_t need_at_least = 0;
+};
+WatchEventParseResult parse_watch_event(std::span<const std::uint8_t> buf, std::uint64_t max_value_len);
+
+// ---- primitive appenders (request encoding) ----
 void put_u8(std::string& out, std::uint8_t v);
 void put_u32(std::string& out, std::uint32_t v);
 void put_i64(std::string& out, std::int64_t v);

@@ -1,5 +1,5 @@
 // The TCPStore server's networking: one Asio io_context on one thread, connections as small objects with
-// no thread each. Command semantics live in server_keyspace.cpp; this file only moves bytes.
+// no thread each. Command semantics live in keyspace.cpp, their encoding in server_commands.cpp; this file only moves bytes.
 //
 // Memory per idle connection is kept small on purpose (the benchmark target is <= 16 KiB): an idle
 // connection has only a 128-byte read buffer; longer input is read into one shared 64 KiB scratch buffer
@@ -24,7 +24,8 @@
 #include <boost/asio.hpp>
 
 #include "common/log.hpp"
-#include "store/server_keyspace.hpp"
+#include "store/keyspace.hpp"
+#include "store/server_commands.hpp"
 #include "store/store.hpp"
 
 namespace ctrun::store {
@@ -46,6 +47,9 @@ constexpr std::size_t kLingerBytes = 256 * 1024;
 constexpr std::size_t kKeepCapacity = 16 * 1024;
 // Reads handled per readiness event before yielding to other connections.
 constexpr int kReadsPerEvent = 4;
+// The slowest sender a request is allowed to be from its first byte on (beyond --request-timeout): 64 KiB/s,
+// so that a 256 MiB MULTI_SET over a slow link still gets through while a trickle is cut.
+constexpr std::size_t kSlowSenderBytesPerSecond = 64 * 1024;
 // Only connections holding at least this much unread reply are closed to make room for a writer.
 constexpr std::size_t kReclaimAtLeast = 64 * 1024;
 
@@ -81,7 +85,7 @@ struct Connection {
   std::chrono::steady_clock::time_point partial_since{};  // when `in` last went from empty to a partial request
   bool write_waiting = false;                // waiting for the socket to be writable again
   std::uint64_t requests = 0;                // decoded so far
-  std::shared_ptr<protocol::Request> slicing;  // a big request being executed in slices (Keyspace::step)
+  std::shared_ptr<protocol::Request> slicing;  // a big request being executed in slices (detail::step)
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -275,7 +279,13 @@ class Server::Impl final : public detail::ReplySink {
     return fd >= 0;
   }
 
-  // Closes connections stuck in the middle of a request for longer than partial_request_timeout.
+  // How long a request of `buffered` bytes so far may take from its first byte: the timeout, plus the time a
+  // slow but honest sender (kSlowSenderBytesPerSecond) needs for those bytes.
+  std::chrono::milliseconds partial_deadline(std::size_t buffered) const {
+    return opts.partial_request_timeout + std::chrono::milliseconds(buffered * 1000 / kSlowSenderBytesPerSecond);
+  }
+
+  // Closes connections stuck in the middle of a request for longer than partial_deadline().
   void arm_sweep() {
     if (opts.partial_request_timeout.count() <= 0) return;
     auto period = std::min<std::chrono::milliseconds>(opts.partial_request_timeout / 4, std::chrono::seconds(1));
@@ -285,14 +295,16 @@ class Server::Impl final : public detail::ReplySink {
       const auto now = std::chrono::steady_clock::now();
       std::vector<ConnPtr> stale;
       for (auto& [id, c] : conns)
-        if (!c->in.empty() && !c->paused && !c->slicing && !c->closing && now - c->partial_since > opts.partial_request_timeout)
+        if (!c->in.empty() && !c->paused && !c->slicing && !c->closing && now - c->partial_since > partial_deadline(c->in.size()))
           stale.push_back(c);
       for (auto& c : stale) {
         ++rejected;
         log->warn(
-            "TCPStore server: closing connection from {}: {} bytes of an incomplete request and nothing more for "
-            "{} ms (--request-timeout)",
-            c->peer, c->in.size(), opts.partial_request_timeout.count());
+            "TCPStore server: closing connection from {}: a request still incomplete ({} bytes) {} ms after its "
+            "first byte (--request-timeout {} ms, plus 1 s per {} bytes received)",
+            c->peer, c->in.size(),
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - c->partial_since).count(),
+            opts.partial_request_timeout.count(), kSlowSenderBytesPerSecond);
         keyspace.forget(c->id);
         close_now(c);
       }
@@ -371,9 +383,10 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void on_bytes(const ConnPtr& c, const std::uint8_t* data, std::size_t n) {
-    // A partial request's clock restarts with every byte that arrives: only a sender that stalls
-    // mid-request is timed out, not one sending a large value slowly.
-    c->partial_since = std::chrono::steady_clock::now();
+    // A request's clock starts with its first byte and does not restart with later ones: a sender trickling
+    // one byte every 29 s is timed out like one that stalls. A large value sent slowly is not: the sweep
+    // allows each buffered byte kSlowSenderBytesPerSecond of extra time on top of the timeout.
+    if (c->in.empty()) c->partial_since = std::chrono::steady_clock::now();
     if (c->in.empty()) {
       process(c, std::span<const std::uint8_t>(data, n), /*from_scratch=*/true);
       return;
@@ -440,7 +453,7 @@ class Server::Impl final : public detail::ReplySink {
       }
       ++c->requests;
       off += pr.consumed;
-      auto res = keyspace.execute(c->id, pr.request);
+      auto res = detail::execute(keyspace, *this, c->id, pr.request);
       if (res.close) {
         reject(c, res.reason);
         break;
@@ -557,7 +570,7 @@ class Server::Impl final : public detail::ReplySink {
 
   void continue_slice(const ConnPtr& c) {
     if (c->closed || !c->slicing) return;
-    auto res = keyspace.step(c->id, *c->slicing);
+    auto res = detail::step(keyspace, *this, c->id, *c->slicing);
     if (res.close) {
       c->slicing.reset();
       reject(c, res.reason);
@@ -740,13 +753,14 @@ void Server::clear() {
 }
 
 std::optional<std::string> Server::get_local(const std::string& key) {
-  return impl_->on_loop([&] { return impl_->keyspace.get(key); });
+  return impl_->on_loop([&] { return impl_->keyspace.value(key); });
 }
 
 void Server::set_local(const std::string& key, std::string value) {
   impl_->on_loop([&] {
-    impl_->keyspace.set(key, std::move(value));
+    auto res = impl_->keyspace.set(detail::kLocalConn, key, value);
     impl_->flush_dirty();  // wakes waiters: their replies must go out
+    if (!res.ok()) throw StoreError("the store's owner could not set '" + key + "': " + res.refused);
   });
 }
 

@@ -29,7 +29,8 @@ struct ServerOptions {
   // never reads its events, say) the connection is closed.
   std::uint64_t max_pending_output_bytes = 256ull << 20;
   bool reuse_address = true;
-  // A connection that has sent part of a request and nothing more for this long is closed (slowloris).
+  // A connection whose request is still incomplete this long after the request's first byte, plus 1 s per
+  // 64 KiB received (an honest slow sender of a big value), is closed: a stall or a trickle (slowloris).
   // Connections with no partial request (idle, or blocked in WAIT) are never timed out.
   std::chrono::milliseconds partial_request_timeout{30000};
   // Called once, on the loop thread, if the server's loop fails (an exception escaped a handler: out of

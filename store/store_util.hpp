@@ -22,9 +22,9 @@ std::optional<std::int64_t> parse_stoll(std::string_view value);
 // parse_stoll or StoreError naming the key.
 std::int64_t parse_add_operand(const std::string& key, std::string_view value);
 
-// ADD's semantics, for every store and the server: the new value of `key` (current value or none, plus
-// delta), or StoreError if the current value is not a decimal integer or the sum overflows int64 (PyTorch's
-// servers wrap around silently; we refuse, and leave the value unchanged).
+// ADD's arithmetic, used by Keyspace::add (every store and the server): the new value of `key` (current
+// value or none, plus delta), or StoreError if the current value is not a decimal integer or the sum
+// overflows int64 (PyTorch's servers wrap around silently; we refuse, and leave the value unchanged).
 std::int64_t add_result(const std::string& key, const std::string* current, std::int64_t delta);
 
 // Escapes non-printable bytes as \xNN for log and error messages; long keys are cut.

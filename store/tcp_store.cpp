@@ -33,6 +33,8 @@ using TimePoint = Clock::time_point;
 // 8 MiB by default; torch's legacy server has no cap, so stay generous).
 constexpr std::uint64_t kMaxReplyBytes = 4ull << 30;
 constexpr std::size_t kReadChunk = 64 * 1024;
+// What a WAIT, BARRIER or CANCEL_WAIT reply (one u8) is parsed as.
+const protocol::Request kWaitSent{.command = protocol::Command::kWait};
 // Backoff between connect attempts: starts short because the usual cause is a server that is a few ms from
 // listening (an agent racing its rank-0 peer), grows so that thousands of clients do not hammer a loaded
 // server, and is jittered so that they do not retry in lockstep.
@@ -88,8 +90,7 @@ class TcpStore::Impl {
       // connection: a transparent reconnect must not count this client twice.
       set_context(Command::kAdd, "init/");
       Request r{.command = Command::kAdd, .keys = {"init/"}, .integer = 1};
-      send_request(r);
-      read_i64(reply_deadline());
+      exchange(r);
     }
   }
 
@@ -124,8 +125,7 @@ class TcpStore::Impl {
   bool check(const std::vector<std::string>& keys) {
     std::lock_guard lock(mutex_);
     begin(Command::kCheck, keys.empty() ? std::string() : keys.front());
-    send_request({.command = Command::kCheck, .keys = wire_keys(keys)});
-    auto r = read_u8(reply_deadline());
+    auto r = exchange({.command = Command::kCheck, .keys = wire_keys(keys)}).u8;
     if (r > 1) protocol_error(fmt::format("CHECK reply {} is neither READY (0) nor NOT_READY (1)", r));
     return r == static_cast<std::uint8_t>(protocol::CheckResponse::kReady);
   }
@@ -138,15 +138,13 @@ class TcpStore::Impl {
   std::int64_t num_keys() {
     std::lock_guard lock(mutex_);
     begin(Command::kGetNumKeys, {});
-    send_request({.command = Command::kGetNumKeys});
-    return read_i64(reply_deadline());
+    return exchange({.command = Command::kGetNumKeys}).integer;
   }
 
   bool delete_key(const std::string& key) {
     std::lock_guard lock(mutex_);
     begin(Command::kDeleteKey, key);
-    send_request({.command = Command::kDeleteKey, .keys = {wire_key(key)}});
-    return read_i64(reply_deadline()) == 1;
+    return exchange({.command = Command::kDeleteKey, .keys = {wire_key(key)}}).integer == 1;
   }
 
   void append(const std::string& key, std::string_view value) {
@@ -171,11 +169,7 @@ class TcpStore::Impl {
     // legacy backend close the connection).
     wait_locked(keys, timeout());
     begin(Command::kMultiGet, keys.empty() ? std::string() : keys.front());
-    send_request({.command = Command::kMultiGet, .keys = wire_keys(keys)});
-    std::vector<std::string> out;
-    out.reserve(keys.size());
-    for (std::size_t i = 0; i < keys.size(); ++i) out.push_back(read_bytes(reply_deadline()));
-    return out;
+    return std::move(exchange({.command = Command::kMultiGet, .keys = wire_keys(keys)}).values);
   }
 
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
@@ -202,31 +196,26 @@ class TcpStore::Impl {
     // A non-empty queue counts as a present key for WAIT (as torch's libuv server), so blocking is a wait.
     if (block) wait_locked({key}, timeout());
     begin(Command::kQueuePop, key);
-    send_request({.command = Command::kQueuePop, .keys = {wire_key(key)}});
-    auto len = read_i64(reply_deadline());
-    if (len <= 0) return std::nullopt;
-    return read_bytes(reply_deadline());
+    auto reply = exchange({.command = Command::kQueuePop, .keys = {wire_key(key)}});
+    if (reply.integer <= 0) return std::nullopt;
+    return std::move(reply.values[0]);
   }
 
   std::int64_t queue_len(const std::string& key) {
     std::lock_guard lock(mutex_);
     require_v2(Command::kQueueLen);
     begin(Command::kQueueLen, key);
-    send_request({.command = Command::kQueueLen, .keys = {wire_key(key)}});
-    return read_i64(reply_deadline());
+    return exchange({.command = Command::kQueueLen, .keys = {wire_key(key)}}).integer;
   }
 
   std::vector<std::string> list_keys() {
     std::lock_guard lock(mutex_);
     require_v2(Command::kListKeys);
     begin(Command::kListKeys, {});
-    send_request({.command = Command::kListKeys});
-    auto n = read_i64(reply_deadline());
-    if (n < 0) protocol_error(fmt::format("LIST_KEYS count {} is negative", n));
+    auto reply = exchange({.command = Command::kListKeys});
     std::vector<std::string> out;
     const auto& prefix = options_.key_prefix;
-    for (std::int64_t i = 0; i < n; ++i) {
-      auto k = read_bytes(reply_deadline());
+    for (auto& k : reply.values) {
       // As torch: keys outside our prefix (e.g. the unprefixed "init/") are not user keys.
       if (k.size() >= prefix.size() && k.compare(0, prefix.size(), prefix) == 0) out.push_back(k.substr(prefix.size()));
     }
@@ -267,22 +256,20 @@ class TcpStore::Impl {
     // As torch: WAIT first, because a GET of a missing key makes torch's legacy server close the connection.
     wait_locked({key}, timeout());
     begin(Command::kGet, key);
-    send_request({.command = Command::kGet, .keys = {wire_key(key)}});
-    return read_bytes(reply_deadline());
+    return std::move(exchange({.command = Command::kGet, .keys = {wire_key(key)}}).values[0]);
   }
 
   std::string compare_set_locked(const std::string& key, std::string_view expected, std::string_view desired) {
     begin(Command::kCompareSet, key);
-    send_request({.command = Command::kCompareSet,
-                  .keys = {wire_key(key)},
-                  .values = {std::string(expected), std::string(desired)}});
-    return read_bytes(reply_deadline());
+    return std::move(exchange({.command = Command::kCompareSet,
+                               .keys = {wire_key(key)},
+                               .values = {std::string(expected), std::string(desired)}})
+                         .values[0]);
   }
 
   std::int64_t add_locked(const std::string& key, std::int64_t delta) {
     begin(Command::kAdd, key);
-    send_request({.command = Command::kAdd, .keys = {wire_key(key)}, .integer = delta});
-    return read_i64(reply_deadline());
+    return exchange({.command = Command::kAdd, .keys = {wire_key(key)}, .integer = delta}).integer;
   }
 
   void wait_locked(const std::vector<std::string>& keys, Duration timeout) {
@@ -296,7 +283,7 @@ class TcpStore::Impl {
   bool await_deferred_reply(Duration timeout) {
     // The common case (get, multi_get: the store timeout) needs no poll: SO_RCVTIMEO already is the timeout.
     if (try_fill(1, timeout == applied_timeout_ ? kSocketTimeout : after(timeout))) {
-      expect_stop_waiting(read_u8(reply_deadline()));
+      expect_stop_waiting(read_reply(kWaitSent, reply_deadline()).u8);
       return true;
     }
     if (!is_v2()) {
@@ -309,12 +296,12 @@ class TcpStore::Impl {
     }
     set_context(Command::kCancelWait, current_key_);
     send_request({.command = Command::kCancelWait});
-    auto r = read_u8(reply_deadline());
+    auto r = read_reply(kWaitSent, reply_deadline()).u8;
     if (r == static_cast<std::uint8_t>(protocol::WaitResponse::kWaitCanceled)) return false;
     // The race torch handles too: the keys appeared between our deadline and the server seeing the cancel, so
     // STOP_WAITING is followed by the WAIT_CANCELED for the cancel. The wait did complete, so report success.
     expect_stop_waiting(r);
-    r = read_u8(reply_deadline());
+    r = read_reply(kWaitSent, reply_deadline()).u8;
     if (r != static_cast<std::uint8_t>(protocol::WaitResponse::kWaitCanceled))
       protocol_error(fmt::format("expected WAIT_CANCELED (1) after STOP_WAITING, got {}", r));
     return true;
@@ -375,8 +362,7 @@ class TcpStore::Impl {
     // Bit 23 set: to a legacy server, VALIDATE + this PING read as a SET whose key length is at least 2^48,
     // which it refuses at once (torch 1.13 closes the connection) instead of waiting for the bytes.
     auto nonce = static_cast<std::uint32_t>(::getpid()) | 0x00800000u;
-    send_request({.command = Command::kPing, .u32 = nonce});
-    auto echo = read_u32(deadline);
+    auto echo = exchange({.command = Command::kPing, .u32 = nonce}, deadline).u32;
     if (echo != nonce) protocol_error(fmt::format("PING returned {} instead of the nonce {}", echo, nonce));
   }
 
@@ -402,8 +388,7 @@ class TcpStore::Impl {
     try {
       open_socket(deadline);
       set_context(Command::kGetNumKeys, {});
-      send_request({.command = Command::kGetNumKeys});
-      read_i64(probe_deadline());
+      exchange({.command = Command::kGetNumKeys}, probe_deadline());
     } catch (const StoreError&) {
       dialect_ = Dialect::kV2;
       throw;
@@ -644,29 +629,32 @@ class TcpStore::Impl {
                            timeout().count()));
   }
 
-  const std::uint8_t* take(std::size_t n, TimePoint deadline) {
-    fill(n, deadline);
-    auto* p = reinterpret_cast<const std::uint8_t*>(rbuf_.data() + rpos_);
-    rpos_ += n;
-    if (rpos_ == rend_) rpos_ = rend_ = 0;
-    return p;
+  // Sends a request and reads its whole reply with the codec (protocol::parse_reply).
+  protocol::Reply exchange(const Request& r, TimePoint deadline) {
+    send_request(r);
+    return read_reply(r, deadline);
   }
+  protocol::Reply exchange(const Request& r) { return exchange(r, reply_deadline()); }
 
-  std::uint8_t read_u8(TimePoint deadline) { return *take(1, deadline); }
-  std::uint32_t read_u32(TimePoint deadline) { return protocol::get_u32(take(4, deadline)); }
-  std::int64_t read_i64(TimePoint deadline) { return protocol::get_i64(take(8, deadline)); }
-
-  std::string read_bytes(TimePoint deadline) {
-    auto len = protocol::get_u64(take(8, deadline));
-    if (len > kMaxReplyBytes) protocol_error(fmt::format("a {}-byte value", len));
-    auto* p = take(static_cast<std::size_t>(len), deadline);
-    // Large buffers are not kept: one 1 GiB value must not pin 1 GiB for the life of the client.
-    std::string out(reinterpret_cast<const char*>(p), static_cast<std::size_t>(len));
-    if (rbuf_.size() > 4 * kReadChunk && rpos_ == 0 && rend_ == 0) {
-      rbuf_.resize(kReadChunk);
-      rbuf_.shrink_to_fit();
+  // Reads one reply to `sent`: the codec says how many bytes it needs, the socket supplies them.
+  protocol::Reply read_reply(const Request& sent, TimePoint deadline) {
+    for (;;) {
+      auto unread = std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(rbuf_.data() + rpos_),
+                                                  rend_ - rpos_);
+      auto pr = protocol::parse_reply(dialect_, sent, unread, kMaxReplyBytes);
+      if (pr.status == protocol::ParseStatus::kError) protocol_error(pr.error);
+      if (pr.status == protocol::ParseStatus::kOk) {
+        rpos_ += pr.consumed;
+        if (rpos_ == rend_) rpos_ = rend_ = 0;
+        // Large buffers are not kept: one 1 GiB value must not pin 1 GiB for the life of the client.
+        if (rbuf_.size() > 4 * kReadChunk && rpos_ == 0 && rend_ == 0) {
+          rbuf_.resize(kReadChunk);
+          rbuf_.shrink_to_fit();
+        }
+        return std::move(pr.reply);
+      }
+      fill(pr.need_at_least, deadline);
     }
-    return out;
   }
 
   std::string wire_key(const std::string& key) const { return options_.key_prefix + key; }

@@ -11,6 +11,7 @@
 #include "agent/dry_run.hpp"
 #include "agent/escapees.hpp"
 #include "agent/guardian.hpp"
+#include "agent/log_sink.hpp"
 #include "agent/multihost/launcher.hpp"
 #include "agent/multihost/stdin_watch.hpp"
 #include "agent/nproc.hpp"
@@ -91,11 +92,19 @@ int main(int argc, char** argv) {
   if (!start_guardian(job_token))
     log->warn("could not start the orphan guardian; workers' children may outlive a killed ctrun");
   ::setenv(kJobTokenVariable, job_token.c_str(), 1);
+  // Orphaned descendants of the workers (double-forked daemons, even with a cleared environment) become ctrun's
+  // children, which the agent kills and reaps with their group.
+  if (!become_subreaper()) log->warn("could not become the child subreaper of the workers (prctl); continuing");
+  // From here on ctrun's own log lines go through a bounded queue: a stderr nobody reads never blocks the loop.
+  const auto log_queue = make_queued_stderr_sink();
+  ctrun::log::use_sink(log_queue.spdlog_sink);
+  int code = 1;
   try {
     Agent agent(std::move(config), env);
-    return agent.run();
+    code = agent.run();
   } catch (const std::exception& e) {
     log->error("{}", e.what());
-    return 1;
   }
+  flush_queued_stderr(std::chrono::milliseconds(200));  // the agent flushed already; lines logged since
+  return code;
 }

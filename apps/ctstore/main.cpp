@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   double request_timeout_s = 30;
   app.add_option("--request-timeout", request_timeout_s,
-                 "close a connection that stalls this many seconds in the middle of a request (0: never)")
+                 "close a connection whose request is still incomplete this many seconds after its first byte, plus 1 s per "
+                 "64 KiB received (0: never)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-pending-bytes", opts.max_pending_output_bytes,

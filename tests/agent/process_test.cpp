@@ -264,3 +264,18 @@ TEST(Process, RestartBudgetExhaustedGivesSummaryAndExit1) {
 
 }  // namespace
 }  // namespace ctrun::agent::test
+
+namespace ctrun::agent::test {
+namespace {
+
+// A worker that died of SIGPIPE: the failure report says it died on a write error (EPIPE).
+TEST(Process, WriteErrorIsNamed) {
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=1", "--no-python", workers_dir() + "/sigpipe.sh"}, {},
+                          std::chrono::seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("Signal 13 (SIGPIPE)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("died on a write error: SIGPIPE"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test

@@ -22,7 +22,7 @@ for f in bin/ctrun bin/ctstore lib/libctrun_comm.so lib/libctrun_comm.so.0 lib/l
 done
 # Only the public API: no internal headers (cpu backend, transports, algorithms, server keyspace).
 for f in include/ctrun/comm/cpu include/ctrun/comm/transport include/ctrun/comm/algorithms \
-         include/ctrun/store/server_keyspace.hpp include/ctrun/common; do
+         include/ctrun/store/keyspace.hpp include/ctrun/common; do
   [ ! -e "$prefix/$f" ] || fail "internal header installed: $f"
 done
 readelf -d "$prefix/lib/libctrun_comm.so" | grep -q 'SONAME.*\[libctrun_comm\.so\.0\]' || fail "SONAME of libctrun_comm"

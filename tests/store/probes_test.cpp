@@ -417,6 +417,32 @@ TEST(Probes, HalfSentRequestTimesOutButAWaiterDoesNot) {
   EXPECT_NE(p.log().find("--request-timeout"), std::string::npos) << p.log();
 }
 
+// A request is timed from its first byte: a sender trickling one byte at a time, each well inside the
+// timeout, is closed once the whole request has taken longer than the timeout (the old per-byte clock never
+// fired); a client that sends a whole request is untouched.
+TEST(Probes, TrickledRequestTimesOutFromItsFirstByte) {
+  Probe p({"--request-timeout", "1"});
+  ASSERT_NE(p.port(), 0);
+  RawSocket trickler("127.0.0.1", p.port());
+  const std::string frame = v2_hello() + v2_set("trickled-key", std::string(64, 'v'));
+  const auto start = std::chrono::steady_clock::now();
+  bool closed = false;
+  // One byte every 300 ms (well under the 1 s timeout); the frame would take ~28 s to finish.
+  for (std::size_t i = 0; i < frame.size() && std::chrono::steady_clock::now() - start < 15s; ++i) {
+    if (!trickler.send_all(frame.substr(i, 1)) || trickler.recv_until_close(300ms).has_value()) {
+      closed = true;
+      break;
+    }
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(closed || closed_by_server(trickler, 5s)) << "a trickle of bytes kept the request alive";
+  EXPECT_LT(took, 12s);
+  RawSocket fine("127.0.0.1", p.port());
+  ASSERT_TRUE(fine.send_all(v2_hello() + v2_ping(7)));
+  EXPECT_EQ(fine.recv_exact(4, 10s).size(), 4u);
+  EXPECT_NE(p.log().find("after its first byte"), std::string::npos) << p.log();
+}
+
 // Under a 64-descriptor limit the cap is below it (with a warning for the larger --max-connections), the
 // clients beyond it are accepted and closed with a log line, and the server keeps serving.
 TEST(Probes, ConnectionCapStaysBelowTheDescriptorLimit) {

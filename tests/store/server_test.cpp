@@ -593,5 +593,42 @@ TEST_F(SlicedServerTest, CancelledBigWaitLeavesNoStrayReplyAndAFreshWaitCountsOn
   EXPECT_EQ(server_->stats().pending_waits, 0u);
 }
 
+TEST_F(SlicedServerTest, BigCheckAndMultiGetGiveTheOneShotAnswers) {
+  constexpr int kKeys = 9000;  // > detail::kSliceKeys: looked at in slices
+  auto s = v2();
+  ASSERT_TRUE(s.send_all(many(kMultiSet, kKeys, "g", true) + ping(1)));
+  ASSERT_EQ(s.recv_exact(4).size(), 4u);
+  // All present: READY (0); one missing at the end: NOT_READY (1); then the PING, in order.
+  std::string missing_last = many(kCheck, kKeys, "g", false);
+  bytes_field(missing_last, "absent");
+  missing_last.replace(1, 8, [&] {
+    std::string c;
+    le64(c, kKeys + 1);
+    return c;
+  }());
+  ASSERT_TRUE(s.send_all(many(kCheck, kKeys, "g", false) + missing_last + ping(2)));
+  auto r = s.recv_exact(6);
+  ASSERT_EQ(r.size(), 6u);
+  EXPECT_EQ(r[0], 0);
+  EXPECT_EQ(r[1], 1);
+  // MULTI_GET of all: one "v" per key (u64 length 1 + 'v'), then the PING.
+  ASSERT_TRUE(s.send_all(many(kMultiGet, kKeys, "g", false) + ping(3)));
+  auto values = s.recv_exact(static_cast<std::size_t>(kKeys) * 9 + 4);
+  ASSERT_EQ(values.size(), static_cast<std::size_t>(kKeys) * 9 + 4);
+  for (int i = 0; i < kKeys; ++i) ASSERT_EQ(values.substr(static_cast<std::size_t>(i) * 9 + 8, 1), "v") << i;
+  // A missing key in a later slice: the values before it, then the close (as torch's legacy servers).
+  std::string with_gap = many(kMultiGet, kKeys, "g", false);
+  with_gap.replace(1, 8, [&] {
+    std::string c;
+    le64(c, kKeys + 1);
+    return c;
+  }());
+  bytes_field(with_gap, "absent");
+  ASSERT_TRUE(s.send_all(with_gap));
+  auto before_close = s.recv_until_close(10s);
+  ASSERT_TRUE(before_close.has_value()) << "the server did not close";
+  EXPECT_EQ(before_close->size(), static_cast<std::size_t>(kKeys) * 9);
+}
+
 }  // namespace
 }  // namespace ctrun::store

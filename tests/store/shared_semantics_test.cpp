@@ -1,6 +1,7 @@
 // The behaviour checks every Store must pass (store_checks.hpp), run against the two in-process
 // implementations: MemoryStore (one object shared by "clients") and FileStore (one object per client, all on
-// the same file, as ranks of a file:// group are).
+// the same file, as ranks of a file:// group are). The same checks run against TcpStore + our server in
+// tcp_store_test.cpp (TcpStoreBothDialects): three stores, one semantics (store/keyspace.hpp).
 #include <unistd.h>
 
 #include <filesystem>
@@ -57,6 +58,9 @@ TEST_F(MemoryStoreSemantics, MultiAndAppend) { check_multi_and_append(*shared_);
 TEST_F(MemoryStoreSemantics, DeferredWait) { check_deferred_wait(*shared_, make_); }
 TEST_F(MemoryStoreSemantics, Barrier) { check_barrier(make_, 4); }
 TEST_F(MemoryStoreSemantics, ThreadSafety) { check_thread_safety(*shared_); }
+TEST_F(MemoryStoreSemantics, BigMulti) { check_big_multi(*shared_); }
+TEST_F(MemoryStoreSemantics, Queues) { check_queues(*shared_, make_); }
+TEST_F(MemoryStoreSemantics, CompareSetWakesAndListKeys) { check_compare_set_wakes_and_list_keys(*shared_, make_); }
 
 class FileStoreSemantics : public ::testing::Test {
  protected:
@@ -83,6 +87,15 @@ TEST_F(FileStoreSemantics, DeferredWaitAcrossClientsOfOneFile) {
   check_deferred_wait(*s, make_);
 }
 TEST_F(FileStoreSemantics, BarrierAcrossClientsOfOneFile) { check_barrier(make_, 4); }
+TEST_F(FileStoreSemantics, BigMulti) { check_big_multi(*open()); }
+TEST_F(FileStoreSemantics, QueuesAcrossClientsOfOneFile) {
+  auto s = open();
+  check_queues(*s, make_);
+}
+TEST_F(FileStoreSemantics, CompareSetWakesAndListKeys) {
+  auto s = open();
+  check_compare_set_wakes_and_list_keys(*s, make_);
+}
 TEST_F(FileStoreSemantics, WaitTimeoutNamesKeys) {
   auto s = open();
   EXPECT_THROW(s->wait({"never"}, std::chrono::milliseconds(50)), store::TimeoutError);

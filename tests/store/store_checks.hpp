@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,7 +56,7 @@ inline void check_add(Store& s) {
   EXPECT_EQ(s.get("add/zero"), "0");
 }
 
-// The same ADD semantics everywhere (store_util's add_result): overflow and a non-integer value are errors
+// The same ADD semantics everywhere (Keyspace::add): overflow and a non-integer value are errors
 // that leave the value unchanged. Needs a factory: a TcpStore's connection is closed by the error.
 inline void check_add_errors(const StoreFactory& make) {
   {
@@ -201,6 +203,66 @@ inline void check_thread_safety(Store& s) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(s.add("ts/sum", 0), kThreads * kAdds);
+}
+
+// Queues (torch >= 2.8; the v2 dialect only): FIFO order, length, a non-blocking pop on an empty queue, a
+// non-empty queue counts as a present key (CHECK/WAIT), a blocking pop is woken by another client's push,
+// and a queue is not a key (num_keys, list_keys).
+inline void check_queues(Store& s, const StoreFactory& make) {
+  const auto keys_before = s.num_keys();
+  EXPECT_EQ(s.queue_len("q/a"), 0);
+  EXPECT_FALSE(s.queue_pop("q/a", false).has_value());
+  EXPECT_FALSE(s.check({"q/a"}));
+  s.queue_push("q/a", "1");
+  s.queue_push("q/a", std::string("\0two", 4));
+  EXPECT_EQ(s.queue_len("q/a"), 2);
+  EXPECT_TRUE(s.check({"q/a"})) << "a non-empty queue counts as present";
+  EXPECT_EQ(s.num_keys(), keys_before) << "a queue is not a key";
+  EXPECT_EQ(s.queue_pop("q/a", false), std::optional<std::string>("1"));
+  EXPECT_EQ(s.queue_pop("q/a", true), std::optional<std::string>(std::string("\0two", 4)));
+  EXPECT_EQ(s.queue_len("q/a"), 0);
+  EXPECT_FALSE(s.check({"q/a"})) << "an empty queue is not present";
+  auto pusher = make();
+  std::thread t([&] {
+    std::this_thread::sleep_for(100ms);
+    pusher->queue_push("q/b", "late");
+  });
+  EXPECT_EQ(s.queue_pop("q/b", true), std::optional<std::string>("late"));
+  t.join();
+}
+
+// compare_set creating a missing key wakes its waiters (as torch's libuv server); delete_key does not make a
+// waited key appear; list_keys lists keys, not queues.
+inline void check_compare_set_wakes_and_list_keys(Store& s, const StoreFactory& make) {
+  auto setter = make();
+  std::thread t([&] {
+    std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(setter->compare_set("cw/k", "", "v"), "v");
+  });
+  s.wait({"cw/k"}, 5s);
+  t.join();
+  EXPECT_EQ(s.get("cw/k"), "v");
+  s.set("cw/gone", "x");
+  EXPECT_TRUE(s.delete_key("cw/gone"));
+  EXPECT_FALSE(s.delete_key("cw/gone"));
+  EXPECT_FALSE(s.check({"cw/gone"}));
+  auto keys = s.list_keys();
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "cw/k"), keys.end());
+  EXPECT_EQ(std::find(keys.begin(), keys.end(), "cw/gone"), keys.end());
+}
+
+// More keys than the server handles in one slice (detail::kSliceKeys): the answers are the one-shot ones.
+inline void check_big_multi(Store& s) {
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 5000; ++i) {
+    keys.push_back("big/" + std::to_string(i));
+    values.push_back(std::to_string(i * 3));
+  }
+  s.multi_set(keys, values);
+  EXPECT_TRUE(s.check(keys));
+  EXPECT_EQ(s.multi_get(keys), values);
+  keys.push_back("big/absent");
+  EXPECT_FALSE(s.check(keys));
 }
 
 }  // namespace ctrun::test

@@ -60,6 +60,15 @@ TEST_P(TcpStoreBothDialects, DeferredMultiKeyWait) { check_deferred_wait(*client
 TEST_P(TcpStoreBothDialects, WaitTimeout) { check_wait_timeout(*client(), factory()); }
 TEST_P(TcpStoreBothDialects, Barrier) { check_barrier(factory(), 4); }
 TEST_P(TcpStoreBothDialects, ThreadSafeSharedClient) { check_thread_safety(*client()); }
+TEST_P(TcpStoreBothDialects, BigMulti) { check_big_multi(*client()); }
+TEST_P(TcpStoreBothDialects, Queues) {
+  if (GetParam() == Dialect::kLegacy) GTEST_SKIP() << "queues are v2-only (torch >= 2.8)";
+  check_queues(*client(), factory());
+}
+TEST_P(TcpStoreBothDialects, CompareSetWakesAndListKeys) {
+  if (GetParam() == Dialect::kLegacy) GTEST_SKIP() << "LIST_KEYS is v2-only";
+  check_compare_set_wakes_and_list_keys(*client(), factory());
+}
 
 TEST_P(TcpStoreBothDialects, KeysArePrefixedExceptInit) {
   auto o = options();

@@ -7,8 +7,9 @@
 #include <span>
 #include <string>
 
+#include "store/keyspace.hpp"
 #include "store/protocol.hpp"
-#include "store/server_keyspace.hpp"
+#include "store/server_commands.hpp"
 
 namespace ctrun::store::fuzz {
 
@@ -31,6 +32,50 @@ class Sink final : public detail::ReplySink {
   detail::ReplyBuffer* output(detail::ConnId c) override { return c < out.size() ? &out[c] : nullptr; }
   std::array<detail::ReplyBuffer, 3> out;
 };
+
+struct NoReplies final : public detail::ReplySink {
+  detail::ReplyBuffer* output(detail::ConnId) override { return nullptr; }
+};
+
+// Applies a request that changes the keyspace to `mirror` through the typed API directly, as MemoryStore
+// and FileStore do; false if the mirror refused it.
+bool apply_typed(detail::Keyspace& mirror, const Request& r) {
+  using detail::kLocalConn;
+  switch (r.command) {
+    case Command::kSet:
+      return mirror.set(kLocalConn, r.keys[0], r.values[0]).ok();
+    case Command::kAppend:
+      return mirror.append(kLocalConn, r.keys[0], r.values[0]).ok();
+    case Command::kCompareSet: {
+      auto res = mirror.compare_set(kLocalConn, r.keys[0], r.values[0], r.values[1]);
+      // The result is what the key holds now, or the caller's expected value when it is missing.
+      auto now = mirror.value(r.keys[0]);
+      check(res.ok() && res.value && (now ? res.value->bytes == *now : res.value->bytes == r.values[0]));
+      return true;
+    }
+    case Command::kAdd:
+      return mirror.add(kLocalConn, r.keys[0], r.integer).ok();
+    case Command::kDeleteKey:
+      mirror.delete_key(r.keys[0]);
+      return true;
+    case Command::kMultiSet: {
+      auto res = mirror.multi_set(kLocalConn, r.keys, r.values);
+      while (res.ok() && res.more) res = mirror.continue_multi_set(kLocalConn, r.keys, r.values);
+      return res.ok();
+    }
+    case Command::kQueuePush:
+      return mirror.queue_push(kLocalConn, r.keys[0], r.values[0]).ok();
+    case Command::kQueuePop: {
+      auto res = mirror.queue_pop(kLocalConn, r.keys[0]);
+      check(res.ok() && (res.length > 0) == static_cast<bool>(res.value));
+      return true;
+    }
+    case Command::kBarrier:
+      return mirror.barrier(kLocalConn, r.keys[0], r.integer, false).ok();
+    default:
+      return true;  // reads: nothing to apply
+  }
+}
 
 }  // namespace
 
@@ -60,6 +105,11 @@ void codec_fuzz_one(const std::uint8_t* data, std::size_t size) {
 
   Sink sink;
   detail::Keyspace keyspace(sink, 1 << 20);
+  // The same commands through the typed API, without limits or replies: while the server path accepts every
+  // request, both keyspaces must hold the same values (one semantics, two callers).
+  NoReplies none;
+  detail::Keyspace mirror(none, UINT64_MAX, UINT64_MAX);
+  bool mirrored = true;
   std::size_t off = 0;
   for (int n = 0; off < stream.size() && n < 256; ++n) {
     auto rest = stream.subspan(off);
@@ -82,11 +132,38 @@ void codec_fuzz_one(const std::uint8_t* data, std::size_t size) {
       auto cut = parse_request(dialect, rest.first(r.consumed / 2), limits);
       check(cut.status != ParseStatus::kOk);
     }
+    // The reply half of the codec: the bytes after this request, read as its reply, either need more, fail
+    // with a reason, or decode to a reply whose encoding is exactly the bytes consumed.
+    if (has_reply(r.request.command) && r.request.keys.size() <= 64) {
+      auto after = rest.subspan(r.consumed);
+      auto pr = parse_reply(dialect, r.request, after, limits.max_value_len);
+      if (pr.status == ParseStatus::kOk) {
+        std::string enc;
+        encode_reply(dialect, r.request, pr.reply, enc);
+        check(enc.size() == pr.consumed && std::memcmp(enc.data(), after.data(), enc.size()) == 0);
+      } else if (pr.status == ParseStatus::kNeedMore) {
+        check(pr.need_at_least > after.size());
+      } else {
+        check(!pr.error.empty());
+      }
+    }
     // Semantics: execute as one of three connections; sometimes one disconnects.
     const detail::ConnId conn = static_cast<detail::ConnId>(off % 3);
-    auto res = keyspace.execute(conn, r.request);
-    for (int slices = 0; res.more && slices < 1000; ++slices) res = keyspace.step(conn, r.request);
+    auto res = detail::execute(keyspace, sink, conn, r.request);
+    for (int slices = 0; res.more && slices < 1000; ++slices) res = detail::step(keyspace, sink, conn, r.request);
     check(!res.more);
+    if (res.close) mirrored = false;  // refused by a limit the mirror does not have, or a closing GET
+    if (mirrored && r.request.command != Command::kValidate) {
+      if (!apply_typed(mirror, r.request)) {
+        mirrored = false;
+      } else {
+        for (const auto& k : r.request.keys) {
+          check(mirror.value(k) == keyspace.value(k));
+          check(mirror.queue_len(k) == keyspace.queue_len(k));
+        }
+        check(mirror.num_keys() == keyspace.num_keys());
+      }
+    }
     while (keyspace.cleanup_step()) {
     }
     check(keyspace.pending_waits() <= 3);

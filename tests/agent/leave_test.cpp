@@ -1,0 +1,187 @@
+// A death signal while the agent is blocked in the rendezvous handler (joining a round, or in the exit barrier)
+// leaves that round cleanly (Handler::abandon() on a connection of its own, within the 1 s budget): the other
+// agents see "left" at once, not a heartbeat timeout. Heartbeats are set to time out only after 100 s here, so
+// anything the survivor does within the test's bounds comes from the leave.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "run_ctrun.hpp"
+
+namespace ctrun::agent::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string script(const std::string& name) { return workers_dir() + "/" + name; }
+
+std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
+  auto end = Clock::now() + deadline;
+  while (Clock::now() < end) {
+    if (std::filesystem::exists(path) && read_file(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::vector<std::string> node(int nnodes, const std::string& endpoint, const std::string& local_addr,
+                              const std::string& events) {
+  return {"--nnodes=" + std::to_string(nnodes), "--nproc-per-node=1", "--rdzv-backend=c10d",
+          "--rdzv-endpoint=" + endpoint, "--rdzv-id=leave", "--local-addr=" + local_addr,
+          // heartbeat timeout 5 s x 20 = 100 s: far beyond every bound below
+          "--rdzv-conf=join_timeout=120,keep_alive_interval=5,keep_alive_max_attempt=20", "--monitor-interval=0.1",
+          "--shutdown-timeout=10", "--event-log=" + events, "--no-python", script("exit_or_wait.sh")};
+}
+
+void kill_workers(const std::string& dir) {
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("pid_", 0) == 0) {
+      pid_t pid = std::stoi(read_file(e.path().string()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
+      ::kill(pid, SIGKILL);
+    }
+  }
+}
+
+// Node A succeeded and waits in the exit barrier; node B's worker runs on. SIGTERM to A: B restarts for a round
+// that A "left" within seconds.
+TEST(Leave, FromTheExitBarrier) {
+  std::string dir = fresh_dir("leave_barrier");
+  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  CtrunProcess b(node(2, endpoint, "127.0.0.1", dir + "/b.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
+  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  CtrunProcess a(node(2, endpoint, "127.0.0.2", dir + "/a.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
+  ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t0 = Clock::now();
+  ::kill(a.pid(), SIGTERM);
+  RunResult r = a.wait(std::chrono::seconds(30));
+  double exit_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_LT(exit_s, 5.0) << r.err;
+  EXPECT_TRUE(wait_for_text(dir + "/b.jsonl", "left (its agent was stopped)", std::chrono::seconds(15)))
+      << read_file(dir + "/b.jsonl") << r.err;
+  double seen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::printf("[ leave ] exit barrier: agent gone in %.3f s, peer saw \"left\" after %.3f s\n", exit_s, seen_s);
+  EXPECT_EQ(read_file(dir + "/b.jsonl").find("lost heartbeat"), std::string::npos) << read_file(dir + "/b.jsonl");
+  ::kill(b.pid(), SIGTERM);
+  b.wait(std::chrono::seconds(30));
+  kill_workers(dir);
+}
+
+// Three nodes needed; A and B wait for the third when A gets SIGTERM. A withdraws from the round, so when C and D
+// come, the round forms with B, C, D at once (without the leave it would form with A in it and break only when
+// A's heartbeats time out, 100 s here).
+TEST(Leave, WhileWaitingForNodes) {
+  std::string dir = fresh_dir("leave_waiting");
+  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  CtrunProcess b(node(3, endpoint, "127.0.0.1", dir + "/b.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
+  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  CtrunProcess a(node(3, endpoint, "127.0.0.2", dir + "/a.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "a"}});
+  ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "agent_start", std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // both have arrived in round 0
+  auto t0 = Clock::now();
+  ::kill(a.pid(), SIGTERM);
+  RunResult r = a.wait(std::chrono::seconds(30));
+  double exit_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_LT(exit_s, 5.0) << r.err;
+  EXPECT_EQ(r.err.find("did not answer"), std::string::npos) << r.err;
+  std::printf("[ leave ] waiting for nodes: agent gone in %.3f s\n", exit_s);
+  CtrunProcess c(node(3, endpoint, "127.0.0.3", dir + "/c.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "c"}});
+  CtrunProcess d(node(3, endpoint, "127.0.0.4", dir + "/d.jsonl"),
+                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "d"}});
+  EXPECT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(30))) << read_file(dir + "/b.jsonl");
+  EXPECT_TRUE(wait_for_text(dir + "/d.jsonl", "worker_start", std::chrono::seconds(30))) << read_file(dir + "/d.jsonl");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // the round that formed is whole: nobody restarts for a dead member
+  EXPECT_EQ(read_file(dir + "/b.jsonl").find("membership_change"), std::string::npos) << read_file(dir + "/b.jsonl");
+  EXPECT_EQ(std::filesystem::exists(dir + "/pid_a_0"), false);
+  for (auto* p : {&b, &c, &d}) ::kill(p->pid(), SIGTERM);
+  for (auto* p : {&b, &c, &d}) p->wait(std::chrono::seconds(30));
+  kill_workers(dir);
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test
+
+namespace ctrun::agent::test {
+namespace {
+
+// torchrun 2.x's host choice: the endpoint "localhost" is this machine whatever --local-addr says, so both agents
+// try to host the c10d store; the one whose bind fails becomes the other's client, and the job forms.
+TEST(HostChoice, LocalhostEndpointWithOtherLocalAddrs) {
+  std::string dir = fresh_dir("host_localhost");
+  std::string endpoint = "localhost:" + std::to_string(free_port());
+  auto args = [&](const std::string& addr, const std::string& tag) {
+    auto a = node(2, endpoint, addr, dir + "/" + tag + ".jsonl");
+    a[6] = "--rdzv-conf=join_timeout=60";
+    return a;
+  };
+  CtrunProcess x(args("127.0.0.2", "x"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "x"}});
+  CtrunProcess y(args("127.0.0.3", "y"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "y"}});
+  RunResult rx = x.wait(std::chrono::seconds(60));
+  RunResult ry = y.wait(std::chrono::seconds(60));
+  EXPECT_EQ(rx.exit_code, 0) << rx.err;
+  EXPECT_EQ(ry.exit_code, 0) << ry.err;
+  // One round of two nodes: without an agent hosting the store neither could have joined.
+  EXPECT_NE(rx.err.find("formed: 2 node(s), world size 2"), std::string::npos) << rx.err;
+  EXPECT_NE(read_file(dir + "/x.jsonl").find("\"group_world_size\":2"), std::string::npos)
+      << read_file(dir + "/x.jsonl");
+}
+
+// The same over IPv6: the endpoint [::1] is this machine too.
+TEST(HostChoice, Ipv6LoopbackEndpointWithOtherLocalAddrs) {
+  int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool v6 = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  socklen_t len = sizeof a;
+  if (v6) ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  if (fd >= 0) ::close(fd);
+  if (!v6) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  std::string dir = fresh_dir("host_ipv6");
+  std::string endpoint = "[::1]:" + std::to_string(ntohs(a.sin6_port));
+  auto args = [&](const std::string& addr, const std::string& tag) {
+    auto v = node(2, endpoint, addr, dir + "/" + tag + ".jsonl");
+    v[6] = "--rdzv-conf=join_timeout=60";
+    return v;
+  };
+  CtrunProcess x(args("127.0.0.2", "x"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "x"}});
+  CtrunProcess y(args("127.0.0.3", "y"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "y"}});
+  RunResult rx = x.wait(std::chrono::seconds(60));
+  RunResult ry = y.wait(std::chrono::seconds(60));
+  EXPECT_EQ(rx.exit_code, 0) << rx.err;
+  EXPECT_EQ(ry.exit_code, 0) << ry.err;
+  EXPECT_NE(rx.err.find("formed: 2 node(s), world size 2"), std::string::npos) << rx.err;
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test
