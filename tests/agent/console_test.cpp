@@ -1,6 +1,7 @@
 // --tee with a console nobody reads: the agent's loop never blocks on it. The workers' output reaches the log files
 // in full, the console gets what fits in the bounded queue, ctrun says how many lines it dropped, and SIGTERM is
 // handled at once.
+#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -82,17 +83,7 @@ TEST(Console, UnreadConsoleNeverBlocksTheAgent) {
   EXPECT_EQ(count_lines(run + "/attempt_0/0/stdout.log"), 200000u);
 }
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ctrun::test::free_port;
 
 // Two nodes; node a's console is an unread pipe while its worker floods it. Node b's worker fails: both nodes must
 // still restart into a new round and succeed (a's stuck console must not stop its loop from seeing the change).

@@ -2,6 +2,7 @@
 // leaves that round cleanly (Handler::abandon() on a connection of its own, within the 1 s budget): the other
 // agents see "left" at once, not a heartbeat timeout. Heartbeats are set to time out only after 100 s here, so
 // anything the survivor does within the test's bounds comes from the leave.
+#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -23,17 +24,7 @@ using Clock = std::chrono::steady_clock;
 
 std::string script(const std::string& name) { return workers_dir() + "/" + name; }
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ctrun::test::free_port;
 
 bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
   auto end = Clock::now() + deadline;

@@ -3,6 +3,7 @@
 // waiting in the exit barrier, rejoining after a failure. The agent must be gone within a second (measured and
 // printed; the bound in the test is generous, the machine is shared) and leave no process of the job behind.
 // Also: SIGUSR1/SIGUSR2 are forwarded to the workers and recorded in the event log.
+#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -25,17 +26,7 @@ constexpr double kGenerousBound = 5.0;  // seconds; the target (and the measured
 
 std::string script(const std::string& name) { return workers_dir() + "/" + name; }
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ctrun::test::free_port;
 
 bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
   auto end = Clock::now() + deadline;

@@ -1,6 +1,7 @@
 // The rendezvous store vanishes under a running two-node job (a standalone ctstore, SIGKILLed) and comes back
 // empty on the same port: both agents stop their workers and either form a new round on the restarted store or
 // fail with a clear message, well within join_timeout — never hang.
+#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -21,17 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ctrun::test::free_port;
 
 pid_t start_ctstore(std::uint16_t port, const std::string& log) {
   pid_t pid = ::fork();

@@ -4,6 +4,7 @@
 //   comm_launch [--no-kill] [--expect-exit RANK:CODE]... N PROGRAM [ARGS...]
 // Exit 0 iff every rank exited 0 (or with its expected code). Without --no-kill the first failure stops the
 // others (as ctrun does); with it every rank runs to its own end (failure tests watch the survivors).
+#include "tests/common/free_port.hpp"
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -21,17 +22,7 @@
 
 namespace {
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using ctrun::test::free_port;
 
 }  // namespace
 

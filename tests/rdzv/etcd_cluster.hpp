@@ -3,6 +3,7 @@
 // binds them), data in a temporary directory, started with fork/exec and stopped by PID (SIGKILL), also when a
 // test fails. skip_reason() is non-empty when the etcd binary is missing (tests GTEST_SKIP with it).
 
+#include "tests/common/free_port.hpp"
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -26,17 +27,7 @@ inline std::string etcd_binary() {
   return {};
 }
 
-inline int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ctrun::test::free_port;
 
 class EtcdCluster {
  public:

@@ -1,6 +1,7 @@
 // TcpStore client against our embedded server in both dialects, plus scripted fake servers for the paths a
 // real server cannot be made to take on demand (the cancel race, a hung server, a wrong-dialect peer).
 
+#include "tests/common/free_port.hpp"
 #include "store/tcp_store.hpp"
 
 #include <arpa/inet.h>
@@ -202,17 +203,7 @@ TEST_F(TcpStoreV2, BarrierTimeoutCancelsAndConnectionStaysUsable) {
 }
 
 // ---- connecting ----
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using ctrun::test::free_port;
 
 TEST(TcpStoreConnect, NothingListeningErrorNamesEndpointTimeoutAndWhatToCheck) {
   auto port = free_port();
