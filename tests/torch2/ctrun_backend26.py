@@ -1,7 +1,7 @@
 """A torch 2.x worker on backend "ctrun" (module ctrun_torch built by build_ctrun_torch26.sh), checked op by op
 against gloo in the same job.
 
-usage: python3 ctrun_backend26.py BACKEND        BACKEND: "ctrun" or a device string such as "cpu:ctrun"
+usage: python3 ctrun_backend26.py BACKEND [dead-peer]   BACKEND: "ctrun" or a device string such as "cpu:ctrun"
 env:   under ctrun (agent-store mode): RANK WORLD_SIZE MASTER_ADDR MASTER_PORT TORCHELASTIC_USE_AGENT_STORE=True
        without a launcher: RANK WORLD_SIZE INIT_METHOD=file://...  (run_ctrun_backend26.py sets them)
 
@@ -12,11 +12,14 @@ through the backend's creator, async work (wait, is_completed, get_future), and 
 same model and data trained for 3 steps on the BACKEND group and on the gloo group must end with the same
 parameters, without and with the fp16 compression hook. Prints "rank R/N backend=B ok checks=K" and exits 0 only
 when every check passed; each failed check prints a FAIL line.
+With "dead-peer" (group timeout 10 s) the last rank leaves right after init and every other rank's all_reduce must
+raise RuntimeError within the timeout (+20 s).
 """
 import datetime
 import functools
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -36,11 +39,13 @@ def say(line):
 
 
 backend = sys.argv[1] if len(sys.argv) > 1 else "ctrun"
+dead_peer = sys.argv[2:] == ["dead-peer"]
+group_timeout = 10 if dead_peer else 60
 init = os.environ.get("INIT_METHOD", "env://")
 kwargs = {}
 if not init.startswith("env://"):
     kwargs = dict(rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
-dist.init_process_group(backend, init_method=init, timeout=datetime.timedelta(seconds=60), **kwargs)
+dist.init_process_group(backend, init_method=init, timeout=datetime.timedelta(seconds=group_timeout), **kwargs)
 rank, world = dist.get_rank(), dist.get_world_size()
 gloo = dist.new_group(backend="gloo")
 checks = 0
@@ -53,6 +58,25 @@ def check(name, ok, detail=""):
     if not ok:
         failures += 1
         say(f"FAIL rank {rank}/{world} {name} {detail}")
+
+
+if dead_peer:
+    # the last rank leaves right after init; the others' all_reduce must raise RuntimeError within the timeout
+    if rank == world - 1:
+        say(f"rank {rank}/{world} backend={backend} ok checks=0")
+        os._exit(0)
+    t0 = time.monotonic()
+    error = None
+    try:
+        dist.all_reduce(torch.ones(1 << 16))
+    except RuntimeError as e:
+        error = e
+    secs = time.monotonic() - t0
+    check("dead peer: all_reduce raises RuntimeError", error is not None and secs < group_timeout + 20,
+          f"after {secs:.1f} s: {error!r}")
+    say(f"note: rank {rank} dead peer: {type(error).__name__} after {secs:.1f} s: {str(error).splitlines()[0][:150]}")
+    say(f"rank {rank}/{world} backend={backend} {'ok' if not failures else 'FAILED'} checks={checks}")
+    os._exit(1 if failures else 0)  # no destroy: the group has a dead member
 
 
 def same(a, b):
@@ -122,8 +146,8 @@ def run_strided(group):
 want = torch.arange(24, dtype=torch.float32).reshape(4, 6)
 want[:, ::2] = want[:, ::2] * world + sum(range(world))
 want[:, 1::2] += rank
-# Only against the expectation: torch 2.6's gloo reduces the whole storage under a strided view (it wrote the
-# odd columns too when tried here), which is not what the view asks for.
+# Only against the expectation: torch 2.6's gloo reduces the first numel() elements of storage from the view's
+# start (here rows 0-1 whole, rows 2-3 untouched), not the view.
 check("all_reduce non-contiguous", same(run_strided(None), want))
 
 # broadcast from every root
@@ -258,6 +282,40 @@ check("async is_completed", work.is_completed())
 res = fut.wait()
 check("async get_future result", isinstance(res, list) and same(res[0], sum(data(r) for r in range(world))),
       f"got {res}")
+
+# object collectives (pickles through all_gather / broadcast on CPU tensors)
+objs = [None] * world
+dist.all_gather_object(objs, {"rank": rank, "sq": rank * rank})
+check("all_gather_object", objs == [{"rank": r, "sq": r * r} for r in range(world)], f"got {objs}")
+lst = [f"from {world - 1}", world - 1] if rank == world - 1 else [None, None]
+dist.broadcast_object_list(lst, src=world - 1)
+check("broadcast_object_list", lst == [f"from {world - 1}", world - 1], f"got {lst}")
+
+# bool all_reduce: SUM is logical or, PRODUCT logical and (as gloo)
+for op_name, op, want in (("SUM", dist.ReduceOp.SUM, torch.tensor([True, True, False])),
+                          ("PRODUCT", dist.ReduceOp.PRODUCT, torch.tensor([True, False, False]))):
+    def run(group, op=op):
+        t = torch.tensor([True, rank == 0, False])
+        dist.all_reduce(t, op=op, group=group)
+        return t
+    compare(f"all_reduce {op_name} bool", run, want)
+
+# Work.wait(timeout) on an unanswered irecv raises RuntimeError and the op goes on: answered later, it completes
+if rank < 2:
+    got = torch.zeros(3)
+    if rank == 0:
+        w = dist.irecv(got, src=1, tag=99)
+        try:
+            w.wait(timeout=datetime.timedelta(milliseconds=300))
+            check("irecv wait(timeout) raises", False, "wait returned")
+        except RuntimeError:
+            check("irecv wait(timeout) raises", True)
+    dist.barrier(group=pair)
+    if rank == 1:
+        dist.send(torch.full((3,), 5.0), dst=0, tag=99)
+    else:
+        w.wait()
+        check("irecv completes after a timed-out wait", torch.equal(got, torch.full((3,), 5.0)), f"got {got}")
 
 # DDP: the same model and data, trained on the BACKEND group and on gloo, must agree
 

@@ -7,6 +7,7 @@ usage: run_ctrun_backend26.py --ctrun BIN [--build-dir DIR]
   2. 4 ranks under `ctrun --standalone --nproc-per-node=4 --no-python chroot_python.sh`, backend "cpu:ctrun"
      (the device string; agent-store mode, the agent's TCPStore)
   3. 2 ranks with no launcher, backend "ctrun", init_method file:// (torch's FileStore)
+  4. the same, rank 1 leaving after init: rank 0's all_reduce must raise RuntimeError within the 10 s timeout
 Runs on the host (any python3, no torch). Exit: 0 passed, 1 failed, 77 skipped (no chroot, not root, chroot
 without the build dependencies, CI without CTRUN_TORCH2_TESTS=1), with the reason.
 """
@@ -57,7 +58,7 @@ def under_ctrun(a, world, backend, env):
                    backend, time.time() - t0)
 
 
-def no_launcher(a, world, backend, env):
+def no_launcher(a, world, backend, env, mode=None):
     # The FileStore's file must be visible inside the chroot: under the bind-mounted build directory.
     tmp = tempfile.mkdtemp(prefix="init-", dir=a.build_dir)
     init = f"file://{tmp}/store"
@@ -67,7 +68,7 @@ def no_launcher(a, world, backend, env):
     try:
         for rank in range(world):
             e = dict(env, RANK=str(rank), WORLD_SIZE=str(world), INIT_METHOD=init)
-            procs.append(subprocess.Popen([t2.CHROOT_PY, WORKER, backend], env=e, stdout=subprocess.PIPE,
+            procs.append(subprocess.Popen([t2.CHROOT_PY, WORKER, backend] + ([mode] if mode else []), env=e, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True, start_new_session=True))
         deadline = time.time() + JOB_TIMEOUT
         codes = []
@@ -91,8 +92,8 @@ def no_launcher(a, world, backend, env):
     out = "".join(o for o, _ in outs)
     err = "".join(e for _, e in outs)
     code = next((c for c in codes if c != 0), 0)
-    return verdict(f"no launcher, {world} ranks, init_method file://, backend {backend!r}", out, err, code, world,
-                   backend, time.time() - t0)
+    return verdict(f"no launcher, {world} ranks, init_method file://, backend {backend!r}" +
+                   (f", {mode}" if mode else ""), out, err, code, world, backend, time.time() - t0)
 
 
 def main():
@@ -123,6 +124,7 @@ def main():
     try:
         results.append(under_ctrun(a, 4, "cpu:ctrun", env))
         results.append(no_launcher(a, 2, "ctrun", env))
+        results.append(no_launcher(a, 2, "ctrun", env, "dead-peer"))
     finally:
         t2.reclaim_leaked_mounts()
     log(f"ctrun backend on torch 2.6: {sum(results)}/{len(results)} jobs passed in {time.time() - t0:.1f} s")
