@@ -1,6 +1,13 @@
 # Debian bookworm packages only (scripts/install-deps.sh installs them).
 find_package(Threads REQUIRED)
-find_package(Boost 1.81 EXACT REQUIRED)            # header-only parts: Asio, Process v2
+# header-only parts: Asio, Process v2. CTRUN_BOOST_EXACT=OFF accepts a newer Boost: only the torch 2.6 module
+# build in the Debian trixie chroot (tests/torch2/build_ctrun_torch26.sh, Boost 1.83) uses it.
+option(CTRUN_BOOST_EXACT "Require exactly Debian bookworm's Boost 1.81" ON)
+if(CTRUN_BOOST_EXACT)
+  find_package(Boost 1.81 EXACT REQUIRED)
+else()
+  find_package(Boost 1.81 REQUIRED)
+endif()
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
