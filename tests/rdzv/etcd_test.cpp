@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 namespace {
 
 #define SKIP_WITHOUT_ETCD() \
-  if (auto reason = test::EtcdCluster::skip_reason(); !reason.empty()) GTEST_SKIP() << reason
+  if (auto reason = ctrun::rdzv::test::EtcdCluster::skip_reason(); !reason.empty()) GTEST_SKIP() << reason
 
 etcd::Options options(const std::string& endpoints, store::Duration request_timeout = 10s) {
   RendezvousParameters p;
@@ -76,7 +76,7 @@ TEST(EtcdStore, KeyLayout) {
 
 TEST(EtcdClient, KvTxnLeaseAndWatch) {
   SKIP_WITHOUT_ETCD();
-  test::EtcdCluster cluster(1);
+  ctrun::rdzv::test::EtcdCluster cluster(1);
   etcd::Client c(options(cluster.endpoints()));
   const std::string bin("a\0b\xff", 4);  // keys and values are bytes
   auto rev = c.put("/t/" + bin, bin);
@@ -116,7 +116,7 @@ TEST(EtcdClient, KvTxnLeaseAndWatch) {
 
 TEST(EtcdStore, StoreSemantics) {
   SKIP_WITHOUT_ETCD();
-  test::EtcdCluster cluster(1);
+  ctrun::rdzv::test::EtcdCluster cluster(1);
   auto s = store_on(cluster.endpoints());
   s->set("ctrun.rdzv.j/a", "1");
   EXPECT_EQ(s->get("ctrun.rdzv.j/a"), "1");
@@ -185,7 +185,7 @@ TEST(EtcdStore, StoreSemantics) {
 
 TEST(EtcdStore, RunLeaseSharedAndKeysVanish) {
   SKIP_WITHOUT_ETCD();
-  test::EtcdCluster cluster(1);
+  ctrun::rdzv::test::EtcdCluster cluster(1);
   const auto key = etcd::EtcdStore::to_etcd(Keys("ttl").lease());
   auto a = std::make_shared<etcd::RunLease>(std::make_shared<etcd::Client>(options(cluster.endpoints())), key, 2s);
   auto b = std::make_shared<etcd::RunLease>(std::make_shared<etcd::Client>(options(cluster.endpoints())), key, 2s);
@@ -207,7 +207,7 @@ TEST(EtcdStore, RunLeaseSharedAndKeysVanish) {
 
 TEST(EtcdStore, FailsOverWhenAMemberIsKilled) {
   SKIP_WITHOUT_ETCD();
-  test::EtcdCluster cluster(3);
+  ctrun::rdzv::test::EtcdCluster cluster(3);
   auto s = store_on(cluster.endpoints());  // talks to member 0 first
   s->set("ctrun.rdzv.f/a", "1");
   auto waiter = std::async(std::launch::async, [&] { s->wait({"ctrun.rdzv.f/b"}, 20s); });
@@ -223,7 +223,7 @@ TEST(EtcdStore, FailsOverWhenAMemberIsKilled) {
 
 TEST(EtcdStore, ClearErrorWhenEveryMemberIsDown) {
   SKIP_WITHOUT_ETCD();
-  auto cluster = std::make_unique<test::EtcdCluster>(1);
+  auto cluster = std::make_unique<ctrun::rdzv::test::EtcdCluster>(1);
   auto endpoints = cluster->endpoints();
   auto s = std::make_shared<etcd::EtcdStore>(std::make_shared<etcd::Client>(options(endpoints, 2s)), nullptr, 5s);
   s->set("ctrun.rdzv.d/a", "1");
@@ -243,7 +243,7 @@ TEST(EtcdStore, ClearErrorWhenEveryMemberIsDown) {
 // then one member is SIGKILLed and the next round still completes.
 TEST(EtcdHandler, RoundsSurviveAMemberLoss) {
   SKIP_WITHOUT_ETCD();
-  test::EtcdCluster cluster(3);
+  ctrun::rdzv::test::EtcdCluster cluster(3);
   RendezvousParameters p;
   p.backend = "etcd-v3";
   p.endpoint = cluster.endpoints();
