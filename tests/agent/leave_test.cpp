@@ -125,11 +125,9 @@ TEST(Leave, WhileWaitingForNodes) {
 namespace ctrun::agent::test {
 namespace {
 
-// torchrun 2.x's host choice: the endpoint "localhost" is this machine whatever --local-addr says, so both agents
-// try to host the c10d store; the one whose bind fails becomes the other's client, and the job forms.
-TEST(HostChoice, LocalhostEndpointWithOtherLocalAddrs) {
-  std::string dir = fresh_dir("host_localhost");
-  std::string endpoint = "localhost:" + std::to_string(free_port());
+// Two agents (--local-addr 127.0.0.2 and .3) with the same c10d endpoint, each one worker that exits 0: both
+// end 0 in one round of two nodes — without an agent hosting the store neither could have joined.
+void expect_two_agents_form_one_round(const std::string& endpoint, const std::string& dir) {
   auto args = [&](const std::string& addr, const std::string& tag) {
     auto a = node(2, endpoint, addr, dir + "/" + tag + ".jsonl");
     a[6] = "--rdzv-conf=join_timeout=60";
@@ -141,8 +139,15 @@ TEST(HostChoice, LocalhostEndpointWithOtherLocalAddrs) {
   RunResult ry = y.wait(std::chrono::seconds(60));
   EXPECT_EQ(rx.exit_code, 0) << rx.err;
   EXPECT_EQ(ry.exit_code, 0) << ry.err;
-  // One round of two nodes: without an agent hosting the store neither could have joined.
   EXPECT_NE(rx.err.find("formed: 2 node(s), world size 2"), std::string::npos) << rx.err;
+}
+
+// torchrun 2.x's host choice: the endpoint "localhost" is this machine whatever --local-addr says, so both agents
+// try to host the c10d store; the one whose bind fails becomes the other's client, and the job forms.
+TEST(HostChoice, LocalhostEndpointWithOtherLocalAddrs) {
+  std::string dir = fresh_dir("host_localhost");
+  std::string endpoint = "localhost:" + std::to_string(free_port());
+  expect_two_agents_form_one_round(endpoint, dir);
   EXPECT_NE(read_file(dir + "/x.jsonl").find("\"group_world_size\":2"), std::string::npos)
       << read_file(dir + "/x.jsonl");
 }
@@ -160,18 +165,7 @@ TEST(HostChoice, Ipv6LoopbackEndpointWithOtherLocalAddrs) {
   if (!v6) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
   std::string dir = fresh_dir("host_ipv6");
   std::string endpoint = "[::1]:" + std::to_string(ntohs(a.sin6_port));
-  auto args = [&](const std::string& addr, const std::string& tag) {
-    auto v = node(2, endpoint, addr, dir + "/" + tag + ".jsonl");
-    v[6] = "--rdzv-conf=join_timeout=60";
-    return v;
-  };
-  CtrunProcess x(args("127.0.0.2", "x"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "x"}});
-  CtrunProcess y(args("127.0.0.3", "y"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "y"}});
-  RunResult rx = x.wait(std::chrono::seconds(60));
-  RunResult ry = y.wait(std::chrono::seconds(60));
-  EXPECT_EQ(rx.exit_code, 0) << rx.err;
-  EXPECT_EQ(ry.exit_code, 0) << ry.err;
-  EXPECT_NE(rx.err.find("formed: 2 node(s), world size 2"), std::string::npos) << rx.err;
+  expect_two_agents_form_one_round(endpoint, dir);
 }
 
 }  // namespace
