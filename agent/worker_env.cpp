@@ -3,6 +3,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/worker_env.hpp"
+
 namespace ctrun::agent {
 namespace {
 
@@ -45,26 +47,26 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in
   const rdzv::RoundInfo& round = *in.round;
   int lws = c.nproc_per_node;
   std::map<std::string, std::string> env;
-  env["LOCAL_RANK"] = std::to_string(c.virtual_local_rank ? 0 : in.local_rank);
-  env["RANK"] = std::to_string(round.base_global_rank + in.local_rank);
-  env["GROUP_RANK"] = std::to_string(round.group_rank);
-  env["ROLE_RANK"] = std::to_string(round.base_role_rank + in.local_rank);
-  env["ROLE_NAME"] = c.role;
-  env["LOCAL_WORLD_SIZE"] = std::to_string(lws);
-  env["WORLD_SIZE"] = std::to_string(round.global_world_size);
-  env["GROUP_WORLD_SIZE"] = std::to_string(round.group_world_size);
-  env["ROLE_WORLD_SIZE"] = std::to_string(round.role_world_size);
-  env["MASTER_ADDR"] = round.master_addr;
-  env["MASTER_PORT"] = std::to_string(round.master_port);
-  env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(in.restart_count);
-  env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(c.max_restarts);
-  env["TORCHELASTIC_RUN_ID"] = in.run_id;
-  env["TORCHELASTIC_USE_AGENT_STORE"] = in.use_agent_store ? "True" : "False";
+  env[worker_env::kLocalRank] = std::to_string(c.virtual_local_rank ? 0 : in.local_rank);
+  env[worker_env::kRank] = std::to_string(round.base_global_rank + in.local_rank);
+  env[worker_env::kGroupRank] = std::to_string(round.group_rank);
+  env[worker_env::kRoleRank] = std::to_string(round.base_role_rank + in.local_rank);
+  env[worker_env::kRoleName] = c.role;
+  env[worker_env::kLocalWorldSize] = std::to_string(lws);
+  env[worker_env::kWorldSize] = std::to_string(round.global_world_size);
+  env[worker_env::kGroupWorldSize] = std::to_string(round.group_world_size);
+  env[worker_env::kRoleWorldSize] = std::to_string(round.role_world_size);
+  env[worker_env::kMasterAddr] = round.master_addr;
+  env[worker_env::kMasterPort] = std::to_string(round.master_port);
+  env[worker_env::kRestartCount] = std::to_string(in.restart_count);
+  env[worker_env::kMaxRestarts] = std::to_string(c.max_restarts);
+  env[worker_env::kRunId] = in.run_id;
+  env[worker_env::kUseAgentStore] = in.use_agent_store ? worker_env::kTrue : worker_env::kFalse;
   // torch >= 2.2 reads the TORCH_ name, 1.13 the old one; torchrun sets the one its version knows.
   env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = parent_env("TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1");
   env["NCCL_ASYNC_ERROR_HANDLING"] = parent_env("NCCL_ASYNC_ERROR_HANDLING").value_or("1");
-  env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
-  env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = c.signals_to_handle;
+  env[worker_env::kErrorFile] = in.error_file;
+  env[worker_env::kSignalsToHandle] = c.signals_to_handle;
   if (auto dir = torch_module_dir()) {  // `import ctrun_torch` works in workers with nothing set
     auto inherited = parent_env("PYTHONPATH");
     env["PYTHONPATH"] = *dir + (inherited && !inherited->empty() ? ":" + *inherited : "");

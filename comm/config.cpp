@@ -10,15 +10,24 @@
 namespace ctrun::comm {
 namespace {
 
-std::size_t parse_bytes(const char* name, const std::string& v, std::size_t max) {
+// A non-negative decimal integer <= max; `what` names the unit in the error ("a byte count", "an integer").
+std::size_t parse_unsigned(const char* name, const std::string& v, std::size_t max, const char* what) {
   char* end = nullptr;
   errno = 0;
   const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-' || n > max) {
-    throw InvalidArgumentError(std::string(name) + "='" + v + "': expected a byte count from 0 to " +
+    throw InvalidArgumentError(std::string(name) + "='" + v + "': expected " + what + " from 0 to " +
                                std::to_string(max));
   }
   return static_cast<std::size_t>(n);
+}
+
+std::size_t parse_bytes(const char* name, const std::string& v, std::size_t max) {
+  return parse_unsigned(name, v, max, "a byte count");
+}
+
+std::size_t parse_count(const char* name, const std::string& v, std::size_t max) {
+  return parse_unsigned(name, v, max, "an integer");
 }
 
 void one_of(const char* name, const std::string& v, std::initializer_list<std::string_view> allowed) {
@@ -87,7 +96,14 @@ constexpr Setting kSettings[] = {
     {"CTRUN_COMM_DEVICE", "",
      "nccl: CUDA device of the group (default: the current device if not 0, else LOCAL_RANK % device count)",
      [](Config& c, const std::string& v) {
-       c.device = v.empty() ? -1 : static_cast<int>(parse_bytes("CTRUN_COMM_DEVICE", v, 1024));
+       c.device = v.empty() ? -1 : static_cast<int>(parse_count("CTRUN_COMM_DEVICE", v, 1023));
+     }},
+    {"CTRUN_COMM_NCCL_BLOCKING", "0",
+     "nccl: `1` creates blocking communicators (NCCL's default; a hung peer then blocks the caller inside NCCL); "
+     "`0`: non-blocking ones polled against the group's timeout",
+     [](Config& c, const std::string& v) {
+       one_of("CTRUN_COMM_NCCL_BLOCKING", v, {"0", "1"});
+       c.nccl_blocking = v == "1";
      }},
 };
 

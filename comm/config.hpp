@@ -20,6 +20,7 @@ struct Config {
   std::string algorithm;  // override spec, see comm/algorithms/selection.hpp
   std::string ifaddr;     // tcp: advertised address (empty: route to MASTER_ADDR, else 127.0.0.1)
   int device = -1;        // nccl: CUDA device (-1: the backend's rule)
+  bool nccl_blocking = false;  // nccl: blocking communicators (NCCL's default) instead of polled non-blocking
   std::size_t chunk_bytes = 0;  // pipelining unit of ring/chain (0: per transport, see chunk_bytes_for)
   std::size_t shm_ring_bytes = 1u << 20;
   std::size_t shm_workspace_bytes = 256u << 10;

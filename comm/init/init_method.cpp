@@ -7,14 +7,12 @@
 #include "store/prefix_store.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
+#include "common/worker_env.hpp"
 
 namespace ctrun::comm::init {
 namespace {
 
-std::string getenv_str(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
+std::string getenv_str(const char* name) { return worker_env::get(name).value_or(""); }
 
 int parse_int(const std::string& text, const std::string& what) {
   char* end = nullptr;
@@ -86,21 +84,22 @@ void check_rank(int rank, int world_size) {
 Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, Duration timeout) {
   Rendezvous rv;
   if (init_method.rfind("env://", 0) == 0) {
-    rv.rank = from_env(rank, "RANK");
-    rv.world_size = from_env(world_size, "WORLD_SIZE");
-    const std::string addr = getenv_str("MASTER_ADDR");
-    const std::string port = getenv_str("MASTER_PORT");
+    rv.rank = from_env(rank, worker_env::kRank);
+    rv.world_size = from_env(world_size, worker_env::kWorldSize);
+    const std::string addr = getenv_str(worker_env::kMasterAddr);
+    const std::string port = getenv_str(worker_env::kMasterPort);
     if (addr.empty() || port.empty()) {
       throw InvalidArgumentError("comm init: env:// needs MASTER_ADDR and MASTER_PORT in the environment");
     }
     // As torch: under an elastic agent the agent already hosts the store, and every restart attempt gets its
     // own key space so a stale key from a failed attempt can never be read.
     check_rank(rv.rank, rv.world_size);
-    const bool agent_store = getenv_str("TORCHELASTIC_USE_AGENT_STORE") == "True";
+    const bool agent_store = getenv_str(worker_env::kUseAgentStore) == worker_env::kTrue;
     host_or_connect(rv, addr, parse_port(port), !agent_store, timeout);
     if (agent_store) {
-      const std::string attempt = getenv_str("TORCHELASTIC_RESTART_COUNT");
-      rv.store = std::make_shared<store::PrefixStore>("/worker/attempt_" + (attempt.empty() ? "0" : attempt), rv.store);
+      const std::string attempt = getenv_str(worker_env::kRestartCount);
+      rv.store = std::make_shared<store::PrefixStore>(
+          worker_env::attempt_prefix(attempt.empty() ? 0 : parse_int(attempt, worker_env::kRestartCount)), rv.store);
     }
     rv.prefix = "ctcomm";
   } else if (init_method.rfind("tcp://", 0) == 0) {

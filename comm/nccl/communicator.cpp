@@ -1,6 +1,5 @@
 #include "comm/nccl/communicator.hpp"
 
-#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -8,11 +7,6 @@
 
 namespace ctrun::comm::nccl {
 namespace {
-
-bool blocking_requested() {
-  const char* env = std::getenv("CTRUN_NCCL_BLOCKING");
-  return env != nullptr && std::string(env) == "1";
-}
 
 // Polling cadence of a call in progress: spin briefly (enqueues finish in microseconds), then back off so a long
 // connection setup does not burn a core.
@@ -27,16 +21,16 @@ void backoff(int& round) {
 
 }  // namespace
 
-ncclConfig_t Communicator::make_config() {
+ncclConfig_t Communicator::make_config(bool blocking) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = blocking_requested() ? 1 : 0;
+  config.blocking = blocking ? 1 : 0;
   return config;
 }
 
 std::unique_ptr<Communicator> Communicator::init(int device, int rank, int size, const ncclUniqueId& id,
-                                                 Clock::time_point deadline) {
+                                                 bool blocking, Clock::time_point deadline) {
   DeviceGuard guard(device);
-  ncclConfig_t config = make_config();
+  ncclConfig_t config = make_config(blocking);
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
   if (comm == nullptr)
@@ -51,9 +45,10 @@ std::unique_ptr<Communicator> Communicator::init(int device, int rank, int size,
   return self;
 }
 
-std::unique_ptr<Communicator> Communicator::split(Communicator& parent, int key, Clock::time_point deadline) {
+std::unique_ptr<Communicator> Communicator::split(Communicator& parent, int key, bool blocking,
+                                                  Clock::time_point deadline) {
   DeviceGuard guard(parent.device_);
-  ncclConfig_t config = make_config();
+  ncclConfig_t config = make_config(blocking);
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommSplit(parent.comm_, 0, key, &comm, &config);
   if (r != ncclSuccess && r != ncclInProgress) throw_nccl(r, "ncclCommSplit", parent.comm_);

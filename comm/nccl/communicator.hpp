@@ -2,7 +2,7 @@
 // One NCCL communicator with bounded waits. Communicators are created non-blocking (config.blocking = 0), so
 // initialisation, connection setup and finalisation never block a thread forever: every call that answers
 // ncclInProgress is polled through ncclCommGetAsyncError until done, a deadline, or an abort from another
-// thread (the watchdog). Env CTRUN_NCCL_BLOCKING=1 selects blocking communicators (NCCL's default) instead.
+// thread (the watchdog). `blocking` (CTRUN_COMM_NCCL_BLOCKING=1) selects blocking communicators (NCCL's default).
 
 #include <atomic>
 #include <chrono>
@@ -20,10 +20,11 @@ class Communicator {
  public:
   // Joins the communicator `id` as `rank` of `size` on `device`. Throws TimeoutError when not every rank joined
   // by `deadline` (the half-made communicator is aborted), PeerError/CommError on NCCL errors.
-  static std::unique_ptr<Communicator> init(int device, int rank, int size, const ncclUniqueId& id,
+  static std::unique_ptr<Communicator> init(int device, int rank, int size, const ncclUniqueId& id, bool blocking,
                                             Clock::time_point deadline);
   // ncclCommSplit of `parent` (collective over every rank of the parent): new rank order by `key`.
-  static std::unique_ptr<Communicator> split(Communicator& parent, int key, Clock::time_point deadline);
+  static std::unique_ptr<Communicator> split(Communicator& parent, int key, bool blocking,
+                                             Clock::time_point deadline);
 
   ~Communicator();  // finalises when healthy (bounded), aborts otherwise
   Communicator(const Communicator&) = delete;
@@ -45,7 +46,7 @@ class Communicator {
 
  private:
   Communicator(ncclComm_t comm, int device) : comm_(comm), device_(device) {}
-  static ncclConfig_t make_config();
+  static ncclConfig_t make_config(bool blocking);
 
   ncclComm_t comm_;
   int device_;

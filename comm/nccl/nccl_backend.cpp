@@ -1,9 +1,6 @@
 #include "comm/nccl/nccl_backend_impl.hpp"
 
-#include <charconv>
-#include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -12,18 +9,10 @@
 #include "comm/nccl/stream.hpp"
 #include "comm/nccl/unique_id_exchange.hpp"
 #include "common/log.hpp"
+#include "common/worker_env.hpp"
 
 namespace ctrun::comm::nccl {
 namespace {
-
-std::optional<int> env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  int out = 0;
-  auto [p, ec] = std::from_chars(v, v + std::strlen(v), out);
-  if (ec != std::errc() || *p != '\0' || out < 0) return std::nullopt;
-  return out;
-}
 
 int device_count_or_throw() {
   int count = 0;
@@ -42,18 +31,18 @@ int device_count_or_throw() {
 }
 
 // See make_nccl_backend's comment for the rule; torchrun users call cudaSetDevice(LOCAL_RANK) or rely on it.
-int choose_device(int count) {
-  if (auto forced = env_int("CTRUN_COMM_DEVICE")) {
-    if (*forced >= count) {
-      throw InvalidArgumentError("CTRUN_COMM_DEVICE=" + std::to_string(*forced) + " but only " + std::to_string(count) +
-                                 " CUDA device(s) are visible");
+int choose_device(int count, const Config& config) {
+  if (config.device >= 0) {
+    if (config.device >= count) {
+      throw InvalidArgumentError("CTRUN_COMM_DEVICE=" + std::to_string(config.device) + " but only " +
+                                 std::to_string(count) + " CUDA device(s) are visible");
     }
-    return *forced;
+    return config.device;
   }
   int current = 0;
   cuda_check(cudaGetDevice(&current), "cudaGetDevice");
   if (current != 0) return current;
-  if (auto local_rank = env_int("LOCAL_RANK")) return *local_rank % count;
+  if (auto local_rank = worker_env::get_int(worker_env::kLocalRank)) return *local_rank % count;
   return 0;
 }
 
@@ -69,7 +58,7 @@ ncclResult_t run_grouped(const std::function<ncclResult_t()>& calls) {
 NcclBackend::NcclBackend(BackendContext context) : Backend(std::move(context)) {
   const int count = device_count_or_throw();
   auto* parent = dynamic_cast<NcclBackend*>(context_.parent);
-  device_ = parent != nullptr ? parent->device_ : choose_device(count);
+  device_ = parent != nullptr ? parent->device_ : choose_device(count, context_.config);
   DeviceGuard guard(device_);
   try {
     connect(parent);
@@ -92,7 +81,7 @@ void NcclBackend::connect(NcclBackend* parent) {
   // ncclCommSplit is collective over the whole parent: usable only when every parent rank is in this group
   // (non-members of a new_group create no backend). Otherwise a fresh id through the group's store.
   if (parent != nullptr && !parent->failed_.load() && parent->size() == size()) {
-    communicator_ = Communicator::split(*parent->communicator_, rank(), deadline);
+    communicator_ = Communicator::split(*parent->communicator_, rank(), context_.config.nccl_blocking, deadline);
     return;
   }
   std::string id = exchange_unique_id(*context_.store, rank(), size(), context_.options.timeout, [] {
@@ -106,7 +95,7 @@ void NcclBackend::connect(NcclBackend* parent) {
   }
   ncclUniqueId uid;
   std::memcpy(&uid, id.data(), sizeof(uid));
-  communicator_ = Communicator::init(device_, rank(), size(), uid, deadline);
+  communicator_ = Communicator::init(device_, rank(), size(), uid, context_.config.nccl_blocking, deadline);
 }
 
 NcclBackend::~NcclBackend() {

@@ -6,7 +6,11 @@
 #include <functional>
 #include <thread>
 
+#include "comm/init/init_method.hpp"
+#include "common/worker_env.hpp"
 #include "harness.hpp"
+#include "store/server.hpp"
+#include "store/tcp_store.hpp"
 
 namespace ctrun::comm::testing {
 namespace {
@@ -256,6 +260,38 @@ TEST(InitMethods, FileUrlAndBadUrls) {
   std::remove(path.c_str());
   EXPECT_THROW(ProcessGroup::init("nope://x"), InvalidArgumentError);
   EXPECT_THROW(ProcessGroup::init("tcp://127.0.0.1:1?rank=3&world_size=2"), InvalidArgumentError);
+}
+
+// The reader half of the worker env contract (common/worker_env.hpp): under an agent (USE_AGENT_STORE=True)
+// env:// connects to the agent's store instead of hosting one, and keeps its keys in the attempt's keyspace.
+TEST(InitMethods, EnvUnderAnAgentUsesTheAttemptKeyspaceOfTheContract) {
+  namespace we = worker_env;
+  store::ServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  auto server = std::make_shared<store::Server>(so);
+  server->start();
+  const std::map<std::string, std::string> env = {{we::kMasterAddr, "127.0.0.1"},
+                                                  {we::kMasterPort, std::to_string(server->port())},
+                                                  {we::kRank, "0"},
+                                                  {we::kWorldSize, "1"},
+                                                  {we::kUseAgentStore, we::kTrue},
+                                                  {we::kRestartCount, "3"}};
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  {
+    auto rv = init::rendezvous("env://", -1, -1, seconds(5));
+    EXPECT_EQ(rv.keepalive, nullptr) << "under an agent the worker must not host a store";
+    EXPECT_EQ(rv.rank, 0);
+    EXPECT_EQ(rv.world_size, 1);
+    rv.store->set("k", "v");
+    store::TcpStoreOptions co;
+    co.port = server->port();
+    store::TcpStore raw(co);
+    EXPECT_EQ(raw.get(we::attempt_prefix(3) + "/k"), "v");
+  }
+  setenv(we::kRestartCount, "three", 1);
+  EXPECT_THROW(init::rendezvous("env://", -1, -1, seconds(5)), InvalidArgumentError);
+  for (const auto& [k, v] : env) unsetenv(k.c_str());
 }
 
 TEST(Backends, UnknownOrMissingBackendIsAClearError) {

@@ -142,6 +142,10 @@ TEST(SettingsTable, BadValuesAndUnknownNamesAreErrors) {
   EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_CHUNK_BYTES", "-5"}}), InvalidArgumentError);
   EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_TRANSPORT", "carrier-pigeon"}}), InvalidArgumentError);
   EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_NO_SUCH", "1"}}), InvalidArgumentError);
+  EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_DEVICE", "cuda:0"}}), InvalidArgumentError);
+  EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_NCCL_BLOCKING", "yes"}}), InvalidArgumentError);
+  EXPECT_EQ(Config::from_settings({{"CTRUN_COMM_DEVICE", "3"}}).device, 3);
+  EXPECT_TRUE(Config::from_settings({{"CTRUN_COMM_NCCL_BLOCKING", "1"}}).nccl_blocking);
 }
 
 // The text between the markers in docs/comm.md must be exactly what the tables generate.

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "common/worker_env.hpp"
 
 namespace ctrun::comm::transport::tcp {
 namespace {
@@ -364,8 +365,9 @@ class TcpTransport final : public Transport {
 }  // namespace
 
 std::string pick_advertise_host() {
-  const char* master = std::getenv("MASTER_ADDR");
-  if (master && *master) {
+  const auto master_addr = worker_env::get(worker_env::kMasterAddr);
+  if (master_addr) {
+    const char* master = master_addr->c_str();
     // connect() on a UDP socket only selects the route and the local address; nothing is sent.
     AddrInfo ai;
     addrinfo hints{};

@@ -1,0 +1,49 @@
+#pragma once
+// The worker environment contract, in one place: the variables the agent (agent/worker_env.cpp) writes into every
+// worker's environment, exactly as torchrun's LocalElasticAgent names them, and what comm (comm/init, the tcp
+// transport, the nccl backend) reads back from them. The writer and the readers both use these names and
+// helpers, so the two sides cannot drift apart.
+
+#include <optional>
+#include <string>
+
+namespace ctrun::worker_env {
+
+// Identity of the worker in the job.
+inline constexpr const char* kRank = "RANK";
+inline constexpr const char* kLocalRank = "LOCAL_RANK";
+inline constexpr const char* kGroupRank = "GROUP_RANK";
+inline constexpr const char* kRoleRank = "ROLE_RANK";
+inline constexpr const char* kRoleName = "ROLE_NAME";
+inline constexpr const char* kWorldSize = "WORLD_SIZE";
+inline constexpr const char* kLocalWorldSize = "LOCAL_WORLD_SIZE";
+inline constexpr const char* kGroupWorldSize = "GROUP_WORLD_SIZE";
+inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";
+// Where the workers' store is (hosted by the agent of group rank 0 when kUseAgentStore is "True").
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";
+inline constexpr const char* kMasterPort = "MASTER_PORT";
+inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
+// Elastic bookkeeping.
+inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
+inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
+inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
+
+// The agent store's value of kUseAgentStore (torch compares with the Python literal "True").
+inline constexpr const char* kTrue = "True";
+inline constexpr const char* kFalse = "False";
+
+// The keyspace workers of restart attempt `restart_count` use in the agent's store (torch's
+// `PrefixStore(f"/worker/attempt_{restart_count}")`): a fresh one per attempt, so a key left by a failed attempt
+// is never read by the next.
+inline std::string attempt_prefix(int restart_count) { return "/worker/attempt_" + std::to_string(restart_count); }
+
+// Reads a variable of the contract from this process's environment: nullopt when unset or empty.
+std::optional<std::string> get(const char* name);
+
+// Reads a non-negative integer variable (RANK, LOCAL_RANK, ...): nullopt when unset, empty or not a
+// non-negative integer.
+std::optional<int> get_int(const char* name);
+
+}  // namespace ctrun::worker_env
