@@ -85,8 +85,8 @@ constexpr Setting kSettings[] = {
        one_of("CTRUN_COMM_SHM_DIRECT", v, {"0", "1"});
        c.shm_direct = v == "1";
      }},
-    {"CTRUN_COMM_TCP_BUFFER_BYTES", "4194304",
-     "tcp: SO_SNDBUF/SO_RCVBUF of every socket (capped by net.core.{w,r}mem_max); 0: kernel autotuning",
+    {"CTRUN_COMM_TCP_BUFFER_BYTES", "0",
+     "tcp: SO_SNDBUF/SO_RCVBUF of every socket (capped by net.core.{w,r}mem_max); 0: kernel autotuning (as gloo)",
      [](Config& c, const std::string& v) { c.tcp_buffer_bytes = parse_bytes("CTRUN_COMM_TCP_BUFFER_BYTES", v, kGiB); }},
     {"CTRUN_COMM_TCP_LOWAT_BYTES", "0",
      "tcp: cap of SO_RCVLOWAT set while a payload is half received (max 1 MiB); 0: off",

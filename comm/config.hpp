@@ -25,7 +25,7 @@ struct Config {
   std::size_t shm_ring_bytes = 1u << 20;
   std::size_t shm_workspace_bytes = 256u << 10;
   bool shm_direct = true;  // shm: let ranks read each other's buffers (process_vm_readv) where the kernel allows
-  std::size_t tcp_buffer_bytes = 4u << 20;
+  std::size_t tcp_buffer_bytes = 0;  // kernel autotuning
   std::size_t tcp_lowat_bytes = 0;
 
   // The pipelining unit over `transport` ("tcp" or "shm"): chunk_bytes when set, else 1 MiB over tcp (every

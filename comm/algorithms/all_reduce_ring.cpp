@@ -26,7 +26,7 @@ void all_reduce_ring(Context& ctx, Buffer buffer, ReduceOp op) {
   const int left = ctx.peer(-1);
   std::vector<RequestPtr> sends;
   char* own = blocks[static_cast<std::size_t>(me)].dst;
-  // The all-gather receives are posted with the reduce-scatter's, so nothing arrives unexpected (no extra copy).
+  // The all-gather receives are posted right behind the reduce-scatter's last one, so they land in place.
   // Safe although they target blocks this rank still reduces and sends: the final value of block b reaches us
   // only after our own reduce-scatter send of b was consumed downstream, hence after we finished with b.
   std::vector<std::vector<RequestPtr>> recvs(static_cast<std::size_t>(n - 1));

@@ -47,7 +47,8 @@ constexpr std::size_t kDirectFrom = 1024 * KiB;
 constexpr bool kDirectAutomatic = false;
 
 // Crossovers measured with ctbench (4 ranks, 2 cores, shm and tcp): below them the algorithm with fewer steps
-// wins, above them the one that moves fewer bytes per rank. With shared memory, reading peers' data in place
+// wins, above them the one that moves fewer bytes per rank (tcp all_reduce, 4 and 8 ranks: recursive doubling
+// 0.7x the ring's time at 64 KiB, even at 256 KiB, ring ahead from 512 KiB-1 MiB; docs/benchmarks.md). With shared memory, reading peers' data in place
 // beats passing messages at every size measured (docs/benchmarks.md).
 constexpr AlgorithmRow kRows[] = {
     {O::kAllReduce, A::kShmDirect, [](Context& c, const OpArgs& a) { all_reduce_shm_direct(c, a.buffer, a.op); },
@@ -59,7 +60,7 @@ constexpr AlgorithmRow kRows[] = {
      true,
      "per piece: copy in, barrier, rank r reduces slice r of every rank's piece in one pass and publishes it, "
      "everyone copies the slices out after the next barrier; small pieces are reduced whole by every rank"},
-    {O::kAllReduce, A::kRing, [](Context& c, const OpArgs& a) { all_reduce_ring(c, a.buffer, a.op); }, 64 * KiB, 3,
+    {O::kAllReduce, A::kRing, [](Context& c, const OpArgs& a) { all_reduce_ring(c, a.buffer, a.op); }, 256 * KiB, 3,
      kAny, true, "reduce-scatter + all-gather around the ring, chunked and pipelined, every receive posted up front"},
     {O::kAllReduce, A::kRecursiveDoubling,
      [](Context& c, const OpArgs& a) { all_reduce_recursive_doubling(c, a.buffer, a.op); }, 0, 1, kAny, true,

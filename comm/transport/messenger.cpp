@@ -131,6 +131,12 @@ void Messenger::post(const RequestPtr& r) {
   ++in_flight_;
   p.recvs[r->tag].push_back(r);
   ++p.pending_recvs;
+  if (p.held) {
+    // The held message may be this one (then it lands straight in r) or one that must be buffered to reach r.
+    p.held = false;
+    p.rehandle = true;
+    transport_.pause_reads(r->peer, false);
+  }
 }
 
 void Messenger::check_signature(int peer, std::uint64_t incoming_tag, std::uint64_t posted_tag) const {
@@ -165,6 +171,7 @@ void Messenger::fail_peer(int peer, std::exception_ptr error) {
     for (auto& r : queue) finish(r, error);
   }
   if (p.target) finish(std::exchange(p.target, nullptr), error);
+  p.held = p.rehandle = false;
   if (p.stash) {
     // A partly received message can never complete: drop it (and whoever waits for it).
     if (p.stash->waiter) finish(p.stash->waiter, error);
@@ -246,6 +253,12 @@ void Messenger::on_header(int peer, Peer& p) {
       if (!queue.empty()) check_signature(peer, tag, ptag);
     }
   }
+  if ((tag & kCollectiveBit) && p.pending_recvs == 0) {
+    // Early collective message and nothing else expected from this peer: leave it in the pipe (see messenger.hpp).
+    p.held = true;
+    transport_.pause_reads(peer, true);
+    return;
+  }
   if (len > kMaxUnexpectedBytes) {
     throw PeerError(peer_name(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
                     " that no receive expects (more than the " + std::to_string(kMaxUnexpectedBytes) +
@@ -262,6 +275,13 @@ void Messenger::on_header(int peer, Peer& p) {
 bool Messenger::progress_recvs(int peer, Peer& p) {
   bool moved = false;
   for (;;) {
+    if (p.held) return moved;
+    if (p.rehandle) {
+      p.rehandle = false;
+      moved = true;
+      on_header(peer, p);
+      continue;
+    }
     if (p.abort_remaining > 0) {
       char buf[512];
       const std::size_t n = transport_.read_some(peer, buf, std::min<std::size_t>(sizeof buf, p.abort_remaining));
@@ -342,6 +362,7 @@ void Messenger::wait_for_events(std::uint64_t token, Clock::time_point until) {
     if (!p.sends.empty()) want_write_.push_back(peer);
     if (p.pending_recvs > 0 || p.target || (p.stash && p.stash->waiter)) want_read_.push_back(peer);
     // Mid-payload, waking up for a few bytes only costs a context switch; headers and stashes wake on any byte.
+    if (p.held) continue;
     transport_.expect_bytes(peer, p.target && p.abort_remaining == 0 ? p.target->bytes - p.target->done : 1);
   }
   try {

@@ -3,6 +3,15 @@
 // followed by the payload. Receives match by (peer, tag) in FIFO order; a message that arrives before its
 // receive is posted is buffered ("unexpected"). Payloads go straight into the posted buffer otherwise.
 //
+// A collective message that arrives before its receive is posted, from a peer of which this rank expects nothing
+// else, is held in the pipe instead (its header read, the payload left in the kernel's socket buffer or the shm
+// ring): when the receive is posted the payload goes straight into it. A rank that runs ahead into the next
+// collective (a broadcast's root, a ring neighbour) then costs its peers no staging buffer and no extra copy;
+// the pipe's own flow control slows it down instead. Safe because a peer sends all messages of one collective
+// before any of the next (ops run in issue order) and the same tag matches in FIFO order: nothing this rank
+// waits for can be queued behind a held collective message, except a point-to-point message, and while a
+// receive from that peer is posted nothing is held (early messages are buffered as before).
+//
 // Collective traffic uses tags with the top bit set that also encode the op, dtype and the collective's
 // sequence number, so a rank that issues a different collective than its peer, or a different size, gets a
 // PeerError naming both calls instead of a silent hang or corrupted data.
@@ -102,6 +111,8 @@ class Messenger {
     std::string abort_reason;
     std::exception_ptr error;  // the pipe broke: fails every request with this peer
     std::size_t pending_recvs = 0;
+    bool held = false;      // `header` is an early collective message left in the pipe until a receive is posted
+    bool rehandle = false;  // a receive was posted since: match `header` again on the next progress
   };
 
   bool progress_sends(int peer, Peer& p);

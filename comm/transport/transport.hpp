@@ -71,6 +71,11 @@ class Transport {
   // payload), so the wait need not wake for less (tcp: SO_RCVLOWAT). Default: ignored.
   virtual void expect_bytes(int /*peer*/, std::size_t /*bytes*/) {}
 
+  // The reader holds `peer`'s next message in the pipe (it is not wanted yet): while paused, wait_event must not
+  // wake because that peer's pipe is readable (tcp: no POLLIN on its socket). Default: nothing to do (event-driven
+  // transports such as shm wake once per write, not while data waits).
+  virtual void pause_reads(int /*peer*/, bool /*paused*/) {}
+
   // False for a lazily connected peer that has no connection yet (nothing to notify on abort).
   virtual bool connected(int peer) const = 0;
 

@@ -79,8 +79,7 @@ int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>
       const int iters = iterations_for(bytes, scale);
       Row row = ctrun::bench::measure(*pg, op, bytes, iters, std::max(2, iters / 10));
       if (ring) {
-        const std::size_t ring_bytes = ctrun::bench::TcpRing::ring_bytes(op, pg->size(), row.bytes);
-        row.floor_us = ring->time_us(*pg, ring_bytes, std::clamp(iters / 4, 2, 20));
+        row.floor_us = ring->floor_us(*pg, op, row.bytes, std::clamp(iters / 4, 2, 20));
       }
       if (pg->rank() == 0) {
         std::printf("%s\n", format_row(row).c_str());
@@ -181,9 +180,10 @@ int main(int argc, char** argv) {
               memcpy_bw,
               copy_threads, copy_bw);
   if (!shm_floor) {
-    std::printf("# %%floor = TCP ring floor / ctrun's time; floor = a bare socket ring between the same rank "
-                "processes moving the bytes per rank a bandwidth-optimal algorithm must move (all_reduce 2(n-1)/n S, "
-                "all_gather and reduce_scatter (n-1)/n S, broadcast S), best of several passes\n");
+    std::printf("# %%floor = TCP floor / ctrun's time; floor = bare blocking sockets between the same rank "
+                "processes, comm's socket options, moving the bytes a bandwidth-optimal algorithm must move: a ring of "
+                "2(n-1)/n S per rank (all_reduce) or (n-1)/n S (all_gather, reduce_scatter), a chain of S from rank 0 "
+                "(broadcast); best of several passes\n");
   }
   if (shm_floor) {
     std::printf("# %%floor = floor time / ctrun's time; floor = n ranks x the bytes each must read+write in its own "

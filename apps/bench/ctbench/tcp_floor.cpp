@@ -1,5 +1,8 @@
 #include "tcp_floor.hpp"
 
+#include "comm/config.hpp"
+#include "comm/options.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -16,12 +19,24 @@
 namespace ctrun::bench {
 namespace {
 
+// comm's own socket options: TCP_NODELAY, and the buffer size comm resolves (0: kernel autotuning).
 void tune(int fd) {
   const int one = 1;
-  const int buf = 4 << 20;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  const std::size_t bytes = comm::Config::resolve(comm::ProcessGroupOptions{}).tcp_buffer_bytes;
+  if (bytes == 0) return;
+  const int buf = static_cast<int>(std::min<std::size_t>(bytes, std::size_t{1} << 30));
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+}
+
+void send_all(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return;
+    p += k;
+    n -= static_cast<std::size_t>(k);
+  }
 }
 
 [[noreturn]] void fail(const char* what) { throw std::runtime_error(std::string("tcp ring: ") + what + ": " + std::strerror(errno)); }
@@ -98,6 +113,39 @@ double TcpRing::time_us(comm::ProcessGroup& pg, std::size_t bytes, int reps) {
   std::vector<double> slowest{best};
   pg.all_reduce(slowest, comm::ReduceOp::kMax);
   return slowest[0];
+}
+
+double TcpRing::chain_time_us(comm::ProcessGroup& pg, std::size_t bytes, int reps) {
+  if (to_right_ < 0 || bytes == 0) return 0;
+  const int n = pg.size();
+  const int me = pg.rank();
+  std::vector<char> data(bytes, 1);
+  // Forwarding unit: what arrived, at most comm's pipelining chunk over tcp.
+  const std::size_t unit = comm::Config::resolve(comm::ProcessGroupOptions{}).chunk_bytes_for("tcp");
+  double best = 1e300;
+  for (int i = 0; i < reps; ++i) {
+    pg.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (me == 0) {
+      send_all(to_right_, data.data(), bytes);
+    } else {
+      for (std::size_t off = 0; off < bytes;) {
+        const ssize_t k = ::recv(from_left_, data.data() + off, std::min(unit, bytes - off), 0);
+        if (k <= 0) break;
+        if (me < n - 1) send_all(to_right_, data.data() + off, static_cast<std::size_t>(k));
+        off += static_cast<std::size_t>(k);
+      }
+    }
+    best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::vector<double> slowest{best};
+  pg.all_reduce(slowest, comm::ReduceOp::kMax);
+  return slowest[0];
+}
+
+double TcpRing::floor_us(comm::ProcessGroup& pg, const std::string& op, std::size_t bytes, int reps) {
+  if (op == "broadcast") return chain_time_us(pg, bytes, reps);
+  return time_us(pg, ring_bytes(op, pg.size(), bytes), reps);
 }
 
 }  // namespace ctrun::bench

@@ -1,8 +1,12 @@
 #pragma once
-// The TCP floor of a collective: a bare ring of sockets between the benchmark's own rank processes (rank r sends
-// to r+1 and receives from r-1 at once, blocking sockets, TCP_NODELAY, comm's 4 MiB socket buffers), moving the
-// bytes a bandwidth-optimal algorithm must move per rank: all_reduce 2(n-1)/n S, all_gather and reduce_scatter
-// (n-1)/n S, broadcast S (a pipelined chain forwards all of it). No framing, no reduction, no progress engine.
+// The TCP floor of a collective: bare sockets between the benchmark's own rank processes (blocking, TCP_NODELAY,
+// the socket buffers comm uses: CTRUN_COMM_TCP_BUFFER_BYTES, kernel autotuning by default), moving the bytes a
+// bandwidth-optimal algorithm must move, with no framing, no reduction and no progress engine:
+//   all_reduce, all_gather, reduce_scatter: a ring (rank r sends to r+1 and receives from r-1 at once) of
+//     2(n-1)/n S (all_reduce) or (n-1)/n S per rank;
+//   broadcast: a chain from rank 0 (each rank forwards what it receives as it arrives): S through every link,
+//     (n-1) S in all. A ring of S per rank would move n S in all, which on a CPU-bound host (loopback: every byte
+//     costs two kernel copies) is n/(n-1) times a broadcast's work, so it is no floor there (gloo's tree beat it).
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -23,6 +27,10 @@ class TcpRing {
   static std::size_t ring_bytes(const std::string& op, int n, std::size_t bytes);
   // Slowest rank's best-of-`reps` time of one ring pass of `bytes` per rank, microseconds.
   double time_us(comm::ProcessGroup& pg, std::size_t bytes, int reps);
+  // The same for a chain of `bytes` from rank 0 to rank n-1 over the ring's sockets (the broadcast floor).
+  double chain_time_us(comm::ProcessGroup& pg, std::size_t bytes, int reps);
+  // The floor of `op` at Row::bytes `bytes`: the ring or the chain above (0: no model).
+  double floor_us(comm::ProcessGroup& pg, const std::string& op, std::size_t bytes, int reps);
 
  private:
   int to_right_ = -1;

@@ -44,10 +44,12 @@ void resolve(const std::string& host, const std::string& port, bool passive, Add
   if (rc != 0) throw CommError("comm tcp: cannot resolve '" + host + "': " + gai_strerror(rc));
 }
 
-// Kernel socket buffers (Options::buffer_bytes): the default 16 KiB send buffer (grown only slowly by
-// autotuning) makes a ring step of a large collective hundreds of short writes and wake-ups. 0 keeps the kernel's
-// autotuning. Capped by net.core.{w,r}mem_max.
-// Before connect()/listen(), so that the window scale negotiated at the handshake covers the buffer.
+// Kernel socket buffers (Options::buffer_bytes). 0, the default, keeps the kernel's autotuning (as gloo does):
+// on loopback it was as fast as or faster than fixed 1-4 MiB buffers for 1-64 MiB collectives (fixed 4 MiB
+// buffers, doubled by the kernel, let up to 8 MiB of skbs queue per socket and push them out of the caches;
+// docs/benchmarks.md, issue 17), and on a real network it grows the window to the path's bandwidth-delay product
+// up to net.ipv4.tcp_{w,r}mem, where a fixed size caps it. A fixed size is capped by net.core.{w,r}mem_max.
+// Set before connect()/listen(), so that the window scale negotiated at the handshake covers the buffer.
 void set_buffers(int fd, std::size_t buffer_bytes) {
   const int bytes = static_cast<int>(std::min<std::size_t>(buffer_bytes, std::size_t{1} << 30));
   if (bytes <= 0) return;
@@ -91,6 +93,8 @@ class TcpTransport final : public Transport {
         readable_(static_cast<std::size_t>(size), 1),
         writable_(static_cast<std::size_t>(size), 1),
         lowat_(static_cast<std::size_t>(size), 1),
+        paused_(static_cast<std::size_t>(size), 0),
+        hung_up_(static_cast<std::size_t>(size), 0),
         errors_(static_cast<std::size_t>(size)) {
     if (options_.advertise_host.empty()) options_.advertise_host = pick_advertise_host();
     event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -166,6 +170,8 @@ class TcpTransport final : public Transport {
     if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) lowat_[idx] = want;
   }
 
+  void pause_reads(int peer, bool paused) override { paused_[static_cast<std::size_t>(peer)] = paused ? 1 : 0; }
+
   std::uint64_t event_token() override { return 0; }  // poll() is level-triggered: no token needed
 
   void wait_event(std::uint64_t, Clock::time_point until, const std::vector<int>& want_read,
@@ -183,7 +189,10 @@ class TcpTransport final : public Transport {
       const auto idx = static_cast<std::size_t>(peer);
       const int fd = fds_[idx];
       if (fd < 0) continue;
-      short events = POLLIN;
+      // A hang-up cannot be masked: a paused socket that reported one would wake every poll. Its reader finds the
+      // error once it reads again.
+      if (paused_[idx] && hung_up_[idx]) continue;
+      short events = paused_[idx] ? 0 : POLLIN;  // hang-ups and errors are reported whatever is asked
       if (std::find(want_write.begin(), want_write.end(), peer) != want_write.end()) events |= POLLOUT;
       pfds_.push_back({fd, events, 0});
       poll_peers_.push_back(peer);
@@ -201,6 +210,7 @@ class TcpTransport final : public Transport {
       const auto idx = static_cast<std::size_t>(poll_peers_[i]);
       // Errors and hang-ups count as both: the next read or write reports them.
       if (rev & (POLLIN | POLLHUP | POLLERR)) readable_[idx] = 1;
+      if (rev & (POLLHUP | POLLERR)) hung_up_[idx] = 1;
       if (rev & (POLLOUT | POLLHUP | POLLERR)) writable_[idx] = 1;
     }
     if (pfds_[1].revents & POLLIN) accept_pending();
@@ -356,6 +366,8 @@ class TcpTransport final : public Transport {
   std::vector<char> readable_;  // see write_some2
   std::vector<char> writable_;
   std::vector<int> lowat_;  // SO_RCVLOWAT last set per socket (1 = the kernel's default)
+  std::vector<char> paused_;   // pause_reads(): no POLLIN while the reader holds the peer's next message
+  std::vector<char> hung_up_;  // poll reported POLLHUP/POLLERR on the socket
   std::vector<std::string> errors_;
   std::vector<pollfd> pfds_;
   std::vector<int> poll_peers_;  // peer of pfds_[i + 2]

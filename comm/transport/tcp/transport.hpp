@@ -16,7 +16,7 @@ namespace ctrun::comm::transport::tcp {
 struct Options {
   std::string advertise_host;                   // address peers connect to; empty -> pick_advertise_host()
   Duration timeout = std::chrono::seconds(30);  // connecting and waiting for a peer's address
-  std::size_t buffer_bytes = 4u << 20;          // SO_SNDBUF/SO_RCVBUF (0: autotuning): CTRUN_COMM_TCP_BUFFER_BYTES
+  std::size_t buffer_bytes = 0;                 // SO_SNDBUF/SO_RCVBUF (0: autotuning): CTRUN_COMM_TCP_BUFFER_BYTES
   std::size_t lowat_bytes = 0;                  // cap of SO_RCVLOWAT (0: off): CTRUN_COMM_TCP_LOWAT_BYTES
 };
 
