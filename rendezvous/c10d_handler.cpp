@@ -8,6 +8,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/membership.hpp"
+#include "rendezvous/peek.hpp"
 #include "store/prefix_store.hpp"
 #include "store/store_util.hpp"
 
@@ -115,8 +116,7 @@ RoundInfo C10dHandler::next_rendezvous() {
 
 std::string C10dHandler::over_value() {
   if (!current_ || !over_cache_.empty()) return over_cache_;
-  const auto key = keys_.over(current_->round);
-  if (store_->check({key})) over_cache_ = store_->get(key);
+  over_cache_ = peek(*store_, keys_.over(current_->round)).value_or("");
   return over_cache_;
 }
 
@@ -235,8 +235,9 @@ void C10dHandler::withdraw(store::Store& store, std::uint64_t round, std::int64_
     store.set(keys_.min_reached(round), "1");  // nodes waiting for MIN wake now, not at their next wait slice
     return;
   }
-  if (!store.check({keys_.done(round)})) return;  // being completed by another node: heartbeats will tell
-  const auto members = store::parse_add_operand(keys_.done(round), store.get(keys_.done(round)));
+  const auto done = peek(store, keys_.done(round));
+  if (!done) return;  // being completed by another node: heartbeats will tell
+  const auto members = store::parse_add_operand(keys_.done(round), *done);
   if (arrival > members) return;  // a spare: the round formed without us
   const auto a = Assignment::decode(store.get(keys_.assign(round, arrival)));
   mark_exit(store, keys_, round, a.group_rank, static_cast<int>(members), "left", kOverLeave, why);

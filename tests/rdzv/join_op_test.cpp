@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "rendezvous/counting_store.hpp"
 #include "sim.hpp"
 
 using namespace ctrun::rdzv;
@@ -232,4 +233,48 @@ TEST(JoinOp, RandomArrivalsAndTimingKeepEveryRoundConsistent) {
       EXPECT_GE(held, min) << "seed " << seed;  // nobody is left waiting for nothing
     }
   }
+}
+
+// MIN == MAX has no last call: the MAX-th arrival completes the round in its own step, and the others wait for the
+// round itself (done), not for MIN. Waking them at MIN would make all N contend for `decided` and wait again (two
+// herds of N wake-ups instead of one), which is what made the store operations per node grow with N.
+TEST(JoinOp, AtMinEqualMaxTheLastArrivalDecidesAndTheOthersWaitForTheRound) {
+  auto memory = std::make_shared<ctrun::store::MemoryStore>(2s);
+  const auto cfg = config(3, 3);
+  const Keys keys(cfg.run_id);
+  std::vector<std::shared_ptr<StoreTraffic>> traffic;
+  std::vector<std::shared_ptr<CountingStore>> stores;
+  std::vector<std::unique_ptr<JoinOp>> ops;
+  for (int i = 0; i < 3; ++i) {
+    traffic.push_back(std::make_shared<StoreTraffic>());
+    stores.push_back(std::make_shared<CountingStore>(memory, traffic.back()));
+    ops.push_back(std::make_unique<JoinOp>(
+        *stores.back(), cfg, NodeRecord{"n" + std::to_string(i), 100 + i, 1, "default", "h", 7000, 0}, std::nullopt));
+  }
+  FakeClock clock;
+  for (int i = 0; i < 2; ++i) {
+    auto s = ops[i]->step(clock.now());
+    ASSERT_TRUE(std::holds_alternative<JoinWait>(s));
+    EXPECT_EQ(std::get<JoinWait>(s).key, keys.done(0)) << "node " << i;
+  }
+  auto last = ops[2]->step(clock.now());  // nobody else steps: the last arrival decides on its own
+  ASSERT_TRUE(std::holds_alternative<JoinResult>(last));
+  std::set<int> ranks{std::get<JoinResult>(last).assignment.group_rank};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(memory->check({keys.done(0)}));
+    auto s = ops[i]->step(clock.now());
+    ASSERT_TRUE(std::holds_alternative<JoinResult>(s)) << "node " << i;
+    ranks.insert(std::get<JoinResult>(s).assignment.group_rank);
+    // Arrive (closed, latest, joined, node record, done, joined count), then after the wake-up closed, done and
+    // the assignment: every read one store operation. The old protocol took 11 here and more as N grew.
+    EXPECT_LE(traffic[i]->ops.load(), 9u) << "node " << i;
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
+
+  // MIN < MAX still wakes at MIN: that starts the last call.
+  auto memory2 = std::make_shared<ctrun::store::MemoryStore>(2s);
+  JoinOp early(*memory2, config(2, 3), NodeRecord{"a", 1, 1, "default", "h", 7000, 0}, std::nullopt);
+  auto s = early.step(clock.now());
+  ASSERT_TRUE(std::holds_alternative<JoinWait>(s));
+  EXPECT_EQ(std::get<JoinWait>(s).key, keys.min_reached(0));
 }
