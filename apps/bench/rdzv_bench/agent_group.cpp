@@ -17,10 +17,11 @@ using namespace std::chrono_literals;
 
 double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; }
 
-void process_usage(double& cpu, std::uint64_t& csw) {
+void process_usage(double& cpu, double& sys, std::uint64_t& csw) {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
   cpu = seconds(u.ru_utime) + seconds(u.ru_stime);
+  sys = seconds(u.ru_stime);
   csw = static_cast<std::uint64_t>(u.ru_nvcsw + u.ru_nivcsw);
 }
 
@@ -45,12 +46,13 @@ void GroupResult::merge(const GroupResult& o) {
   ops += o.ops;
   bytes += o.bytes;
   cpu_s += o.cpu_s;
+  sys_s += o.sys_s;
   csw += o.csw;
 }
 
 std::string GroupResult::encode() const {
-  return fmt::format("result {} {} {} {} {} {} {} {:.6f} {}", first_start_ns, last_start_ns, last_end_ns, agents,
-                     failures, ops, bytes, cpu_s, csw);
+  return fmt::format("result {} {} {} {} {} {} {} {:.6f} {:.6f} {}", first_start_ns, last_start_ns, last_end_ns,
+                     agents, failures, ops, bytes, cpu_s, sys_s, csw);
 }
 
 GroupResult GroupResult::decode(const std::string& line) {
@@ -58,7 +60,7 @@ GroupResult GroupResult::decode(const std::string& line) {
   std::istringstream in(line);
   std::string tag;
   in >> tag >> r.first_start_ns >> r.last_start_ns >> r.last_end_ns >> r.agents >> r.failures >> r.ops >> r.bytes >>
-      r.cpu_s >> r.csw;
+      r.cpu_s >> r.sys_s >> r.csw;
   if (tag != "result" || in.fail()) throw std::runtime_error("rdzv_bench: malformed result line '" + line + "'");
   return r;
 }
@@ -111,7 +113,7 @@ AgentGroup::~AgentGroup() {
 }
 
 void AgentGroup::release() {
-  process_usage(cpu_at_release_, csw_at_release_);
+  process_usage(cpu_at_release_, sys_at_release_, csw_at_release_);
   go_ = true;
   go_.notify_all();
 }
@@ -119,10 +121,11 @@ void AgentGroup::release() {
 GroupResult AgentGroup::join() {
   for (auto& t : threads_) t.join();
   GroupResult r;
-  double cpu = 0;
+  double cpu = 0, sys = 0;
   std::uint64_t csw = 0;
-  process_usage(cpu, csw);
+  process_usage(cpu, sys, csw);
   r.cpu_s = cpu - cpu_at_release_;
+  r.sys_s = sys - sys_at_release_;
   r.csw = csw - csw_at_release_;
   r.agents = static_cast<std::uint64_t>(spec_.count);
   r.failures = failures_;

@@ -29,6 +29,7 @@ struct GroupResult {
   std::uint64_t ops = 0;    // Store-interface operations of the round (the counted connection of each agent)
   std::uint64_t bytes = 0;  // their keys + values, both directions
   double cpu_s = 0;         // user + system CPU of the whole process from release() to join()'s return
+  double sys_s = 0;         // of which system
   std::uint64_t csw = 0;    // context switches (voluntary + involuntary) meanwhile
 
   void merge(const GroupResult& o);
@@ -67,6 +68,7 @@ class AgentGroup {
   std::atomic<bool> go_{false};
   std::atomic<std::uint64_t> failures_{0};
   double cpu_at_release_ = 0;
+  double sys_at_release_ = 0;
   std::uint64_t csw_at_release_ = 0;
 };
 

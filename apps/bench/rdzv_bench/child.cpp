@@ -3,7 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,12 +11,12 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include <fmt/format.h>
-
-extern char** environ;
 
 namespace ctrun::rdzv_bench {
 
@@ -24,21 +24,27 @@ Child::Child(const std::vector<std::string>& argv) : what_(argv.empty() ? "?" : 
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
     throw std::runtime_error(fmt::format("rdzv_bench: pipe: {}", std::strerror(errno)));
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const int rc = ::posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
+  const pid_t parent = ::getpid();
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    // Only async-signal-safe calls until exec. The child dies with the bench, however the bench ends (a
+    // `timeout`, Ctrl-C): no agent group or ctstore is left behind.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
   ::close(in[0]);
   ::close(out[1]);
-  if (rc != 0) {
+  if (pid_ < 0) {
     ::close(in[1]);
     ::close(out[0]);
-    throw std::runtime_error(fmt::format("rdzv_bench: cannot start {}: {}", what_, std::strerror(rc)));
+    throw std::runtime_error(fmt::format("rdzv_bench: cannot start {}: {}", what_, std::strerror(errno)));
   }
   to_child_ = in[1];
   from_child_ = ::fdopen(out[0], "r");
@@ -105,6 +111,24 @@ double Child::cpu_seconds() const {
   }
   ::closedir(d);
   return total;
+}
+
+}  // namespace ctrun::rdzv_bench
+
+namespace ctrun::rdzv_bench {
+
+std::pair<double, double> Child::user_system_seconds() const {
+  std::ifstream f(fmt::format("/proc/{}/stat", pid_));
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const auto paren = text.rfind(')');  // the command name may hold spaces
+  if (paren == std::string::npos) return {0, 0};
+  std::istringstream in(text.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 13; ++i) in >> field;  // fields 3..13; 14 is utime, 15 stime
+  unsigned long long utime = 0, stime = 0;
+  in >> utime >> stime;
+  const auto hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return {static_cast<double>(utime) / hz, static_cast<double>(stime) / hz};
 }
 
 }  // namespace ctrun::rdzv_bench

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ctrun::rdzv_bench {
@@ -26,6 +27,8 @@ class Child {
   int finish(double timeout_s);
   // CPU seconds (user + system) its threads have used so far, from /proc/<pid>/task/*/schedstat (ns).
   double cpu_seconds() const;
+  // User and system CPU seconds from /proc/<pid>/stat (clock ticks: 10 ms resolution, sampled).
+  std::pair<double, double> user_system_seconds() const;
 
  private:
   pid_t pid_ = -1;

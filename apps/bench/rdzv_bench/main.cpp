@@ -52,7 +52,9 @@ struct Figure {
   std::uint64_t ops = 0;          // Store-interface operations of the round
   std::uint64_t requests = 0;     // wire requests the server handled meanwhile (every connection)
   double server_cpu = -1;         // CPU seconds of the store server meanwhile (-1: not measurable here)
+  double server_sys = 0;          // of which in the kernel
   double agents_cpu = 0;          // CPU seconds of the agents' processes meanwhile
+  double agents_sys = 0;          // of which in the kernel
   std::uint64_t csw = 0;          // context switches of the agents' processes meanwhile
   std::uint64_t wire = 0;         // etcd only: HTTP bytes of the round (every connection, heartbeats excluded)
 };
@@ -139,14 +141,21 @@ class BenchStore {
     for (const auto& [name, n] : j.at("ops").items()) total += n.get<std::uint64_t>();
     return total;
   }
-  // CPU seconds of the server so far; nullopt when it shares this process with the agents.
-  std::optional<double> cpu(bool agents_here) {
-    if (process_) return process_->cpu_seconds();
+  // CPU seconds of the server so far (total: precise; user and system: from clock ticks), nullopt when it
+  // shares this process with the agents.
+  struct Cpu {
+    double total = 0, user = 0, sys = 0;
+  };
+  std::optional<Cpu> cpu(bool agents_here) {
+    if (process_) {
+      const auto [user, sys] = process_->user_system_seconds();
+      return Cpu{process_->cpu_seconds(), user, sys};
+    }
     if (agents_here) return std::nullopt;
     rusage u{};
     ::getrusage(RUSAGE_SELF, &u);  // this process runs only the server (and waits on pipes)
-    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+    auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+    return Cpu{sec(u.ru_utime) + sec(u.ru_stime), sec(u.ru_utime), sec(u.ru_stime)};
   }
 
  private:
@@ -162,6 +171,7 @@ Figure to_figure(const GroupResult& r, std::int64_t released_ns) {
   f.bytes = r.bytes;
   f.ops = r.ops;
   f.agents_cpu = r.cpu_s;
+  f.agents_sys = r.sys_s;
   f.csw = r.csw;
   if (r.failures) throw std::runtime_error(fmt::format("{} of {} agents failed", r.failures, r.agents));
   return f;
@@ -173,7 +183,7 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
   GroupResult total;
   std::int64_t released = 0;
   std::uint64_t req0 = 0;
-  std::optional<double> cpu0;
+  std::optional<BenchStore::Cpu> cpu0;
   if (groups == 0) {
     AgentGroup group(GroupSpec{run_id, n, 0, n}, [&] { return connect_tcp(bs.port()); });
     req0 = bs.requests();
@@ -204,7 +214,12 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
   const auto cpu1 = bs.cpu(false);
   auto f = to_figure(total, released);
   f.requests = bs.requests() - req0;
-  if (cpu0 && cpu1) f.server_cpu = *cpu1 - *cpu0;
+  if (cpu0 && cpu1) {
+    // The precise total, split in the proportion of the sampled user and system ticks.
+    f.server_cpu = cpu1->total - cpu0->total;
+    const double user = cpu1->user - cpu0->user, sys = cpu1->sys - cpu0->sys;
+    f.server_sys = user + sys > 0 ? f.server_cpu * sys / (user + sys) : 0;
+  }
   for (auto& c : children) c->write_line("stop");
   for (auto& c : children) c->finish(120);
   return f;
@@ -260,9 +275,12 @@ std::map<int, Figure> run_torchrun(const std::vector<int>& sizes) {
 }
 
 template <typename Run>
-Figure median_of(int repeats, Run run) {
+Figure median_of(int n, int repeats, Run run) {
   std::vector<Figure> runs;
-  for (int r = 0; r < repeats; ++r) runs.push_back(run(r));
+  for (int r = 0; r < repeats; ++r) {
+    runs.push_back(run(r));
+    std::fprintf(stderr, "rdzv_bench: %d agents, run %d: %.4f s\n", n, r + 1, runs.back().seconds);
+  }
   std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a.seconds < b.seconds; });
   return runs[runs.size() / 2];
 }
@@ -312,30 +330,39 @@ int main(int argc, char** argv) {
   BenchStore bs(store_kind == "process", ctstore);
   std::map<int, Figure> ours;
   for (int n : sizes)
-    ours[n] = median_of(repeats, [&](int r) { return run_c10d(n, procs, bs, self, fmt::format("b{}.{}", n, r)); });
+    ours[n] = median_of(n, repeats, [&](int r) { return run_c10d(n, procs, bs, self, fmt::format("b{}.{}", n, r)); });
   std::map<int, Figure> on_etcd;
   if (!etcd_endpoints.empty()) {
     const auto salt = std::chrono::steady_clock::now().time_since_epoch().count();  // fresh run ids per bench run
     for (int n : sizes)
-      on_etcd[n] = median_of(repeats, [&](int r) { return run_etcd(n, etcd_endpoints, fmt::format("e{}.{}.{}", n, r, salt)); });
+      on_etcd[n] = median_of(n, repeats, [&](int r) { return run_etcd(n, etcd_endpoints, fmt::format("e{}.{}.{}", n, r, salt)); });
   }
   auto theirs = run_torchrun(torch_sizes);
 
   fmt::print("ctrun c10d: store = {}, agents = {}; median of {}\n", store_kind == "process" ? "ctstore process" : "thread",
              procs == 0 ? std::string("threads of the bench process") : fmt::format("{} processes", procs), repeats);
-  fmt::print("{:>6} | {:>8} {:>9} {:>8} {:>7} {:>7} {:>8} {:>9} {:>9} {:>8} {:>8} | {:>10} {:>10} | {:>8}\n",
-             "agents", "ctrun s", "us/agent", "B/agent", "ops/ag", "req/ag", "us/req", "server s", "agents s",
-             "csw/ag", "lastst s", "torchrun s", "B/agent", "speedup");
+  fmt::print("{:>6} | {:>8} {:>9} {:>8} {:>7} {:>7} | {:>10} {:>10} | {:>8}\n", "agents", "ctrun s", "us/agent",
+             "B/agent", "ops/ag", "req/ag", "torchrun s", "B/agent", "speedup");
   for (auto& [n, f] : ours) {
-    fmt::print("{:>6} | {:>8.4f} {:>9.1f} {:>8} {:>7.1f} {:>7.1f} {:>8.2f} {:>9} {:>9.3f} {:>8.1f} {:>8.4f} |", n,
-               f.seconds, f.seconds * 1e6 / n, f.bytes / n, static_cast<double>(f.ops) / n,
-               static_cast<double>(f.requests) / n, f.requests ? f.seconds * 1e6 / static_cast<double>(f.requests) : 0,
-               cpu_text(f.server_cpu), f.agents_cpu, static_cast<double>(f.csw) / n, f.since_last_start);
+    fmt::print("{:>6} | {:>8.4f} {:>9.1f} {:>8} {:>7.1f} {:>7.1f} |", n, f.seconds, f.seconds * 1e6 / n, f.bytes / n,
+               static_cast<double>(f.ops) / n, static_cast<double>(f.requests) / n);
     if (auto it = theirs.find(n); it != theirs.end())
       fmt::print(" {:>10.3f} {:>10} | {:>7.0f}x\n", it->second.seconds, it->second.bytes / n,
                  it->second.seconds / std::max(f.seconds, 1e-9));
     else
       fmt::print(" {:>10} {:>10} | {:>8}\n", "-", "-", "-");
+  }
+  // Where the time went: CPU of the server and of the agents during the round, per wire request (user + system).
+  fmt::print("\n{:>6} | {:>9} {:>9} | {:>17} {:>17} | {:>7} {:>9}\n", "agents", "server s", "agents s",
+             "server us/req u+s", "agents us/req u+s", "csw/ag", "lastst s");
+  for (auto& [n, f] : ours) {
+    const double req = std::max<double>(1, static_cast<double>(f.requests));
+    const auto split = [&](double total, double sys) {
+      return total < 0 ? std::string("-") : fmt::format("{:.1f}+{:.1f}", (total - sys) * 1e6 / req, sys * 1e6 / req);
+    };
+    fmt::print("{:>6} | {:>9} {:>9.3f} | {:>17} {:>17} | {:>7.1f} {:>9.4f}\n", n, cpu_text(f.server_cpu), f.agents_cpu,
+               split(f.server_cpu, f.server_sys), split(f.agents_cpu, f.agents_sys), static_cast<double>(f.csw) / n,
+               f.since_last_start);
   }
   for (auto& [n, f] : theirs)
     if (!ours.count(n)) fmt::print("{:>6} | torchrun only: {:.3f} s, {} B/agent\n", n, f.seconds, f.bytes / n);
