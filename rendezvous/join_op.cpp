@@ -82,6 +82,7 @@ JoinOp::Step JoinOp::arrive() {
   arrival_ = store_.add(keys_.joined(round_), 1);
   me_.arrival = arrival_;
   done_.reset();
+  counted_ = false;
   store_.set(keys_.node(round_, arrival_), me_.encode());
   if (arrival_ == config_.min_nodes) store_.set(keys_.min_reached(round_), "1");
   last_call_.reset();
@@ -123,6 +124,14 @@ JoinOp::Step JoinOp::gate(TimePoint now) {
 }
 
 JoinOp::Step JoinOp::count(TimePoint now) {
+  // MIN == MAX: the MAX-th arrival completes the round as soon as it arrives, so a node that arrived below MAX has
+  // nothing to read or decide yet: it waits for the round (a WAIT on a key already there answers at once). When a
+  // wait slice passes with no round, it reads `joined` below and completes the round itself if MAX nodes are there
+  // (the MAX-th arrival stopped before deciding).
+  if (config_.min_nodes == config_.max_nodes && arrival_ < config_.max_nodes && !counted_ && now < deadline_) {
+    counted_ = true;
+    return JoinWait{keys_.done(round_), deadline_};
+  }
   if ((done_ = peek_int(keys_.done(round_)))) {
     phase_ = Phase::kDecided;
     return std::nullopt;

@@ -82,6 +82,7 @@ class JoinOp {
   TimePoint started_{};
   TimePoint deadline_{};
   std::optional<std::int64_t> done_;    // done(round_) as last read: the round's member count (0: aborted)
+  bool counted_ = false;                // count() ran since this node arrived in round_
   std::optional<TimePoint> last_call_;  // when this node may complete the round with fewer than MAX
   bool spare_ = false;                  // waiting behind a full round: no join timeout (as torchrun)
   bool deadline_passed_ = false;        // our join deadline passed, but another node decided the round first

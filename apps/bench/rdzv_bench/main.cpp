@@ -296,8 +296,19 @@ std::string cpu_text(double s) { return s < 0 ? "-" : fmt::format("{:.3f}", s); 
 
 }  // namespace
 
+int bench_main(int argc, char** argv);
+
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], kAgentGroupFlag) == 0) return agent_group_main(argc, argv);
+  try {
+    if (argc > 1 && std::strcmp(argv[1], kAgentGroupFlag) == 0) return agent_group_main(argc, argv);
+    return bench_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rdzv_bench: %s\n", e.what());
+    return 1;
+  }
+}
+
+int bench_main(int argc, char** argv) {
   CLI::App app{"rdzv_bench: c10d rendezvous of N agents, ctrun vs torch's DynamicRendezvousHandler"};
   std::vector<int> sizes{4, 64, 256, 1024};
   std::vector<int> torch_sizes{4, 64, 128};
@@ -329,8 +340,9 @@ int main(int argc, char** argv) {
 
   BenchStore bs(store_kind == "process", ctstore);
   std::map<int, Figure> ours;
+  int runs = 0;  // a run id per round: a finished round closes its run id
   for (int n : sizes)
-    ours[n] = median_of(n, repeats, [&](int r) { return run_c10d(n, procs, bs, self, fmt::format("b{}.{}", n, r)); });
+    ours[n] = median_of(n, repeats, [&](int) { return run_c10d(n, procs, bs, self, fmt::format("b{}.{}", n, runs++)); });
   std::map<int, Figure> on_etcd;
   if (!etcd_endpoints.empty()) {
     const auto salt = std::chrono::steady_clock::now().time_since_epoch().count();  // fresh run ids per bench run
