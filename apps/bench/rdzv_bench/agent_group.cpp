@@ -40,6 +40,7 @@ void GroupResult::merge(const GroupResult& o) {
   }
   first_start_ns = std::min(first_start_ns, o.first_start_ns);
   last_start_ns = std::max(last_start_ns, o.last_start_ns);
+  first_end_ns = std::min(first_end_ns, o.first_end_ns);
   last_end_ns = std::max(last_end_ns, o.last_end_ns);
   agents += o.agents;
   failures += o.failures;
@@ -51,15 +52,15 @@ void GroupResult::merge(const GroupResult& o) {
 }
 
 std::string GroupResult::encode() const {
-  return fmt::format("result {} {} {} {} {} {} {} {:.6f} {:.6f} {}", first_start_ns, last_start_ns, last_end_ns,
-                     agents, failures, ops, bytes, cpu_s, sys_s, csw);
+  return fmt::format("result {} {} {} {} {} {} {} {} {:.6f} {:.6f} {}", first_start_ns, last_start_ns, first_end_ns,
+                     last_end_ns, agents, failures, ops, bytes, cpu_s, sys_s, csw);
 }
 
 GroupResult GroupResult::decode(const std::string& line) {
   GroupResult r;
   std::istringstream in(line);
   std::string tag;
-  in >> tag >> r.first_start_ns >> r.last_start_ns >> r.last_end_ns >> r.agents >> r.failures >> r.ops >> r.bytes >>
+  in >> tag >> r.first_start_ns >> r.last_start_ns >> r.first_end_ns >> r.last_end_ns >> r.agents >> r.failures >> r.ops >> r.bytes >>
       r.cpu_s >> r.sys_s >> r.csw;
   if (tag != "result" || in.fail()) throw std::runtime_error("rdzv_bench: malformed result line '" + line + "'");
   return r;
@@ -134,6 +135,7 @@ GroupResult AgentGroup::join() {
   if (!starts_.empty()) {
     r.first_start_ns = *std::min_element(starts_.begin(), starts_.end());
     r.last_start_ns = *std::max_element(starts_.begin(), starts_.end());
+    r.first_end_ns = *std::min_element(ends_.begin(), ends_.end());
     r.last_end_ns = *std::max_element(ends_.begin(), ends_.end());
   }
   return r;

@@ -23,6 +23,7 @@ namespace ctrun::rdzv_bench {
 struct GroupResult {
   std::int64_t first_start_ns = 0;
   std::int64_t last_start_ns = 0;
+  std::int64_t first_end_ns = 0;  // the first agent holding its round: about when the round was published
   std::int64_t last_end_ns = 0;
   std::uint64_t agents = 0;
   std::uint64_t failures = 0;

@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <optional>
 #include <thread>
@@ -45,9 +47,44 @@ namespace {
 
 constexpr const char* kAgentGroupFlag = "--agent-group";
 
+// Machine-wide loss counters (other programs' traffic included): packets the kernel dropped because a CPU's input
+// backlog was full (/proc/net/softnet_stat, column 2: loopback traffic goes through it; it overflows when softirq
+// work is deferred to a starved ksoftirqd) and TCP segments retransmitted (/proc/net/snmp). A dropped packet on
+// loopback costs a retransmission timeout (200 ms, doubling): a round with drops shows it in its time.
+struct NetCounters {
+  std::uint64_t backlog_drops = 0;
+  std::uint64_t retransmits = 0;
+
+  static NetCounters read() {
+    NetCounters c;
+    std::ifstream softnet("/proc/net/softnet_stat");
+    std::string line;
+    while (std::getline(softnet, line)) {
+      std::istringstream in(line);
+      std::string processed, dropped;
+      if (in >> processed >> dropped) c.backlog_drops += std::stoull(dropped, nullptr, 16);
+    }
+    std::ifstream snmp("/proc/net/snmp");
+    std::string names, values;
+    while (std::getline(snmp, names) && std::getline(snmp, values)) {
+      if (names.rfind("Tcp:", 0) != 0) continue;
+      std::istringstream n(names), v(values);
+      std::string name, value;
+      while (n >> name && v >> value)
+        if (name == "RetransSegs") c.retransmits = std::stoull(value);
+    }
+    return c;
+  }
+  NetCounters operator-(const NetCounters& o) const {
+    return {backlog_drops - o.backlog_drops, retransmits - o.retransmits};
+  }
+};
+
 struct Figure {
   double seconds = 0;             // release of every agent -> every agent holds its round
   double since_last_start = 0;    // the last agent's start -> every agent holds its round (the old measure)
+  double first_done = 0;          // release -> the first agent holds its round (the round is published)
+  NetCounters net;                // machine-wide packet drops and TCP retransmissions during the round
   std::uint64_t bytes = 0;        // Store-interface bytes of the round
   std::uint64_t ops = 0;          // Store-interface operations of the round
   std::uint64_t requests = 0;     // wire requests the server handled meanwhile (every connection)
@@ -168,6 +205,7 @@ Figure to_figure(const GroupResult& r, std::int64_t released_ns) {
   Figure f;
   f.seconds = static_cast<double>(r.last_end_ns - released_ns) * 1e-9;
   f.since_last_start = static_cast<double>(r.last_end_ns - r.last_start_ns) * 1e-9;
+  f.first_done = static_cast<double>(r.first_end_ns - released_ns) * 1e-9;
   f.bytes = r.bytes;
   f.ops = r.ops;
   f.agents_cpu = r.cpu_s;
@@ -188,10 +226,12 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
     AgentGroup group(GroupSpec{run_id, n, 0, n}, [&] { return connect_tcp(bs.port()); });
     req0 = bs.requests();
     cpu0 = bs.cpu(true);
+    const auto net0 = NetCounters::read();
     released = now_ns();
     group.release();
     total = group.join();
     auto f = to_figure(total, released);
+    f.net = NetCounters::read() - net0;
     f.requests = bs.requests() - req0;
     group.shutdown();
     return f;
@@ -208,11 +248,13 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
     if (c->read_line() != "ready") throw std::runtime_error("rdzv_bench: an agent group did not start");
   req0 = bs.requests();
   cpu0 = bs.cpu(false);
+  const auto net0 = NetCounters::read();
   released = now_ns();
   for (auto& c : children) c->write_line("go");
   for (auto& c : children) total.merge(GroupResult::decode(c->read_line()));
   const auto cpu1 = bs.cpu(false);
   auto f = to_figure(total, released);
+  f.net = NetCounters::read() - net0;
   f.requests = bs.requests() - req0;
   if (cpu0 && cpu1) {
     // The precise total, split in the proportion of the sampled user and system ticks.
@@ -279,7 +321,10 @@ Figure median_of(int n, int repeats, Run run) {
   std::vector<Figure> runs;
   for (int r = 0; r < repeats; ++r) {
     runs.push_back(run(r));
-    std::fprintf(stderr, "rdzv_bench: %d agents, run %d: %.4f s\n", n, r + 1, runs.back().seconds);
+    const auto& f = runs.back();
+    std::fprintf(stderr, "rdzv_bench: %d agents, run %d: %.4f s (machine-wide during the round: %llu packets dropped, "
+                 "%llu TCP retransmissions)\n", n, r + 1, f.seconds,
+                 static_cast<unsigned long long>(f.net.backlog_drops), static_cast<unsigned long long>(f.net.retransmits));
   }
   std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a.seconds < b.seconds; });
   return runs[runs.size() / 2];
@@ -365,16 +410,17 @@ int bench_main(int argc, char** argv) {
       fmt::print(" {:>10} {:>10} | {:>8}\n", "-", "-", "-");
   }
   // Where the time went: CPU of the server and of the agents during the round, per wire request (user + system).
-  fmt::print("\n{:>6} | {:>9} {:>9} | {:>17} {:>17} | {:>7} {:>9}\n", "agents", "server s", "agents s",
-             "server us/req u+s", "agents us/req u+s", "csw/ag", "lastst s");
+  fmt::print("\n{:>6} | {:>9} {:>9} | {:>17} {:>17} | {:>7} {:>9} {:>10} | {:>6} {:>7}\n", "agents", "server s", "agents s",
+             "server us/req u+s", "agents us/req u+s", "csw/ag", "lastst s", "1st done s", "drops", "retrans");
   for (auto& [n, f] : ours) {
     const double req = std::max<double>(1, static_cast<double>(f.requests));
     const auto split = [&](double total, double sys) {
       return total < 0 ? std::string("-") : fmt::format("{:.1f}+{:.1f}", (total - sys) * 1e6 / req, sys * 1e6 / req);
     };
-    fmt::print("{:>6} | {:>9} {:>9.3f} | {:>17} {:>17} | {:>7.1f} {:>9.4f}\n", n, cpu_text(f.server_cpu), f.agents_cpu,
-               split(f.server_cpu, f.server_sys), split(f.agents_cpu, f.agents_sys), static_cast<double>(f.csw) / n,
-               f.since_last_start);
+    fmt::print("{:>6} | {:>9} {:>9.3f} | {:>17} {:>17} | {:>7.1f} {:>9.4f} {:>10.4f} | {:>6} {:>7}\n", n,
+               cpu_text(f.server_cpu), f.agents_cpu, split(f.server_cpu, f.server_sys),
+               split(f.agents_cpu, f.agents_sys), static_cast<double>(f.csw) / n, f.since_last_start, f.first_done,
+               f.net.backlog_drops, f.net.retransmits);
   }
   for (auto& [n, f] : theirs)
     if (!ours.count(n)) fmt::print("{:>6} | torchrun only: {:.3f} s, {} B/agent\n", n, f.seconds, f.bytes / n);
