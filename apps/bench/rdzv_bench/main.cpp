@@ -47,44 +47,50 @@ namespace {
 
 constexpr const char* kAgentGroupFlag = "--agent-group";
 
-// Machine-wide loss counters (other programs' traffic included): packets the kernel dropped because a CPU's input
-// backlog was full (/proc/net/softnet_stat, column 2: loopback traffic goes through it; it overflows when softirq
-// work is deferred to a starved ksoftirqd) and TCP segments retransmitted (/proc/net/snmp). A dropped packet on
-// loopback costs a retransmission timeout (200 ms, doubling): a round with drops shows it in its time.
+// Packet loss during a round. backlog_drops: machine-wide packets the kernel dropped because a CPU's input backlog
+// was full (/proc/net/softnet_stat, column 2; loopback traffic goes through it, and it overflows when softirq work
+// is deferred to a starved ksoftirqd). retransmits: TCP retransmissions on the bench's own connections (every
+// connection to the store's port, both ends, from `ss -ti` before they close). On loopback a lost segment costs a
+// retransmission timeout (>= 200 ms, doubling): a round with retransmissions shows it in its time.
 struct NetCounters {
   std::uint64_t backlog_drops = 0;
   std::uint64_t retransmits = 0;
-
-  static NetCounters read() {
-    NetCounters c;
-    std::ifstream softnet("/proc/net/softnet_stat");
-    std::string line;
-    while (std::getline(softnet, line)) {
-      std::istringstream in(line);
-      std::string processed, dropped;
-      if (in >> processed >> dropped) c.backlog_drops += std::stoull(dropped, nullptr, 16);
-    }
-    std::ifstream snmp("/proc/net/snmp");
-    std::string names, values;
-    while (std::getline(snmp, names) && std::getline(snmp, values)) {
-      if (names.rfind("Tcp:", 0) != 0) continue;
-      std::istringstream n(names), v(values);
-      std::string name, value;
-      while (n >> name && v >> value)
-        if (name == "RetransSegs") c.retransmits = std::stoull(value);
-    }
-    return c;
-  }
-  NetCounters operator-(const NetCounters& o) const {
-    return {backlog_drops - o.backlog_drops, retransmits - o.retransmits};
-  }
 };
+
+std::uint64_t backlog_drops() {
+  std::uint64_t total = 0;
+  std::ifstream softnet("/proc/net/softnet_stat");
+  std::string line;
+  while (std::getline(softnet, line)) {
+    std::istringstream in(line);
+    std::string processed, dropped;
+    if (in >> processed >> dropped) total += std::stoull(dropped, nullptr, 16);
+  }
+  return total;
+}
+
+// Sum of "retrans:<now>/<total>" totals over the established connections to or from `port`.
+std::uint64_t retransmits_on(std::uint16_t port) {
+  const auto cmd = fmt::format("ss -tinH state established '( sport = :{0} or dport = :{0} )' 2>/dev/null", port);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return 0;
+  std::uint64_t total = 0;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) {
+    const char* r = std::strstr(buf, "retrans:");
+    if (!r) continue;
+    const char* slash = std::strchr(r, '/');
+    if (slash) total += std::strtoull(slash + 1, nullptr, 10);
+  }
+  ::pclose(p);
+  return total;
+}
 
 struct Figure {
   double seconds = 0;             // release of every agent -> every agent holds its round
   double since_last_start = 0;    // the last agent's start -> every agent holds its round (the old measure)
   double first_done = 0;          // release -> the first agent holds its round (the round is published)
-  NetCounters net;                // machine-wide packet drops and TCP retransmissions during the round
+  NetCounters net;                // packet drops (machine-wide) and retransmissions (the bench's) during the round
   std::uint64_t bytes = 0;        // Store-interface bytes of the round
   std::uint64_t ops = 0;          // Store-interface operations of the round
   std::uint64_t requests = 0;     // wire requests the server handled meanwhile (every connection)
@@ -226,12 +232,13 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
     AgentGroup group(GroupSpec{run_id, n, 0, n}, [&] { return connect_tcp(bs.port()); });
     req0 = bs.requests();
     cpu0 = bs.cpu(true);
-    const auto net0 = NetCounters::read();
+    const auto retrans0 = retransmits_on(bs.port());  // of the connection set-up
+    const auto drops0 = backlog_drops();
     released = now_ns();
     group.release();
     total = group.join();
     auto f = to_figure(total, released);
-    f.net = NetCounters::read() - net0;
+    f.net = {backlog_drops() - drops0, retransmits_on(bs.port()) - retrans0};
     f.requests = bs.requests() - req0;
     group.shutdown();
     return f;
@@ -248,13 +255,14 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
     if (c->read_line() != "ready") throw std::runtime_error("rdzv_bench: an agent group did not start");
   req0 = bs.requests();
   cpu0 = bs.cpu(false);
-  const auto net0 = NetCounters::read();
+  const auto retrans0 = retransmits_on(bs.port());  // of the connection set-up
+  const auto drops0 = backlog_drops();
   released = now_ns();
   for (auto& c : children) c->write_line("go");
   for (auto& c : children) total.merge(GroupResult::decode(c->read_line()));
   const auto cpu1 = bs.cpu(false);
   auto f = to_figure(total, released);
-  f.net = NetCounters::read() - net0;
+  f.net = {backlog_drops() - drops0, retransmits_on(bs.port()) - retrans0};
   f.requests = bs.requests() - req0;
   if (cpu0 && cpu1) {
     // The precise total, split in the proportion of the sampled user and system ticks.
@@ -322,8 +330,8 @@ Figure median_of(int n, int repeats, Run run) {
   for (int r = 0; r < repeats; ++r) {
     runs.push_back(run(r));
     const auto& f = runs.back();
-    std::fprintf(stderr, "rdzv_bench: %d agents, run %d: %.4f s (machine-wide during the round: %llu packets dropped, "
-                 "%llu TCP retransmissions)\n", n, r + 1, f.seconds,
+    std::fprintf(stderr, "rdzv_bench: %d agents, run %d: %.4f s (%llu packets dropped machine-wide, %llu TCP "
+                 "retransmissions on the bench's connections)\n", n, r + 1, f.seconds,
                  static_cast<unsigned long long>(f.net.backlog_drops), static_cast<unsigned long long>(f.net.retransmits));
   }
   std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a.seconds < b.seconds; });
