@@ -49,13 +49,28 @@ constexpr const char* kAgentGroupFlag = "--agent-group";
 
 // Packet loss during a round. backlog_drops: machine-wide packets the kernel dropped because a CPU's input backlog
 // was full (/proc/net/softnet_stat, column 2; loopback traffic goes through it, and it overflows when softirq work
-// is deferred to a starved ksoftirqd). retransmits: TCP retransmissions on the bench's own connections (every
-// connection to the store's port, both ends, from `ss -ti` before they close). On loopback a lost segment costs a
-// retransmission timeout (>= 200 ms, doubling): a round with retransmissions shows it in its time.
+// is deferred to a starved ksoftirqd). timeouts: machine-wide TCP retransmission timeouts (/proc/net/netstat
+// TCPTimeouts): on loopback each costs >= 200 ms to its connection, so a round with any shows them in its time.
+// retransmits: TCP retransmissions on the bench's own connections (both ends, from `ss -ti` before they close);
+// on a loaded machine these are mostly tail-loss probes answered by a D-SACK (an ACK came late; nothing was lost).
 struct NetCounters {
   std::uint64_t backlog_drops = 0;
+  std::uint64_t timeouts = 0;
   std::uint64_t retransmits = 0;
 };
+
+std::uint64_t tcp_timeouts() {
+  std::ifstream netstat("/proc/net/netstat");
+  std::string names, values;
+  while (std::getline(netstat, names) && std::getline(netstat, values)) {
+    if (names.rfind("TcpExt:", 0) != 0) continue;
+    std::istringstream n(names), v(values);
+    std::string name, value;
+    while (n >> name && v >> value)
+      if (name == "TCPTimeouts") return std::stoull(value);
+  }
+  return 0;
+}
 
 std::uint64_t backlog_drops() {
   std::uint64_t total = 0;
@@ -234,11 +249,12 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
     cpu0 = bs.cpu(true);
     const auto retrans0 = retransmits_on(bs.port());  // of the connection set-up
     const auto drops0 = backlog_drops();
+    const auto timeouts0 = tcp_timeouts();
     released = now_ns();
     group.release();
     total = group.join();
     auto f = to_figure(total, released);
-    f.net = {backlog_drops() - drops0, retransmits_on(bs.port()) - retrans0};
+    f.net = {backlog_drops() - drops0, tcp_timeouts() - timeouts0, retransmits_on(bs.port()) - retrans0};
     f.requests = bs.requests() - req0;
     group.shutdown();
     return f;
@@ -257,12 +273,13 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
   cpu0 = bs.cpu(false);
   const auto retrans0 = retransmits_on(bs.port());  // of the connection set-up
   const auto drops0 = backlog_drops();
+  const auto timeouts0 = tcp_timeouts();
   released = now_ns();
   for (auto& c : children) c->write_line("go");
   for (auto& c : children) total.merge(GroupResult::decode(c->read_line()));
   const auto cpu1 = bs.cpu(false);
   auto f = to_figure(total, released);
-  f.net = {backlog_drops() - drops0, retransmits_on(bs.port()) - retrans0};
+  f.net = {backlog_drops() - drops0, tcp_timeouts() - timeouts0, retransmits_on(bs.port()) - retrans0};
   f.requests = bs.requests() - req0;
   if (cpu0 && cpu1) {
     // The precise total, split in the proportion of the sampled user and system ticks.
@@ -330,9 +347,10 @@ Figure median_of(int n, int repeats, Run run) {
   for (int r = 0; r < repeats; ++r) {
     runs.push_back(run(r));
     const auto& f = runs.back();
-    std::fprintf(stderr, "rdzv_bench: %d agents, run %d: %.4f s (%llu packets dropped machine-wide, %llu TCP "
-                 "retransmissions on the bench's connections)\n", n, r + 1, f.seconds,
-                 static_cast<unsigned long long>(f.net.backlog_drops), static_cast<unsigned long long>(f.net.retransmits));
+    std::fprintf(stderr, "rdzv_bench: %d agents, run %d: %.4f s (machine-wide: %llu packets dropped, %llu TCP "
+                 "timeouts; %llu retransmissions on the bench's connections)\n", n, r + 1, f.seconds,
+                 static_cast<unsigned long long>(f.net.backlog_drops), static_cast<unsigned long long>(f.net.timeouts),
+                 static_cast<unsigned long long>(f.net.retransmits));
   }
   std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a.seconds < b.seconds; });
   return runs[runs.size() / 2];
@@ -390,6 +408,7 @@ int bench_main(int argc, char** argv) {
   log::set_default_level(spdlog::level::warn);
   raise_fd_limit();
   ::signal(SIGPIPE, SIG_IGN);
+  ::setenv("CTRUN_LOG_LEVEL", "warn", 0);  // ctstore's start/stop lines are noise here (a level given wins)
 
   BenchStore bs(store_kind == "process", ctstore);
   std::map<int, Figure> ours;
@@ -418,17 +437,17 @@ int bench_main(int argc, char** argv) {
       fmt::print(" {:>10} {:>10} | {:>8}\n", "-", "-", "-");
   }
   // Where the time went: CPU of the server and of the agents during the round, per wire request (user + system).
-  fmt::print("\n{:>6} | {:>9} {:>9} | {:>17} {:>17} | {:>7} {:>9} {:>10} | {:>6} {:>7}\n", "agents", "server s", "agents s",
-             "server us/req u+s", "agents us/req u+s", "csw/ag", "lastst s", "1st done s", "drops", "retrans");
+  fmt::print("\n{:>6} | {:>9} {:>9} | {:>17} {:>17} | {:>7} {:>9} {:>10} | {:>6} {:>5} {:>7}\n", "agents", "server s", "agents s",
+             "server us/req u+s", "agents us/req u+s", "csw/ag", "lastst s", "1st done s", "drops", "RTOs", "retrans");
   for (auto& [n, f] : ours) {
     const double req = std::max<double>(1, static_cast<double>(f.requests));
     const auto split = [&](double total, double sys) {
       return total < 0 ? std::string("-") : fmt::format("{:.1f}+{:.1f}", (total - sys) * 1e6 / req, sys * 1e6 / req);
     };
-    fmt::print("{:>6} | {:>9} {:>9.3f} | {:>17} {:>17} | {:>7.1f} {:>9.4f} {:>10.4f} | {:>6} {:>7}\n", n,
+    fmt::print("{:>6} | {:>9} {:>9.3f} | {:>17} {:>17} | {:>7.1f} {:>9.4f} {:>10.4f} | {:>6} {:>5} {:>7}\n", n,
                cpu_text(f.server_cpu), f.agents_cpu, split(f.server_cpu, f.server_sys),
                split(f.agents_cpu, f.agents_sys), static_cast<double>(f.csw) / n, f.since_last_start, f.first_done,
-               f.net.backlog_drops, f.net.retransmits);
+               f.net.backlog_drops, f.net.timeouts, f.net.retransmits);
   }
   for (auto& [n, f] : theirs)
     if (!ours.count(n)) fmt::print("{:>6} | torchrun only: {:.3f} s, {} B/agent\n", n, f.seconds, f.bytes / n);
