@@ -29,6 +29,7 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
       keep_alive_(std::move(keep_alive)),
       connect_(connect),
       clock_(clock ? std::move(clock) : std::make_shared<SteadyClock>()),
+      log_(log::get("rdzv")),
       store_(connect()),
       hb_store_(connect()),
       liveness_(*hb_store_, LivenessConfig{config_.run_id, config_.settings.keep_alive_interval,
@@ -97,7 +98,7 @@ RoundInfo C10dHandler::next_rendezvous() {
     joining_.reset();
   }
   wake_.notify_all();
-  log::get("rdzv")->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}",
+  log_->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}",
                          config_.run_id, result.round, a.group_rank, a.group_world_size, a.global_world_size,
                          a.master_addr, a.master_port);
   RoundInfo info;
@@ -149,7 +150,7 @@ bool C10dHandler::exit_barrier(store::Duration timeout) {
     exit_barrier_passed_ = true;
     return true;
   } catch (const store::StoreError& e) {
-    log::get("rdzv")->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round,
+    log_->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round,
                            e.what());
     return false;
   }
@@ -168,7 +169,7 @@ bool C10dHandler::shutdown() {
     release_store();
     return true;
   } catch (const store::StoreError& e) {
-    log::get("rdzv")->warn("could not close rendezvous '{}': {}", config_.run_id, e.what());
+    log_->warn("could not close rendezvous '{}': {}", config_.run_id, e.what());
     return false;
   }
 }
@@ -184,7 +185,7 @@ void C10dHandler::release_store() {
   try {
     store_->wait({keys_.released_all(current_->round)}, config_.settings.close_timeout);
   } catch (const store::TimeoutError&) {
-    log::get("rdzv")->warn("rendezvous '{}': not every node released the store within close_timeout; stopping it",
+    log_->warn("rendezvous '{}': not every node released the store within close_timeout; stopping it",
                            config_.run_id);
   }
 }
@@ -196,7 +197,7 @@ void C10dHandler::leave() {
     mark_exit(*store_, keys_, current_->round, current_->rank, current_->members, "left", kOverLeave,
               fmt::format("node {} (pid {}) left (its agent was stopped)", node_.addr, ::getpid()));
   } catch (const store::StoreError& e) {
-    log::get("rdzv")->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
+    log_->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
   }
 }
 
@@ -219,7 +220,7 @@ void C10dHandler::abandon() {
       mark_exit(*store, keys_, held->round, held->rank, held->members, "left", kOverLeave, why);
     }
   } catch (const std::exception& e) {
-    log::get("rdzv")->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
+    log_->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
   }
 }
 
@@ -260,7 +261,7 @@ void C10dHandler::heartbeat_loop() {
     try {
       next = liveness_.tick(clock_->now());
     } catch (const std::exception& e) {  // a store hiccup: keep beating, as torchrun (warnings only)
-      log::get("rdzv")->warn("rendezvous '{}' heartbeat failed: {}", config_.run_id, e.what());
+      log_->warn("rendezvous '{}' heartbeat failed: {}", config_.run_id, e.what());
       next = clock_->now() + config_.settings.keep_alive_interval / 4;
     }
     auto wait = next == TimePoint::max() ? std::chrono::milliseconds(1000)
