@@ -98,9 +98,8 @@ RoundInfo C10dHandler::next_rendezvous() {
     joining_.reset();
   }
   wake_.notify_all();
-  log_->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}",
-                         config_.run_id, result.round, a.group_rank, a.group_world_size, a.global_world_size,
-                         a.master_addr, a.master_port);
+  log_->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}", config_.run_id,
+             result.round, a.group_rank, a.group_world_size, a.global_world_size, a.master_addr, a.master_port);
   RoundInfo info;
   info.round = result.round;
   info.group_rank = a.group_rank;
@@ -150,8 +149,7 @@ bool C10dHandler::exit_barrier(store::Duration timeout) {
     exit_barrier_passed_ = true;
     return true;
   } catch (const store::StoreError& e) {
-    log_->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round,
-                           e.what());
+    log_->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round, e.what());
     return false;
   }
 }
@@ -185,8 +183,7 @@ void C10dHandler::release_store() {
   try {
     store_->wait({keys_.released_all(current_->round)}, config_.settings.close_timeout);
   } catch (const store::TimeoutError&) {
-    log_->warn("rendezvous '{}': not every node released the store within close_timeout; stopping it",
-                           config_.run_id);
+    log_->warn("rendezvous '{}': not every node released the store within close_timeout; stopping it", config_.run_id);
   }
 }
 

@@ -67,7 +67,7 @@ class JoinOp {
   void complete(std::int64_t members);
   void abort_round(const std::string& message);
   [[noreturn]] void throw_gate_timeout(TimePoint now, std::int64_t members);
-  std::int64_t read_int(const std::string& key);                // a key that exists
+  std::int64_t read_int(const std::string& key);                 // a key that exists
   std::optional<std::int64_t> peek_int(const std::string& key);  // nullopt: missing
   TimePoint deadline() const { return spare_ ? TimePoint::max() : deadline_; }
 

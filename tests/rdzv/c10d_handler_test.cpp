@@ -255,15 +255,15 @@ TEST(C10dHandler, WireRequestsPerAgentDoNotGrowWithTheNumberOfAgents) {
     std::vector<int> all;
     for (int i = 0; i < n; ++i) {
       int calls = 0;
-      hs.push_back(std::make_unique<C10dHandler>(
-          c, NodeSpec{"node" + std::to_string(i), 1, "default"}, [&]() -> std::shared_ptr<store::Store> {
-            if (calls++ > 0) return heartbeats;
-            store::TcpStoreOptions t;
-            t.host = "127.0.0.1";
-            t.port = server.port();
-            t.timeout = 10s;
-            return std::make_shared<store::TcpStore>(t);
-          }));
+      hs.push_back(std::make_unique<C10dHandler>(c, NodeSpec{"node" + std::to_string(i), 1, "default"},
+                                                 [&]() -> std::shared_ptr<store::Store> {
+                                                   if (calls++ > 0) return heartbeats;
+                                                   store::TcpStoreOptions t;
+                                                   t.host = "127.0.0.1";
+                                                   t.port = server.port();
+                                                   t.timeout = 10s;
+                                                   return std::make_shared<store::TcpStore>(t);
+                                                 }));
       hs.back()->set_worker_store_address("h", 1);
       all.push_back(i);
     }

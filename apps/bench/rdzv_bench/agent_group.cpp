@@ -60,8 +60,8 @@ GroupResult GroupResult::decode(const std::string& line) {
   GroupResult r;
   std::istringstream in(line);
   std::string tag;
-  in >> tag >> r.first_start_ns >> r.last_start_ns >> r.first_end_ns >> r.last_end_ns >> r.agents >> r.failures >> r.ops >> r.bytes >>
-      r.cpu_s >> r.sys_s >> r.csw;
+  in >> tag >> r.first_start_ns >> r.last_start_ns >> r.first_end_ns >> r.last_end_ns >> r.agents >> r.failures >>
+      r.ops >> r.bytes >> r.cpu_s >> r.sys_s >> r.csw;
   if (tag != "result" || in.fail()) throw std::runtime_error("rdzv_bench: malformed result line '" + line + "'");
   return r;
 }
@@ -83,8 +83,8 @@ AgentGroup::AgentGroup(const GroupSpec& spec, const Connect& connect)
       first = false;
       return std::make_shared<rdzv::CountingStore>(s, traffic_);
     };
-    handlers_.push_back(std::make_unique<rdzv::C10dHandler>(
-        config, rdzv::NodeSpec{fmt::format("node{}", i), 8, "default"}, counted));
+    handlers_.push_back(
+        std::make_unique<rdzv::C10dHandler>(config, rdzv::NodeSpec{fmt::format("node{}", i), 8, "default"}, counted));
     handlers_.back()->set_worker_store_address(fmt::format("node{}", i), 29500);
   }
   threads_.reserve(spec.count);

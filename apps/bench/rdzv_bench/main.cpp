@@ -10,18 +10,18 @@
 // are split over --procs processes (this program re-executed with --agent-group), so neither the server nor the
 // agents share an address space, an allocator or a scheduler queue of thousands of threads with the others.
 // --procs 0 --store thread is the old harness: everything in this process.
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/types.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -102,19 +102,19 @@ std::uint64_t retransmits_on(std::uint16_t port) {
 }
 
 struct Figure {
-  double seconds = 0;             // release of every agent -> every agent holds its round
-  double since_last_start = 0;    // the last agent's start -> every agent holds its round (the old measure)
-  double first_done = 0;          // release -> the first agent holds its round (the round is published)
-  NetCounters net;                // packet drops (machine-wide) and retransmissions (the bench's) during the round
-  std::uint64_t bytes = 0;        // Store-interface bytes of the round
-  std::uint64_t ops = 0;          // Store-interface operations of the round
-  std::uint64_t requests = 0;     // wire requests the server handled meanwhile (every connection)
-  double server_cpu = -1;         // CPU seconds of the store server meanwhile (-1: not measurable here)
-  double server_sys = 0;          // of which in the kernel
-  double agents_cpu = 0;          // CPU seconds of the agents' processes meanwhile
-  double agents_sys = 0;          // of which in the kernel
-  std::uint64_t csw = 0;          // context switches of the agents' processes meanwhile
-  std::uint64_t wire = 0;         // etcd only: HTTP bytes of the round (every connection, heartbeats excluded)
+  double seconds = 0;           // release of every agent -> every agent holds its round
+  double since_last_start = 0;  // the last agent's start -> every agent holds its round (the old measure)
+  double first_done = 0;        // release -> the first agent holds its round (the round is published)
+  NetCounters net;              // packet drops (machine-wide) and retransmissions (the bench's) during the round
+  std::uint64_t bytes = 0;      // Store-interface bytes of the round
+  std::uint64_t ops = 0;        // Store-interface operations of the round
+  std::uint64_t requests = 0;   // wire requests the server handled meanwhile (every connection)
+  double server_cpu = -1;       // CPU seconds of the store server meanwhile (-1: not measurable here)
+  double server_sys = 0;        // of which in the kernel
+  double agents_cpu = 0;        // CPU seconds of the agents' processes meanwhile
+  double agents_sys = 0;        // of which in the kernel
+  std::uint64_t csw = 0;        // context switches of the agents' processes meanwhile
+  std::uint64_t wire = 0;       // etcd only: HTTP bytes of the round (every connection, heartbeats excluded)
 };
 
 void raise_fd_limit() {
@@ -263,9 +263,9 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
   for (int g = 0; g < groups; ++g) {
     const int first = static_cast<int>(static_cast<long>(n) * g / groups);
     const int next = static_cast<int>(static_cast<long>(n) * (g + 1) / groups);
-    children.push_back(std::make_unique<Child>(std::vector<std::string>{
-        self, kAgentGroupFlag, std::to_string(bs.port()), run_id, std::to_string(n), std::to_string(first),
-        std::to_string(next - first)}));
+    children.push_back(std::make_unique<Child>(
+        std::vector<std::string>{self, kAgentGroupFlag, std::to_string(bs.port()), run_id, std::to_string(n),
+                                 std::to_string(first), std::to_string(next - first)}));
   }
   for (auto& c : children)
     if (c->read_line() != "ready") throw std::runtime_error("rdzv_bench: an agent group did not start");
@@ -347,10 +347,11 @@ Figure median_of(int n, int repeats, Run run) {
   for (int r = 0; r < repeats; ++r) {
     runs.push_back(run(r));
     const auto& f = runs.back();
-    std::fprintf(stderr, "rdzv_bench: %d agents, run %d: %.4f s (machine-wide: %llu packets dropped, %llu TCP "
-                 "timeouts; %llu retransmissions on the bench's connections)\n", n, r + 1, f.seconds,
-                 static_cast<unsigned long long>(f.net.backlog_drops), static_cast<unsigned long long>(f.net.timeouts),
-                 static_cast<unsigned long long>(f.net.retransmits));
+    std::fprintf(stderr,
+                 "rdzv_bench: %d agents, run %d: %.4f s (machine-wide: %llu packets dropped, %llu TCP "
+                 "timeouts; %llu retransmissions on the bench's connections)\n",
+                 n, r + 1, f.seconds, static_cast<unsigned long long>(f.net.backlog_drops),
+                 static_cast<unsigned long long>(f.net.timeouts), static_cast<unsigned long long>(f.net.retransmits));
   }
   std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a.seconds < b.seconds; });
   return runs[runs.size() / 2];
@@ -414,16 +415,19 @@ int bench_main(int argc, char** argv) {
   std::map<int, Figure> ours;
   int runs = 0;  // a run id per round: a finished round closes its run id
   for (int n : sizes)
-    ours[n] = median_of(n, repeats, [&](int) { return run_c10d(n, procs, bs, self, fmt::format("b{}.{}", n, runs++)); });
+    ours[n] =
+        median_of(n, repeats, [&](int) { return run_c10d(n, procs, bs, self, fmt::format("b{}.{}", n, runs++)); });
   std::map<int, Figure> on_etcd;
   if (!etcd_endpoints.empty()) {
     const auto salt = std::chrono::steady_clock::now().time_since_epoch().count();  // fresh run ids per bench run
     for (int n : sizes)
-      on_etcd[n] = median_of(n, repeats, [&](int r) { return run_etcd(n, etcd_endpoints, fmt::format("e{}.{}.{}", n, r, salt)); });
+      on_etcd[n] = median_of(n, repeats,
+                             [&](int r) { return run_etcd(n, etcd_endpoints, fmt::format("e{}.{}.{}", n, r, salt)); });
   }
   auto theirs = run_torchrun(torch_sizes);
 
-  fmt::print("ctrun c10d: store = {}, agents = {}; median of {}\n", store_kind == "process" ? "ctstore process" : "thread",
+  fmt::print("ctrun c10d: store = {}, agents = {}; median of {}\n",
+             store_kind == "process" ? "ctstore process" : "thread",
              procs == 0 ? std::string("threads of the bench process") : fmt::format("{} processes", procs), repeats);
   fmt::print("{:>6} | {:>8} {:>9} {:>8} {:>7} {:>7} | {:>10} {:>10} | {:>8}\n", "agents", "ctrun s", "us/agent",
              "B/agent", "ops/ag", "req/ag", "torchrun s", "B/agent", "speedup");
@@ -437,8 +441,9 @@ int bench_main(int argc, char** argv) {
       fmt::print(" {:>10} {:>10} | {:>8}\n", "-", "-", "-");
   }
   // Where the time went: CPU of the server and of the agents during the round, per wire request (user + system).
-  fmt::print("\n{:>6} | {:>9} {:>9} | {:>17} {:>17} | {:>7} {:>9} {:>10} | {:>6} {:>5} {:>7}\n", "agents", "server s", "agents s",
-             "server us/req u+s", "agents us/req u+s", "csw/ag", "lastst s", "1st done s", "drops", "RTOs", "retrans");
+  fmt::print("\n{:>6} | {:>9} {:>9} | {:>17} {:>17} | {:>7} {:>9} {:>10} | {:>6} {:>5} {:>7}\n", "agents", "server s",
+             "agents s", "server us/req u+s", "agents us/req u+s", "csw/ag", "lastst s", "1st done s", "drops", "RTOs",
+             "retrans");
   for (auto& [n, f] : ours) {
     const double req = std::max<double>(1, static_cast<double>(f.requests));
     const auto split = [&](double total, double sys) {
