@@ -8,6 +8,7 @@
 
 #include "common/log.hpp"
 #include "rendezvous/membership.hpp"
+#include "rendezvous/peek.hpp"
 #include "store/prefix_store.hpp"
 #include "store/store_util.hpp"
 
@@ -28,6 +29,7 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
       keep_alive_(std::move(keep_alive)),
       connect_(connect),
       clock_(clock ? std::move(clock) : std::make_shared<SteadyClock>()),
+      log_(log::get("rdzv")),
       store_(connect()),
       hb_store_(connect()),
       liveness_(*hb_store_, LivenessConfig{config_.run_id, config_.settings.keep_alive_interval,
@@ -96,9 +98,8 @@ RoundInfo C10dHandler::next_rendezvous() {
     joining_.reset();
   }
   wake_.notify_all();
-  log::get("rdzv")->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}",
-                         config_.run_id, result.round, a.group_rank, a.group_world_size, a.global_world_size,
-                         a.master_addr, a.master_port);
+  log_->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}", config_.run_id,
+             result.round, a.group_rank, a.group_world_size, a.global_world_size, a.master_addr, a.master_port);
   RoundInfo info;
   info.round = result.round;
   info.group_rank = a.group_rank;
@@ -115,8 +116,7 @@ RoundInfo C10dHandler::next_rendezvous() {
 
 std::string C10dHandler::over_value() {
   if (!current_ || !over_cache_.empty()) return over_cache_;
-  const auto key = keys_.over(current_->round);
-  if (store_->check({key})) over_cache_ = store_->get(key);
+  over_cache_ = peek(*store_, keys_.over(current_->round)).value_or("");
   return over_cache_;
 }
 
@@ -149,8 +149,7 @@ bool C10dHandler::exit_barrier(store::Duration timeout) {
     exit_barrier_passed_ = true;
     return true;
   } catch (const store::StoreError& e) {
-    log::get("rdzv")->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round,
-                           e.what());
+    log_->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round, e.what());
     return false;
   }
 }
@@ -168,7 +167,7 @@ bool C10dHandler::shutdown() {
     release_store();
     return true;
   } catch (const store::StoreError& e) {
-    log::get("rdzv")->warn("could not close rendezvous '{}': {}", config_.run_id, e.what());
+    log_->warn("could not close rendezvous '{}': {}", config_.run_id, e.what());
     return false;
   }
 }
@@ -184,8 +183,7 @@ void C10dHandler::release_store() {
   try {
     store_->wait({keys_.released_all(current_->round)}, config_.settings.close_timeout);
   } catch (const store::TimeoutError&) {
-    log::get("rdzv")->warn("rendezvous '{}': not every node released the store within close_timeout; stopping it",
-                           config_.run_id);
+    log_->warn("rendezvous '{}': not every node released the store within close_timeout; stopping it", config_.run_id);
   }
 }
 
@@ -196,7 +194,7 @@ void C10dHandler::leave() {
     mark_exit(*store_, keys_, current_->round, current_->rank, current_->members, "left", kOverLeave,
               fmt::format("node {} (pid {}) left (its agent was stopped)", node_.addr, ::getpid()));
   } catch (const store::StoreError& e) {
-    log::get("rdzv")->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
+    log_->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
   }
 }
 
@@ -219,7 +217,7 @@ void C10dHandler::abandon() {
       mark_exit(*store, keys_, held->round, held->rank, held->members, "left", kOverLeave, why);
     }
   } catch (const std::exception& e) {
-    log::get("rdzv")->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
+    log_->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
   }
 }
 
@@ -235,8 +233,9 @@ void C10dHandler::withdraw(store::Store& store, std::uint64_t round, std::int64_
     store.set(keys_.min_reached(round), "1");  // nodes waiting for MIN wake now, not at their next wait slice
     return;
   }
-  if (!store.check({keys_.done(round)})) return;  // being completed by another node: heartbeats will tell
-  const auto members = store::parse_add_operand(keys_.done(round), store.get(keys_.done(round)));
+  const auto done = peek(store, keys_.done(round));
+  if (!done) return;  // being completed by another node: heartbeats will tell
+  const auto members = store::parse_add_operand(keys_.done(round), *done);
   if (arrival > members) return;  // a spare: the round formed without us
   const auto a = Assignment::decode(store.get(keys_.assign(round, arrival)));
   mark_exit(store, keys_, round, a.group_rank, static_cast<int>(members), "left", kOverLeave, why);
@@ -259,7 +258,7 @@ void C10dHandler::heartbeat_loop() {
     try {
       next = liveness_.tick(clock_->now());
     } catch (const std::exception& e) {  // a store hiccup: keep beating, as torchrun (warnings only)
-      log::get("rdzv")->warn("rendezvous '{}' heartbeat failed: {}", config_.run_id, e.what());
+      log_->warn("rendezvous '{}' heartbeat failed: {}", config_.run_id, e.what());
       next = clock_->now() + config_.settings.keep_alive_interval / 4;
     }
     auto wait = next == TimePoint::max() ? std::chrono::milliseconds(1000)

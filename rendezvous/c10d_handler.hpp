@@ -16,6 +16,10 @@
 #include "rendezvous/liveness.hpp"
 #include "rendezvous/parameters.hpp"
 
+namespace spdlog {
+class logger;
+}
+
 namespace ctrun::rdzv {
 
 struct C10dConfig {
@@ -66,6 +70,9 @@ class C10dHandler final : public Handler {
   std::shared_ptr<void> keep_alive_;
   Connect connect_;  // abandon() opens a connection of its own (the agent thread's may be blocked in a WAIT)
   std::shared_ptr<const Clock> clock_;
+  // Taken once: log::get() locks two process-wide mutexes, which N handlers of one process (tests, rdzv_bench)
+  // completing a round together would queue on.
+  std::shared_ptr<spdlog::logger> log_;
   std::shared_ptr<store::Store> store_;     // joins, polls, barriers (agent thread)
   std::shared_ptr<store::Store> hb_store_;  // heartbeats (heartbeat thread)
   std::string worker_store_host_;

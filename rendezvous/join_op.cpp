@@ -6,6 +6,7 @@
 
 #include "rendezvous/handler.hpp"
 #include "rendezvous/membership.hpp"
+#include "rendezvous/peek.hpp"
 #include "store/store_util.hpp"
 
 namespace ctrun::rdzv {
@@ -51,12 +52,22 @@ std::variant<JoinResult, JoinWait> JoinOp::step(TimePoint now) {
   }
 }
 
-std::int64_t JoinOp::read_int(const std::string& key) { return store::parse_add_operand(key, store_.get(key)); }
+// One round trip for a key known to exist (peek.hpp); a store that has not got it yet is waited for (get).
+std::int64_t JoinOp::read_int(const std::string& key) {
+  auto v = peek(store_, key);
+  return store::parse_add_operand(key, v ? *v : store_.get(key));
+}
+
+std::optional<std::int64_t> JoinOp::peek_int(const std::string& key) {
+  auto v = peek(store_, key);
+  if (!v) return std::nullopt;
+  return store::parse_add_operand(key, *v);
+}
 
 JoinOp::Step JoinOp::start(TimePoint now) {
   started_ = now;
   deadline_ = now + config_.join_timeout;
-  if (store_.check({keys_.latest()})) round_ = static_cast<std::uint64_t>(read_int(keys_.latest()));
+  if (auto latest = peek_int(keys_.latest())) round_ = static_cast<std::uint64_t>(*latest);
   if (previous_) {
     // Leaving our round tells its other members to restart (torchrun: the node lands in the wait list).
     mark_exit(store_, keys_, previous_->round, previous_->rank, previous_->members, "left", kOverRejoin,
@@ -70,6 +81,8 @@ JoinOp::Step JoinOp::start(TimePoint now) {
 JoinOp::Step JoinOp::arrive() {
   arrival_ = store_.add(keys_.joined(round_), 1);
   me_.arrival = arrival_;
+  done_.reset();
+  counted_ = false;
   store_.set(keys_.node(round_, arrival_), me_.encode());
   if (arrival_ == config_.min_nodes) store_.set(keys_.min_reached(round_), "1");
   last_call_.reset();
@@ -91,11 +104,12 @@ JoinOp::Step JoinOp::gate(TimePoint now) {
     phase_ = Phase::kCount;
     return std::nullopt;
   };
-  if (!store_.check({keys_.done(prev)})) {  // we came beyond MAX of a round still collecting
+  const auto done_prev = peek_int(keys_.done(prev));
+  if (!done_prev) {  // we came beyond MAX of a round still collecting
     spare_ = true;
     return JoinWait{keys_.done(prev), TimePoint::max()};
   }
-  const auto members = read_int(keys_.done(prev));
+  const auto members = *done_prev;
   if (members == 0 || store_.check({keys_.drained(prev)})) return pass();
   if (!store_.check({keys_.over(prev)})) {  // a full round runs healthily: wait as a spare
     spare_ = true;
@@ -110,7 +124,15 @@ JoinOp::Step JoinOp::gate(TimePoint now) {
 }
 
 JoinOp::Step JoinOp::count(TimePoint now) {
-  if (store_.check({keys_.done(round_)})) {
+  // MIN == MAX: the MAX-th arrival completes the round as soon as it arrives, so a node that arrived below MAX has
+  // nothing to read or decide yet: it waits for the round (a WAIT on a key already there answers at once). When a
+  // wait slice passes with no round, it reads `joined` below and completes the round itself if MAX nodes are there
+  // (the MAX-th arrival stopped before deciding).
+  if (config_.min_nodes == config_.max_nodes && arrival_ < config_.max_nodes && !counted_ && now < deadline_) {
+    counted_ = true;
+    return JoinWait{keys_.done(round_), deadline_};
+  }
+  if ((done_ = peek_int(keys_.done(round_)))) {
     phase_ = Phase::kDecided;
     return std::nullopt;
   }
@@ -120,7 +142,8 @@ JoinOp::Step JoinOp::count(TimePoint now) {
     spare_ = true;
     return JoinWait{keys_.done(round_), TimePoint::max()};
   }
-  const auto joined = read_int(keys_.joined(round_));
+  // Our own ADD said how many had arrived with us: the MAX-th arrival needs no read to know the round is full.
+  const auto joined = arrival_ >= config_.max_nodes ? arrival_ : read_int(keys_.joined(round_));
   if (joined >= config_.max_nodes) return try_decide(config_.max_nodes);
   if (joined >= config_.min_nodes) {
     if (!last_call_) last_call_ = now + config_.last_call_timeout;
@@ -129,12 +152,18 @@ JoinOp::Step JoinOp::count(TimePoint now) {
     return JoinWait{keys_.done(round_), std::min(*last_call_, deadline_)};
   }
   if (now >= deadline_) return on_join_deadline(now);
-  return JoinWait{keys_.min_reached(round_), deadline_};
+  // MIN < MAX: wake at MIN to start the last call. MIN == MAX has no last call: the MAX-th arrival decides at once
+  // (above), so the others wait for the round itself. Waking them at MIN would only send all N to contend for
+  // `decided` and then wait again: two herds of N instead of one.
+  return JoinWait{config_.min_nodes < config_.max_nodes ? keys_.min_reached(round_) : keys_.done(round_), deadline_};
 }
 
 JoinOp::Step JoinOp::try_decide(std::int64_t members) {
   const auto token = std::to_string(arrival_);  // arrival indices are unique within a round
-  if (store_.compare_set(keys_.decided(round_), "", token) == token) complete(members);
+  if (store_.compare_set(keys_.decided(round_), "", token) == token) {
+    complete(members);
+    done_ = members;
+  }
   phase_ = Phase::kDecided;
   return std::nullopt;
 }
@@ -168,7 +197,8 @@ void JoinOp::complete(std::int64_t members) {
 }
 
 JoinOp::Step JoinOp::decided(TimePoint now) {
-  if (!store_.check({keys_.done(round_)})) {  // decided by another node that is still writing the round
+  if (!done_) done_ = peek_int(keys_.done(round_));
+  if (!done_) {  // decided by another node that is still writing the round
     const auto until = deadline_passed_ ? deadline_ + kDecisionGrace : deadline();
     if (now >= until)
       throw RendezvousTimeoutError(
@@ -176,9 +206,12 @@ JoinOp::Step JoinOp::decided(TimePoint now) {
                       config_.run_id, round_));
     return JoinWait{keys_.done(round_), until};
   }
-  const auto members = read_int(keys_.done(round_));
+  const auto members = *done_;
   if (arrival_ <= members) {
-    auto a = Assignment::decode(store_.get(keys_.assign(round_, arrival_)));
+    // The decider wrote assign/* before done: present (a GET would wait for it anyway).
+    const auto key = keys_.assign(round_, arrival_);
+    auto value = peek(store_, key);
+    auto a = Assignment::decode(value ? *value : store_.get(key));
     return JoinResult{round_, arrival_, std::move(a)};
   }
   if (deadline_passed_) throw RendezvousTimeoutError(timeout_message_);
@@ -195,11 +228,11 @@ JoinOp::Step JoinOp::decided(TimePoint now) {
 }
 
 JoinOp::Step JoinOp::on_join_deadline(TimePoint now) {
-  const auto joined = store_.check({keys_.joined(round_)}) ? read_int(keys_.joined(round_)) : 0;
+  const auto joined = peek_int(keys_.joined(round_)).value_or(0);
   std::string names;
   for (std::int64_t k = 1; k <= std::min(joined, kMaxNamesInErrors); ++k) {
-    if (!store_.check({keys_.node(round_, k)})) continue;
-    names += (names.empty() ? "" : ", ") + NodeRecord::decode(store_.get(keys_.node(round_, k))).describe();
+    if (auto record = peek(store_, keys_.node(round_, k)))
+      names += (names.empty() ? "" : ", ") + NodeRecord::decode(*record).describe();
   }
   if (joined > kMaxNamesInErrors) names += ", ...";
   timeout_message_ = fmt::format(

@@ -67,7 +67,8 @@ class JoinOp {
   void complete(std::int64_t members);
   void abort_round(const std::string& message);
   [[noreturn]] void throw_gate_timeout(TimePoint now, std::int64_t members);
-  std::int64_t read_int(const std::string& key);
+  std::int64_t read_int(const std::string& key);                 // a key that exists
+  std::optional<std::int64_t> peek_int(const std::string& key);  // nullopt: missing
   TimePoint deadline() const { return spare_ ? TimePoint::max() : deadline_; }
 
   store::Store& store_;
@@ -80,6 +81,8 @@ class JoinOp {
   std::int64_t arrival_ = 0;
   TimePoint started_{};
   TimePoint deadline_{};
+  std::optional<std::int64_t> done_;    // done(round_) as last read: the round's member count (0: aborted)
+  bool counted_ = false;                // count() ran since this node arrived in round_
   std::optional<TimePoint> last_call_;  // when this node may complete the round with fewer than MAX
   bool spare_ = false;                  // waiting behind a full round: no join timeout (as torchrun)
   bool deadline_passed_ = false;        // our join deadline passed, but another node decided the round first

@@ -12,6 +12,7 @@
 #include "rendezvous/factory.hpp"
 #include "store/memory_store.hpp"
 #include "store/server.hpp"
+#include "store/tcp_store.hpp"
 
 using namespace ctrun;
 using namespace ctrun::rdzv;
@@ -232,4 +233,52 @@ TEST(C10dHandler, StoreBytesPerRoundGrowLinearlyInTheNumberOfAgents) {
   EXPECT_GT(small, 0);
   // O(N) in total = O(1) per agent; torchrun's blob makes this grow with N (O(N^2) in total).
   EXPECT_LT(large, 1.5 * small) << "bytes per agent: " << small << " at 8 agents, " << large << " at 96";
+}
+
+// What a round costs the store server, per agent, on the wire: constant in N. Each agent's join connection goes to a
+// real TCPStore server; its heartbeat connection to a MemoryStore, so that the server counts only the round.
+TEST(C10dHandler, WireRequestsPerAgentDoNotGrowWithTheNumberOfAgents) {
+  store::ServerOptions o;
+  o.host = "127.0.0.1";
+  store::Server server(o);
+  server.start();
+  auto requests = [&] {
+    std::uint64_t n = 0;
+    for (const auto& [name, count] : server.stats().ops) n += count;
+    return n;
+  };
+  auto per_agent = [&](int n) {
+    auto heartbeats = std::make_shared<store::MemoryStore>(5s);
+    auto c = config(n, n, "wire" + std::to_string(n));
+    c.settings.keep_alive_interval = 60s;
+    std::vector<std::unique_ptr<C10dHandler>> hs;
+    std::vector<int> all;
+    for (int i = 0; i < n; ++i) {
+      int calls = 0;
+      hs.push_back(std::make_unique<C10dHandler>(c, NodeSpec{"node" + std::to_string(i), 1, "default"},
+                                                 [&]() -> std::shared_ptr<store::Store> {
+                                                   if (calls++ > 0) return heartbeats;
+                                                   store::TcpStoreOptions t;
+                                                   t.host = "127.0.0.1";
+                                                   t.port = server.port();
+                                                   t.timeout = 10s;
+                                                   return std::make_shared<store::TcpStore>(t);
+                                                 }));
+      hs.back()->set_worker_store_address("h", 1);
+      all.push_back(i);
+    }
+    const auto before = requests();  // after the connections' VALIDATE + PING
+    auto rounds = rendezvous_all(hs, all);
+    const auto used = requests() - before;
+    std::set<int> ranks;
+    for (const auto& r : rounds) ranks.insert(r.group_rank);
+    EXPECT_EQ(static_cast<int>(ranks.size()), n);
+    for (auto& h : hs) h->shutdown();
+    return static_cast<double>(used) / n;
+  };
+  const double small = per_agent(8), large = per_agent(64);
+  // About 9 per agent (docs/rendezvous.md); the old protocol (everyone woken at MIN, then at done; reads as CHECK +
+  // WAIT + GET) used 14-20, more as N grew.
+  EXPECT_LE(large, 11.0) << small << " requests per agent at 8 agents, " << large << " at 64";
+  EXPECT_LE(large, small + 1.0) << small << " requests per agent at 8 agents, " << large << " at 64";
 }

@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "rendezvous/counting_store.hpp"
 #include "sim.hpp"
 
 using namespace ctrun::rdzv;
@@ -232,4 +233,76 @@ TEST(JoinOp, RandomArrivalsAndTimingKeepEveryRoundConsistent) {
       EXPECT_GE(held, min) << "seed " << seed;  // nobody is left waiting for nothing
     }
   }
+}
+
+// MIN == MAX has no last call: the MAX-th arrival completes the round in its own step, and the others wait for the
+// round itself (done), not for MIN. Waking them at MIN would make all N contend for `decided` and wait again (two
+// herds of N wake-ups instead of one), which is what made the store operations per node grow with N.
+TEST(JoinOp, AtMinEqualMaxTheLastArrivalDecidesAndTheOthersWaitForTheRound) {
+  auto memory = std::make_shared<ctrun::store::MemoryStore>(2s);
+  const auto cfg = config(3, 3);
+  const Keys keys(cfg.run_id);
+  std::vector<std::shared_ptr<StoreTraffic>> traffic;
+  std::vector<std::shared_ptr<CountingStore>> stores;
+  std::vector<std::unique_ptr<JoinOp>> ops;
+  for (int i = 0; i < 3; ++i) {
+    traffic.push_back(std::make_shared<StoreTraffic>());
+    stores.push_back(std::make_shared<CountingStore>(memory, traffic.back()));
+    ops.push_back(std::make_unique<JoinOp>(
+        *stores.back(), cfg, NodeRecord{"n" + std::to_string(i), 100 + i, 1, "default", "h", 7000, 0}, std::nullopt));
+  }
+  FakeClock clock;
+  for (int i = 0; i < 2; ++i) {
+    auto s = ops[i]->step(clock.now());
+    ASSERT_TRUE(std::holds_alternative<JoinWait>(s));
+    EXPECT_EQ(std::get<JoinWait>(s).key, keys.done(0)) << "node " << i;
+  }
+  auto last = ops[2]->step(clock.now());  // nobody else steps: the last arrival decides on its own
+  ASSERT_TRUE(std::holds_alternative<JoinResult>(last));
+  std::set<int> ranks{std::get<JoinResult>(last).assignment.group_rank};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(memory->check({keys.done(0)}));
+    auto s = ops[i]->step(clock.now());
+    ASSERT_TRUE(std::holds_alternative<JoinResult>(s)) << "node " << i;
+    ranks.insert(std::get<JoinResult>(s).assignment.group_rank);
+    // Arrive (closed, latest, joined, node record) and wait; after the wake-up closed, done and the assignment,
+    // every read one store operation. The old protocol took 11 here, and more as N grew.
+    EXPECT_LE(traffic[i]->ops.load(), 7u) << "node " << i;
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
+
+  // MIN < MAX still wakes at MIN: that starts the last call.
+  auto memory2 = std::make_shared<ctrun::store::MemoryStore>(2s);
+  JoinOp early(*memory2, config(2, 3), NodeRecord{"a", 1, 1, "default", "h", 7000, 0}, std::nullopt);
+  auto s = early.step(clock.now());
+  ASSERT_TRUE(std::holds_alternative<JoinWait>(s));
+  EXPECT_EQ(std::get<JoinWait>(s).key, keys.min_reached(0));
+}
+
+// The MAX-th arrival stops between its arrival and its decision: the others, back from a wait slice, see MAX
+// arrivals and complete the round themselves.
+TEST(JoinOp, AtMinEqualMaxALastArrivalThatStopsBeforeDecidingIsCoveredByTheOthers) {
+  ctrun::store::MemoryStore memory(2s);
+  const auto cfg = config(3, 3);
+  const Keys keys(cfg.run_id);
+  FakeClock clock;
+  std::vector<std::unique_ptr<JoinOp>> ops;
+  for (int i = 0; i < 2; ++i) {
+    ops.push_back(std::make_unique<JoinOp>(
+        memory, cfg, NodeRecord{"n" + std::to_string(i), 100 + i, 1, "default", "h", 7000, 0}, std::nullopt));
+    ASSERT_TRUE(std::holds_alternative<JoinWait>(ops.back()->step(clock.now())));
+  }
+  // What the third node wrote before it stopped: its arrival and its record.
+  const auto k = memory.add(keys.joined(0), 1);
+  memory.set(keys.node(0, k), NodeRecord{"n2", 102, 1, "default", "h", 7000, k}.encode());
+  clock.advance(10s);  // the handler's wait slice passed
+  std::set<int> ranks;
+  for (auto& op : ops) {
+    auto s = op->step(clock.now());
+    if (std::holds_alternative<JoinWait>(s)) s = op->step(clock.now());  // the round was completed by the other
+    ASSERT_TRUE(std::holds_alternative<JoinResult>(s));
+    EXPECT_EQ(std::get<JoinResult>(s).assignment.group_world_size, 3);
+    ranks.insert(std::get<JoinResult>(s).assignment.group_rank);
+  }
+  EXPECT_EQ(ranks.size(), 2u);
 }
