@@ -43,7 +43,7 @@ run_job() {
     local dest=/dev/null; ((r == 0)) && dest=$out
     ip netns exec "$ns" env RANK=$r LOCAL_RANK=$r WORLD_SIZE=$nproc MASTER_ADDR=10.77.0.1 MASTER_PORT=$port \
       CTRUN_COMM_TRANSPORT=tcp CTRUN_COMM_IFADDR=$addr GLOO_SOCKET_IFNAME=$dev OMP_NUM_THREADS=1 \
-      timeout "${JOB_TIMEOUT:-300}" "$@" >"$dest" 2>&1 &
+      timeout -k 10 "${JOB_TIMEOUT:-300}" "$@" >"$dest" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done

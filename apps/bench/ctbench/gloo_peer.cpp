@@ -23,7 +23,7 @@ std::map<std::pair<std::string, std::size_t>, Row> run_gloo(int nproc, const std
   for (const auto& op : ops) op_list += (op_list.empty() ? "" : ",") + op;
   std::string size_list;
   for (auto s : sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
-  const std::string cmd = "GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 timeout 600 " + python + " " + wrapper +
+  const std::string cmd = "GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 timeout -k 10 600 " + python + " " + wrapper +
                           " --standalone --nproc_per_node=" + std::to_string(nproc) + " --monitor_interval 0.1 " +
                           script + " " + op_list + " " + size_list + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
