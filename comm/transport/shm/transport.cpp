@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "comm/transport/shm/ring.hpp"
 
@@ -65,7 +66,10 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       : rank_(rank),
         size_(size),
         ring_bytes_(options.ring_bytes),
-        part_bytes_(options.workspace_part_bytes),
+        slot_bytes_(options.slot_bytes),
+        slots_(std::clamp(options.slots, 1, kMaxSlots)),
+        stream_bytes_(options.stream_bytes),
+        spin_(size <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
     try {
@@ -164,10 +168,105 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   void interrupt() override { ring_doorbell(rank_); }
 
   SharedWorkspace* workspace() override { return this; }
-  std::size_t part_bytes() const override { return part_bytes_; }
+  std::size_t part_bytes() const override { return kControlPartBytes; }
+  std::size_t stream_bytes() const override { return stream_bytes_; }
   char* part(int r, int which) override {
     return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + rings_end(size_, ring_bytes_) +
-           static_cast<std::size_t>(which) * part_bytes_;
+           static_cast<std::size_t>(which) * kControlPartBytes;
+  }
+
+  // --- pipelined use ---
+  int slots() const override { return slots_; }
+  std::size_t slot_bytes() const override { return slot_bytes_; }
+  char* slot(int r, std::uint64_t piece) override {
+    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + slots_begin(size_, ring_bytes_, kParts) +
+           static_cast<std::size_t>(piece % static_cast<std::uint64_t>(slots_)) * slot_bytes_;
+  }
+  std::uint64_t take_pieces(std::uint64_t count) override {
+    const std::uint64_t first = pieces_;
+    pieces_ += count;
+    return first;
+  }
+  void set_slot_signature(std::uint64_t piece, std::uint64_t signature) override {
+    own()->slot_signature[piece % static_cast<std::uint64_t>(slots_)].store(signature, std::memory_order_relaxed);
+  }
+  std::uint64_t slot_signature(int r, std::uint64_t piece) const override {
+    return header(r)->slot_signature[piece % static_cast<std::uint64_t>(slots_)].load(std::memory_order_relaxed);
+  }
+  std::uint64_t progress(int r, Counter c) const override {
+    return header(r)->progress[c].value.load(std::memory_order_acquire);
+  }
+  std::uint64_t others_progress(Counter c) const override { return min_progress_except(rank_, c); }
+
+  void publish(Counter c, std::uint64_t value) override {
+    auto& mine = own()->progress[c].value;
+    if (mine.load(std::memory_order_relaxed) >= value) return;
+    mine.store(value, std::memory_order_seq_cst);
+    // Wake exactly the peers whose registered wait this satisfies (see wait_any for why nothing is lost).
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      SegmentHeader* h = header(q);
+      const std::uint64_t want = h->want_value[c].load(std::memory_order_seq_cst);
+      if (want == 0 || want > value) continue;
+      const int who = h->want_rank[c].load(std::memory_order_seq_cst);
+      if (who == rank_ || (who < 0 && min_progress_except(q, c) >= want)) ring_doorbell(q);
+    }
+  }
+
+  [[noreturn]] void mismatch(int r) const override {
+    throw PeerError("mismatched collectives: rank " + std::to_string(r) +
+                    " entered a shared-memory collective with a different op, dtype or size than rank " +
+                    std::to_string(rank_) +
+                    "; every rank must issue the same collectives with the same sizes in the same order");
+  }
+
+  // Sleeping without lost wake-ups: register the wants in the own header, then re-check, then futex_wait on
+  // the doorbell with the token taken before registering. A publisher stores its counter, then reads the
+  // registration (both seq_cst): either the re-check sees the new counter or the publisher sees the
+  // registration and rings. Spurious wake-ups (messages, aborts) just loop.
+  void wait_any(const std::vector<Want>& wants, Clock::time_point deadline) override {
+    if (any_holds(wants)) return;
+    // Spin only while ranks fit on the cores: otherwise the spinner steals the core from the rank it waits for.
+    if (spin_) {
+      for (int i = 0; i < kSpinIterations * 4; ++i) {
+        cpu_relax();
+        if (any_holds(wants)) return;
+      }
+    }
+    SegmentHeader* h = own();
+    for (;;) {
+      check_aborted();
+      const std::uint32_t token = h->doorbell.load(std::memory_order_seq_cst);
+      for (const Want& w : wants) {
+        h->want_rank[w.counter].store(w.rank, std::memory_order_seq_cst);
+        h->want_value[w.counter].store(w.value, std::memory_order_seq_cst);
+      }
+      const bool ready = any_holds(wants);
+      const auto now = Clock::now();
+      if (!ready && now < deadline) {
+        const auto slice = std::min<std::chrono::milliseconds>(
+            kLivenessSlice,
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now + std::chrono::milliseconds(1)));
+        h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (h->doorbell.load(std::memory_order_seq_cst) == token) futex_wait(&h->doorbell, token, slice);
+        h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      }
+      for (const Want& w : wants) h->want_value[w.counter].store(0, std::memory_order_seq_cst);
+      if (ready || any_holds(wants)) return;
+      check_aborted();
+      if (Clock::now() >= deadline) {
+        throw TimeoutError("shared-memory collective timed out: rank(s) " + behind(wants) +
+                           " did not get this far (a stalled or much slower rank)");
+      }
+      if (Clock::now() - last_liveness_ >= kLivenessSlice) {
+        last_liveness_ = Clock::now();
+        for (const Want& w : wants) {
+          for (int r = 0; r < size_; ++r) {
+            if (r != rank_ && (w.rank < 0 || w.rank == r)) check_alive(r);
+          }
+        }
+      }
+    }
   }
   int next_part() override { return static_cast<int>(part_counter_++ % kParts); }
 
@@ -244,6 +343,38 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
  private:
   SegmentHeader* own() const { return static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(rank_)]); }
+  SegmentHeader* header(int r) const { return static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]); }
+
+  std::uint64_t min_progress_except(int except, Counter c) const {
+    std::uint64_t m = UINT64_MAX;
+    for (int r = 0; r < size_; ++r) {
+      if (r != except) m = std::min(m, header(r)->progress[c].value.load(std::memory_order_seq_cst));
+    }
+    return m;
+  }
+  bool holds(const Want& w) const {
+    return (w.rank < 0 ? min_progress_except(rank_, w.counter) : progress(w.rank, w.counter)) >= w.value;
+  }
+  bool any_holds(const std::vector<Want>& wants) const {
+    for (const Want& w : wants) {
+      if (holds(w)) return true;
+    }
+    return false;
+  }
+  // The ranks that hold up `wants`, for a timeout message.
+  std::string behind(const std::vector<Want>& wants) const {
+    std::string who;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      for (const Want& w : wants) {
+        if ((w.rank < 0 || w.rank == r) && progress(r, w.counter) < w.value) {
+          who += (who.empty() ? "" : ", ") + std::to_string(r);
+          break;
+        }
+      }
+    }
+    return who.empty() ? "?" : who;
+  }
 
   void ring_doorbell(int r) {
     auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
@@ -290,7 +421,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     const int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) throw CommError("comm shm: shm_open(" + name_ + ") failed: " + std::strerror(errno));
     linked_ = true;
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, kParts, slot_bytes_, slots_);
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       ::close(fd);
       throw CommError("comm shm: cannot size segment " + name_ + " to " + std::to_string(bytes) +
@@ -325,7 +456,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       throw CommError("comm shm: cannot open rank " + std::to_string(peer) + "'s segment " + name + ": " +
                       std::strerror(errno) + " (ranks in different containers? set CTRUN_COMM_TRANSPORT=tcp)");
     }
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, kParts, slot_bytes_, slots_);
     struct stat st {};
     fstat(fd, &st);
     if (static_cast<std::size_t>(st.st_size) != bytes) {
@@ -365,7 +496,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
   void release() {
     unlink_own();
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, kParts, slot_bytes_, slots_);
     for (auto& seg : segments_) {
       if (seg) munmap(seg, bytes);
       seg = nullptr;
@@ -375,7 +506,11 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   int rank_;
   int size_;
   std::size_t ring_bytes_;
-  std::size_t part_bytes_;
+  std::size_t slot_bytes_;
+  int slots_;
+  std::size_t stream_bytes_;
+  std::uint64_t pieces_ = 0;
+  bool spin_ = false;
   std::string name_;
   bool linked_ = false;
   std::vector<void*> segments_;
