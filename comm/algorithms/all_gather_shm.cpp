@@ -44,40 +44,42 @@ void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer inp
   std::vector<WS::Want> wants;
   std::uint64_t prod = 0;
   std::uint64_t cons = 0;
-  // Until this rank has produced every piece too: peers may still need them after it consumed all of theirs.
+  // One step at a time: copy out what peers published, else produce the next piece (as far ahead as free slots
+  // allow), else sleep until either can run. Until this rank has produced every piece too: peers may still
+  // need them after it copied out all of theirs.
   while (cons < pl.count() || prod < pl.count()) {
     bool moved = false;
-    for (; prod < pl.count() && pl.slot_free(prod); ++prod, moved = true) {
+    if (cons < pl.count()) {
+      const auto [off, len] = piece(cons);
+      for (auto it = todo.begin(); it != todo.end();) {
+        if (!pl.reached(*it, WS::kProduced, cons)) {
+          ++it;
+          continue;
+        }
+        pl.check(*it, cons, signature);
+        reduce::copy_out(static_cast<char*>(outputs[static_cast<std::size_t>(*it)].data()) + off,
+                         pl.slot(*it, cons), len, stream);
+        it = todo.erase(it);
+        moved = true;
+      }
+      if (todo.empty()) {
+        pl.publish(WS::kReleased, cons);
+        ++cons;
+        reset_todo();
+        continue;
+      }
+    }
+    if (prod < pl.count() && pl.slot_free(prod)) {
       const auto [off, len] = piece(prod);
       if (len) std::memcpy(pl.slot(me, prod), in + off, len);
       pl.produce(prod, signature);
-    }
-    if (cons == pl.count()) {
-      if (!moved) pl.wait({pl.slot_free_want(prod)}, ctx.deadline());
-      continue;
-    }
-    const auto [off, len] = piece(cons);
-    for (auto it = todo.begin(); it != todo.end();) {
-      const int r = *it;
-      if (!pl.reached(r, WS::kProduced, cons)) {
-        ++it;
-        continue;
-      }
-      pl.check(r, cons, signature);
-      reduce::copy_out(static_cast<char*>(outputs[static_cast<std::size_t>(r)].data()) + off, pl.slot(r, cons), len,
-                       stream);
-      it = todo.erase(it);
-      moved = true;
-    }
-    if (todo.empty()) {
-      pl.publish(WS::kReleased, cons);
-      ++cons;
-      reset_todo();
+      ++prod;
       continue;
     }
     if (moved) continue;
     wants.clear();
-    wants.push_back(pl.reached_want(todo.size() == 1 ? todo[0] : -1, WS::kProduced, cons));
+    // All peers at once when several are missing: fewer wake-ups when ranks outnumber cores.
+    if (cons < pl.count()) wants.push_back(pl.reached_want(todo.size() == 1 ? todo[0] : -1, WS::kProduced, cons));
     if (prod < pl.count()) wants.push_back(pl.slot_free_want(prod));
     pl.wait(wants, ctx.deadline());
   }

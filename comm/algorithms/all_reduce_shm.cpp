@@ -2,17 +2,17 @@
 //   produce:  copy piece k of the buffer into the own slot k % slots, publish kProduced;
 //   reduce:   once every rank produced k, rank r reduces slice r of piece k over all slots in rank order into
 //             its buffer and into its own slot (the slice no one else reads there), publish kReduced;
-//   copy out: once every rank reduced k, copy every other rank's slice out of its slot into the buffer
-//             (streaming stores for large buffers, reduce/copy.hpp), publish kReleased.
+//   copy out: once every rank reduced k, copy every other rank's slice out of its slot into the buffer,
+//             publish kReleased.
 // Small pieces (a short op, or the short last piece) skip the split: every rank reduces the whole piece itself.
-// Every element is reduced in the same order on one rank, so all ranks get bit-identical results. A rank works
-// as far ahead as free slots allow and, when it must wait, sleeps until any of its next steps can run.
+// Every element is reduced in the same order on one rank, so all ranks get bit-identical results. A rank takes
+// the oldest step it can, produces ahead (as far as free slots allow) only while older steps must wait, and
+// when nothing can run sleeps until any of its next steps can.
 #include <algorithm>
 #include <cstring>
 
 #include "comm/algorithms/algorithms.hpp"
 #include "comm/algorithms/shm_pipeline.hpp"
-#include "comm/reduce/copy.hpp"
 #include "comm/reduce/reduce.hpp"
 
 namespace ctrun::comm::algorithms {
@@ -35,7 +35,6 @@ void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
   const std::size_t piece = std::max<std::size_t>(ws.slot_bytes() / es, 1);
   Pipeline pl(ws, (count + piece - 1) / piece);
   const std::uint64_t signature = ctx.signature(count);
-  const bool stream = buffer.bytes() >= ws.stream_bytes();
   char* data = static_cast<char*>(buffer.data());
   auto span = [&](std::uint64_t k) {
     const std::size_t off = static_cast<std::size_t>(k) * piece;
@@ -46,14 +45,24 @@ void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
   std::uint64_t prod = 0;
   std::uint64_t red = 0;
   std::uint64_t out = 0;
+  // One step at a time, the oldest piece's first: copying out and reducing data that was just copied in keeps
+  // it in the caches; a rank produces further ahead only while it cannot finish older pieces (peers lag).
   while (out < pl.count()) {
-    bool moved = false;
-    for (; prod < pl.count() && pl.slot_free(prod); ++prod, moved = true) {
-      const auto [off, len] = span(prod);
-      if (len) std::memcpy(pl.slot(me, prod), data + off * es, len * es);
-      pl.produce(prod, signature);
+    if (out < red && (whole(out) || pl.reached(-1, WS::kReduced, out))) {
+      if (!whole(out)) {
+        const auto [off, len] = span(out);
+        for (int i = 1; i < n; ++i) {
+          const int r = (me + i) % n;
+          const Span s = block_of(len, n, r);
+          // Plain stores: these lines of the buffer were read when the piece was copied in and are still cached.
+          std::memcpy(data + (off + s.begin) * es, pl.slot(r, out) + s.begin * es, s.count * es);
+        }
+      }
+      pl.publish(WS::kReleased, out);
+      ++out;
+      continue;
     }
-    for (; red < prod && pl.reached(-1, WS::kProduced, red); ++red, moved = true) {
+    if (red < prod && pl.reached(-1, WS::kProduced, red)) {
       for (int r = 0; r < n; ++r) {
         if (r != me) pl.check(r, red, signature);
       }
@@ -64,35 +73,30 @@ void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
           reduce::reduce_to(dtype, op, mine, pl.slot(0, red), pl.slot(1, red), len);
           for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, mine, pl.slot(r, red), len);
         }
-        continue;  // released in order by the copy-out step below
+      } else {
+        const Span s = block_of(len, n, me);
+        const std::size_t at = s.begin * es;
+        reduce::reduce_to(dtype, op, mine + at, pl.slot(0, red) + at, pl.slot(1, red) + at, s.count);
+        for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, mine + at, pl.slot(r, red) + at, s.count);
+        std::memcpy(pl.slot(me, red) + at, mine + at, s.count * es);
+        pl.publish(WS::kReduced, red);
       }
-      const Span s = block_of(len, n, me);
-      const std::size_t at = s.begin * es;
-      reduce::reduce_to(dtype, op, mine + at, pl.slot(0, red) + at, pl.slot(1, red) + at, s.count);
-      for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, mine + at, pl.slot(r, red) + at, s.count);
-      std::memcpy(pl.slot(me, red) + at, mine + at, s.count * es);
-      pl.publish(WS::kReduced, red);
+      ++red;
+      continue;
     }
-    for (; out < red; ++out, moved = true) {
-      if (!whole(out)) {
-        if (!pl.reached(-1, WS::kReduced, out)) break;
-        const auto [off, len] = span(out);
-        for (int i = 1; i < n; ++i) {
-          const int r = (me + i) % n;
-          const Span s = block_of(len, n, r);
-          reduce::copy_out(data + (off + s.begin) * es, pl.slot(r, out) + s.begin * es, s.count * es, stream);
-        }
-      }
-      pl.publish(WS::kReleased, out);
+    if (prod < pl.count() && pl.slot_free(prod)) {
+      const auto [off, len] = span(prod);
+      if (len) std::memcpy(pl.slot(me, prod), data + off * es, len * es);
+      pl.produce(prod, signature);
+      ++prod;
+      continue;
     }
-    if (moved || out == pl.count()) continue;
     wants.clear();
     if (out < red) wants.push_back(pl.reached_want(-1, WS::kReduced, out));
     if (red < prod) wants.push_back(pl.reached_want(-1, WS::kProduced, red));
     if (prod < pl.count()) wants.push_back(pl.slot_free_want(prod));
     pl.wait(wants, ctx.deadline());
   }
-  if (stream) reduce::stream_fence();
   pl.finish();
 }
 

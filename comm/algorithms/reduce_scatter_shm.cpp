@@ -39,18 +39,10 @@ void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& 
   std::vector<WS::Want> wants;
   std::uint64_t prod = 0;
   std::uint64_t cons = 0;
-  // Until this rank has produced every piece too: peers may still need them after it consumed all of theirs.
+  // One step at a time: reduce the oldest piece once every peer published it, else produce the next (as far
+  // ahead as free slots allow), else sleep until either can run. Until this rank has produced every piece too:
+  // peers may still need them after it reduced all of its own.
   while (cons < pl.count() || prod < pl.count()) {
-    bool moved = false;
-    for (; prod < pl.count() && pl.slot_free(prod); ++prod, moved = true) {
-      const auto [off, len] = span(prod);
-      for (int j = 0; j < n; ++j) {
-        if (j == me || len == 0) continue;
-        std::memcpy(pl.slot(me, prod) + static_cast<std::size_t>(j) * piece * es,
-                    static_cast<const char*>(inputs[static_cast<std::size_t>(j)].data()) + off * es, len * es);
-      }
-      pl.produce(prod, signature);
-    }
     if (cons < pl.count() && pl.reached(-1, WS::kProduced, cons)) {
       for (int r = 0; r < n; ++r) {
         if (r != me) pl.check(r, cons, signature);
@@ -67,7 +59,17 @@ void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& 
       ++cons;
       continue;
     }
-    if (moved) continue;
+    if (prod < pl.count() && pl.slot_free(prod)) {
+      const auto [off, len] = span(prod);
+      for (int j = 0; j < n; ++j) {
+        if (j == me || len == 0) continue;
+        std::memcpy(pl.slot(me, prod) + static_cast<std::size_t>(j) * piece * es,
+                    static_cast<const char*>(inputs[static_cast<std::size_t>(j)].data()) + off * es, len * es);
+      }
+      pl.produce(prod, signature);
+      ++prod;
+      continue;
+    }
     wants.clear();
     if (cons < pl.count()) wants.push_back(pl.reached_want(-1, WS::kProduced, cons));
     if (prod < pl.count()) wants.push_back(pl.slot_free_want(prod));

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <thread>
 
 #include "comm/transport/shm/ring.hpp"
 
@@ -69,7 +68,6 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         slot_bytes_(options.slot_bytes),
         slots_(std::clamp(options.slots, 1, kMaxSlots)),
         stream_bytes_(options.stream_bytes),
-        spin_(size <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
     try {
@@ -226,12 +224,14 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   // registration and rings. Spurious wake-ups (messages, aborts) just loop.
   void wait_any(const std::vector<Want>& wants, Clock::time_point deadline) override {
     if (any_holds(wants)) return;
-    // Spin only while ranks fit on the cores: otherwise the spinner steals the core from the rank it waits for.
-    if (spin_) {
-      for (int i = 0; i < kSpinIterations * 4; ++i) {
-        cpu_relax();
-        if (any_holds(wants)) return;
-      }
+    // Spin briefly, then yield (a peer we wait for may be runnable on this core), then sleep.
+    for (int i = 0; i < kSpinIterations; ++i) {
+      cpu_relax();
+      if (any_holds(wants)) return;
+    }
+    for (int i = 0; i < kYields; ++i) {
+      sched_yield();
+      if (any_holds(wants)) return;
     }
     SegmentHeader* h = own();
     for (;;) {
@@ -510,7 +510,6 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   int slots_;
   std::size_t stream_bytes_;
   std::uint64_t pieces_ = 0;
-  bool spin_ = false;
   std::string name_;
   bool linked_ = false;
   std::vector<void*> segments_;
