@@ -41,6 +41,61 @@ void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
     return std::pair<std::size_t, std::size_t>{off, std::min(piece, count - std::min(count, off))};
   };
   auto whole = [&](std::uint64_t k) { return span(k).second * es <= std::min(kWholePieceBytes, ws.slot_bytes() / 8); };
+  auto reduce_piece = [&](std::uint64_t k) {
+    for (int r = 0; r < n; ++r) {
+      if (r != me) pl.check(r, k, signature);
+    }
+    const auto [off, len] = span(k);
+    char* mine = data + off * es;
+    if (whole(k)) {
+      if (len) {
+        reduce::reduce_to(dtype, op, mine, pl.slot(0, k), pl.slot(1, k), len);
+        for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, mine, pl.slot(r, k), len);
+      }
+      return;
+    }
+    const Span s = block_of(len, n, me);
+    const std::size_t at = s.begin * es;
+    reduce::reduce_to(dtype, op, mine + at, pl.slot(0, k) + at, pl.slot(1, k) + at, s.count);
+    for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, mine + at, pl.slot(r, k) + at, s.count);
+    std::memcpy(pl.slot(me, k) + at, mine + at, s.count * es);
+    pl.publish(WS::kReduced, k);
+  };
+  auto copy_out = [&](std::uint64_t k) {
+    if (!whole(k)) {
+      const auto [off, len] = span(k);
+      for (int i = 1; i < n; ++i) {
+        const int r = (me + i) % n;
+        const Span s = block_of(len, n, r);
+        // Plain stores: these lines of the buffer were read when the piece was copied in and are still cached.
+        std::memcpy(data + (off + s.begin) * es, pl.slot(r, k) + s.begin * es, s.count * es);
+      }
+    }
+    pl.publish(WS::kReleased, k);
+  };
+  auto produce = [&](std::uint64_t k) {
+    const auto [off, len] = span(k);
+    if (len) std::memcpy(pl.slot(me, k), data + off * es, len * es);
+    pl.produce(k, signature);
+  };
+  if (ws.oversubscribed() && ws.slots() >= 2) {  // (with one slot, producing k waits for the copy-out of k-1)
+    // More ranks than cores: each wait for all peers costs a round of every rank being scheduled, so one per
+    // piece, not two. A rank reduces piece k-1 before it produces piece k, so "every rank produced k" also
+    // means "every rank reduced k-1": produce k, wait for all to produce k, copy out k-1, reduce k.
+    for (std::uint64_t k = 0; k < pl.count(); ++k) {
+      if (!pl.slot_free(k)) pl.wait({pl.slot_free_want(k)}, ctx.deadline());
+      produce(k);
+      if (!pl.reached(-1, WS::kProduced, k)) pl.wait({pl.reached_want(-1, WS::kProduced, k)}, ctx.deadline());
+      if (k > 0) copy_out(k - 1);
+      reduce_piece(k);
+    }
+    const std::uint64_t last = pl.count() - 1;
+    if (!whole(last) && !pl.reached(-1, WS::kReduced, last))
+      pl.wait({pl.reached_want(-1, WS::kReduced, last)}, ctx.deadline());
+    copy_out(last);
+    pl.finish();
+    return;
+  }
   std::vector<WS::Want> wants;
   std::uint64_t prod = 0;
   std::uint64_t red = 0;
@@ -49,46 +104,15 @@ void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
   // it in the caches; a rank produces further ahead only while it cannot finish older pieces (peers lag).
   while (out < pl.count()) {
     if (out < red && (whole(out) || pl.reached(-1, WS::kReduced, out))) {
-      if (!whole(out)) {
-        const auto [off, len] = span(out);
-        for (int i = 1; i < n; ++i) {
-          const int r = (me + i) % n;
-          const Span s = block_of(len, n, r);
-          // Plain stores: these lines of the buffer were read when the piece was copied in and are still cached.
-          std::memcpy(data + (off + s.begin) * es, pl.slot(r, out) + s.begin * es, s.count * es);
-        }
-      }
-      pl.publish(WS::kReleased, out);
-      ++out;
+      copy_out(out++);
       continue;
     }
     if (red < prod && pl.reached(-1, WS::kProduced, red)) {
-      for (int r = 0; r < n; ++r) {
-        if (r != me) pl.check(r, red, signature);
-      }
-      const auto [off, len] = span(red);
-      char* mine = data + off * es;
-      if (whole(red)) {
-        if (len) {
-          reduce::reduce_to(dtype, op, mine, pl.slot(0, red), pl.slot(1, red), len);
-          for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, mine, pl.slot(r, red), len);
-        }
-      } else {
-        const Span s = block_of(len, n, me);
-        const std::size_t at = s.begin * es;
-        reduce::reduce_to(dtype, op, mine + at, pl.slot(0, red) + at, pl.slot(1, red) + at, s.count);
-        for (int r = 2; r < n; ++r) reduce::reduce_into(dtype, op, mine + at, pl.slot(r, red) + at, s.count);
-        std::memcpy(pl.slot(me, red) + at, mine + at, s.count * es);
-        pl.publish(WS::kReduced, red);
-      }
-      ++red;
+      reduce_piece(red++);
       continue;
     }
     if (prod < pl.count() && pl.slot_free(prod)) {
-      const auto [off, len] = span(prod);
-      if (len) std::memcpy(pl.slot(me, prod), data + off * es, len * es);
-      pl.produce(prod, signature);
-      ++prod;
+      produce(prod++);
       continue;
     }
     wants.clear();

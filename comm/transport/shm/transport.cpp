@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "comm/transport/shm/ring.hpp"
 
@@ -68,6 +69,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         slot_bytes_(options.slot_bytes),
         slots_(std::clamp(options.slots, 1, kMaxSlots)),
         stream_bytes_(options.stream_bytes),
+        lazy_wakes_(size > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
     try {
@@ -196,19 +198,37 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   }
   std::uint64_t others_progress(Counter c) const override { return min_progress_except(rank_, c); }
 
+  bool oversubscribed() const override { return lazy_wakes_; }
+
   void publish(Counter c, std::uint64_t value) override {
     auto& mine = own()->progress[c].value;
     if (mine.load(std::memory_order_relaxed) >= value) return;
     mine.store(value, std::memory_order_seq_cst);
-    // Wake exactly the peers whose registered wait this satisfies (see wait_any for why nothing is lost).
+    unflushed_ |= 1u << c;
+    if (!lazy_wakes_) flush_wakes();
+  }
+
+  // Wakes exactly the peers whose registered wait the counters published since the last flush satisfy (see
+  // wait_any for why nothing is lost).
+  void flush_wakes() override {
+    if (!unflushed_) return;
     for (int q = 0; q < size_; ++q) {
       if (q == rank_) continue;
       SegmentHeader* h = header(q);
-      const std::uint64_t want = h->want_value[c].load(std::memory_order_seq_cst);
-      if (want == 0 || want > value) continue;
-      const int who = h->want_rank[c].load(std::memory_order_seq_cst);
-      if (who == rank_ || (who < 0 && min_progress_except(q, c) >= want)) ring_doorbell(q);
+      for (int c = 0; c < kCounters; ++c) {
+        if (!(unflushed_ & (1u << c))) continue;
+        const std::uint64_t want = h->want_value[c].load(std::memory_order_seq_cst);
+        if (want == 0) continue;
+        const int who = h->want_rank[c].load(std::memory_order_seq_cst);
+        const auto counter = static_cast<Counter>(c);
+        if ((who == rank_ && progress(rank_, counter) >= want) ||
+            (who < 0 && min_progress_except(q, counter) >= want)) {
+          ring_doorbell(q);
+          break;
+        }
+      }
     }
+    unflushed_ = 0;
   }
 
   [[noreturn]] void mismatch(int r) const override {
@@ -234,6 +254,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       if (any_holds(wants)) return;
     }
     SegmentHeader* h = own();
+    flush_wakes();  // before sleeping: peers may be waiting for what this rank published
     for (;;) {
       check_aborted();
       const std::uint32_t token = h->doorbell.load(std::memory_order_seq_cst);
@@ -510,6 +531,8 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   int slots_;
   std::size_t stream_bytes_;
   std::uint64_t pieces_ = 0;
+  unsigned unflushed_ = 0;  // counters published since the last flush_wakes (bit per counter)
+  bool lazy_wakes_ = false;  // more ranks than cores: publish() defers wake-ups to flush_wakes()
   std::string name_;
   bool linked_ = false;
   std::vector<void*> segments_;
