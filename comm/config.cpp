@@ -83,6 +83,12 @@ constexpr Setting kSettings[] = {
      [](Config& c, const std::string& v) {
        c.shm_stream_bytes = parse_bytes("CTRUN_COMM_SHM_STREAM_BYTES", v, std::size_t{1} << 62);
      }},
+    {"CTRUN_COMM_SHM_CORES", "0",
+     "shm: cores the group's ranks share (0: the CPUs this process may run on); with more ranks than that, waits "
+     "wake every waiter and all_reduce uses one all-rank barrier per piece (must agree on every rank)",
+     [](Config& c, const std::string& v) {
+       c.shm_cores = static_cast<int>(parse_bytes("CTRUN_COMM_SHM_CORES", v, 1 << 20));
+     }},
     {"CTRUN_COMM_SHM_DIRECT", "1",
      "shm: `1` lets ranks copy straight out of each other's buffers (process_vm_readv, probed at group creation: "
      "off where seccomp, Yama or different users deny it) for the `shm_direct` algorithms; `0`: never",

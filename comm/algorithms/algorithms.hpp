@@ -35,6 +35,7 @@ void barrier_dissemination(Context& ctx);
 // workspace, meet at a barrier, and read each other's in place: fewer copies than passing messages and no
 // chain of dependent steps, which matters most when ranks outnumber cores.
 void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op);
+void all_reduce_shm_barrier(Context& ctx, Buffer buffer, ReduceOp op);  // all_reduce_shm's choice when oversubscribed
 void broadcast_shm(Context& ctx, Buffer buffer, int root);
 void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer input);
 void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op);

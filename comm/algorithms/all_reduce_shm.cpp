@@ -28,6 +28,9 @@ void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
   const int n = ctx.size();
   if (n == 1) return;
   auto& ws = *ctx.workspace();
+  // More ranks than cores: every all-rank wait costs a round of scheduling every rank, and this pipeline
+  // needs two per piece; the barrier variant needs one (measured faster there, docs/benchmarks.md).
+  if (ws.oversubscribed()) return all_reduce_shm_barrier(ctx, buffer, op);
   const int me = ctx.rank();
   const DataType dtype = buffer.dtype();
   const std::size_t es = element_size(dtype);
@@ -78,24 +81,6 @@ void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
     if (len) std::memcpy(pl.slot(me, k), data + off * es, len * es);
     pl.produce(k, signature);
   };
-  if (ws.oversubscribed() && ws.slots() >= 2) {  // (with one slot, producing k waits for the copy-out of k-1)
-    // More ranks than cores: each wait for all peers costs a round of every rank being scheduled, so one per
-    // piece, not two. A rank reduces piece k-1 before it produces piece k, so "every rank produced k" also
-    // means "every rank reduced k-1": produce k, wait for all to produce k, copy out k-1, reduce k.
-    for (std::uint64_t k = 0; k < pl.count(); ++k) {
-      if (!pl.slot_free(k)) pl.wait({pl.slot_free_want(k)}, ctx.deadline());
-      produce(k);
-      if (!pl.reached(-1, WS::kProduced, k)) pl.wait({pl.reached_want(-1, WS::kProduced, k)}, ctx.deadline());
-      if (k > 0) copy_out(k - 1);
-      reduce_piece(k);
-    }
-    const std::uint64_t last = pl.count() - 1;
-    if (!whole(last) && !pl.reached(-1, WS::kReduced, last))
-      pl.wait({pl.reached_want(-1, WS::kReduced, last)}, ctx.deadline());
-    copy_out(last);
-    pl.finish();
-    return;
-  }
   std::vector<WS::Want> wants;
   std::uint64_t prod = 0;
   std::uint64_t red = 0;

@@ -63,7 +63,6 @@ class Pipeline {
     ws_.publish(WS::kProduced, end);
     ws_.publish(WS::kReduced, end);
     ws_.publish(WS::kReleased, end);
-    ws_.flush_wakes();
   }
 
  private:

@@ -51,11 +51,8 @@ class SharedWorkspace {
   // with their own, which is how ranks that run different ops or sizes get a named error instead of garbage.
   virtual void set_slot_signature(std::uint64_t piece, std::uint64_t signature) = 0;
   virtual std::uint64_t slot_signature(int rank, std::uint64_t piece) const = 0;
-  // Raises this rank's counter to `value` (never lowers it) and wakes the peers whose wait it satisfies: at once
-  // while ranks fit on the cores; else at the next flush_wakes() or wait_any() that sleeps (deferred, so that a
-  // rank that runs publishes a batch of pieces before its peers wake up for them).
+  // Raises this rank's counter to `value` (never lowers it) and wakes the peers whose wait it satisfies.
   virtual void publish(Counter counter, std::uint64_t value) = 0;
-  virtual void flush_wakes() = 0;
   // More ranks than this host's cores: every wait for all peers needs each of them scheduled once.
   virtual bool oversubscribed() const = 0;
   virtual std::uint64_t progress(int rank, Counter counter) const = 0;

@@ -11,8 +11,6 @@ namespace ctrun::comm::transport::shm {
 inline constexpr std::uint64_t kSegmentMagic = 0x324d4d4f43544300ull;  // "\0CTCOMM2"
 inline constexpr int kProgressCounters = 3;  // SharedWorkspace::kCounters
 inline constexpr int kMaxSlots = 64;         // SharedWorkspace::kMaxSlots
-// The barrier-based algorithms' parts only hold a few buffer addresses (algorithms/peer_buffers.hpp).
-inline constexpr std::size_t kControlPartBytes = 16u << 10;
 
 struct alignas(64) SegmentHeader {
   std::uint64_t magic;
@@ -50,16 +48,16 @@ struct alignas(64) RingHeader {
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free && std::atomic<std::uint64_t>::is_always_lock_free,
               "shared-memory atomics must be lock free");
 
-// Layout: header, one ring per sender, then the owner's control parts (barrier-based algorithms), then its
-// slots (pipelined algorithms; tmpfs pages are touched only as used).
+// Layout: header, one ring per sender, then the owner's parts (barrier-based algorithms), then its slots
+// (pipelined algorithms); both slot-sized. tmpfs pages are touched only as used.
 inline std::size_t rings_end(int size, std::size_t ring_bytes) {
   return sizeof(SegmentHeader) + static_cast<std::size_t>(size) * (sizeof(RingHeader) + ring_bytes);
 }
-inline std::size_t slots_begin(int size, std::size_t ring_bytes, int parts) {
-  return rings_end(size, ring_bytes) + static_cast<std::size_t>(parts) * kControlPartBytes;
+inline std::size_t slots_begin(int size, std::size_t ring_bytes, int parts, std::size_t slot_bytes) {
+  return rings_end(size, ring_bytes) + static_cast<std::size_t>(parts) * slot_bytes;
 }
 inline std::size_t segment_bytes(int size, std::size_t ring_bytes, int parts, std::size_t slot_bytes, int slots) {
-  return slots_begin(size, ring_bytes, parts) + static_cast<std::size_t>(slots) * slot_bytes;
+  return slots_begin(size, ring_bytes, parts, slot_bytes) + static_cast<std::size_t>(slots) * slot_bytes;
 }
 
 inline RingHeader* ring_header(void* segment, int sender, std::size_t ring_bytes) {

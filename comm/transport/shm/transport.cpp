@@ -47,6 +47,14 @@ void futex_wake_all(std::atomic<std::uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
+// CPUs this process may run on (its affinity mask, as a container's cpuset limits it).
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 std::string read_first_line(const char* path) {
   std::ifstream in(path);
   std::string line;
@@ -69,7 +77,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         slot_bytes_(options.slot_bytes),
         slots_(std::clamp(options.slots, 1, kMaxSlots)),
         stream_bytes_(options.stream_bytes),
-        lazy_wakes_(size > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+        oversubscribed_(size > (options.cores > 0 ? options.cores : usable_cpus())),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
     try {
@@ -168,18 +176,18 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   void interrupt() override { ring_doorbell(rank_); }
 
   SharedWorkspace* workspace() override { return this; }
-  std::size_t part_bytes() const override { return kControlPartBytes; }
+  std::size_t part_bytes() const override { return slot_bytes_; }
   std::size_t stream_bytes() const override { return stream_bytes_; }
   char* part(int r, int which) override {
     return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + rings_end(size_, ring_bytes_) +
-           static_cast<std::size_t>(which) * kControlPartBytes;
+           static_cast<std::size_t>(which) * slot_bytes_;
   }
 
   // --- pipelined use ---
   int slots() const override { return slots_; }
   std::size_t slot_bytes() const override { return slot_bytes_; }
   char* slot(int r, std::uint64_t piece) override {
-    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + slots_begin(size_, ring_bytes_, kParts) +
+    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + slots_begin(size_, ring_bytes_, kParts, slot_bytes_) +
            static_cast<std::size_t>(piece % static_cast<std::uint64_t>(slots_)) * slot_bytes_;
   }
   std::uint64_t take_pieces(std::uint64_t count) override {
@@ -198,19 +206,21 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   }
   std::uint64_t others_progress(Counter c) const override { return min_progress_except(rank_, c); }
 
-  bool oversubscribed() const override { return lazy_wakes_; }
+  bool oversubscribed() const override { return oversubscribed_; }
 
   void publish(Counter c, std::uint64_t value) override {
     auto& mine = own()->progress[c].value;
     if (mine.load(std::memory_order_relaxed) >= value) return;
     mine.store(value, std::memory_order_seq_cst);
     unflushed_ |= 1u << c;
-    if (!lazy_wakes_) flush_wakes();
+    flush_wakes();
   }
 
-  // Wakes exactly the peers whose registered wait the counters published since the last flush satisfy (see
-  // wait_any for why nothing is lost).
-  void flush_wakes() override {
+  // Wakes the peers whose registered wait the counters just published satisfy (see wait_any for why nothing is
+  // lost). With more ranks than cores, every peer waiting on that counter instead, satisfied or not: woken
+  // early, they spin and yield into the last arrival instead of all starting from a futex sleep at once (A/B
+  // runs with 4 and 8 ranks on 2 cores, docs/benchmarks.md; the same finding as for the barrier below).
+  void flush_wakes() {
     if (!unflushed_) return;
     for (int q = 0; q < size_; ++q) {
       if (q == rank_) continue;
@@ -221,7 +231,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         if (want == 0) continue;
         const int who = h->want_rank[c].load(std::memory_order_seq_cst);
         const auto counter = static_cast<Counter>(c);
-        if ((who == rank_ && progress(rank_, counter) >= want) ||
+        if (oversubscribed_ || (who == rank_ && progress(rank_, counter) >= want) ||
             (who < 0 && min_progress_except(q, counter) >= want)) {
           ring_doorbell(q);
           break;
@@ -254,7 +264,6 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       if (any_holds(wants)) return;
     }
     SegmentHeader* h = own();
-    flush_wakes();  // before sleeping: peers may be waiting for what this rank published
     for (;;) {
       check_aborted();
       const std::uint32_t token = h->doorbell.load(std::memory_order_seq_cst);
@@ -532,7 +541,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   std::size_t stream_bytes_;
   std::uint64_t pieces_ = 0;
   unsigned unflushed_ = 0;  // counters published since the last flush_wakes (bit per counter)
-  bool lazy_wakes_ = false;  // more ranks than cores: publish() defers wake-ups to flush_wakes()
+  bool oversubscribed_ = false;  // more ranks than cores
   std::string name_;
   bool linked_ = false;
   std::vector<void*> segments_;

@@ -24,6 +24,8 @@ struct Options {
   // CTRUN_COMM_SHM_WORKSPACE_BYTES) and count per rank (1..64, CTRUN_COMM_SHM_SLOTS).
   std::size_t slot_bytes = 256u << 10;
   int slots = 8;
+  // Cores the ranks share (0: this process's CPU affinity): CTRUN_COMM_SHM_CORES.
+  int cores = 0;
   Duration timeout = std::chrono::seconds(30);  // waiting for peers' segments
   // Outputs of at least this many bytes are written with streaming stores: CTRUN_COMM_SHM_STREAM_BYTES.
   std::size_t stream_bytes = 4u << 20;
