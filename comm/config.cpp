@@ -83,6 +83,13 @@ constexpr Setting kSettings[] = {
      [](Config& c, const std::string& v) {
        c.shm_stream_bytes = parse_bytes("CTRUN_COMM_SHM_STREAM_BYTES", v, std::size_t{1} << 62);
      }},
+    {"CTRUN_COMM_SHM_PIPELINE_BYTES", "4194304",
+     "shm: ops moving at least this many bytes per rank run the pipelined shm algorithms (per-slot flags), "
+     "smaller ones the barrier variants (one all-rank barrier per piece); 0: always pipelined (must agree on "
+     "every rank)",
+     [](Config& c, const std::string& v) {
+       c.shm_pipeline_bytes = parse_bytes("CTRUN_COMM_SHM_PIPELINE_BYTES", v, std::size_t{1} << 62);
+     }},
     {"CTRUN_COMM_SHM_CORES", "0",
      "shm: cores the group's ranks share (0: the CPUs this process may run on); with more ranks than that, waits "
      "wake every waiter and all_reduce uses one all-rank barrier per piece (must agree on every rank)",

@@ -24,7 +24,8 @@ struct Config {
   std::size_t shm_ring_bytes = 1u << 20;
   std::size_t shm_workspace_bytes = 256u << 10;  // shm: one slot of the pipelined shm algorithms
   int shm_slots = 8;                             // shm: slots per rank
-  int shm_cores = 0;  // shm: cores the ranks share (0: this machine's online CPUs)
+  int shm_cores = 0;
+  std::size_t shm_pipeline_bytes = 4u << 20;  // shm: ops this large use the pipelined algorithms  // shm: cores the ranks share (0: this machine's online CPUs)
   std::size_t shm_stream_bytes = 4u << 20;  // shm: outputs this large are written with streaming stores
   bool shm_direct = true;  // shm: let ranks read each other's buffers (process_vm_readv) where the kernel allows
   std::size_t tcp_buffer_bytes = 4u << 20;

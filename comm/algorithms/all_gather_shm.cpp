@@ -24,6 +24,7 @@ void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer inp
     return;
   }
   auto& ws = *ctx.workspace();
+  if (bytes < ws.pipeline_bytes()) return all_gather_shm_barrier(ctx, outputs, input);
   const std::size_t sb = ws.slot_bytes();
   Pipeline pl(ws, (bytes + sb - 1) / sb);
   const std::uint64_t signature = ctx.signature(bytes);

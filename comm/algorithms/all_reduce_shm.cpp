@@ -30,7 +30,7 @@ void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
   auto& ws = *ctx.workspace();
   // More ranks than cores: every all-rank wait costs a round of scheduling every rank, and this pipeline
   // needs two per piece; the barrier variant needs one (measured faster there, docs/benchmarks.md).
-  if (ws.oversubscribed()) return all_reduce_shm_barrier(ctx, buffer, op);
+  if (ws.oversubscribed() || buffer.bytes() < ws.pipeline_bytes()) return all_reduce_shm_barrier(ctx, buffer, op);
   const int me = ctx.rank();
   const DataType dtype = buffer.dtype();
   const std::size_t es = element_size(dtype);

@@ -16,6 +16,7 @@ namespace ctrun::comm::algorithms {
 void broadcast_shm(Context& ctx, Buffer buffer, int root) {
   if (ctx.size() == 1) return;
   auto& ws = *ctx.workspace();
+  if (buffer.bytes() < ws.pipeline_bytes()) return broadcast_shm_barrier(ctx, buffer, root);
   char* data = static_cast<char*>(buffer.data());
   const std::size_t bytes = buffer.bytes();
   const std::size_t sb = ws.slot_bytes();

@@ -25,6 +25,9 @@ void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& 
     return;
   }
   auto& ws = *ctx.workspace();
+  // With more ranks than cores the barrier variant measured faster at every size (docs/benchmarks.md).
+  if (ws.oversubscribed() || output.bytes() * static_cast<std::size_t>(n) < ws.pipeline_bytes())
+    return reduce_scatter_shm_barrier(ctx, output, inputs, op);
   const std::size_t count = output.count();
   const std::size_t piece = std::max<std::size_t>(ws.slot_bytes() / (es * static_cast<std::size_t>(n)), 1);
   Pipeline pl(ws, (count + piece - 1) / piece);

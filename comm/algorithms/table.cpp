@@ -59,7 +59,8 @@ constexpr AlgorithmRow kRows[] = {
      true,
      "pipelined through workspace slots with per-slot flags: each rank copies a piece in, rank r reduces slice r "
      "of it over all ranks once all published it and publishes the result, everyone copies the slices out; small "
-     "pieces are reduced whole by every rank"},
+     "pieces are reduced whole by every rank. Below CTRUN_COMM_SHM_PIPELINE_BYTES or with more ranks than cores: "
+     "the same steps with one all-rank barrier per piece"},
     {O::kAllReduce, A::kRing, [](Context& c, const OpArgs& a) { all_reduce_ring(c, a.buffer, a.op); }, 64 * KiB, 3,
      kAny, true, "reduce-scatter + all-gather around the ring, chunked and pipelined, every receive posted up front"},
     {O::kAllReduce, A::kRecursiveDoubling,
@@ -70,7 +71,9 @@ constexpr AlgorithmRow kRows[] = {
      kDirectFrom, 2, kPeerReads, kDirectAutomatic,
      "every rank copies the root's buffer straight out of it (process_vm_readv); 2 barriers per op"},
     {O::kBroadcast, A::kShm, [](Context& c, const OpArgs& a) { broadcast_shm(c, a.buffer, a.root); }, 0, 1, kShmOnly,
-     true, "pipelined: the root copies pieces into its workspace slots, every other rank copies each out once published"},
+     true,
+     "pipelined: the root copies pieces into its workspace slots, every other rank copies each out once "
+     "published (below CTRUN_COMM_SHM_PIPELINE_BYTES: one all-rank barrier per piece)"},
     {O::kBroadcast, A::kChain, [](Context& c, const OpArgs& a) { broadcast_chain(c, a.buffer, a.root); }, 256 * KiB,
      1, kAny, true, "pipelined chain from the root: bandwidth for large messages"},
     {O::kBroadcast, A::kTree, [](Context& c, const OpArgs& a) { broadcast_tree(c, a.buffer, a.root); }, 0, 1, kAny,
@@ -88,7 +91,7 @@ constexpr AlgorithmRow kRows[] = {
     {O::kAllGather, A::kShm, [](Context& c, const OpArgs& a) { all_gather_shm(c, a.outputs, a.buffer); }, 0, 1,
      kShmOnly, true,
      "pipelined: every rank copies pieces of its input into its workspace slots and copies every other rank's "
-     "pieces out once published"},
+     "pieces out once published (below CTRUN_COMM_SHM_PIPELINE_BYTES: one all-rank barrier per piece)"},
     {O::kAllGather, A::kRing, [](Context& c, const OpArgs& a) { all_gather_ring(c, a.outputs, a.buffer); }, 16 * KiB,
      1, kAny, true, "n-1 ring steps, chunked"},
     {O::kAllGather, A::kDirect, [](Context& c, const OpArgs& a) { all_gather_direct(c, a.outputs, a.buffer); }, 0, 1,
@@ -102,7 +105,8 @@ constexpr AlgorithmRow kRows[] = {
     {O::kReduceScatter, A::kShm,
      [](Context& c, const OpArgs& a) { reduce_scatter_shm(c, a.buffer, a.inputs, a.op); }, 0, 1, kShmOnly, true,
      "pipelined: every rank copies a piece of each other rank's block into its workspace slots; rank r reduces "
-     "block r in one pass once all published"},
+     "block r in one pass once all published (below CTRUN_COMM_SHM_PIPELINE_BYTES or with more ranks than "
+     "cores: one all-rank barrier per piece)"},
     {O::kReduceScatter, A::kRing,
      [](Context& c, const OpArgs& a) { reduce_scatter_ring(c, a.buffer, a.inputs, a.op); }, 16 * KiB, 1, kAny, true,
      "n-1 ring steps, chunked"},

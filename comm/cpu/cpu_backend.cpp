@@ -60,6 +60,7 @@ std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, 
     o.slot_bytes = ctx.config.shm_workspace_bytes;
     o.slots = ctx.config.shm_slots;
     o.cores = ctx.config.shm_cores;
+    o.pipeline_bytes = ctx.config.shm_pipeline_bytes;
     o.peer_reads = ctx.config.shm_direct;
     o.stream_bytes = ctx.config.shm_stream_bytes;
     return transport::shm::create(ctx.store, ctx.rank, ctx.size, o);

@@ -55,6 +55,8 @@ class SharedWorkspace {
   virtual void publish(Counter counter, std::uint64_t value) = 0;
   // More ranks than this host's cores: every wait for all peers needs each of them scheduled once.
   virtual bool oversubscribed() const = 0;
+  // Ops moving at least this many bytes per rank run the pipelined algorithms, smaller ones the barrier variants.
+  virtual std::size_t pipeline_bytes() const { return 0; }
   virtual std::uint64_t progress(int rank, Counter counter) const = 0;
   // The smallest counter over every rank but this one.
   virtual std::uint64_t others_progress(Counter counter) const = 0;

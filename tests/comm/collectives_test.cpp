@@ -281,6 +281,7 @@ TEST_P(Collectives, MatchTheSequentialReference) {
     // As if every rank had a core of its own: the pipelined all_reduce at every world size (the default family
     // runs the barrier variant wherever ranks outnumber this machine's cores).
     options.settings["CTRUN_COMM_SHM_CORES"] = "64";
+    options.settings["CTRUN_COMM_SHM_PIPELINE_BYTES"] = "0";
   }
   run_ranks(p.world, options, [&](int rank, ProcessGroup& pg) {
     int seed = 0;
@@ -323,7 +324,8 @@ TEST(ShmPipeline, BackToBackOpsOfDifferentSizesAndKinds) {
     options.settings = {{"CTRUN_COMM_SHM_WORKSPACE_BYTES", "1024"},
                         {"CTRUN_COMM_SHM_SLOTS", world % 2 ? "3" : "2"},
                         {"CTRUN_COMM_SHM_STREAM_BYTES", world % 2 ? "0" : "4096"},
-                        {"CTRUN_COMM_SHM_CORES", world % 3 ? "64" : "1"}};
+                        {"CTRUN_COMM_SHM_CORES", world % 3 ? "64" : "1"},
+                        {"CTRUN_COMM_SHM_PIPELINE_BYTES", world % 4 ? "0" : "2048"}};
     run_ranks(world, options, [&](int rank, ProcessGroup& pg) {
       const std::size_t sizes[] = {0, 1, 5, 255, 256, 257, 3001, 20000};
       const std::size_t n = static_cast<std::size_t>(world);

@@ -77,6 +77,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         slot_bytes_(options.slot_bytes),
         slots_(std::clamp(options.slots, 1, kMaxSlots)),
         stream_bytes_(options.stream_bytes),
+        pipeline_bytes_(options.pipeline_bytes),
         oversubscribed_(size > (options.cores > 0 ? options.cores : usable_cpus())),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
@@ -207,6 +208,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   std::uint64_t others_progress(Counter c) const override { return min_progress_except(rank_, c); }
 
   bool oversubscribed() const override { return oversubscribed_; }
+  std::size_t pipeline_bytes() const override { return pipeline_bytes_; }
 
   void publish(Counter c, std::uint64_t value) override {
     auto& mine = own()->progress[c].value;
@@ -492,7 +494,8 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     if (static_cast<std::size_t>(st.st_size) != bytes) {
       ::close(fd);
       throw CommError("comm shm: rank " + std::to_string(peer) + "'s segment has " + std::to_string(st.st_size) +
-                      " bytes, expected " + std::to_string(bytes) + " (different CTRUN_COMM_SHM_RING_BYTES?)");
+                      " bytes, expected " + std::to_string(bytes) +
+                      " (different CTRUN_COMM_SHM_RING_BYTES, _WORKSPACE_BYTES or _SLOTS?)");
     }
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
@@ -541,6 +544,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   std::size_t stream_bytes_;
   std::uint64_t pieces_ = 0;
   unsigned unflushed_ = 0;  // counters published since the last flush_wakes (bit per counter)
+  std::size_t pipeline_bytes_;
   bool oversubscribed_ = false;  // more ranks than cores
   std::string name_;
   bool linked_ = false;

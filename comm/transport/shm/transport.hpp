@@ -26,6 +26,8 @@ struct Options {
   int slots = 8;
   // Cores the ranks share (0: this process's CPU affinity): CTRUN_COMM_SHM_CORES.
   int cores = 0;
+  // Ops this large run the pipelined algorithms: CTRUN_COMM_SHM_PIPELINE_BYTES.
+  std::size_t pipeline_bytes = 4u << 20;
   Duration timeout = std::chrono::seconds(30);  // waiting for peers' segments
   // Outputs of at least this many bytes are written with streaming stores: CTRUN_COMM_SHM_STREAM_BYTES.
   std::size_t stream_bytes = 4u << 20;
