@@ -73,10 +73,37 @@ constexpr Setting kSettings[] = {
        c.shm_ring_bytes = p;
      }},
     {"CTRUN_COMM_SHM_WORKSPACE_BYTES", "262144",
-     "shm: one of the three rotating workspace parts of the shm algorithms (min 1 KiB, rounded up to 64 B)",
+     "shm: one workspace slot of the shm algorithms, the unit they pipeline in (min 1 KiB, rounded up to 64 B)",
      [](Config& c, const std::string& v) {
        const std::size_t n = parse_bytes("CTRUN_COMM_SHM_WORKSPACE_BYTES", v, kGiB);
        c.shm_workspace_bytes = (std::max<std::size_t>(n, 1024) + 63) / 64 * 64;
+     }},
+    {"CTRUN_COMM_SHM_SLOTS", "8",
+     "shm: workspace slots per rank (1 to 64): how many pieces a rank may run ahead of the slowest reader of its "
+     "slots before it waits (must agree on every rank)",
+     [](Config& c, const std::string& v) {
+       const std::size_t n = parse_bytes("CTRUN_COMM_SHM_SLOTS", v, 64);
+       if (n == 0) throw InvalidArgumentError("CTRUN_COMM_SHM_SLOTS='" + v + "': expected 1 to 64");
+       c.shm_slots = static_cast<int>(n);
+     }},
+    {"CTRUN_COMM_SHM_STREAM_BYTES", "4194304",
+     "shm: the shm algorithms write outputs of at least this many bytes with non-temporal (streaming) stores, "
+     "which skip reading the destination first (too large to stay in the caches anyway); 0: always",
+     [](Config& c, const std::string& v) {
+       c.shm_stream_bytes = parse_bytes("CTRUN_COMM_SHM_STREAM_BYTES", v, std::size_t{1} << 62);
+     }},
+    {"CTRUN_COMM_SHM_PIPELINE_BYTES", "4194304",
+     "shm: ops moving at least this many bytes per rank run the pipelined shm algorithms (per-slot flags), "
+     "smaller ones the barrier variants (one all-rank barrier per piece); 0: always pipelined (must agree on "
+     "every rank)",
+     [](Config& c, const std::string& v) {
+       c.shm_pipeline_bytes = parse_bytes("CTRUN_COMM_SHM_PIPELINE_BYTES", v, std::size_t{1} << 62);
+     }},
+    {"CTRUN_COMM_SHM_CORES", "0",
+     "shm: cores the group's ranks share (0: the CPUs this process may run on); with more ranks than that, waits "
+     "wake every waiter and all_reduce uses one all-rank barrier per piece (must agree on every rank)",
+     [](Config& c, const std::string& v) {
+       c.shm_cores = static_cast<int>(parse_bytes("CTRUN_COMM_SHM_CORES", v, 1 << 20));
      }},
     {"CTRUN_COMM_SHM_DIRECT", "1",
      "shm: `1` lets ranks copy straight out of each other's buffers (process_vm_readv, probed at group creation: "

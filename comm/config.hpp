@@ -23,7 +23,11 @@ struct Config {
   bool nccl_blocking = false;  // nccl: blocking communicators (NCCL's default) instead of polled non-blocking
   std::size_t chunk_bytes = 0;  // pipelining unit of ring/chain (0: per transport, see chunk_bytes_for)
   std::size_t shm_ring_bytes = 1u << 20;
-  std::size_t shm_workspace_bytes = 256u << 10;
+  std::size_t shm_workspace_bytes = 256u << 10;  // shm: one slot of the pipelined shm algorithms
+  int shm_slots = 8;                             // shm: slots per rank
+  int shm_cores = 0;
+  std::size_t shm_pipeline_bytes = 4u << 20;  // shm: ops this large use the pipelined algorithms  // shm: cores the ranks share (0: this machine's online CPUs)
+  std::size_t shm_stream_bytes = 4u << 20;  // shm: outputs this large are written with streaming stores
   bool shm_direct = true;  // shm: let ranks read each other's buffers (process_vm_readv) where the kernel allows
   std::size_t tcp_buffer_bytes = 0;  // kernel autotuning
   std::size_t tcp_lowat_bytes = 0;

@@ -35,6 +35,12 @@ void barrier_dissemination(Context& ctx);
 // workspace, meet at a barrier, and read each other's in place: fewer copies than passing messages and no
 // chain of dependent steps, which matters most when ranks outnumber cores.
 void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op);
+// Their barrier variants (one all-rank barrier per piece, three rotating parts), which the above run for small
+// ops (below CTRUN_COMM_SHM_PIPELINE_BYTES) and, for all_reduce and reduce_scatter, with more ranks than cores.
+void all_reduce_shm_barrier(Context& ctx, Buffer buffer, ReduceOp op);
+void broadcast_shm_barrier(Context& ctx, Buffer buffer, int root);
+void all_gather_shm_barrier(Context& ctx, const std::vector<Buffer>& outputs, Buffer input);
+void reduce_scatter_shm_barrier(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op);
 void broadcast_shm(Context& ctx, Buffer buffer, int root);
 void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer input);
 void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op);

@@ -58,8 +58,10 @@ constexpr AlgorithmRow kRows[] = {
      "3 barriers per op"},
     {O::kAllReduce, A::kShm, [](Context& c, const OpArgs& a) { all_reduce_shm(c, a.buffer, a.op); }, 0, 1, kShmOnly,
      true,
-     "per piece: copy in, barrier, rank r reduces slice r of every rank's piece in one pass and publishes it, "
-     "everyone copies the slices out after the next barrier; small pieces are reduced whole by every rank"},
+     "pipelined through workspace slots with per-slot flags: each rank copies a piece in, rank r reduces slice r "
+     "of it over all ranks once all published it and publishes the result, everyone copies the slices out; small "
+     "pieces are reduced whole by every rank. Below CTRUN_COMM_SHM_PIPELINE_BYTES or with more ranks than cores: "
+     "the same steps with one all-rank barrier per piece"},
     {O::kAllReduce, A::kRing, [](Context& c, const OpArgs& a) { all_reduce_ring(c, a.buffer, a.op); }, 256 * KiB, 3,
      kAny, true, "reduce-scatter + all-gather around the ring, chunked and pipelined, every receive posted up front"},
     {O::kAllReduce, A::kRecursiveDoubling,
@@ -70,7 +72,9 @@ constexpr AlgorithmRow kRows[] = {
      kDirectFrom, 2, kPeerReads, kDirectAutomatic,
      "every rank copies the root's buffer straight out of it (process_vm_readv); 2 barriers per op"},
     {O::kBroadcast, A::kShm, [](Context& c, const OpArgs& a) { broadcast_shm(c, a.buffer, a.root); }, 0, 1, kShmOnly,
-     true, "the root copies a piece into its workspace, barrier, every other rank copies it out"},
+     true,
+     "pipelined: the root copies pieces into its workspace slots, every other rank copies each out once "
+     "published (below CTRUN_COMM_SHM_PIPELINE_BYTES: one all-rank barrier per piece)"},
     {O::kBroadcast, A::kChain, [](Context& c, const OpArgs& a) { broadcast_chain(c, a.buffer, a.root); }, 256 * KiB,
      1, kAny, true, "pipelined chain from the root: bandwidth for large messages"},
     {O::kBroadcast, A::kTree, [](Context& c, const OpArgs& a) { broadcast_tree(c, a.buffer, a.root); }, 0, 1, kAny,
@@ -86,7 +90,9 @@ constexpr AlgorithmRow kRows[] = {
      kPeerReads, kDirectAutomatic,
      "every rank copies each peer's input straight into its output (process_vm_readv); 2 barriers per op"},
     {O::kAllGather, A::kShm, [](Context& c, const OpArgs& a) { all_gather_shm(c, a.outputs, a.buffer); }, 0, 1,
-     kShmOnly, true, "every rank copies a piece of its input into its workspace, barrier, copies every other's out"},
+     kShmOnly, true,
+     "pipelined: every rank copies pieces of its input into its workspace slots and copies every other rank's "
+     "pieces out once published (below CTRUN_COMM_SHM_PIPELINE_BYTES: one all-rank barrier per piece)"},
     {O::kAllGather, A::kRing, [](Context& c, const OpArgs& a) { all_gather_ring(c, a.outputs, a.buffer); }, 16 * KiB,
      1, kAny, true, "n-1 ring steps, chunked"},
     {O::kAllGather, A::kDirect, [](Context& c, const OpArgs& a) { all_gather_direct(c, a.outputs, a.buffer); }, 0, 1,
@@ -99,7 +105,9 @@ constexpr AlgorithmRow kRows[] = {
      "order) into its output; 2 barriers per op"},
     {O::kReduceScatter, A::kShm,
      [](Context& c, const OpArgs& a) { reduce_scatter_shm(c, a.buffer, a.inputs, a.op); }, 0, 1, kShmOnly, true,
-     "every rank copies a piece of each block into its workspace, barrier, rank r reduces block r in one pass"},
+     "pipelined: every rank copies a piece of each other rank's block into its workspace slots; rank r reduces "
+     "block r in one pass once all published (below CTRUN_COMM_SHM_PIPELINE_BYTES or with more ranks than "
+     "cores: one all-rank barrier per piece)"},
     {O::kReduceScatter, A::kRing,
      [](Context& c, const OpArgs& a) { reduce_scatter_ring(c, a.buffer, a.inputs, a.op); }, 16 * KiB, 1, kAny, true,
      "n-1 ring steps, chunked"},

@@ -57,8 +57,12 @@ std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, 
     transport::shm::Options o;
     o.timeout = ctx.options.timeout;
     o.ring_bytes = ctx.config.shm_ring_bytes;
-    o.workspace_part_bytes = ctx.config.shm_workspace_bytes;
+    o.slot_bytes = ctx.config.shm_workspace_bytes;
+    o.slots = ctx.config.shm_slots;
+    o.cores = ctx.config.shm_cores;
+    o.pipeline_bytes = ctx.config.shm_pipeline_bytes;
     o.peer_reads = ctx.config.shm_direct;
+    o.stream_bytes = ctx.config.shm_stream_bytes;
     return transport::shm::create(ctx.store, ctx.rank, ctx.size, o);
   }
   if (kind == "tcp") {

@@ -18,11 +18,58 @@ namespace ctrun::comm::transport {
 using Clock = std::chrono::steady_clock;
 
 // Memory that every rank of the group maps (shm transport only): algorithms that read peers' data in place
-// instead of passing messages (algorithms/*_shm.cpp). Each rank owns kParts parts, used in rotation by
-// successive pieces of work: a rank rewrites a part only after everyone passed two more barriers, so one
-// barrier per piece suffices even when the results of a piece are read after the next piece's barrier.
+// instead of passing messages (algorithms/*_shm*.cpp). Two kinds of use:
+//
+// Pipelined (the *_shm algorithms, per-slot flags as in NCCL's and gloo's shared-memory transports): each rank
+// owns slots() slots of slot_bytes(). Pieces of work are numbered group-wide (take_pieces(): identical on
+// every rank as long as all run the same collectives); piece g lives in slot g % slots() of the rank that
+// produced it. Each rank publishes progress counters (piece numbers, only ever growing, across ops): a
+// consumer waits until a producer's kProduced passed g, a producer rewrites slot g % slots() only once every
+// other rank's kReleased passed g - slots(). No lock-step: a rank that runs may work slots() pieces ahead,
+// which matters when ranks outnumber cores (every all-rank barrier needs every rank scheduled once).
+//
+// Barrier-based (the *_shm_direct algorithms): kParts small rotating parts plus barrier(); a rank rewrites a
+// part only after everyone passed two more barriers.
 class SharedWorkspace {
  public:
+  // --- pipelined ---
+  enum Counter : int { kProduced = 0, kReduced = 1, kReleased = 2 };
+  static constexpr int kCounters = 3;
+  static constexpr int kMaxSlots = 64;
+  // "progress(rank, counter) >= value"; rank -1: every rank but this one.
+  struct Want {
+    Counter counter;
+    int rank;
+    std::uint64_t value;
+  };
+  virtual int slots() const = 0;
+  virtual std::size_t slot_bytes() const = 0;
+  virtual char* slot(int rank, std::uint64_t piece) = 0;
+  // The first number of `count` fresh pieces (a group-wide counter, advanced alike on every rank).
+  virtual std::uint64_t take_pieces(std::uint64_t count) = 0;
+  // The op signature (Context::signature) under which piece g was produced into its slot: consumers compare it
+  // with their own, which is how ranks that run different ops or sizes get a named error instead of garbage.
+  virtual void set_slot_signature(std::uint64_t piece, std::uint64_t signature) = 0;
+  virtual std::uint64_t slot_signature(int rank, std::uint64_t piece) const = 0;
+  // Raises this rank's counter to `value` (never lowers it) and wakes the peers whose wait it satisfies.
+  virtual void publish(Counter counter, std::uint64_t value) = 0;
+  // More ranks than this host's cores: every wait for all peers needs each of them scheduled once.
+  virtual bool oversubscribed() const = 0;
+  // Ops moving at least this many bytes per rank run the pipelined algorithms, smaller ones the barrier variants.
+  virtual std::size_t pipeline_bytes() const { return 0; }
+  virtual std::uint64_t progress(int rank, Counter counter) const = 0;
+  // The smallest counter over every rank but this one.
+  virtual std::uint64_t others_progress(Counter counter) const = 0;
+  // Returns once any of `wants` holds (spins briefly, then sleeps until a publish satisfies one). TimeoutError at
+  // the deadline naming the ranks waited for; PeerError when one of them died or the group was aborted.
+  virtual void wait_any(const std::vector<Want>& wants, Clock::time_point deadline) = 0;
+  // Throws the PeerError of a mismatched op (rank r's signature differs from this rank's).
+  [[noreturn]] virtual void mismatch(int rank) const = 0;
+
+  // Outputs of at least this many bytes are written with streaming stores (reduce/copy.hpp).
+  virtual std::size_t stream_bytes() const { return SIZE_MAX; }
+
+  // --- barrier-based ---
   static constexpr int kParts = 3;
   virtual ~SharedWorkspace() = default;
   virtual std::size_t part_bytes() const = 0;

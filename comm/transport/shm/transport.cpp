@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "comm/transport/shm/ring.hpp"
 
@@ -46,6 +47,14 @@ void futex_wake_all(std::atomic<std::uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
+// CPUs this process may run on (its affinity mask, as a container's cpuset limits it).
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 std::string read_first_line(const char* path) {
   std::ifstream in(path);
   std::string line;
@@ -65,7 +74,11 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       : rank_(rank),
         size_(size),
         ring_bytes_(options.ring_bytes),
-        part_bytes_(options.workspace_part_bytes),
+        slot_bytes_(options.slot_bytes),
+        slots_(std::clamp(options.slots, 1, kMaxSlots)),
+        stream_bytes_(options.stream_bytes),
+        pipeline_bytes_(options.pipeline_bytes),
+        oversubscribed_(size > (options.cores > 0 ? options.cores : usable_cpus())),
         segments_(static_cast<std::size_t>(size), nullptr),
         pids_(static_cast<std::size_t>(size), 0) {
     try {
@@ -164,10 +177,128 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   void interrupt() override { ring_doorbell(rank_); }
 
   SharedWorkspace* workspace() override { return this; }
-  std::size_t part_bytes() const override { return part_bytes_; }
+  std::size_t part_bytes() const override { return slot_bytes_; }
+  std::size_t stream_bytes() const override { return stream_bytes_; }
   char* part(int r, int which) override {
     return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + rings_end(size_, ring_bytes_) +
-           static_cast<std::size_t>(which) * part_bytes_;
+           static_cast<std::size_t>(which) * slot_bytes_;
+  }
+
+  // --- pipelined use ---
+  int slots() const override { return slots_; }
+  std::size_t slot_bytes() const override { return slot_bytes_; }
+  char* slot(int r, std::uint64_t piece) override {
+    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + slots_begin(size_, ring_bytes_, kParts, slot_bytes_) +
+           static_cast<std::size_t>(piece % static_cast<std::uint64_t>(slots_)) * slot_bytes_;
+  }
+  std::uint64_t take_pieces(std::uint64_t count) override {
+    const std::uint64_t first = pieces_;
+    pieces_ += count;
+    return first;
+  }
+  void set_slot_signature(std::uint64_t piece, std::uint64_t signature) override {
+    own()->slot_signature[piece % static_cast<std::uint64_t>(slots_)].store(signature, std::memory_order_relaxed);
+  }
+  std::uint64_t slot_signature(int r, std::uint64_t piece) const override {
+    return header(r)->slot_signature[piece % static_cast<std::uint64_t>(slots_)].load(std::memory_order_relaxed);
+  }
+  std::uint64_t progress(int r, Counter c) const override {
+    return header(r)->progress[c].value.load(std::memory_order_acquire);
+  }
+  std::uint64_t others_progress(Counter c) const override { return min_progress_except(rank_, c); }
+
+  bool oversubscribed() const override { return oversubscribed_; }
+  std::size_t pipeline_bytes() const override { return pipeline_bytes_; }
+
+  void publish(Counter c, std::uint64_t value) override {
+    auto& mine = own()->progress[c].value;
+    if (mine.load(std::memory_order_relaxed) >= value) return;
+    mine.store(value, std::memory_order_seq_cst);
+    unflushed_ |= 1u << c;
+    flush_wakes();
+  }
+
+  // Wakes the peers whose registered wait the counters just published satisfy (see wait_any for why nothing is
+  // lost). With more ranks than cores, every peer waiting on that counter instead, satisfied or not: woken
+  // early, they spin and yield into the last arrival instead of all starting from a futex sleep at once (A/B
+  // runs with 4 and 8 ranks on 2 cores, docs/benchmarks.md; the same finding as for the barrier below).
+  void flush_wakes() {
+    if (!unflushed_) return;
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      SegmentHeader* h = header(q);
+      for (int c = 0; c < kCounters; ++c) {
+        if (!(unflushed_ & (1u << c))) continue;
+        const std::uint64_t want = h->want_value[c].load(std::memory_order_seq_cst);
+        if (want == 0) continue;
+        const int who = h->want_rank[c].load(std::memory_order_seq_cst);
+        const auto counter = static_cast<Counter>(c);
+        if (oversubscribed_ || (who == rank_ && progress(rank_, counter) >= want) ||
+            (who < 0 && min_progress_except(q, counter) >= want)) {
+          ring_doorbell(q);
+          break;
+        }
+      }
+    }
+    unflushed_ = 0;
+  }
+
+  [[noreturn]] void mismatch(int r) const override {
+    throw PeerError("mismatched collectives: rank " + std::to_string(r) +
+                    " entered a shared-memory collective with a different op, dtype or size than rank " +
+                    std::to_string(rank_) +
+                    "; every rank must issue the same collectives with the same sizes in the same order");
+  }
+
+  // Sleeping without lost wake-ups: register the wants in the own header, then re-check, then futex_wait on
+  // the doorbell with the token taken before registering. A publisher stores its counter, then reads the
+  // registration (both seq_cst): either the re-check sees the new counter or the publisher sees the
+  // registration and rings. Spurious wake-ups (messages, aborts) just loop.
+  void wait_any(const std::vector<Want>& wants, Clock::time_point deadline) override {
+    if (any_holds(wants)) return;
+    // Spin briefly, then yield (a peer we wait for may be runnable on this core), then sleep.
+    for (int i = 0; i < kSpinIterations; ++i) {
+      cpu_relax();
+      if (any_holds(wants)) return;
+    }
+    for (int i = 0; i < kYields; ++i) {
+      sched_yield();
+      if (any_holds(wants)) return;
+    }
+    SegmentHeader* h = own();
+    for (;;) {
+      check_aborted();
+      const std::uint32_t token = h->doorbell.load(std::memory_order_seq_cst);
+      for (const Want& w : wants) {
+        h->want_rank[w.counter].store(w.rank, std::memory_order_seq_cst);
+        h->want_value[w.counter].store(w.value, std::memory_order_seq_cst);
+      }
+      const bool ready = any_holds(wants);
+      const auto now = Clock::now();
+      if (!ready && now < deadline) {
+        const auto slice = std::min<std::chrono::milliseconds>(
+            kLivenessSlice,
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now + std::chrono::milliseconds(1)));
+        h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (h->doorbell.load(std::memory_order_seq_cst) == token) futex_wait(&h->doorbell, token, slice);
+        h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      }
+      for (const Want& w : wants) h->want_value[w.counter].store(0, std::memory_order_seq_cst);
+      if (ready || any_holds(wants)) return;
+      check_aborted();
+      if (Clock::now() >= deadline) {
+        throw TimeoutError("shared-memory collective timed out: rank(s) " + behind(wants) +
+                           " did not get this far (a stalled or much slower rank)");
+      }
+      if (Clock::now() - last_liveness_ >= kLivenessSlice) {
+        last_liveness_ = Clock::now();
+        for (const Want& w : wants) {
+          for (int r = 0; r < size_; ++r) {
+            if (r != rank_ && (w.rank < 0 || w.rank == r)) check_alive(r);
+          }
+        }
+      }
+    }
   }
   int next_part() override { return static_cast<int>(part_counter_++ % kParts); }
 
@@ -244,6 +375,38 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
  private:
   SegmentHeader* own() const { return static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(rank_)]); }
+  SegmentHeader* header(int r) const { return static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]); }
+
+  std::uint64_t min_progress_except(int except, Counter c) const {
+    std::uint64_t m = UINT64_MAX;
+    for (int r = 0; r < size_; ++r) {
+      if (r != except) m = std::min(m, header(r)->progress[c].value.load(std::memory_order_seq_cst));
+    }
+    return m;
+  }
+  bool holds(const Want& w) const {
+    return (w.rank < 0 ? min_progress_except(rank_, w.counter) : progress(w.rank, w.counter)) >= w.value;
+  }
+  bool any_holds(const std::vector<Want>& wants) const {
+    for (const Want& w : wants) {
+      if (holds(w)) return true;
+    }
+    return false;
+  }
+  // The ranks that hold up `wants`, for a timeout message.
+  std::string behind(const std::vector<Want>& wants) const {
+    std::string who;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      for (const Want& w : wants) {
+        if ((w.rank < 0 || w.rank == r) && progress(r, w.counter) < w.value) {
+          who += (who.empty() ? "" : ", ") + std::to_string(r);
+          break;
+        }
+      }
+    }
+    return who.empty() ? "?" : who;
+  }
 
   void ring_doorbell(int r) {
     auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
@@ -290,7 +453,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     const int fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) throw CommError("comm shm: shm_open(" + name_ + ") failed: " + std::strerror(errno));
     linked_ = true;
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, kParts, slot_bytes_, slots_);
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       ::close(fd);
       throw CommError("comm shm: cannot size segment " + name_ + " to " + std::to_string(bytes) +
@@ -325,13 +488,14 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       throw CommError("comm shm: cannot open rank " + std::to_string(peer) + "'s segment " + name + ": " +
                       std::strerror(errno) + " (ranks in different containers? set CTRUN_COMM_TRANSPORT=tcp)");
     }
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, kParts, slot_bytes_, slots_);
     struct stat st {};
     fstat(fd, &st);
     if (static_cast<std::size_t>(st.st_size) != bytes) {
       ::close(fd);
       throw CommError("comm shm: rank " + std::to_string(peer) + "'s segment has " + std::to_string(st.st_size) +
-                      " bytes, expected " + std::to_string(bytes) + " (different CTRUN_COMM_SHM_RING_BYTES?)");
+                      " bytes, expected " + std::to_string(bytes) +
+                      " (different CTRUN_COMM_SHM_RING_BYTES, _WORKSPACE_BYTES or _SLOTS?)");
     }
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
@@ -365,7 +529,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
   void release() {
     unlink_own();
-    const std::size_t bytes = segment_bytes(size_, ring_bytes_, part_bytes_, kParts);
+    const std::size_t bytes = segment_bytes(size_, ring_bytes_, kParts, slot_bytes_, slots_);
     for (auto& seg : segments_) {
       if (seg) munmap(seg, bytes);
       seg = nullptr;
@@ -375,7 +539,13 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   int rank_;
   int size_;
   std::size_t ring_bytes_;
-  std::size_t part_bytes_;
+  std::size_t slot_bytes_;
+  int slots_;
+  std::size_t stream_bytes_;
+  std::uint64_t pieces_ = 0;
+  unsigned unflushed_ = 0;  // counters published since the last flush_wakes (bit per counter)
+  std::size_t pipeline_bytes_;
+  bool oversubscribed_ = false;  // more ranks than cores
   std::string name_;
   bool linked_ = false;
   std::vector<void*> segments_;

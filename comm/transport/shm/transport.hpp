@@ -20,9 +20,17 @@ namespace ctrun::comm::transport::shm {
 struct Options {
   // Per sender, a power of two >= 64 KiB (tmpfs pages are touched only as used): CTRUN_COMM_SHM_RING_BYTES.
   std::size_t ring_bytes = 1u << 20;
-  // SharedWorkspace part, a multiple of 64 >= 1 KiB: CTRUN_COMM_SHM_WORKSPACE_BYTES.
-  std::size_t workspace_part_bytes = 256u << 10;
+  // SharedWorkspace slots of the pipelined shm algorithms: size (a multiple of 64 >= 1 KiB,
+  // CTRUN_COMM_SHM_WORKSPACE_BYTES) and count per rank (1..64, CTRUN_COMM_SHM_SLOTS).
+  std::size_t slot_bytes = 256u << 10;
+  int slots = 8;
+  // Cores the ranks share (0: this process's CPU affinity): CTRUN_COMM_SHM_CORES.
+  int cores = 0;
+  // Ops this large run the pipelined algorithms: CTRUN_COMM_SHM_PIPELINE_BYTES.
+  std::size_t pipeline_bytes = 4u << 20;
   Duration timeout = std::chrono::seconds(30);  // waiting for peers' segments
+  // Outputs of at least this many bytes are written with streaming stores: CTRUN_COMM_SHM_STREAM_BYTES.
+  std::size_t stream_bytes = 4u << 20;
   bool peer_reads = true;  // probe process_vm_readv between ranks (CTRUN_COMM_SHM_DIRECT)
 };
 
