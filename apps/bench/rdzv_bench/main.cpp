@@ -237,25 +237,53 @@ Figure to_figure(const GroupResult& r, std::int64_t released_ns) {
 }
 
 // One round of n agents split over `procs` processes (0: threads of this process).
+// The store and network counters of one round: snapshot at the release, differences into the round's Figure.
+struct RoundProbe {
+  explicit RoundProbe(BenchStore& bs) : bs_(bs) {}
+  // Just before releasing the agents (after the connection set-up, whose retransmissions do not count).
+  // agents_here: the agents are threads of this process (see BenchStore::cpu).
+  void start(bool agents_here) {
+    agents_here_ = agents_here;
+    requests_ = bs_.requests();
+    cpu_ = bs_.cpu(agents_here);
+    retrans_ = retransmits_on(bs_.port());
+    drops_ = backlog_drops();
+    timeouts_ = tcp_timeouts();
+    released_ = now_ns();
+  }
+  Figure finish(const GroupResult& total) {
+    auto f = to_figure(total, released_);
+    f.net = {backlog_drops() - drops_, tcp_timeouts() - timeouts_, retransmits_on(bs_.port()) - retrans_};
+    f.requests = bs_.requests() - requests_;
+    const auto cpu1 = bs_.cpu(agents_here_);
+    if (cpu_ && cpu1) {
+      // The precise total, split in the proportion of the sampled user and system ticks.
+      f.server_cpu = cpu1->total - cpu_->total;
+      const double user = cpu1->user - cpu_->user, sys = cpu1->sys - cpu_->sys;
+      f.server_sys = user + sys > 0 ? f.server_cpu * sys / (user + sys) : 0;
+    }
+    return f;
+  }
+
+ private:
+  BenchStore& bs_;
+  bool agents_here_ = false;
+  std::uint64_t requests_ = 0;
+  std::optional<BenchStore::Cpu> cpu_;
+  decltype(retransmits_on(0)) retrans_{};
+  decltype(backlog_drops()) drops_{};
+  decltype(tcp_timeouts()) timeouts_{};
+  std::int64_t released_ = 0;
+};
+
 Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const std::string& run_id) {
   const int groups = std::min(procs, n);
-  GroupResult total;
-  std::int64_t released = 0;
-  std::uint64_t req0 = 0;
-  std::optional<BenchStore::Cpu> cpu0;
+  RoundProbe probe(bs);
   if (groups == 0) {
     AgentGroup group(GroupSpec{run_id, n, 0, n}, [&] { return connect_tcp(bs.port()); });
-    req0 = bs.requests();
-    cpu0 = bs.cpu(true);
-    const auto retrans0 = retransmits_on(bs.port());  // of the connection set-up
-    const auto drops0 = backlog_drops();
-    const auto timeouts0 = tcp_timeouts();
-    released = now_ns();
+    probe.start(true);
     group.release();
-    total = group.join();
-    auto f = to_figure(total, released);
-    f.net = {backlog_drops() - drops0, tcp_timeouts() - timeouts0, retransmits_on(bs.port()) - retrans0};
-    f.requests = bs.requests() - req0;
+    auto f = probe.finish(group.join());
     group.shutdown();
     return f;
   }
@@ -269,24 +297,11 @@ Figure run_c10d(int n, int procs, BenchStore& bs, const std::string& self, const
   }
   for (auto& c : children)
     if (c->read_line() != "ready") throw std::runtime_error("rdzv_bench: an agent group did not start");
-  req0 = bs.requests();
-  cpu0 = bs.cpu(false);
-  const auto retrans0 = retransmits_on(bs.port());  // of the connection set-up
-  const auto drops0 = backlog_drops();
-  const auto timeouts0 = tcp_timeouts();
-  released = now_ns();
+  GroupResult total;
+  probe.start(false);
   for (auto& c : children) c->write_line("go");
   for (auto& c : children) total.merge(GroupResult::decode(c->read_line()));
-  const auto cpu1 = bs.cpu(false);
-  auto f = to_figure(total, released);
-  f.net = {backlog_drops() - drops0, tcp_timeouts() - timeouts0, retransmits_on(bs.port()) - retrans0};
-  f.requests = bs.requests() - req0;
-  if (cpu0 && cpu1) {
-    // The precise total, split in the proportion of the sampled user and system ticks.
-    f.server_cpu = cpu1->total - cpu0->total;
-    const double user = cpu1->user - cpu0->user, sys = cpu1->sys - cpu0->sys;
-    f.server_sys = user + sys > 0 ? f.server_cpu * sys / (user + sys) : 0;
-  }
+  auto f = probe.finish(total);
   for (auto& c : children) c->write_line("stop");
   for (auto& c : children) c->finish(120);
   return f;
