@@ -15,16 +15,14 @@ namespace ctrun::comm::algorithms {
 void all_gather_shm(Context& ctx, const std::vector<Buffer>& outputs, Buffer input) {
   using WS = Pipeline::WS;
   const int n = ctx.size();
+  // One rank, or too small to pipeline: the barrier variant (which also handles one rank).
+  if (n == 1 || input.bytes() < ctx.workspace()->pipeline_bytes())
+    return all_gather_shm_barrier(ctx, outputs, input);
+  auto& ws = *ctx.workspace();
   const int me = ctx.rank();
   const std::size_t bytes = input.bytes();
   const auto* in = static_cast<const char*>(input.data());
   char* own = static_cast<char*>(outputs[static_cast<std::size_t>(me)].data());
-  if (n == 1) {
-    if (own != in && bytes) std::memcpy(own, in, bytes);
-    return;
-  }
-  auto& ws = *ctx.workspace();
-  if (bytes < ws.pipeline_bytes()) return all_gather_shm_barrier(ctx, outputs, input);
   const std::size_t sb = ws.slot_bytes();
   Pipeline pl(ws, (bytes + sb - 1) / sb);
   const std::uint64_t signature = ctx.signature(bytes);

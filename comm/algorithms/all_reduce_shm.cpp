@@ -26,11 +26,12 @@ constexpr std::size_t kWholePieceBytes = 32 << 10;
 void all_reduce_shm(Context& ctx, Buffer buffer, ReduceOp op) {
   using WS = Pipeline::WS;
   const int n = ctx.size();
-  if (n == 1) return;
-  auto& ws = *ctx.workspace();
   // More ranks than cores: every all-rank wait costs a round of scheduling every rank, and this pipeline
-  // needs two per piece; the barrier variant needs one (measured faster there, docs/benchmarks.md).
-  if (ws.oversubscribed() || buffer.bytes() < ws.pipeline_bytes()) return all_reduce_shm_barrier(ctx, buffer, op);
+  // needs two per piece; the barrier variant needs one (measured faster there, docs/benchmarks.md). It also
+  // handles one rank.
+  if (n == 1 || ctx.workspace()->oversubscribed() || buffer.bytes() < ctx.workspace()->pipeline_bytes())
+    return all_reduce_shm_barrier(ctx, buffer, op);
+  auto& ws = *ctx.workspace();
   const int me = ctx.rank();
   const DataType dtype = buffer.dtype();
   const std::size_t es = element_size(dtype);

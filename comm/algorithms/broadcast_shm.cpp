@@ -14,9 +14,10 @@
 namespace ctrun::comm::algorithms {
 
 void broadcast_shm(Context& ctx, Buffer buffer, int root) {
-  if (ctx.size() == 1) return;
+  // One rank or too small to pipeline: the barrier variant (which also handles one rank).
+  if (ctx.size() == 1 || buffer.bytes() < ctx.workspace()->pipeline_bytes())
+    return broadcast_shm_barrier(ctx, buffer, root);
   auto& ws = *ctx.workspace();
-  if (buffer.bytes() < ws.pipeline_bytes()) return broadcast_shm_barrier(ctx, buffer, root);
   char* data = static_cast<char*>(buffer.data());
   const std::size_t bytes = buffer.bytes();
   const std::size_t sb = ws.slot_bytes();

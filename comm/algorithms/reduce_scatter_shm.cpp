@@ -16,18 +16,16 @@ namespace ctrun::comm::algorithms {
 void reduce_scatter_shm(Context& ctx, Buffer output, const std::vector<Buffer>& inputs, ReduceOp op) {
   using WS = Pipeline::WS;
   const int n = ctx.size();
+  // One rank, too small to pipeline, or more ranks than cores (where the barrier variant measured faster at
+  // every size, docs/benchmarks.md): the barrier variant (which also handles one rank).
+  if (n == 1 || ctx.workspace()->oversubscribed() ||
+      output.bytes() * static_cast<std::size_t>(n) < ctx.workspace()->pipeline_bytes())
+    return reduce_scatter_shm_barrier(ctx, output, inputs, op);
+  auto& ws = *ctx.workspace();
   const int me = ctx.rank();
   const DataType dtype = output.dtype();
   const std::size_t es = element_size(dtype);
   char* out = static_cast<char*>(output.data());
-  if (n == 1) {
-    if (output.bytes() && inputs[0].data() != out) std::memmove(out, inputs[0].data(), output.bytes());
-    return;
-  }
-  auto& ws = *ctx.workspace();
-  // With more ranks than cores the barrier variant measured faster at every size (docs/benchmarks.md).
-  if (ws.oversubscribed() || output.bytes() * static_cast<std::size_t>(n) < ws.pipeline_bytes())
-    return reduce_scatter_shm_barrier(ctx, output, inputs, op);
   const std::size_t count = output.count();
   const std::size_t piece = std::max<std::size_t>(ws.slot_bytes() / (es * static_cast<std::size_t>(n)), 1);
   Pipeline pl(ws, (count + piece - 1) / piece);
