@@ -157,14 +157,8 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       sched_yield();
       if (h->doorbell.load(std::memory_order_acquire) != expected) return;
     }
-    const auto now = Clock::now();
-    if (now >= until) return;
-    const auto slice = std::min<std::chrono::milliseconds>(
-        kLivenessSlice,
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - now + std::chrono::milliseconds(1)));
-    h->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    if (h->doorbell.load(std::memory_order_seq_cst) == expected) futex_wait(&h->doorbell, expected, slice);
-    h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (Clock::now() >= until) return;
+    sleep_on_doorbell(h, expected, until);
     if (h->doorbell.load(std::memory_order_acquire) != expected) return;
     check_aborted();
     if (Clock::now() - last_liveness_ >= kLivenessSlice) {
@@ -274,15 +268,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         h->want_value[w.counter].store(w.value, std::memory_order_seq_cst);
       }
       const bool ready = any_holds(wants);
-      const auto now = Clock::now();
-      if (!ready && now < deadline) {
-        const auto slice = std::min<std::chrono::milliseconds>(
-            kLivenessSlice,
-            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now + std::chrono::milliseconds(1)));
-        h->sleepers.fetch_add(1, std::memory_order_seq_cst);
-        if (h->doorbell.load(std::memory_order_seq_cst) == token) futex_wait(&h->doorbell, token, slice);
-        h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-      }
+      if (!ready && Clock::now() < deadline) sleep_on_doorbell(h, token, deadline);
       for (const Want& w : wants) h->want_value[w.counter].store(0, std::memory_order_seq_cst);
       if (ready || any_holds(wants)) return;
       check_aborted();
@@ -406,6 +392,17 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       }
     }
     return who.empty() ? "?" : who;
+  }
+
+  // Sleeps on this rank's doorbell while it still reads `expected`, for at most a liveness slice and not past
+  // `until`. Counted in `sleepers`, so ring_doorbell makes the futex call only when someone sleeps.
+  static void sleep_on_doorbell(SegmentHeader* h, std::uint32_t expected, Clock::time_point until) {
+    using std::chrono::milliseconds;
+    const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now()) + milliseconds(1);
+    const auto slice = std::clamp<milliseconds>(left, milliseconds(1), kLivenessSlice);
+    h->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (h->doorbell.load(std::memory_order_seq_cst) == expected) futex_wait(&h->doorbell, expected, slice);
+    h->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
 
   void ring_doorbell(int r) {
