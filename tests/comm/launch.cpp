@@ -28,11 +28,14 @@ using ctrun::test::free_port;
 
 int main(int argc, char** argv) {
   bool no_kill = false;
+  bool reap_late = false;  // leave exited ranks unreaped (zombies) until every rank has exited, as a slow launcher
   std::map<int, int> expected;
   int i = 1;
   for (; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-kill") == 0) {
       no_kill = true;
+    } else if (std::strcmp(argv[i], "--reap-late") == 0) {
+      reap_late = true;
     } else if (std::strcmp(argv[i], "--expect-exit") == 0 && i + 1 < argc) {
       int r = 0;
       int c = 0;
@@ -43,7 +46,7 @@ int main(int argc, char** argv) {
     }
   }
   if (argc - i < 2) {
-    std::fprintf(stderr, "usage: comm_launch [--no-kill] [--expect-exit RANK:CODE] N PROGRAM [ARGS...]\n");
+    std::fprintf(stderr, "usage: comm_launch [--no-kill] [--reap-late] [--expect-exit RANK:CODE] N PROGRAM [ARGS...]\n");
     return 2;
   }
   const int n = std::atoi(argv[i]);
@@ -65,6 +68,20 @@ int main(int argc, char** argv) {
       _exit(127);
     }
     ranks[pid] = r;
+  }
+  if (reap_late) {
+    // Watch for exits without reaping (WNOWAIT): an exited rank stays a zombie while its peers run on.
+    std::map<pid_t, bool> exited;
+    while (exited.size() < ranks.size()) {
+      for (const auto& [p, r] : ranks) {
+        siginfo_t info{};
+        if (!exited.count(p) && waitid(P_PID, static_cast<id_t>(p), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == p) {
+          exited[p] = true;
+        }
+      }
+      usleep(20000);
+    }
   }
   int result = 0;
   for (int left = n; left > 0;) {
