@@ -24,23 +24,23 @@
 
 #include <spdlog/spdlog.h>
 #include "agent/agent_policy.hpp"
-#include "agent/console_sink.hpp"
-#include "agent/cpu_bind.hpp"
+#include "agent/logs/console_sink.hpp"
+#include "agent/process/cpu_bind.hpp"
 #include "agent/error_file.hpp"
-#include "agent/escapees.hpp"
+#include "agent/process/escapees.hpp"
 #include "agent/event_log.hpp"
 #include "agent/failure.hpp"
-#include "agent/guardian.hpp"
-#include "agent/line_splitter.hpp"
-#include "agent/log_layout.hpp"
-#include "agent/log_sink.hpp"
+#include "agent/process/guardian.hpp"
+#include "agent/logs/line_splitter.hpp"
+#include "agent/logs/log_layout.hpp"
+#include "agent/logs/log_sink.hpp"
 #include "agent/rendezvous_factory.hpp"
-#include "agent/round_agreement.hpp"
+#include "rendezvous/round_agreement.hpp"
 #include "agent/signal_names.hpp"
-#include "agent/stream_plan.hpp"
-#include "agent/tee_stream.hpp"
+#include "agent/logs/stream_plan.hpp"
+#include "agent/logs/tee_stream.hpp"
 #include "agent/worker_env.hpp"
-#include "agent/worker_process.hpp"
+#include "agent/process/worker_process.hpp"
 #include "agent/worker_store.hpp"
 #include "common/log.hpp"
 #include "rendezvous/factory.hpp"
@@ -140,7 +140,7 @@ class Agent::Impl {
     // Tee'd lines still queued for a slow console get a moment; a console that does not read gets none.
     const std::chrono::milliseconds budget(lane_busy_.load() > 0 || death_signal_ != 0 ? 200 : 2000);
     console_.flush(budget);
-    flush_queued_stderr(budget);  // ctrun's own lines (agent/log_sink.hpp), same budget
+    flush_queued_stderr(budget);  // ctrun's own lines (agent/logs/log_sink.hpp), same budget
     if (auto dropped = console_.dropped_lines()) {
       log_->warn(
           "{} line(s) of worker output were not shown on the console (it did not keep up); the log files "

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "rendezvous/c10d_handler.hpp"
-#include "rendezvous/counting_store.hpp"
+#include "store/counting_store.hpp"
 
 namespace ctrun::rdzv_bench {
 

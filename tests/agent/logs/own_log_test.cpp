@@ -1,4 +1,4 @@
-// ctrun's own log lines go through a bounded queue (agent/log_sink.hpp): a stderr nobody reads never blocks the
+// ctrun's own log lines go through a bounded queue (agent/logs/log_sink.hpp): a stderr nobody reads never blocks the
 // agent. A worker that fails at once, restarted again and again, makes ctrun log several lines per restart; with
 // stderr an unread pipe (64 KiB) the old synchronous logging blocked the loop in write(2) within a few hundred
 // restarts, and SIGTERM was never handled.
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
 
 namespace ctrun::agent::test {
 namespace {

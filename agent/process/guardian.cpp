@@ -1,4 +1,4 @@
-#include "agent/guardian.hpp"
+#include "agent/process/guardian.hpp"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "agent/escapees.hpp"
+#include "agent/process/escapees.hpp"
 
 namespace ctrun::agent {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/escapees.hpp"
+#include "agent/process/escapees.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "agent/round_agreement.hpp"
+#include "rendezvous/round_agreement.hpp"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 // Workers whose children leave the worker's process group (a new process group, a setsid child, a double-forked
 // daemon, a daemon that cleared its environment): nothing of the job is left after a normal end, a failure,
-// SIGTERM, or kill -9 of ctrun (except, after kill -9, the daemon without environment: see agent/escapees.hpp).
+// SIGTERM, or kill -9 of ctrun (except, after kill -9, the daemon without environment: see agent/process/escapees.hpp).
 // (torchrun leaves all three running in every case.)
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
 
 namespace ctrun::agent::test {
 namespace {
@@ -47,7 +47,7 @@ void run_case(End how, const std::string& name) {
   auto pids = escapees(dir);
   ASSERT_EQ(pids.size(), 4u);
   // After kill -9 of ctrun, a daemon with a cleared environment carries no job token and its subreaper is gone:
-  // it escapes (documented in agent/escapees.hpp); the other three must not.
+  // it escapes (documented in agent/process/escapees.hpp); the other three must not.
   if (how == End::kKill9) pids = escapees(dir, false);
   if (how == End::kSigterm) ::kill(p.pid(), SIGTERM);
   if (how == End::kKill9) ::kill(p.pid(), SIGKILL);

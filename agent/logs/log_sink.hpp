@@ -12,7 +12,7 @@
 
 #include <spdlog/sinks/sink.h>
 
-#include "agent/console_sink.hpp"
+#include "agent/logs/console_sink.hpp"
 
 namespace ctrun::agent {
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "rendezvous/counting_store.hpp"
+#include "store/counting_store.hpp"
 #include "rendezvous/factory.hpp"
 #include "store/memory_store.hpp"
 #include "store/server.hpp"

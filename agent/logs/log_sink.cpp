@@ -1,4 +1,4 @@
-#include "agent/log_sink.hpp"
+#include "agent/logs/log_sink.hpp"
 
 #include <mutex>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "agent/cpu_bind.hpp"
+#include "agent/process/cpu_bind.hpp"
 
 #include <sched.h>
 

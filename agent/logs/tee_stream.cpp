@@ -1,4 +1,4 @@
-#include "agent/tee_stream.hpp"
+#include "agent/logs/tee_stream.hpp"
 
 #include <unistd.h>
 
@@ -9,8 +9,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 
-#include "agent/console_sink.hpp"
-#include "agent/line_splitter.hpp"
+#include "agent/logs/console_sink.hpp"
+#include "agent/logs/line_splitter.hpp"
 #include "common/log.hpp"
 
 namespace ctrun::agent {

@@ -5,7 +5,7 @@
 - Slurm for real: munged, slurmctld and two slurmd (nodes ctn1, ctn2 on 127.0.0.1) started from a temporary
   directory with their own config, then `srun -N2 --ntasks-per-node=1 ctrun ...`.
 
-Workers are real torch 1.13 gloo jobs (tests/cluster/workers/mh_job.py). Every process started here is killed by
+Workers are real torch 1.13 gloo jobs (tests/agent/multihost/workers/mh_job.py). Every process started here is killed by
 PID at the end. Run one case: launchers_test.py CASE. Exit 77 = skipped, with the reason.
 """
 import ctypes
@@ -24,7 +24,7 @@ import unittest
 
 CTRUN = os.environ.get("CTRUN_BIN", "ctrun")
 TORCH_PYTHON = os.environ.get("CTRUN_TORCH_PYTHON", "/usr/bin/python3")
-JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "mh_job.py")
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multihost", "workers", "mh_job.py")
 SKIP = 77
 
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
 
 namespace ctrun::agent::test {
 namespace {

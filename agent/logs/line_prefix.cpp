@@ -1,4 +1,4 @@
-#include "agent/line_splitter.hpp"
+#include "agent/logs/line_splitter.hpp"
 
 #include <map>
 

@@ -1,5 +1,5 @@
-// The c10d round's restart-count agreement (agent/round_agreement.hpp) over an in-process store, members as threads.
-#include "agent/round_agreement.hpp"
+// The c10d round's restart-count agreement (rendezvous/round_agreement.hpp) over an in-process store, members as threads.
+#include "rendezvous/round_agreement.hpp"
 
 #include <gtest/gtest.h>
 

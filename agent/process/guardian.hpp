@@ -15,7 +15,7 @@
 namespace ctrun::agent {
 
 // Forks the guardian. Returns false (and ctrun runs without one) if the pipe or fork fails. job_token: the mark
-// (agent/escapees.hpp) by which, after the groups, it finds and kills processes that left them; empty: none.
+// (agent/process/escapees.hpp) by which, after the groups, it finds and kills processes that left them; empty: none.
 bool start_guardian(const std::string& job_token = {});
 // The guardian's pid (a child of ctrun that the agent must never reap or kill); -1 if none was started.
 pid_t guardian_pid();

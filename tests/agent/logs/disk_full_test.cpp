@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
 
 namespace ctrun::agent::test {
 namespace {

@@ -1,4 +1,4 @@
-#include "agent/console_sink.hpp"
+#include "agent/logs/console_sink.hpp"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/tee_stream.hpp"
+#include "agent/logs/tee_stream.hpp"
 
 namespace ctrun::agent {
 

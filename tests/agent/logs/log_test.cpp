@@ -4,9 +4,9 @@
 #include <filesystem>
 
 #include "agent/launch_config_builder.hpp"
-#include "agent/line_splitter.hpp"
-#include "agent/log_layout.hpp"
-#include "agent/stream_plan.hpp"
+#include "agent/logs/line_splitter.hpp"
+#include "agent/logs/log_layout.hpp"
+#include "agent/logs/stream_plan.hpp"
 
 namespace ctrun::agent {
 namespace {

@@ -5,7 +5,7 @@
 #include <random>
 #include <set>
 
-#include "rendezvous/counting_store.hpp"
+#include "store/counting_store.hpp"
 #include "sim.hpp"
 
 using namespace ctrun::rdzv;

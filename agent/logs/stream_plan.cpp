@@ -1,4 +1,4 @@
-#include "agent/stream_plan.hpp"
+#include "agent/logs/stream_plan.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "agent/log_layout.hpp"
+#include "agent/logs/log_layout.hpp"
 
 #include <cerrno>
 #include <cstdlib>

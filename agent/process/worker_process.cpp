@@ -1,4 +1,4 @@
-#include "agent/worker_process.hpp"
+#include "agent/process/worker_process.hpp"
 
 #include <fcntl.h>
 #include <sched.h>

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
 
 namespace ctrun::agent::test {
 namespace {

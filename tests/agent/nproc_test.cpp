@@ -1,25 +1,13 @@
-// Signal names, GPU counting without CUDA, CPU slices.
+// --nproc-per-node gpu/auto without CUDA: GPU counting from the driver and CUDA_VISIBLE_DEVICES.
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 
-#include "agent/cpu_bind.hpp"
 #include "agent/nproc.hpp"
-#include "agent/signal_names.hpp"
 
 namespace ctrun::agent {
 namespace {
-
-TEST(SignalNames, BothWays) {
-  EXPECT_EQ(signal_name(SIGSEGV), "SIGSEGV");
-  EXPECT_EQ(signal_name(SIGTERM), "SIGTERM");
-  EXPECT_EQ(signal_number("SIGUSR1"), SIGUSR1);
-  EXPECT_EQ(signal_number("HUP"), SIGHUP);
-  EXPECT_EQ(signal_number("15"), 15);
-  EXPECT_FALSE(signal_number("SIGNOPE"));
-}
 
 TEST(Gpus, CudaVisibleDevices) {
   EXPECT_EQ(apply_cuda_visible_devices(4, std::nullopt), 4);
@@ -56,17 +44,6 @@ TEST(Nproc, GpuWithoutGpusIsAnError) {
   EXPECT_GE(resolve_nproc_per_node("auto", hide), 1);
   EXPECT_GE(resolve_nproc_per_node("cpu", hide), 1);
   EXPECT_EQ(resolve_nproc_per_node("3", hide), 3);
-}
-
-TEST(CpuBind, Slices) {
-  EXPECT_EQ(parse_cpu_list("0-2,5,7-8\n"), (std::vector<int>{0, 1, 2, 5, 7, 8}));
-  std::vector<int> cpus = {0, 1, 2, 3, 4, 5, 6, 7};
-  std::vector<std::vector<int>> nodes = {{0, 1, 2, 3}, {4, 5, 6, 7}};
-  EXPECT_EQ(cpu_slice(CpuBind::kCore, 1, 4, cpus, nodes), (std::vector<int>{2, 3}));
-  EXPECT_EQ(cpu_slice(CpuBind::kCore, 9, 10, cpus, nodes), (std::vector<int>{1}));
-  EXPECT_EQ(cpu_slice(CpuBind::kNuma, 3, 4, cpus, nodes), (std::vector<int>{4, 5, 6, 7}));
-  EXPECT_TRUE(cpu_slice(CpuBind::kNone, 0, 4, cpus, nodes).empty());
-  EXPECT_FALSE(numa_nodes(cpus).empty());
 }
 
 }  // namespace
