@@ -475,7 +475,7 @@ class Agent::Impl {
   std::optional<int> agree_on_restart_count(const rdzv::RoundInfo& round, int restart_count) {
     if (round.group_world_size <= 1 || !round.store || rdzv_->backend() == "static") return restart_count;
     try {
-      auto agreed = agree_restart_count(*round.store, restart_count, round.group_world_size, kAgreementTimeout,
+      auto agreed = rdzv::agree_restart_count(*round.store, restart_count, round.group_world_size, kAgreementTimeout,
                                         [this] { return rdzv_->num_nodes_waiting() > 0 || rdzv_->round_broken(); });
       if (!agreed) {
         log_->warn("round {} ended before it started ({}); joining the next round", round.round,

@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace ctrun::agent {
+namespace ctrun::rdzv {
 
 std::optional<int> agree_restart_count(store::Store& s, int mine, int group_world_size, store::Duration timeout,
                                        const std::function<bool()>& round_over) {
@@ -29,4 +29,4 @@ std::optional<int> agree_restart_count(store::Store& s, int mine, int group_worl
   }
 }
 
-}  // namespace ctrun::agent
+}  // namespace ctrun::rdzv

@@ -12,7 +12,7 @@
 
 #include "store/store.hpp"
 
-namespace ctrun::agent {
+namespace ctrun::rdzv {
 
 // Every member of the round calls this once; returns max(mine over all group_world_size members), or nullopt when
 // `round_over()` turns true while waiting (a member died before it arrived: re-rendezvous). One compare-and-set
@@ -21,4 +21,4 @@ namespace ctrun::agent {
 std::optional<int> agree_restart_count(store::Store& round_store, int mine, int group_world_size,
                                        store::Duration timeout, const std::function<bool()>& round_over);
 
-}  // namespace ctrun::agent
+}  // namespace ctrun::rdzv

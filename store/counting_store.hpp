@@ -7,16 +7,16 @@
 
 #include "store/store.hpp"
 
-namespace ctrun::rdzv {
+namespace ctrun::store {
 
 struct StoreTraffic {
   std::atomic<std::uint64_t> ops{0};
   std::atomic<std::uint64_t> bytes{0};
 };
 
-class CountingStore final : public store::Store {
+class CountingStore final : public Store {
  public:
-  CountingStore(std::shared_ptr<store::Store> inner, std::shared_ptr<StoreTraffic> traffic)
+  CountingStore(std::shared_ptr<Store> inner, std::shared_ptr<StoreTraffic> traffic)
       : inner_(std::move(inner)), t_(std::move(traffic)) {}
 
   void set(const std::string& key, std::string_view value) override {
@@ -92,8 +92,8 @@ class CountingStore final : public store::Store {
     return reply;
   }
 
-  std::shared_ptr<store::Store> inner_;
+  std::shared_ptr<Store> inner_;
   std::shared_ptr<StoreTraffic> t_;
 };
 
-}  // namespace ctrun::rdzv
+}  // namespace ctrun::store

@@ -8,8 +8,8 @@
 #include <set>
 #include <thread>
 
-#include "store/counting_store.hpp"
 #include "rendezvous/factory.hpp"
+#include "store/counting_store.hpp"
 #include "store/memory_store.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
@@ -210,8 +210,8 @@ TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
 TEST(C10dHandler, StoreBytesPerRoundGrowLinearlyInTheNumberOfAgents) {
   auto per_agent = [](int n) {
     auto s = std::make_shared<store::MemoryStore>(5s);
-    auto traffic = std::make_shared<StoreTraffic>();
-    auto counted = std::make_shared<CountingStore>(s, traffic);
+    auto traffic = std::make_shared<store::StoreTraffic>();
+    auto counted = std::make_shared<store::CountingStore>(s, traffic);
     std::vector<std::unique_ptr<C10dHandler>> hs;
     std::vector<int> all;
     for (int i = 0; i < n; ++i) {

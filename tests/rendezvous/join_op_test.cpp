@@ -5,8 +5,8 @@
 #include <random>
 #include <set>
 
-#include "store/counting_store.hpp"
 #include "sim.hpp"
+#include "store/counting_store.hpp"
 
 using namespace ctrun::rdzv;
 using namespace ctrun::rdzv::test;
@@ -242,12 +242,12 @@ TEST(JoinOp, AtMinEqualMaxTheLastArrivalDecidesAndTheOthersWaitForTheRound) {
   auto memory = std::make_shared<ctrun::store::MemoryStore>(2s);
   const auto cfg = config(3, 3);
   const Keys keys(cfg.run_id);
-  std::vector<std::shared_ptr<StoreTraffic>> traffic;
-  std::vector<std::shared_ptr<CountingStore>> stores;
+  std::vector<std::shared_ptr<ctrun::store::StoreTraffic>> traffic;
+  std::vector<std::shared_ptr<ctrun::store::CountingStore>> stores;
   std::vector<std::unique_ptr<JoinOp>> ops;
   for (int i = 0; i < 3; ++i) {
-    traffic.push_back(std::make_shared<StoreTraffic>());
-    stores.push_back(std::make_shared<CountingStore>(memory, traffic.back()));
+    traffic.push_back(std::make_shared<ctrun::store::StoreTraffic>());
+    stores.push_back(std::make_shared<ctrun::store::CountingStore>(memory, traffic.back()));
     ops.push_back(std::make_unique<JoinOp>(
         *stores.back(), cfg, NodeRecord{"n" + std::to_string(i), 100 + i, 1, "default", "h", 7000, 0}, std::nullopt));
   }

@@ -1,4 +1,5 @@
-// The c10d round's restart-count agreement (rendezvous/round_agreement.hpp) over an in-process store, members as threads.
+// The c10d round's restart-count agreement (rendezvous/round_agreement.hpp) over an in-process store, members as
+// threads.
 #include "rendezvous/round_agreement.hpp"
 
 #include <gtest/gtest.h>
@@ -9,7 +10,7 @@
 
 #include "store/memory_store.hpp"
 
-namespace ctrun::agent {
+namespace ctrun::rdzv {
 namespace {
 
 using namespace std::chrono_literals;
@@ -43,4 +44,4 @@ TEST(RoundAgreement, TimesOutWhenAMemberNeverArrives) {
 }
 
 }  // namespace
-}  // namespace ctrun::agent
+}  // namespace ctrun::rdzv
