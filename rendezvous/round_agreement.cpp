@@ -2,6 +2,10 @@
 
 #include <string>
 
+#include <spdlog/spdlog.h>
+
+#include "common/log.hpp"
+
 namespace ctrun::rdzv {
 
 std::optional<int> agree_restart_count(store::Store& s, int mine, int group_world_size, store::Duration timeout,
@@ -27,6 +31,42 @@ std::optional<int> agree_restart_count(store::Store& s, int mine, int group_worl
       if (round_over()) return std::nullopt;
     }
   }
+}
+
+AgreedRound next_agreed_round(Handler& handler, int restart_count, store::Duration agreement_timeout,
+                              int max_broken_rounds) {
+  // A round that breaks before every member arrived is left at once; each try waits at most join_timeout.
+  for (int tries = 0;; ++tries) {
+    RoundInfo round = handler.next_rendezvous();
+    if (round.group_world_size <= 1 || !round.store || handler.backend() == "static")
+      return {std::move(round), restart_count};
+    std::optional<int> agreed;
+    try {
+      agreed = agree_restart_count(*round.store, restart_count, round.group_world_size, agreement_timeout,
+                                   [&] { return handler.num_nodes_waiting() > 0 || handler.round_broken(); });
+    } catch (const store::StoreError& e) {
+      throw RendezvousError(std::string("the members of the round did not all agree on a restart count: ") + e.what());
+    }
+    if (agreed) return {std::move(round), *agreed};
+    log::get("rdzv")->warn("round {} ended before it started ({}); joining the next round", round.round,
+                           handler.restart_reason());
+    if (tries >= max_broken_rounds) throw RendezvousError("rounds kept breaking before they started");
+  }
+}
+
+MembershipCheck check_membership(Handler& handler) {
+  MembershipCheck c;
+  try {
+    c.waiting = handler.num_nodes_waiting();
+    c.broken = c.waiting == 0 && handler.round_broken();
+    if (c.changed()) c.reason = handler.restart_reason();
+  } catch (const std::exception& e) {
+    // The rendezvous store is gone: the round ends; joining the next one says what failed.
+    c.broken = true;
+    c.store_lost = true;
+    c.reason = std::string("the rendezvous store failed: ") + e.what();
+  }
+  return c;
 }
 
 }  // namespace ctrun::rdzv

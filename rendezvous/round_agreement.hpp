@@ -9,7 +9,9 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <string>
 
+#include "rendezvous/handler.hpp"
 #include "store/store.hpp"
 
 namespace ctrun::rdzv {
@@ -20,5 +22,28 @@ namespace ctrun::rdzv {
 // (TimeoutError when a member never arrives within timeout).
 std::optional<int> agree_restart_count(store::Store& round_store, int mine, int group_world_size,
                                        store::Duration timeout, const std::function<bool()>& round_over);
+
+// A round every member of which holds the same restart count.
+struct AgreedRound {
+  RoundInfo round;
+  int restart_count = 0;
+};
+
+// The agent's join: next_rendezvous(), then, in a c10d round of several members, agree_restart_count() with
+// `restart_count` (static rounds and single members keep it). A round that breaks before every member arrived is
+// left for the next, at most max_broken_rounds times. Throws RendezvousError (a failed agreement included).
+AgreedRound next_agreed_round(Handler& handler, int restart_count, store::Duration agreement_timeout,
+                              int max_broken_rounds = 100);
+
+// Whether the running round must end: a node waits to join, a member was lost, or the store failed.
+struct MembershipCheck {
+  int waiting = 0;          // nodes waiting to join
+  bool broken = false;      // a member left or died, or the store failed
+  bool store_lost = false;  // the rendezvous store failed (its host died, or it restarted empty)
+  std::string reason;       // Handler::restart_reason(), or the store's error
+  bool changed() const { return waiting > 0 || broken; }
+};
+// The handler's num_nodes_waiting() / round_broken() (store reads): blocking, called where the handler is.
+MembershipCheck check_membership(Handler& handler);
 
 }  // namespace ctrun::rdzv
