@@ -30,8 +30,8 @@ std::string fqdn() {
 bool is_single_node(const LaunchConfig& config) {
   if (config.standalone) return true;
   // A c10d endpoint is a real rendezvous even for one node: its run id can be closed and reused by mistake.
-  if (config.rdzv_backend == "c10d" && !config.rdzv_endpoint.empty()) return false;
-  if (rdzv::is_etcd_backend(config.rdzv_backend)) return false;  // etcd always has an endpoint (checked before)
+  if (config.backend() == rdzv::Backend::kC10d && !config.rdzv_endpoint.empty()) return false;
+  if (config.backend() == rdzv::Backend::kEtcd) return false;  // etcd always has an endpoint (checked before)
   return config.max_nodes <= 1;
 }
 

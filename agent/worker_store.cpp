@@ -42,13 +42,14 @@ std::uint64_t WorkerStore::keys() const { return server_->stats().keys; }
 WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::FailureHandler on_failure) {
   WorkerStoreSite site;
   const bool single = is_single_node(config);
-  site.static_multi_node = !single && config.rdzv_backend == "static";
+  site.static_multi_node = !single && config.backend() == rdzv::Backend::kStatic;
   std::string bind_host;
   std::uint16_t port = 0;
   if (single) {
     site.host = config.local_addr.value_or(config.standalone ? "127.0.0.1" : config.master_addr);
     bind_host = site.host;
-    if (config.rdzv_backend == "static" && config.master_port) port = static_cast<std::uint16_t>(*config.master_port);
+    if (config.backend() == rdzv::Backend::kStatic && config.master_port)
+      port = static_cast<std::uint16_t>(*config.master_port);
   } else if (site.static_multi_node) {
     // As torchrun's static backend: node rank 0 serves one store at the master address for the rendezvous and
     // every worker of every node; the other nodes bind nothing.
@@ -65,7 +66,7 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
     site.host = node_address(config);
     bind_host = config.local_addr && !config.local_addr->empty() ? *config.local_addr : "0.0.0.0";
   }
-  if (single && !config.standalone && !config.master_port && config.rdzv_backend == "static") {
+  if (single && !config.standalone && !config.master_port && config.backend() == rdzv::Backend::kStatic) {
     // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
     // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
     try {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.hpp"
+#include "rendezvous/parameters.hpp"
 
 namespace ctrun::rdzv {
 
@@ -38,7 +39,7 @@ AgreedRound next_agreed_round(Handler& handler, int restart_count, store::Durati
   // A round that breaks before every member arrived is left at once; each try waits at most join_timeout.
   for (int tries = 0;; ++tries) {
     RoundInfo round = handler.next_rendezvous();
-    if (round.group_world_size <= 1 || !round.store || handler.backend() == "static")
+    if (round.group_world_size <= 1 || !round.store || parse_backend(handler.backend()) == Backend::kStatic)
       return {std::move(round), restart_count};
     std::optional<int> agreed;
     try {

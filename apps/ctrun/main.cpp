@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   if (config.event_log_handler != "null") {
     log->warn("--event-log-handler {} is not applicable to ctrun; use --event-log FILE", config.event_log_handler);
   }
-  if (config.rdzv_backend != "static" && !config.standalone && config.rdzv_endpoint.empty()) {
+  if (config.backend() != ctrun::rdzv::Backend::kStatic && !config.standalone && config.rdzv_endpoint.empty()) {
     log->warn("master_addr is only used for static rdzv_backend and when rdzv_endpoint is not specified.");
   }
   if (std::getenv("OMP_NUM_THREADS") == nullptr && config.nproc_per_node > 1) {

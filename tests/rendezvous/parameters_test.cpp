@@ -66,3 +66,12 @@ TEST(Parameters, C10dSettingsDefaultsAndOverrides) {
   p.config = parse_rdzv_conf("keep_alive_max_attempt=0");
   EXPECT_THROW(c10d_settings(p), std::invalid_argument);
 }
+
+TEST(Parameters, BackendNames) {
+  EXPECT_EQ(parse_backend("static"), Backend::kStatic);
+  EXPECT_EQ(parse_backend("c10d"), Backend::kC10d);
+  EXPECT_EQ(parse_backend("etcd"), Backend::kEtcd);
+  EXPECT_EQ(parse_backend("etcd-v3"), Backend::kEtcd);
+  EXPECT_FALSE(parse_backend("etcd-v2"));
+  EXPECT_FALSE(parse_backend("Static"));
+}
