@@ -9,7 +9,7 @@
 #include "agent/error_file.hpp"
 #include "agent/event_log.hpp"
 #include "agent/failure.hpp"
-#include "agent/logs/tee_stream.hpp"
+#include "agent/logs/write_all.hpp"
 #include "agent/worker_env.hpp"
 #include "common/hostname.hpp"
 #include "common/log.hpp"

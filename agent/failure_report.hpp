@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 #include "agent/launch_config.hpp"
 #include "agent/process/worker_group.hpp"
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/logs/tee_stream.hpp"
+#include "agent/logs/write_all.hpp"
 
 namespace ctrun::agent {
 

@@ -17,11 +17,11 @@ namespace ctrun::agent {
 class ConsoleSink;
 
 struct TeeTarget {
-  int console_fd = -1;   // 1 or 2; -1: not shown on the console
+  int console_fd = -1;             // 1 or 2; -1: not shown on the console
   ConsoleSink* console = nullptr;  // queues console lines off the loop; null: written directly (blocking)
-  int file_fd = -1;      // owned: closed at end of stream; -1: no file
-  std::string file_path;  // for the one warning when the file cannot be written (disk full)
-  int filtered_fd = -1;  // shared by the ranks of an attempt, not owned
+  int file_fd = -1;                // owned: closed at end of stream; -1: no file
+  std::string file_path;           // for the one warning when the file cannot be written (disk full)
+  int filtered_fd = -1;            // shared by the ranks of an attempt, not owned
   std::vector<std::string> filters;
   std::string prefix;
 };
@@ -41,10 +41,5 @@ class TeeStream {
   class Impl;
   std::shared_ptr<Impl> impl_;
 };
-
-// write(2) all of data, retrying on EINTR and short writes; errors (a closed console) are ignored.
-void write_all(int fd, const char* data, std::size_t size);
-// The same; returns 0, or the errno of the write that failed (ENOSPC: disk full).
-int write_all_checked(int fd, const char* data, std::size_t size);
 
 }  // namespace ctrun::agent

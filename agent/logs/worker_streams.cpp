@@ -5,20 +5,20 @@
 
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/line_splitter.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/logs/stream_plan.hpp"
 #include "agent/logs/tee_stream.hpp"
-#include "agent/process/worker_process.hpp"
 #include "common/hostname.hpp"
 
 namespace ctrun::agent {
 
 int open_for_child(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw SpawnError("cannot open " + path + ": " + std::strerror(errno));
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
   return fd;
 }
 
@@ -75,13 +75,17 @@ int WorkerStreams::open_stream(int stream, int local_rank, int global_rank, std:
       return fd;
     }
     case StreamMode::kTee: {
-      int p[2];
-      if (::pipe2(p, O_CLOEXEC) != 0) throw SpawnError(std::string("pipe2: ") + std::strerror(errno));
-      to_close.push_back(p[1]);
       TeeTarget target;
+      target.file_fd = layout_->enabled() ? open_for_child(path) : -1;  // owned by the tee from here
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0) {
+        int err = errno;
+        if (target.file_fd >= 0) ::close(target.file_fd);
+        throw std::runtime_error(std::string("pipe2: ") + std::strerror(err));
+      }
+      to_close.push_back(p[1]);
       target.console_fd = plan.to_console ? stream : -1;
       target.console = &console_;
-      target.file_fd = layout_->enabled() ? open_for_child(path) : -1;
       target.file_path = path;
       target.filtered_fd = stream == 1 ? filtered_out_fd_ : filtered_err_fd_;
       target.filters = stream == 1 ? config_.duplicate_stdout_filters : config_.duplicate_stderr_filters;

@@ -21,7 +21,7 @@ class ConsoleSink;
 class LogLayout;
 class TeeStream;
 
-// Opens a file for a worker to write (created, truncated, CLOEXEC). Throws SpawnError.
+// Opens a file for a worker to write (created, truncated, CLOEXEC). Throws std::runtime_error with the path.
 int open_for_child(const std::string& path);
 
 class WorkerStreams {
