@@ -12,4 +12,22 @@ EnvLookup process_env() {
   };
 }
 
+std::vector<std::string> split_escaped_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == ',' && i + 1 < text.size() && text[i + 1] == ',') {
+      cur += ',';
+      ++i;
+    } else if (text[i] == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += text[i];
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
 }  // namespace ctrun::agent

@@ -34,4 +34,7 @@ struct CommandLine {
   std::vector<std::string> script_args;
 };
 
+// A comma separated flag value as torchrun reads one: ",," stands for a literal comma; empty items are dropped.
+std::vector<std::string> split_escaped_commas(const std::string& text);
+
 }  // namespace ctrun::agent

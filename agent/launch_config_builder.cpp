@@ -176,22 +176,7 @@ std::pair<int, int> parse_nnodes(const std::string& text) {
 }
 
 std::vector<std::string> parse_duplicate_filters(const std::string& text) {
-  // torchrun: comma separated, ",," stands for a literal comma.
-  std::vector<std::string> out;
-  std::string cur;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == ',' && i + 1 < text.size() && text[i + 1] == ',') {
-      cur += ',';
-      ++i;
-    } else if (text[i] == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += text[i];
-    }
-  }
-  if (!cur.empty()) out.push_back(cur);
-  return out;
+  return split_escaped_commas(text);  // torchrun: comma separated, ",," stands for a literal comma
 }
 
 LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::string, std::string>& file_values,
