@@ -1,8 +1,11 @@
 #include "agent/process/worker_process.hpp"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +14,28 @@
 #include <cstring>
 
 namespace ctrun::agent {
+namespace {
+
+// After fork, in the child: every descriptor but 0, 1, 2 ends at exec (as Python's close_fds, which torchrun's
+// workers get): the workers' store's listening socket, other ranks' pipes and files, whatever ctrun inherited.
+// A daemon of a worker then holds none of them (the store's port is free once ctrun is gone). The exec-status pipe
+// (`keep`, CLOEXEC) must stay open until exec. Async-signal-safe.
+void close_inherited_descriptors(int keep, int max_fd) {
+  // Linux >= 5.11: mark them all close-on-exec in one call; `keep` is closed by exec too, as it should be.
+  if (::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return;
+  for (int fd = 3; fd < max_fd; ++fd) {
+    if (fd != keep) ::close(fd);
+  }
+}
+
+// The bound for the fallback loop, read before fork (getrlimit is not async-signal-safe everywhere).
+int descriptor_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY || r.rlim_cur > (1u << 20)) return 1 << 16;
+  return static_cast<int>(r.rlim_cur);
+}
+
+}  // namespace
 
 std::string resolve_program(const std::string& name, const std::vector<std::string>& env) {
   if (name.find('/') != std::string::npos) return name;
@@ -43,6 +68,7 @@ StartedWorker start_worker(const SpawnRequest& request) {
   CPU_ZERO(&cpus);
   for (int c : request.cpus) CPU_SET(c, &cpus);
 
+  const int max_fd = descriptor_limit();
   int status_pipe[2];
   if (::pipe2(status_pipe, O_CLOEXEC) != 0) throw SpawnError(std::string("pipe2: ") + std::strerror(errno));
   pid_t parent = ::getpid();
@@ -64,6 +90,7 @@ StartedWorker start_worker(const SpawnRequest& request) {
     if (::getppid() != parent) ::_exit(1);  // ctrun died before prctl took effect
     if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
     if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) fail(errno);
+    close_inherited_descriptors(status_pipe[1], max_fd);  // after the dup2s: their sources are among them
     if (!request.cpus.empty()) ::sched_setaffinity(0, sizeof cpus, &cpus);
     // ctrun ignores SIGPIPE (it writes to pipes of dying workers); workers get the default back, and an
     // empty signal mask whatever thread forked them.

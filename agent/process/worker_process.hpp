@@ -1,7 +1,8 @@
 #pragma once
 // Starting and signalling one worker process. Each worker leads its own session and process group (so a
 // signal reaches its children too, and a terminal's Ctrl-C reaches only ctrun, which forwards it), and gets
-// PR_SET_PDEATHSIG=SIGKILL so that `kill -9 ctrun` leaves no worker behind.
+// PR_SET_PDEATHSIG=SIGKILL so that `kill -9 ctrun` leaves no worker behind. A worker gets descriptors 0, 1 and 2
+// only (as torchrun's, through Python's close_fds): everything else ctrun holds or inherited ends at exec.
 
 #include <sys/types.h>
 
