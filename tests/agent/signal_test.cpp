@@ -201,6 +201,8 @@ TEST(Signal, DuringARestart) {
   args_a.insert(args_a.begin(), "--max-restarts=3");
   CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "fail"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(30)));
+  // A too has the round (B serves the rendezvous store: stopped before A read it, A would wait on it instead).
+  ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"rendezvous\"", std::chrono::seconds(30)));
   ::kill(b.pid(), SIGSTOP);
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"restart\"", std::chrono::seconds(30)));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
