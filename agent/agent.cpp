@@ -276,17 +276,17 @@ class Agent::Impl {
     static_multi_node_ = !single && config_.rdzv_backend == "static";
     std::string bind_host;
     std::uint16_t port = 0;
-    if (single) {
+    // torchrun's static backend serves its store at --rdzv-endpoint when one is given, for one node too.
+    const bool at_endpoint = config_.rdzv_backend == "static" && !config_.standalone && !config_.rdzv_endpoint.empty();
+    if (single && !at_endpoint) {
       store_host_ = config_.local_addr.value_or(config_.standalone ? "127.0.0.1" : config_.master_addr);
       bind_host = store_host_;
       if (config_.rdzv_backend == "static" && config_.master_port)
         port = static_cast<std::uint16_t>(*config_.master_port);
-    } else if (static_multi_node_) {
-      // As torchrun's static backend: node rank 0 serves one store at the master address for the rendezvous and
-      // every worker of every node; the other nodes bind nothing.
-      auto p = rendezvous_parameters(config_);
-      rdzv::Endpoint ep = p.endpoint.empty() ? rdzv::Endpoint{p.master_addr, p.master_port}
-                                             : rdzv::parse_endpoint(p.endpoint, p.master_port);
+    } else if (static_multi_node_ || at_endpoint) {
+      // As torchrun's static backend: node rank 0 serves one store at the master address (or the endpoint) for
+      // the rendezvous and every worker of every node; the other nodes bind nothing.
+      const auto ep = rdzv::static_endpoint(rendezvous_parameters(config_));
       store_host_ = ep.host;
       // A numeric address of this machine is bound as given (several "nodes" of one machine on 127.0.0.x); a host
       // name may resolve to another address here (127.0.1.1) than for the other nodes: bind every interface.
@@ -297,7 +297,7 @@ class Agent::Impl {
       store_host_ = node_address(config_);
       bind_host = config_.local_addr && !config_.local_addr->empty() ? *config_.local_addr : "0.0.0.0";
     }
-    if (single && !config_.standalone && !config_.master_port && config_.rdzv_backend == "static") {
+    if (single && !at_endpoint && !config_.standalone && !config_.master_port && config_.rdzv_backend == "static") {
       // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
       // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
       try {
@@ -314,7 +314,11 @@ class Agent::Impl {
       try {
         store_ = std::make_unique<WorkerStore>(bind_host, port, store_failure_handler());
       } catch (const std::exception& e) {
-        log_->error("cannot start the workers' store on {}:{}: {}", bind_host, port, e.what());
+        // Static node rank 0: the port is the job's MASTER_PORT; never share it with whoever else holds it.
+        log_->error(
+            "cannot start the workers' store on {}:{}: {}. If another process holds that port, stop it or "
+            "choose a free one with --master-port (the same on every node)",
+            bind_host, port, e.what());
         exit_code_ = 1;
         return false;
       }
@@ -330,7 +334,9 @@ class Agent::Impl {
       int code = 0;
       std::string error;
       try {
-        if (!given) given = make_rendezvous_handler(config_);
+        if (!given)
+          given =
+              make_rendezvous_handler(config_, store_ ? std::optional<std::uint16_t>(store_->port()) : std::nullopt);
         if (store_) given->set_worker_store_address(store_host_, store_->port());
       } catch (const std::invalid_argument& e) {
         code = 2;
@@ -362,7 +368,8 @@ class Agent::Impl {
                                  {"nproc_per_node", config_.nproc_per_node},
                                  {"max_restarts", config_.max_restarts},
                                  {"master_addr", store_host_},
-                                 {"master_port", store_ ? store_->port() : 0}});
+                                 {"master_port", store_ ? store_->port() : 0},
+                                 {"rdzv_store", rdzv_->served_store()}});
     deliver(AgentEvent::kHandlerReady);
   }
 

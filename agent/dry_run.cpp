@@ -35,6 +35,11 @@ std::string dry_run_report(const LaunchConfig& c, const EnvLookup& env) {
   round.role_world_size = round.global_world_size;
   round.master_addr = single ? c.local_addr.value_or(c.standalone ? "127.0.0.1" : c.master_addr) : c.master_addr;
   round.master_port = static_cast<std::uint16_t>(c.master_port.value_or(0));
+  if (c.rdzv_backend == "static" && !c.standalone && !c.rdzv_endpoint.empty()) {
+    const auto ep = rdzv::static_endpoint(rendezvous_parameters(c));  // as the agent: the endpoint wins
+    round.master_addr = ep.host;
+    round.master_port = ep.port;
+  }
 
   std::string out = "ctrun --dry-run: nothing is started\n";
   out += fmt::format("  nnodes={}:{} nproc_per_node={} rdzv_backend={} rdzv_endpoint={} rdzv_id={} standalone={}\n",

@@ -1,8 +1,8 @@
 // --tee with a console nobody reads: the agent's loop never blocks on it. The workers' output reaches the log files
 // in full, the console gets what fits in the bounded queue, ctrun says how many lines it dropped, and SIGTERM is
 // handled at once.
-#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
+#include "tests/common/port_reservation.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -83,13 +83,14 @@ TEST(Console, UnreadConsoleNeverBlocksTheAgent) {
   EXPECT_EQ(count_lines(run + "/attempt_0/0/stdout.log"), 200000u);
 }
 
-using ctrun::test::free_port;
+using ctrun::test::PortReservation;
 
 // Two nodes; node a's console is an unread pipe while its worker floods it. Node b's worker fails: both nodes must
 // still restart into a new round and succeed (a's stuck console must not stop its loop from seeing the change).
 TEST(Console, UnreadConsoleDoesNotStopAPeersRestart) {
   std::string dir = fresh_dir("console_peer");
-  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
+  const std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
   auto args = [&](const std::string& addr, const std::string& tag) {
     return std::vector<std::string>{"--nnodes=2",
                                     "--nproc-per-node=1",

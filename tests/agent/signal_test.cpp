@@ -3,8 +3,8 @@
 // waiting in the exit barrier, rejoining after a failure. The agent must be gone within a second (measured and
 // printed; the bound in the test is generous, the machine is shared) and leave no process of the job behind.
 // Also: SIGUSR1/SIGUSR2 are forwarded to the workers and recorded in the event log.
-#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
+#include "tests/common/port_reservation.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -26,7 +26,7 @@ constexpr double kGenerousBound = 5.0;  // seconds; the target (and the measured
 
 std::string script(const std::string& name) { return workers_dir() + "/" + name; }
 
-using ctrun::test::free_port;
+using ctrun::test::PortReservation;
 
 bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
   auto end = Clock::now() + deadline;
@@ -97,7 +97,8 @@ TEST(Signal, RunningGroupEndsWithinASecond) {
 // Host and client both wait for a third node that never comes: each leaves at once on a signal.
 TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   std::string dir = fresh_dir("sig_waiting");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
+  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
   CtrunProcess host(c10d(3, endpoint, "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")), {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_text(dir + "/host.jsonl", "agent_start", std::chrono::seconds(20)));
   CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", script("wait_term.sh")),
@@ -127,8 +128,9 @@ TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
 // A static node whose master never answers is still connecting: SIGHUP ends it at once.
 TEST(Signal, ConnectingToAnAbsentStaticMaster) {
   std::string dir = fresh_dir("sig_connect");
+  PortReservation absent;  // bound, never listening: connections are refused, and no other server can take it
   CtrunProcess p(
-      {"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1", "--master-port=" + std::to_string(free_port()),
+      {"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1", "--master-port=" + std::to_string(absent.port()),
        "--nproc-per-node=1", "--event-log=" + dir + "/e.jsonl", "--no-python", script("wait_term.sh")},
       {{"OUT_DIR", dir}});
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -144,7 +146,8 @@ TEST(Signal, ConnectingToAnAbsentStaticMaster) {
 // Node A succeeds and waits in the exit barrier for node B, whose worker runs on: SIGTERM ends A at once.
 TEST(Signal, ExitBarrier) {
   std::string dir = fresh_dir("sig_barrier");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
+  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
   CtrunProcess b(c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
@@ -171,7 +174,8 @@ TEST(Signal, ExitBarrier) {
 // --exit-barrier-timeout: node A succeeds, node B runs on; A gives up waiting after 1 s and exits 0 with a warning.
 TEST(Signal, ExitBarrierTimeoutFlag) {
   std::string dir = fresh_dir("sig_barrier_timeout");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
+  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
   CtrunProcess b(c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
@@ -193,7 +197,8 @@ TEST(Signal, ExitBarrierTimeoutFlag) {
 // form: A is waiting in the restart's rendezvous when SIGTERM comes.
 TEST(Signal, DuringARestart) {
   std::string dir = fresh_dir("sig_restart");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
+  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
   auto args_b = c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh"));
   CtrunProcess b(args_b, {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));

@@ -23,11 +23,6 @@ ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 OPENSSL = shutil.which("openssl")
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Etcd:
@@ -37,8 +32,8 @@ class Etcd:
         self.dir = tempfile.mkdtemp(prefix="ctrun-etcd-")
         self.tls = tls  # (cert, key) for the client URLs
         self.scheme = "https" if tls else "http"
-        self.clients = [free_port() for _ in range(n)]
-        self.peers = [free_port() for _ in range(n)]
+        self.clients = [reserve_port() for _ in range(n)]
+        self.peers = [reserve_port() for _ in range(n)]
         self.initial = ",".join(f"m{i}=http://127.0.0.1:{p}" for i, p in enumerate(self.peers))
         self.procs = [None] * n
         for i in range(n):
