@@ -60,11 +60,10 @@ void kill_workers(const std::string& dir) {
 // that A "left" within seconds.
 TEST(Leave, FromTheExitBarrier) {
   std::string dir = fresh_dir("leave_barrier");
-  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
-  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
-  CtrunProcess b(node(2, endpoint, "127.0.0.1", dir + "/b.jsonl"),
+  CtrunProcess b(node(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl"),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   CtrunProcess a(node(2, endpoint, "127.0.0.2", dir + "/a.jsonl"),
                  {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
@@ -90,11 +89,10 @@ TEST(Leave, FromTheExitBarrier) {
 // A's heartbeats time out, 100 s here).
 TEST(Leave, WhileWaitingForNodes) {
   std::string dir = fresh_dir("leave_waiting");
-  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
-  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
-  CtrunProcess b(node(3, endpoint, "127.0.0.1", dir + "/b.jsonl"),
+  CtrunProcess b(node(3, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl"),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   CtrunProcess a(node(3, endpoint, "127.0.0.2", dir + "/a.jsonl"),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "agent_start", std::chrono::seconds(20)));

@@ -97,10 +97,11 @@ TEST(Signal, RunningGroupEndsWithinASecond) {
 // Host and client both wait for a third node that never comes: each leaves at once on a signal.
 TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   std::string dir = fresh_dir("sig_waiting");
-  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
-  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
-  CtrunProcess host(c10d(3, endpoint, "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")), {{"OUT_DIR", dir}});
-  ASSERT_TRUE(wait_for_text(dir + "/host.jsonl", "agent_start", std::chrono::seconds(20)));
+  // The host binds a port of the kernel's choosing and reports it; the client is given that one.
+  CtrunProcess host(c10d(3, "127.0.0.1:0", "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")),
+                    {{"OUT_DIR", dir}});
+  const std::string endpoint = served_rdzv_store(dir + "/host.jsonl", std::chrono::seconds(20));
+  ASSERT_NE(endpoint, "") << read_file(dir + "/host.jsonl");
   CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", script("wait_term.sh")),
                       {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_text(dir + "/client.jsonl", "agent_start", std::chrono::seconds(20)));
@@ -146,11 +147,10 @@ TEST(Signal, ConnectingToAnAbsentStaticMaster) {
 // Node A succeeds and waits in the exit barrier for node B, whose worker runs on: SIGTERM ends A at once.
 TEST(Signal, ExitBarrier) {
   std::string dir = fresh_dir("sig_barrier");
-  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
-  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
-  CtrunProcess b(c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
+  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   CtrunProcess a(c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
@@ -174,11 +174,10 @@ TEST(Signal, ExitBarrier) {
 // --exit-barrier-timeout: node A succeeds, node B runs on; A gives up waiting after 1 s and exits 0 with a warning.
 TEST(Signal, ExitBarrierTimeoutFlag) {
   std::string dir = fresh_dir("sig_barrier_timeout");
-  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
-  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
-  CtrunProcess b(c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
+  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh"));
   args_a.insert(args_a.begin(), "--exit-barrier-timeout=1");
   auto t0 = Clock::now();
@@ -197,11 +196,10 @@ TEST(Signal, ExitBarrierTimeoutFlag) {
 // form: A is waiting in the restart's rendezvous when SIGTERM comes.
 TEST(Signal, DuringARestart) {
   std::string dir = fresh_dir("sig_restart");
-  PortReservation port;  // held for the test: the host agent binds it (SO_REUSEADDR), nobody else can
-  std::string endpoint = "127.0.0.1:" + std::to_string(port.port());
-  auto args_b = c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh"));
+  auto args_b = c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh"));
   CtrunProcess b(args_b, {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh"));
   args_a.insert(args_a.begin(), "--max-restarts=3");
   CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "fail"}, {"NODE_TAG", "a"}});
