@@ -17,16 +17,15 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_test import SKIP, Cluster, alive, have_torch  # noqa: E402
+from multinode_test import SKIP, Cluster, alive, have_torch, reserve_port  # noqa: E402
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 OPENSSL = shutil.which("openssl")
 
 
-
-
 class Etcd:
-    """An etcd cluster of n members on 127.0.0.1 (client and peer ports picked free), data in a temp dir."""
+    """An etcd cluster of n members on 127.0.0.1 (client and peer ports reserved for the test, see
+    tests/common/ports.py), data in a temp dir."""
 
     def __init__(self, n, tls=None):
         self.dir = tempfile.mkdtemp(prefix="ctrun-etcd-")
