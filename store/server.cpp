@@ -453,6 +453,7 @@ class Server::Impl final : public detail::ReplySink {
       }
       ++c->requests;
       off += pr.consumed;
+      ++ops[static_cast<std::size_t>(pr.request.command)];
       auto res = detail::execute(keyspace, *this, c->id, pr.request);
       if (res.close) {
         reject(c, res.reason);
@@ -670,7 +671,7 @@ class Server::Impl final : public detail::ReplySink {
     s.held_bytes = keyspace.held_bytes() + io_bytes;
     for (int i = 0; i <= static_cast<int>(protocol::Command::kBarrier); ++i) {
       auto c = static_cast<protocol::Command>(i);
-      if (auto n = keyspace.ops(c)) s.ops.emplace_back(protocol::command_name(c), n);
+      if (auto n = ops[static_cast<std::size_t>(i)]) s.ops.emplace_back(protocol::command_name(c), n);
     }
     return s;
   }
@@ -686,6 +687,7 @@ class Server::Impl final : public detail::ReplySink {
   mutable std::mutex failure_mutex;
   std::string failure_message;
   detail::Keyspace keyspace;
+  std::array<std::uint64_t, static_cast<std::size_t>(protocol::Command::kBarrier) + 1> ops{};  // requests per command
   std::vector<std::uint8_t> scratch;
   std::unordered_map<ConnId, ConnPtr> conns;
   std::vector<ConnPtr> dirty;
