@@ -21,8 +21,8 @@ constexpr char kPush = 'P';
 constexpr char kPop = 'O';
 constexpr auto kPoll = std::chrono::milliseconds(5);
 
-using detail::kLocalConn;
 using detail::checked;
+using detail::kLocalConn;
 
 struct Fd {
   int fd;
@@ -191,9 +191,7 @@ void FileStore::append(const std::string& key, std::string_view value) {
 
 std::vector<std::string> FileStore::multi_get(const std::vector<std::string>& keys) {
   wait(keys, timeout_);
-  return locked([&](detail::Keyspace& ks, Log&) {
-    return detail::run_multi_get(ks, keys);
-  });
+  return locked([&](detail::Keyspace& ks, Log&) { return detail::run_multi_get(ks, keys); });
 }
 
 void FileStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {

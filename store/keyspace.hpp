@@ -241,8 +241,7 @@ class Keyspace {
   void wake_all(const std::string& key, bool include_barrier = true);
   // A queue element arrived: wake at most one waiter on the key (queue semantics: one consumer per item).
   void wake_one(const std::string& key);
-  void notify_watchers(const std::string& key, KeyChange change, const BlobPtr& old_value,
-                       const BlobPtr& new_value);
+  void notify_watchers(const std::string& key, KeyChange change, const BlobPtr& old_value, const BlobPtr& new_value);
   void store(const std::string& key, std::string value);  // SET semantics: store, wake, notify
   void put_value(const std::string& key, BlobPtr value);  // stores without waking (accounting only)
 

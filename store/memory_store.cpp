@@ -9,8 +9,8 @@
 
 namespace ctrun::store {
 
-using detail::kLocalConn;
 using detail::checked;
+using detail::kLocalConn;
 
 struct MemoryStore::Impl {
   detail::LocalKeyspace local;
