@@ -55,7 +55,11 @@ std::optional<std::string> job_wide_difference(const std::vector<std::string>& w
   const auto a = job_wide_values(warm);
   const auto b = job_wide_values(worker);
   auto describe = [](std::string_view name, const std::string_view* x, const std::string_view* y) {
-    auto value = [](const std::string_view* v) { return v ? "'" + std::string(*v) + "'" : std::string("unset"); };
+    auto value = [](const std::string_view* v) {
+      std::string out = v ? "'" : "unset";
+      if (v) out.append(*v).push_back('\'');
+      return out;
+    };
     return std::string(name) + " (warm process: " + value(x) + ", this rank: " + value(y) + ")";
   };
   for (const auto& [name, value] : a) {

@@ -293,6 +293,43 @@ TEST_F(WarmTest, WorkersDieWithTheWarmProcess) {
   EXPECT_THROW(warm_->fork_worker(req), PreloadError);
 }
 
+// kill -9 of the process that started the warm process (ctrun) leaves neither it nor its workers behind.
+TEST(WarmProcessDeath, DiesWithItsStarter) {
+  if (python().empty()) GTEST_SKIP() << "no python3";
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  pid_t starter = ::fork();
+  ASSERT_GE(starter, 0);
+  if (starter == 0) {
+    ::close(report[0]);
+    boost::asio::io_context io;
+    bool ready = false;
+    WarmProcess warm(io, WarmOptions{{}, cmd({"probe.py"}), parent_env(), ""}, WarmEvents{[&] { ready = true; }});
+    for (int i = 0; i < 3000 && !ready; ++i) {
+      io.restart();
+      io.run_for(10ms);
+    }
+    pid_t pids[2] = {warm.pid(), ready ? warm.fork_worker({cmd({"-c", "import time; time.sleep(60)"}), parent_env()})
+                                       : -1};
+    (void)!::write(report[1], pids, sizeof pids);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  pid_t pids[2] = {-1, -1};
+  ASSERT_EQ(::read(report[0], pids, sizeof pids), static_cast<ssize_t>(sizeof pids));
+  ::close(report[0]);
+  ASSERT_GT(pids[1], 0) << "the warm process did not become ready";
+  ASSERT_TRUE(test::alive(pids[0]) && test::alive(pids[1]));
+  ::kill(starter, SIGKILL);
+  ::waitpid(starter, nullptr, 0);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while ((test::alive(pids[0]) || test::alive(pids[1])) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(test::alive(pids[0])) << "the warm process outlived its starter";
+  EXPECT_FALSE(test::alive(pids[1])) << "a worker outlived the warm process";
+}
+
 // torch's @record writes the worker's error file as it does in a cold worker.
 TEST_F(WarmTest, RecordWritesTheErrorFile) {
   const std::string dir = test::fresh_dir("preload_record");
