@@ -154,10 +154,23 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
     fields.insert(fields.end(), request.argv.begin(), request.argv.end());
     fields.insert(fields.end(), request.env.begin(), request.env.end());
     const std::string message = join_fields(fields);
-    const std::array<int, 3> fds = {request.stdin_fd >= 0 ? request.stdin_fd : STDIN_FILENO,
-                                    request.stdout_fd >= 0 ? request.stdout_fd : STDOUT_FILENO,
-                                    request.stderr_fd >= 0 ? request.stderr_fd : STDERR_FILENO};
-    send_with_fds(message, fds, deadline);
+    std::array<int, 3> fds = {request.stdin_fd >= 0 ? request.stdin_fd : STDIN_FILENO,
+                              request.stdout_fd >= 0 ? request.stdout_fd : STDOUT_FILENO,
+                              request.stderr_fd >= 0 ? request.stderr_fd : STDERR_FILENO};
+    // A descriptor of ctrun's own that is closed cannot be passed: the worker gets /dev/null there instead.
+    int null_fd = -1;
+    for (int& fd : fds) {
+      if (::fcntl(fd, F_GETFD) >= 0) continue;
+      if (null_fd < 0) null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+      fd = null_fd;
+    }
+    try {
+      send_with_fds(message, fds, deadline);
+    } catch (...) {
+      if (null_fd >= 0) ::close(null_fd);
+      throw;
+    }
+    if (null_fd >= 0) ::close(null_fd);
     while (true) {
       if (auto answer = take_answer(id)) {
         if (answer->first > 0) return answer->first;

@@ -248,6 +248,30 @@ TEST_F(WarmTest, RandomStateIsReseededPerWorker) {
   EXPECT_NE(a["numpy"], b["numpy"]);
 }
 
+// stdin, like stdout and stderr, is the descriptor ctrun passes; the CPU affinity is the rank's slice.
+TEST_F(WarmTest, StdinAndAffinityAreTheRequests) {
+  start({}, cmd({"probe.py"}), preload_dir());
+  ASSERT_TRUE(ready_) << *lost_;
+  int in[2];
+  ASSERT_EQ(::pipe2(in, O_CLOEXEC), 0);
+  ASSERT_EQ(::write(in[1], "line from ctrun\n", 16), 16);
+  ::close(in[1]);
+  Pipes p;
+  ForkRequest req{cmd({"-c", "import os, sys; print(sys.stdin.read().strip(), sorted(os.sched_getaffinity(0)))"}),
+                  parent_env()};
+  req.stdin_fd = in[0];
+  req.stdout_fd = p.out[1];
+  req.stderr_fd = p.err[1];
+  req.cpus = {0};
+  pid_t pid = warm_->fork_worker(req);
+  ::close(in[0]);
+  p.close_write_ends();
+  EXPECT_EQ(read_all(p.out[0]), "line from ctrun [0]\n");
+  EXPECT_EQ(read_all(p.err[0]), "");
+  ASSERT_TRUE(run_until([&] { return exits_.contains(pid); }, 10s));
+  EXPECT_EQ(exits_[pid], 0);
+}
+
 TEST_F(WarmTest, ThreadStartedAtImportIsRefused) {
   start({"json", "starts_thread"}, cmd({"probe.py"}), preload_dir());
   ASSERT_TRUE(lost_.has_value()) << "a warm process with a thread was accepted";
@@ -309,8 +333,8 @@ TEST(WarmProcessDeath, DiesWithItsStarter) {
       io.restart();
       io.run_for(10ms);
     }
-    pid_t pids[2] = {warm.pid(), ready ? warm.fork_worker({cmd({"-c", "import time; time.sleep(60)"}), parent_env()})
-                                       : -1};
+    pid_t pids[2] = {warm.pid(),
+                     ready ? warm.fork_worker({cmd({"-c", "import time; time.sleep(60)"}), parent_env()}) : -1};
     (void)!::write(report[1], pids, sizeof pids);
     ::pause();
     ::_exit(0);
