@@ -384,6 +384,7 @@ WarmProcess::State WarmProcess::state() const { return impl_->state_; }
 const std::string& WarmProcess::lost_reason() const { return impl_->lost_reason_; }
 pid_t WarmProcess::pid() const { return impl_->pid_; }
 const std::vector<std::string>& WarmProcess::env() const { return impl_->options().env; }
+const std::string& WarmProcess::interpreter() const { return impl_->options().worker_argv.front(); }
 
 pid_t WarmProcess::fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout) {
   return impl_->fork_worker(request, timeout);

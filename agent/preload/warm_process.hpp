@@ -78,6 +78,7 @@ class WarmProcess {
   const std::string& lost_reason() const;       // why it was refused or died ("" while not lost)
   pid_t pid() const;                            // the warm process (a child of ctrun; not a worker)
   const std::vector<std::string>& env() const;  // its environment, for job_wide_difference()
+  const std::string& interpreter() const;       // argv[0] of the workers it can fork
 
   // Forks one worker; returns its pid once it leads its own process group. Blocks the calling (loop) thread for
   // at most `timeout`; a warm process that does not answer by then is killed and lost. Throws PreloadError when

@@ -4,6 +4,8 @@
 
 #include "agent/preload/warm_process.hpp"
 
+#include "agent/preload/preload_plan.hpp"
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -270,6 +272,17 @@ TEST_F(WarmTest, StdinAndAffinityAreTheRequests) {
   EXPECT_EQ(read_all(p.err[0]), "");
   ASSERT_TRUE(run_until([&] { return exits_.contains(pid); }, 10s));
   EXPECT_EQ(exits_[pid], 0);
+}
+
+// A rank whose job-wide variable or interpreter differs from the warm process's starts cold.
+TEST_F(WarmTest, WhyColdNamesWhatDiffers) {
+  auto env = parent_env({{"OMP_NUM_THREADS", "2"}});
+  start({}, cmd({"probe.py"}), preload_dir(), env);
+  ASSERT_TRUE(ready_) << *lost_;
+  EXPECT_EQ(why_cold(*warm_, cmd({"probe.py"}), parent_env({{"OMP_NUM_THREADS", "2"}, {"RANK", "1"}})), std::nullopt);
+  EXPECT_EQ(why_cold(*warm_, cmd({"probe.py"}), parent_env({{"OMP_NUM_THREADS", "3"}})),
+            "a job-wide variable differs: OMP_NUM_THREADS (warm process: '2', this rank: '3')");
+  EXPECT_NE(why_cold(*warm_, {"/other/python3", "-u", "probe.py"}, env), std::nullopt);
 }
 
 TEST_F(WarmTest, ThreadStartedAtImportIsRefused) {
