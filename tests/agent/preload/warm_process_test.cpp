@@ -229,6 +229,18 @@ TEST_F(WarmTest, EndsAsPythonEnds) {
   EXPECT_EQ(WEXITSTATUS(run_warm(cmd({"ends.py", "code"}), parent_env(), preload_dir()).status), 3);
 }
 
+TEST_F(WarmTest, MultiprocessingSpawnFindsMain) {
+  auto argv = cmd({"mp_spawn.py"});
+  start({"multiprocessing"}, argv, preload_dir());
+  ASSERT_TRUE(ready_) << *lost_;
+  auto env = parent_env({{"RANK", "5"}});
+  Ended cold = run_cold(argv, env, preload_dir());
+  Ended warm = run_warm(argv, env, preload_dir());
+  EXPECT_EQ(warm.status, 0) << warm.err;
+  EXPECT_EQ(warm.out, "285 5\n");
+  EXPECT_EQ(warm.out, cold.out);
+}
+
 TEST_F(WarmTest, MissingScriptIsExitTwo) {
   start({}, cmd({"probe.py"}), preload_dir());
   ASSERT_TRUE(ready_) << *lost_;
