@@ -20,9 +20,9 @@ of them, so a forwarded SIGUSR1 does not reach it. The environment block of this
 sweep finds the workers' escaped descendants; ctrun's own sweep spares this process by its pid.
 
 What differs from a cold worker, by construction: the hash seed (PYTHONHASHSEED unset: one random seed, that of
-this process, for every worker), what /proc/PID/cmdline and /proc/PID/environ show (this process's, from its
-exec; os.environ, the C environ, sys.argv and sys.orig_argv are the worker's), and the modules this program
-imports itself (sys.modules holds them). State that imports seed at random is reseeded as a fresh interpreter
+this process, for every worker), what /proc/PID/environ shows (this process's environment at exec; os.environ and
+the C environ are the worker's), /proc/PID/cmdline padded with NUL bytes (its text is the worker's command), and
+the modules this program imports itself (sys.modules holds them). State that imports seed at random is reseeded as a fresh interpreter
 seeds it: `random` (by its own at-fork hook), numpy's global RandomState, torch's default CPU generator,
 multiprocessing's authkey.
 """
@@ -201,7 +201,26 @@ class Task:
                 os.environb[key] = value
         os.chdir(self.cwd)
         sys.orig_argv = [os.fsdecode(a) for a in self.argv]
+        _show_command(self.argv)
         _reseed()
+
+
+def _show_command(argv):
+    """Makes /proc/self/cmdline (ps, pgrep -f, top) show the worker's command instead of this program's, as
+    setproctitle does: written over the argument area the kernel set up at exec, NUL-terminated and padded with NULs
+    (truncated if longer: a rank's command is rank 0's, which this process was started with, give or take the
+    ${local_rank} digits)."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end: fields 48 and 49 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return
+    import ctypes
+
+    room = end - start
+    data = b"\0".join(argv)[: room - 1]
+    ctypes.memmove(start, data + b"\0" * (room - len(data)), room)
 
 
 def _reseed():

@@ -44,6 +44,7 @@ def describe():
         "own_group": os.getpgid(0) == os.getpid(),
         "own_session": os.getsid(0) == os.getpid(),
         "pickle": type(pickle.loads(pickle.dumps(Picklable()))).__name__,
+        "cmdline": open("/proc/self/cmdline", "rb").read().rstrip(b"\0").decode().split("\0"),
         "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
     }
 

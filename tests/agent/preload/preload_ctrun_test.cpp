@@ -1,0 +1,200 @@
+// `ctrun --preload` end to end, the built ctrun with real Python (and torch) workers: the same results with and
+// without it, restarts forked afresh from the one warm process, a refusal that starts the job cold, Ctrl-C within
+// a second while the warm process imports, and kill -9 of ctrun leaving nothing behind.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "tests/agent/run_ctrun.hpp"
+
+namespace ctrun::agent::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool have_torch() {
+  std::string cmd = std::string(CTRUN_TORCH_PYTHON) + " -c 'import torch' >/dev/null 2>&1";
+  return std::string(CTRUN_TORCH_PYTHON).size() > 0 && std::system(cmd.c_str()) == 0;
+}
+
+std::map<std::string, std::string> python_env() {
+  return {{"PYTHON_EXEC", CTRUN_TORCH_PYTHON}, {"GLOO_SOCKET_IFNAME", "lo"}};
+}
+
+std::string worker(const std::string& name) { return workers_dir() + "/" + name; }
+
+// The lines of `text` that contain `needle`, sorted: the ranks' output in a comparable order.
+std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(needle) != std::string::npos) out.push_back(line);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "PID PARENT" written by preloaded_rank.py.
+std::pair<pid_t, pid_t> pids_of(const std::string& file) {
+  std::ifstream in(file);
+  pid_t pid = -1, parent = -1;
+  in >> pid >> parent;
+  return {pid, parent};
+}
+
+class PreloadCtrun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(CTRUN_TORCH_PYTHON).empty()) GTEST_SKIP() << "no python3";
+  }
+};
+
+TEST_F(PreloadCtrun, AllReduceGivesTheSameResultsPreloaded) {
+  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  const std::string script = std::string(CTRUN_SOURCE_DIR) + "/examples/torch_allreduce.py";
+  RunResult cold = run_ctrun({"--standalone", "--nproc-per-node=4", script}, python_env(), 180s);
+  RunResult warm = run_ctrun({"--standalone", "--nproc-per-node=4", "--preload", "torch", script}, python_env(), 180s);
+  ASSERT_EQ(cold.exit_code, 0) << cold.err;
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_EQ(lines_with(warm.out, "all_reduce sum"), lines_with(cold.out, "all_reduce sum"));
+  EXPECT_EQ(lines_with(warm.out, "all_reduce sum").size(), 4u) << warm.out;
+  EXPECT_NE(warm.err.find("the warm process is ready"), std::string::npos) << warm.err;
+  EXPECT_EQ(warm.err.find("cold"), std::string::npos) << warm.err;
+}
+
+TEST_F(PreloadCtrun, DdpOnBackendCtrunGivesTheSameLossPreloaded) {
+  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  const std::string script = std::string(CTRUN_SOURCE_DIR) + "/examples/torch_ctrun_backend.py";
+  RunResult cold = run_ctrun({"--standalone", "--nproc-per-node=2", script}, python_env(), 180s);
+  if (cold.err.find("No module named 'ctrun_torch'") != std::string::npos) GTEST_SKIP() << "ctrun_torch not built";
+  RunResult warm = run_ctrun({"--standalone", "--nproc-per-node=2", "--preload", "torch", script}, python_env(), 180s);
+  ASSERT_EQ(cold.exit_code, 0) << cold.err;
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_EQ(lines_with(warm.out, "mean loss"), lines_with(cold.out, "mean loss"));
+  EXPECT_EQ(lines_with(warm.out, "mean loss").size(), 3u) << warm.out;
+}
+
+// Every attempt forks fresh workers from the one warm process; they see their attempt's restart count.
+TEST_F(PreloadCtrun, RestartsForkFreshWorkersFromTheSameWarmProcess) {
+  const std::string dir = fresh_dir("preload_restart");
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--max-restarts=1", "--preload", "json",
+                           worker("preload/preloaded_rank.py"), "fail_once", dir},
+                          python_env(), 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_NE(r.out.find("rank " + std::to_string(rank) + " attempt " + std::to_string(attempt) +
+                           " preloaded=True"),
+                std::string::npos)
+          << r.out << r.err;
+    }
+  }
+  std::set<pid_t> parents, pids;
+  for (const auto& f : {"rank_0_attempt_0", "rank_1_attempt_0", "rank_0_attempt_1", "rank_1_attempt_1"}) {
+    auto [pid, parent] = pids_of(dir + "/" + f);
+    pids.insert(pid);
+    parents.insert(parent);
+  }
+  EXPECT_EQ(parents.size(), 1u) << "one warm process for both attempts";
+  EXPECT_EQ(pids.size(), 4u) << "a fresh process per rank and attempt";
+  EXPECT_NE(r.err.find("exitcode: 3"), std::string::npos) << r.err;  // the failure was seen with its code
+}
+
+// A module that starts a thread when imported: the warm process refuses, ctrun says why and runs the job cold.
+TEST_F(PreloadCtrun, AThreadAtImportStartsTheJobCold) {
+  const std::string dir = fresh_dir("preload_refused");
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--preload", "starts_thread",
+                           worker("preload/preloaded_rank.py"), "ok", dir},
+                          python_env(), 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("importing starts_thread started 1 thread(s): started-at-import"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("rank 1 attempt 0 preloaded=False"), std::string::npos) << r.out;
+}
+
+// A per-rank value of a job-wide variable: that rank cannot be preloaded exactly, so it starts cold.
+TEST_F(PreloadCtrun, APerRankJobWideVariableStartsThatRankCold) {
+  const std::string dir = fresh_dir("preload_virtual");
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--virtual-local-rank", "--preload", "json",
+                           worker("preload/preloaded_rank.py"), "ok", dir},
+                          python_env(), 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank 0 attempt 0 preloaded=True"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 attempt 0 preloaded=False"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("CUDA_VISIBLE_DEVICES (warm process: '0', this rank: '1')"), std::string::npos) << r.err;
+}
+
+// kill -9 of ctrun: the guardian and the parent-death signals leave no worker and no warm process.
+TEST_F(PreloadCtrun, KillNineOfCtrunLeavesNothing) {
+  const std::string dir = fresh_dir("preload_kill9");
+  CtrunProcess p({"--standalone", "--nproc-per-node=2", "--preload", "json", worker("preload/preloaded_rank.py"),
+                  "sleep", dir},
+                 python_env());
+  ASSERT_TRUE(wait_for_files(dir, "rank_", 2, 60s));
+  std::this_thread::sleep_for(100ms);  // the files are written: the pids are in them
+  auto [a, warm] = pids_of(dir + "/rank_0_attempt_0");
+  auto [b, warm_b] = pids_of(dir + "/rank_1_attempt_0");
+  ASSERT_EQ(warm, warm_b);
+  ASSERT_TRUE(alive(a) && alive(b) && alive(warm));
+  ::kill(p.pid(), SIGKILL);
+  p.wait(10s);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while ((alive(a) || alive(b) || alive(warm)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(alive(warm)) << "the warm process outlived ctrun";
+  EXPECT_FALSE(alive(a) || alive(b)) << "a worker outlived ctrun";
+}
+
+// Ctrl-C while the warm process is still importing torch: ctrun is gone within a second, and so is the warm process.
+TEST_F(PreloadCtrun, CtrlCWhileImportingEndsWithinASecond) {
+  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  const std::string dir = fresh_dir("preload_sigint");
+  CtrunProcess p({"--standalone", "--nproc-per-node=2", "--preload", "torch", worker("preload/preloaded_rank.py"),
+                  "sleep", dir},
+                 python_env());
+  std::this_thread::sleep_for(500ms);  // torch takes seconds to import
+  ASSERT_FALSE(wait_for_files(dir, "rank_", 1, 0ms)) << "the workers started before the signal";
+  const auto sent = std::chrono::steady_clock::now();
+  ::kill(p.pid(), SIGINT);
+  RunResult r = p.wait(10s);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  EXPECT_LT(s, 1.0) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(std::system(("pgrep -f 'ctrun_warm.py.*" + dir + "' >/dev/null").c_str()) == 0, false)
+      << "a warm process is left";
+}
+
+// Ctrl-C while preloaded workers run: forwarded to them, ctrun gone within a second, the warm process too.
+TEST_F(PreloadCtrun, CtrlCWhileRunningEndsWithinASecond) {
+  const std::string dir = fresh_dir("preload_sigint_running");
+  CtrunProcess p({"--standalone", "--nproc-per-node=2", "--preload", "json", worker("preload/preloaded_rank.py"),
+                  "sleep", dir},
+                 python_env());
+  ASSERT_TRUE(wait_for_files(dir, "rank_", 2, 60s));
+  std::this_thread::sleep_for(100ms);
+  auto [a, warm] = pids_of(dir + "/rank_0_attempt_0");
+  const auto sent = std::chrono::steady_clock::now();
+  ::kill(p.pid(), SIGINT);
+  RunResult r = p.wait(10s);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  EXPECT_LT(s, 1.0) << r.err;
+  EXPECT_NE(r.err.find("Received SIGINT death signal"), std::string::npos) << r.err;
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while ((alive(a) || alive(warm)) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(alive(a));
+  EXPECT_FALSE(alive(warm));
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test
