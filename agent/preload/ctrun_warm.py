@@ -203,6 +203,12 @@ class Task:
         sys.orig_argv = [os.fsdecode(a) for a in self.argv]
         _show_command(self.argv)
         _reseed()
+        # A fresh interpreter would run sitecustomize now, with the worker's environment; the copy imported by
+        # this process ran with the job's. One that sets up per-rank state (ctrun's hang detection: agent/hang/)
+        # offers ctrun_worker_started() to do it again for each forked worker.
+        hook = getattr(sys.modules.get("sitecustomize"), "ctrun_worker_started", None)
+        if callable(hook):
+            hook()
 
 
 def _show_command(argv):

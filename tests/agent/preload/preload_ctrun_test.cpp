@@ -94,8 +94,7 @@ TEST_F(PreloadCtrun, RestartsForkFreshWorkersFromTheSameWarmProcess) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (int rank = 0; rank < 2; ++rank) {
-      EXPECT_NE(r.out.find("rank " + std::to_string(rank) + " attempt " + std::to_string(attempt) +
-                           " preloaded=True"),
+      EXPECT_NE(r.out.find("rank " + std::to_string(rank) + " attempt " + std::to_string(attempt) + " preloaded=True"),
                 std::string::npos)
           << r.out << r.err;
     }
@@ -118,8 +117,7 @@ TEST_F(PreloadCtrun, AThreadAtImportStartsTheJobCold) {
                            worker("preload/preloaded_rank.py"), "ok", dir},
                           python_env(), 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("importing starts_thread started 1 thread(s): started-at-import"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("importing starts_thread started 1 thread(s): started-at-import"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("rank 1 attempt 0 preloaded=False"), std::string::npos) << r.out;
 }
 
@@ -138,9 +136,9 @@ TEST_F(PreloadCtrun, APerRankJobWideVariableStartsThatRankCold) {
 // kill -9 of ctrun: the guardian and the parent-death signals leave no worker and no warm process.
 TEST_F(PreloadCtrun, KillNineOfCtrunLeavesNothing) {
   const std::string dir = fresh_dir("preload_kill9");
-  CtrunProcess p({"--standalone", "--nproc-per-node=2", "--preload", "json", worker("preload/preloaded_rank.py"),
-                  "sleep", dir},
-                 python_env());
+  CtrunProcess p(
+      {"--standalone", "--nproc-per-node=2", "--preload", "json", worker("preload/preloaded_rank.py"), "sleep", dir},
+      python_env());
   ASSERT_TRUE(wait_for_files(dir, "rank_", 2, 60s));
   std::this_thread::sleep_for(100ms);  // the files are written: the pids are in them
   auto [a, warm] = pids_of(dir + "/rank_0_attempt_0");
@@ -160,9 +158,9 @@ TEST_F(PreloadCtrun, KillNineOfCtrunLeavesNothing) {
 TEST_F(PreloadCtrun, CtrlCWhileImportingEndsWithinASecond) {
   if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
   const std::string dir = fresh_dir("preload_sigint");
-  CtrunProcess p({"--standalone", "--nproc-per-node=2", "--preload", "torch", worker("preload/preloaded_rank.py"),
-                  "sleep", dir},
-                 python_env());
+  CtrunProcess p(
+      {"--standalone", "--nproc-per-node=2", "--preload", "torch", worker("preload/preloaded_rank.py"), "sleep", dir},
+      python_env());
   std::this_thread::sleep_for(500ms);  // torch takes seconds to import
   ASSERT_FALSE(wait_for_files(dir, "rank_", 1, 0ms)) << "the workers started before the signal";
   const auto sent = std::chrono::steady_clock::now();
@@ -178,9 +176,9 @@ TEST_F(PreloadCtrun, CtrlCWhileImportingEndsWithinASecond) {
 // Ctrl-C while preloaded workers run: forwarded to them, ctrun gone within a second, the warm process too.
 TEST_F(PreloadCtrun, CtrlCWhileRunningEndsWithinASecond) {
   const std::string dir = fresh_dir("preload_sigint_running");
-  CtrunProcess p({"--standalone", "--nproc-per-node=2", "--preload", "json", worker("preload/preloaded_rank.py"),
-                  "sleep", dir},
-                 python_env());
+  CtrunProcess p(
+      {"--standalone", "--nproc-per-node=2", "--preload", "json", worker("preload/preloaded_rank.py"), "sleep", dir},
+      python_env());
   ASSERT_TRUE(wait_for_files(dir, "rank_", 2, 60s));
   std::this_thread::sleep_for(100ms);
   auto [a, warm] = pids_of(dir + "/rank_0_attempt_0");

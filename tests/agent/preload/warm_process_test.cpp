@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -239,6 +240,23 @@ TEST_F(WarmTest, MultiprocessingSpawnFindsMain) {
   EXPECT_EQ(warm.status, 0) << warm.err;
   EXPECT_EQ(warm.out, "285 5\n");
   EXPECT_EQ(warm.out, cold.out);
+}
+
+// sitecustomize ran in the warm process with the job's environment; its per-worker part runs again in each worker.
+TEST_F(WarmTest, SitecustomizeHookRunsWithTheWorkersEnvironment) {
+  const std::string dir = test::fresh_dir("preload_site");
+  {
+    std::ofstream site(dir + "/sitecustomize.py");
+    site << "import os\nSEEN = os.environ.get('RANK')\n"
+            "def ctrun_worker_started():\n    global SEEN\n    SEEN = os.environ.get('RANK')\n";
+  }
+  auto env = parent_env({{"PYTHONPATH", dir}});
+  auto argv = cmd({"-c", "import sitecustomize; print(sitecustomize.SEEN)"});
+  start({}, argv, preload_dir(), env);
+  ASSERT_TRUE(ready_) << *lost_;
+  auto rank_env = parent_env({{"PYTHONPATH", dir}, {"RANK", "7"}});
+  EXPECT_EQ(run_cold(argv, rank_env, preload_dir()).out, "7\n");
+  EXPECT_EQ(run_warm(argv, rank_env, preload_dir()).out, "7\n");
 }
 
 TEST_F(WarmTest, MissingScriptIsExitTwo) {
