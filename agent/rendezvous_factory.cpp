@@ -1,43 +1,22 @@
 #include "agent/rendezvous_factory.hpp"
 
-#include <netdb.h>
-#include <unistd.h>
-
-#include <cstring>
-
 #include "agent/local_rendezvous.hpp"
+#include "common/hostname.hpp"
 #include "rendezvous/factory.hpp"
 
 namespace ctrun::agent {
-namespace {
-
-std::string fqdn() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
-  addrinfo hints{};
-  hints.ai_flags = AI_CANONNAME;
-  addrinfo* info = nullptr;
-  std::string out = name;
-  if (::getaddrinfo(name, nullptr, &hints, &info) == 0) {
-    if (info && info->ai_canonname && std::strchr(info->ai_canonname, '.')) out = info->ai_canonname;
-    ::freeaddrinfo(info);
-  }
-  return out;
-}
-
-}  // namespace
 
 bool is_single_node(const LaunchConfig& config) {
   if (config.standalone) return true;
   // A c10d endpoint is a real rendezvous even for one node: its run id can be closed and reused by mistake.
-  if (config.rdzv_backend == "c10d" && !config.rdzv_endpoint.empty()) return false;
-  if (rdzv::is_etcd_backend(config.rdzv_backend)) return false;  // etcd always has an endpoint (checked before)
+  if (config.backend() == rdzv::Backend::kC10d && !config.rdzv_endpoint.empty()) return false;
+  if (config.backend() == rdzv::Backend::kEtcd) return false;  // etcd always has an endpoint (checked before)
   return config.max_nodes <= 1;
 }
 
 std::string node_address(const LaunchConfig& config) {
   if (config.local_addr && !config.local_addr->empty()) return *config.local_addr;
-  return fqdn();
+  return host::fqdn();
 }
 
 rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config) {

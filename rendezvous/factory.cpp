@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/hostname.hpp"
 #include "common/log.hpp"
 #include "rendezvous/c10d_handler.hpp"
 #include "rendezvous/etcd/etcd_client.hpp"
@@ -40,12 +41,6 @@ bool is_loopback(const sockaddr* a) {
   if (a->sa_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
   if (a->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
   return false;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return {};
-  return buf;
 }
 
 // Serves the rendezvous store on this node if it should; nullptr when another node (or ctstore) serves it.
@@ -222,7 +217,7 @@ bool same_host(const std::string& a, const std::string& b) {
 }
 
 bool is_local_host(const std::string& host) {
-  if (host == "localhost" || host == host_name()) return true;
+  if (host == "localhost" || host == host::name()) return true;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -20,7 +20,17 @@ inline constexpr std::uint16_t kDefaultMasterPort = 29500;
 inline constexpr const char* kEtcdV2Refused =
     "--rdzv-backend etcd-v2 is not supported: etcd's v2 API was deprecated in etcd 3.4 and removed in etcd 3.6. "
     "Use --rdzv-backend etcd (the v3 API, any etcd >= 3.4) with the same --rdzv-endpoint";
-inline bool is_etcd_backend(std::string_view backend) { return backend == "etcd" || backend == "etcd-v3"; }
+
+// The backends --rdzv-backend names: decisions compare these, never the spelling.
+enum class Backend { kStatic, kC10d, kEtcd };
+// "static", "c10d", "etcd" (alias "etcd-v3"); nullopt for any other name.
+inline std::optional<Backend> parse_backend(std::string_view name) {
+  if (name == "static") return Backend::kStatic;
+  if (name == "c10d") return Backend::kC10d;
+  if (name == "etcd" || name == "etcd-v3") return Backend::kEtcd;
+  return std::nullopt;
+}
+inline bool is_etcd_backend(std::string_view backend) { return parse_backend(backend) == Backend::kEtcd; }
 
 struct RendezvousParameters {
   std::string backend = "static";  // "static", "c10d" or "etcd" ("etcd-v3")

@@ -7,7 +7,7 @@
 #include <variant>
 #include <vector>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 #include "agent/launch_config.hpp"
 #include "agent/preload/warm_process.hpp"
 

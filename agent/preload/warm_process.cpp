@@ -22,7 +22,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "agent/signal_names.hpp"
-#include "agent/worker_process.hpp"
+#include "agent/process/worker_process.hpp"
 
 #ifndef CTRUN_INSTALL_PYTHONDIR
 #define CTRUN_INSTALL_PYTHONDIR "lib/python3/dist-packages"

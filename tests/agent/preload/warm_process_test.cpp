@@ -26,7 +26,7 @@
 
 #include <gtest/gtest.h>
 
-#include "agent/worker_process.hpp"
+#include "agent/process/worker_process.hpp"
 #include "tests/agent/run_ctrun.hpp"
 
 extern char** environ;
