@@ -21,8 +21,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "agent/signal_names.hpp"
 #include "agent/process/worker_process.hpp"
+#include "agent/signal_names.hpp"
 
 #ifndef CTRUN_INSTALL_PYTHONDIR
 #define CTRUN_INSTALL_PYTHONDIR "lib/python3/dist-packages"
@@ -88,13 +88,12 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
       throw PreloadError(std::string("socketpair: ") + std::strerror(errno));
     // Fork requests carry the whole environment in one datagram: room for it (the kernel caps this at wmem_max).
     ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &kRequestBufferBytes, sizeof kRequestBufferBytes);
-    // The warm process's end: the one descriptor it inherits. Inheritable only for this fork; workers are forked
-    // by the same (loop) thread, never concurrently, so no other child can pick it up.
+    // The warm process's end, its descriptor 3 (the only one it gets besides stdio); it blocks on it.
     const int theirs = sv[1];
-    ::fcntl(theirs, F_SETFD, 0);
     ::fcntl(theirs, F_SETFL, ::fcntl(theirs, F_GETFL) & ~O_NONBLOCK);
     SpawnRequest req;
-    req.argv = {options_.worker_argv.at(0), "-u", program, "--fd", std::to_string(theirs)};
+    req.argv = {options_.worker_argv.at(0), "-u", program, "--fd", "3"};
+    req.channel_fd = theirs;
     if (!options_.modules.empty()) {
       std::string joined;
       for (const auto& m : options_.modules) {

@@ -34,12 +34,12 @@ std::map<std::string, std::string> python_env() {
 
 std::string worker(const std::string& name) { return workers_dir() + "/" + name; }
 
-// The lines of `text` that contain `needle`, sorted: the ranks' output in a comparable order.
-std::vector<std::string> lines_with(const std::string& text, const std::string& needle) {
+// The lines of `text` that contain `needle`, up to `until` if given, sorted: the ranks' output in a comparable order.
+std::vector<std::string> lines_with(const std::string& text, const std::string& needle, const std::string& until = "") {
   std::vector<std::string> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    if (line.find(needle) != std::string::npos) out.push_back(line);
+    if (line.find(needle) != std::string::npos) out.push_back(until.empty() ? line : line.substr(0, line.find(until)));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -53,6 +53,29 @@ std::pair<pid_t, pid_t> pids_of(const std::string& file) {
   return {pid, parent};
 }
 
+// Live processes whose command line holds both strings (a /proc scan: pgrep -f would match its own shell).
+std::vector<pid_t> processes_with(const std::string& a, const std::string& b) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (cmd.find(a) != std::string::npos && cmd.find(b) != std::string::npos && alive(pid)) out.push_back(pid);
+  }
+  return out;
+}
+
+bool none_left(const std::string& a, const std::string& b, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!processes_with(a, b).empty()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
 class PreloadCtrun : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -63,11 +86,14 @@ class PreloadCtrun : public ::testing::Test {
 TEST_F(PreloadCtrun, AllReduceGivesTheSameResultsPreloaded) {
   if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
   const std::string script = std::string(CTRUN_SOURCE_DIR) + "/examples/torch_allreduce.py";
-  RunResult cold = run_ctrun({"--standalone", "--nproc-per-node=4", script}, python_env(), 180s);
-  RunResult warm = run_ctrun({"--standalone", "--nproc-per-node=4", "--preload", "torch", script}, python_env(), 180s);
+  auto env = python_env();
+  env["CTRUN_LOG_LEVEL"] = "info";  // says when the warm process is ready
+  RunResult cold = run_ctrun({"--standalone", "--nproc-per-node=4", script}, env, 180s);
+  RunResult warm = run_ctrun({"--standalone", "--nproc-per-node=4", "--preload", "torch", script}, env, 180s);
   ASSERT_EQ(cold.exit_code, 0) << cold.err;
   ASSERT_EQ(warm.exit_code, 0) << warm.err;
-  EXPECT_EQ(lines_with(warm.out, "all_reduce sum"), lines_with(cold.out, "all_reduce sum"));
+  // Equal up to the store's address, which is a fresh port in each run.
+  EXPECT_EQ(lines_with(warm.out, "all_reduce sum", " (store"), lines_with(cold.out, "all_reduce sum", " (store"));
   EXPECT_EQ(lines_with(warm.out, "all_reduce sum").size(), 4u) << warm.out;
   EXPECT_NE(warm.err.find("the warm process is ready"), std::string::npos) << warm.err;
   EXPECT_EQ(warm.err.find("cold"), std::string::npos) << warm.err;
@@ -88,8 +114,8 @@ TEST_F(PreloadCtrun, DdpOnBackendCtrunGivesTheSameLossPreloaded) {
 // Every attempt forks fresh workers from the one warm process; they see their attempt's restart count.
 TEST_F(PreloadCtrun, RestartsForkFreshWorkersFromTheSameWarmProcess) {
   const std::string dir = fresh_dir("preload_restart");
-  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--max-restarts=1", "--preload", "json",
-                           worker("preload/preloaded_rank.py"), "fail_once", dir},
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--max-restarts=1", "--preload", "json", "--event-log",
+                           dir + "/events.jsonl", worker("preload/preloaded_rank.py"), "fail_once", dir},
                           python_env(), 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -107,7 +133,12 @@ TEST_F(PreloadCtrun, RestartsForkFreshWorkersFromTheSameWarmProcess) {
   }
   EXPECT_EQ(parents.size(), 1u) << "one warm process for both attempts";
   EXPECT_EQ(pids.size(), 4u) << "a fresh process per rank and attempt";
-  EXPECT_NE(r.err.find("exitcode: 3"), std::string::npos) << r.err;  // the failure was seen with its code
+  // The failure was seen with its code, and the forked workers' pids are the event log's.
+  const std::string events = read_file(dir + "/events.jsonl");
+  EXPECT_NE(events.find("\"exitcode\":3"), std::string::npos) << events;
+  for (const auto& f : {"rank_0_attempt_0", "rank_1_attempt_1"}) {
+    EXPECT_NE(events.find("\"pid\":" + std::to_string(pids_of(dir + "/" + f).first)), std::string::npos) << events;
+  }
 }
 
 // A module that starts a thread when imported: the warm process refuses, ctrun says why and runs the job cold.
@@ -169,8 +200,7 @@ TEST_F(PreloadCtrun, CtrlCWhileImportingEndsWithinASecond) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   EXPECT_LT(s, 1.0) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_EQ(std::system(("pgrep -f 'ctrun_warm.py.*" + dir + "' >/dev/null").c_str()) == 0, false)
-      << "a warm process is left";
+  EXPECT_TRUE(none_left("ctrun_warm.py", dir, 2s)) << "a warm process is left";
 }
 
 // Ctrl-C while preloaded workers run: forwarded to them, ctrun gone within a second, the warm process too.
