@@ -218,7 +218,9 @@ class Agent::Impl {
       int code = 0;
       std::string error;
       try {
-        if (!given) given = make_rendezvous_handler(config_);
+        if (!given)
+          given =
+              make_rendezvous_handler(config_, store_ ? std::optional<std::uint16_t>(store_->port()) : std::nullopt);
         if (store_) given->set_worker_store_address(store_host_, store_->port());
       } catch (const std::invalid_argument& e) {
         code = 2;
@@ -250,7 +252,8 @@ class Agent::Impl {
                                  {"nproc_per_node", config_.nproc_per_node},
                                  {"max_restarts", config_.max_restarts},
                                  {"master_addr", store_host_},
-                                 {"master_port", store_ ? store_->port() : 0}});
+                                 {"master_port", store_ ? store_->port() : 0},
+                                 {"rdzv_store", rdzv_->served_store()}});
     deliver(AgentEvent::kHandlerReady);
   }
 

@@ -34,6 +34,11 @@ std::string dry_run_report(const LaunchConfig& c, const EnvLookup& env) {
   a.global_world_size = a.role_world_size = a.group_world_size * c.nproc_per_node;
   a.master_addr = single ? c.local_addr.value_or(c.standalone ? "127.0.0.1" : c.master_addr) : c.master_addr;
   a.master_port = static_cast<std::uint16_t>(c.master_port.value_or(0));
+  if (c.backend() == rdzv::Backend::kStatic && !c.standalone && !c.rdzv_endpoint.empty()) {
+    const auto ep = rdzv::static_endpoint(rendezvous_parameters(c));  // as the agent: the endpoint wins
+    a.master_addr = ep.host;
+    a.master_port = ep.port;
+  }
   const rdzv::RoundInfo round = rdzv::round_info(a);
 
   std::string out = "ctrun --dry-run: nothing is started\n";

@@ -34,12 +34,15 @@ rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config) {
   return p;
 }
 
-std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config) {
+std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config,
+                                                       std::optional<std::uint16_t> agent_store_port) {
   if (is_single_node(config)) {
     return std::make_unique<LocalRendezvous>(config.rdzv_id, config.rdzv_backend, config.nproc_per_node);
   }
+  rdzv::HandlerOptions options;
+  if (config.backend() == rdzv::Backend::kStatic) options.agent_store_port = agent_store_port;
   return rdzv::create_handler(rendezvous_parameters(config),
-                              rdzv::NodeSpec{node_address(config), config.nproc_per_node, config.role});
+                              rdzv::NodeSpec{node_address(config), config.nproc_per_node, config.role}, options);
 }
 
 }  // namespace ctrun::agent

@@ -45,17 +45,18 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
   site.static_multi_node = !single && config.backend() == rdzv::Backend::kStatic;
   std::string bind_host;
   std::uint16_t port = 0;
-  if (single) {
+  // torchrun's static backend serves its store at --rdzv-endpoint when one is given, for one node too.
+  const bool at_endpoint =
+      config.backend() == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
+  if (single && !at_endpoint) {
     site.host = config.local_addr.value_or(config.standalone ? "127.0.0.1" : config.master_addr);
     bind_host = site.host;
     if (config.backend() == rdzv::Backend::kStatic && config.master_port)
       port = static_cast<std::uint16_t>(*config.master_port);
-  } else if (site.static_multi_node) {
-    // As torchrun's static backend: node rank 0 serves one store at the master address for the rendezvous and
-    // every worker of every node; the other nodes bind nothing.
-    auto p = rendezvous_parameters(config);
-    rdzv::Endpoint ep = p.endpoint.empty() ? rdzv::Endpoint{p.master_addr, p.master_port}
-                                           : rdzv::parse_endpoint(p.endpoint, p.master_port);
+  } else if (site.static_multi_node || at_endpoint) {
+    // As torchrun's static backend: node rank 0 serves one store at the master address (or the endpoint) for the
+    // rendezvous and every worker of every node; the other nodes bind nothing.
+    const auto ep = rdzv::static_endpoint(rendezvous_parameters(config));
     site.host = ep.host;
     // A numeric address of this machine is bound as given (several "nodes" of one machine on 127.0.0.x); a host
     // name may resolve to another address here (127.0.1.1) than for the other nodes: bind every interface.
@@ -66,7 +67,8 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
     site.host = node_address(config);
     bind_host = config.local_addr && !config.local_addr->empty() ? *config.local_addr : "0.0.0.0";
   }
-  if (single && !config.standalone && !config.master_port && config.backend() == rdzv::Backend::kStatic) {
+  if (single && !at_endpoint && !config.standalone && !config.master_port &&
+      config.backend() == rdzv::Backend::kStatic) {
     // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
     // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
     try {
@@ -83,8 +85,11 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
     try {
       site.store = std::make_unique<WorkerStore>(bind_host, port, on_failure);
     } catch (const std::exception& e) {
+      // Static node rank 0: the port is the job's MASTER_PORT; never share it with whoever else holds it.
       throw std::runtime_error("cannot start the workers' store on " + bind_host + ":" + std::to_string(port) + ": " +
-                               e.what());
+                               e.what() +
+                               ". If another process holds that port, stop it or choose a free one with "
+                               "--master-port (the same on every node)");
     }
   }
   return site;

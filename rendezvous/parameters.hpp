@@ -64,6 +64,10 @@ std::pair<int, int> parse_nnodes(std::string_view value);
 Endpoint parse_endpoint(std::string_view value, std::uint16_t default_port);
 std::map<std::string, std::string> parse_rdzv_conf(std::string_view value);
 
+// The static backend's store (MASTER_ADDR/MASTER_PORT of every worker): --rdzv-endpoint when given, its port
+// defaulting to --master-port, else --master-addr:--master-port (torchrun: the endpoint wins, host kept as given).
+Endpoint static_endpoint(const RendezvousParameters& params);
+
 // The c10d backend's settings, from --rdzv-conf with torchrun's defaults; validated.
 struct C10dSettings {
   store::Duration join_timeout = std::chrono::seconds(600);

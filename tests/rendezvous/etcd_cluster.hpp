@@ -1,9 +1,9 @@
 #pragma once
-// A real etcd cluster for tests: N members on 127.0.0.1 with ephemeral ports (bound, then released just before etcd
-// binds them), data in a temporary directory, started with fork/exec and stopped by PID (SIGKILL), also when a
-// test fails. skip_reason() is non-empty when the etcd binary is missing (tests GTEST_SKIP with it).
+// A real etcd cluster for tests: N members on 127.0.0.1 on ports reserved for the cluster's lifetime
+// (port_reservation.hpp: etcd binds them, nothing else can), data in a temporary directory, started with fork/exec and
+// stopped by PID (SIGKILL), also when a test fails. skip_reason() is non-empty when the etcd binary is missing (tests
+// GTEST_SKIP with it).
 
-#include "tests/common/free_port.hpp"
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "rendezvous/etcd/etcd_client.hpp"
+#include "tests/common/port_reservation.hpp"
 
 namespace ctrun::rdzv::test {
 
@@ -26,8 +27,6 @@ inline std::string etcd_binary() {
     if (::access(p, X_OK) == 0) return p;
   return {};
 }
-
-using ctrun::test::free_port;
 
 class EtcdCluster {
  public:
@@ -41,8 +40,10 @@ class EtcdCluster {
     std::filesystem::create_directories(dir_);
     std::string initial;
     for (int i = 0; i < members; ++i) {
-      clients_.push_back(free_port());
-      peers_.push_back(free_port());
+      reserved_.emplace_back();
+      clients_.push_back(reserved_.back().port());
+      reserved_.emplace_back();
+      peers_.push_back(reserved_.back().port());
       initial += std::string(i ? "," : "") + name(i) + "=http://127.0.0.1:" + std::to_string(peers_[i]);
     }
     initial_ = initial;
@@ -140,6 +141,7 @@ class EtcdCluster {
 
   std::filesystem::path dir_;
   std::string initial_;
+  std::vector<ctrun::test::PortReservation> reserved_;  // declared first: released after every member is killed
   std::vector<int> clients_, peers_;
   std::vector<pid_t> pids_;
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "store/server.hpp"
+#include "tests/common/port_reservation.hpp"
 
 namespace {
 
@@ -89,18 +90,11 @@ class Node {
   std::string buf_;
 };
 
-std::uint16_t free_port(const std::string& host) {
-  ctrun::store::ServerOptions o;
-  o.host = host;
-  ctrun::store::Server probe(o);
-  probe.start();
-  return probe.port();
-}
-
 }  // namespace
 
 TEST(MultiProcess, NodeJoinsMidRunThenKill9AndSurvivorsFinishInTwoNodeRound) {
-  const std::string endpoint = "127.0.0.2:" + std::to_string(free_port("127.0.0.2"));
+  ctrun::test::PortReservation port;  // node a binds it (SO_REUSEADDR); nothing else can
+  const std::string endpoint = "127.0.0.2:" + std::to_string(port.port());
   const std::string conf = "last_call_timeout=0.5,keep_alive_interval=0.2,keep_alive_max_attempt=3,join_timeout=20";
   auto node = [&](const std::string& addr) {
     return std::make_unique<Node>(std::vector<std::string>{CTRUN_RDZV_NODE, endpoint, "mp", "2:3", addr, conf});

@@ -41,14 +41,11 @@ TEST(StaticHandler, BadNodeRankIsRejected) {
 }
 
 TEST(StaticHandler, TwoNodesOverRealStoreHostedByRankZero) {
-  std::uint16_t port = 0;
-  {
-    store::ServerOptions o;
-    o.host = "127.0.0.1";
-    store::Server probe(o);
-    probe.start();
-    port = probe.port();
-  }
+  store::ServerOptions o;
+  o.host = "127.0.0.1";
+  store::Server agent_store(o);  // rank 0's agent store, on a port of the kernel's choosing
+  agent_store.start();
+  const auto port = agent_store.port();
   RendezvousParameters p;
   p.backend = "static";
   p.min_nodes = p.max_nodes = 2;
@@ -56,7 +53,9 @@ TEST(StaticHandler, TwoNodesOverRealStoreHostedByRankZero) {
   p.master_port = port;
   p.run_id = "s";
   p.node_rank = 0;
-  auto h0 = create_handler(p, NodeSpec{"a", 1, "default"});
+  HandlerOptions own;
+  own.agent_store_port = port;
+  auto h0 = create_handler(p, NodeSpec{"a", 1, "default"}, own);
   p.node_rank = 1;
   auto h1 = create_handler(p, NodeSpec{"b", 1, "default"});
   auto f = std::async(std::launch::async, [&] { return h1->next_rendezvous(); });
@@ -80,9 +79,34 @@ TEST(StaticHandler, RankZeroUsesTheAgentsStoreWhenItAlreadyServesTheMasterPort) 
   p.master_addr = "127.0.0.1";
   p.master_port = agent_store.port();
   p.run_id = "shared";
-  auto h = create_handler(p, NodeSpec{"a", 2, "default"});
+  HandlerOptions own;
+  own.agent_store_port = agent_store.port();
+  auto h = create_handler(p, NodeSpec{"a", 2, "default"}, own);
   auto info = h->next_rendezvous();
   EXPECT_EQ(info.global_world_size, 2);
   EXPECT_EQ(info.master_port, agent_store.port());
   EXPECT_TRUE(agent_store.get_local("/ctrun.static.shared/assign/0").has_value());
+}
+
+// A port held by anybody else (here a store that is not the agent's) is an error that says what to do, never a
+// store to join: rank 0 would write its rendezvous into a foreign server.
+TEST(StaticHandler, RankZeroRefusesAForeignServerOnTheMasterPort) {
+  store::ServerOptions o;
+  o.host = "127.0.0.1";
+  store::Server foreign(o);
+  foreign.start();
+  RendezvousParameters p;
+  p.backend = "static";
+  p.min_nodes = p.max_nodes = 2;
+  p.master_addr = "127.0.0.1";
+  p.master_port = foreign.port();
+  p.run_id = "foreign";
+  try {
+    create_handler(p, NodeSpec{"a", 1, "default"});
+    ADD_FAILURE() << "rank 0 joined the foreign server";
+  } catch (const RendezvousError& e) {
+    EXPECT_NE(std::string(e.what()).find("another process holds that port"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--master-port"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(foreign.keys_local().empty());
 }

@@ -37,10 +37,12 @@ class Skip(Exception):
     pass
 
 
-def free_port(host="127.0.0.1"):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+# tests/common/ports.py: ports reserved, never picked and released (found from here wherever this file lives).
+_up = os.path.dirname(os.path.abspath(__file__))
+while not os.path.isfile(os.path.join(_up, "tests", "common", "ports.py")) and _up != os.path.dirname(_up):
+    _up = os.path.dirname(_up)
+sys.path.insert(0, os.path.join(_up, "tests", "common"))
+from ports import reserve_port  # noqa: E402
 
 
 def have_torch():
@@ -97,7 +99,7 @@ class Slurm:
                     f"--pid-file={mdir}/munged.pid", f"--seed-file={mdir}/seed", f"--log-file={mdir}/munged.log"],
                    "munged")
         self.wait_for(lambda: os.path.exists(self.sock), "munged's socket", 10)
-        ports = [free_port() for _ in range(3)]
+        ports = [reserve_port() for _ in range(3)]
         host = socket.gethostname()
         self.conf = os.path.join(d, "slurm.conf")
         with open(self.conf, "w") as f:
@@ -233,7 +235,7 @@ class Launchers(unittest.TestCase):
         mpirun = shutil.which("mpirun")
         if not mpirun:
             raise Skip("mpirun (openmpi-bin) is not installed")
-        port = free_port("127.0.0.2")
+        port = reserve_port()
         cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "OUT_DIR", "-x", "PYTHON_EXEC",
                "-x", "GLOO_SOCKET_IFNAME", "-x", "MASTER_ADDR=127.0.0.2", "-x", f"MASTER_PORT={port}",
                CTRUN, "--nproc-per-node", "2", JOB]
@@ -249,7 +251,7 @@ class Launchers(unittest.TestCase):
         self.assertIn("--node-rank 1 (OMPI_COMM_WORLD_RANK)", log)
 
     def test_kubeflow_static_env_only(self):
-        port = free_port()
+        port = reserve_port()
         for pod in (1, 0):  # the worker pod may start before the master pod
             env = self.base_env(PET_NNODES="2", PET_NPROC_PER_NODE="2", PET_MASTER_ADDR="127.0.0.1",
                                 PET_MASTER_PORT=str(port), PET_MAX_RESTARTS="0", MASTER_ADDR="127.0.0.1",
@@ -262,7 +264,7 @@ class Launchers(unittest.TestCase):
         self.assertIn("--node-rank 1 (RANK, the pod's node rank)", self.log("pod1"))
 
     def test_kubeflow_elastic_env_only(self):
-        port = free_port("127.0.0.2")
+        port = reserve_port()
         for pod, addr in ((0, "127.0.0.2"), (1, "127.0.0.3")):
             env = self.base_env(PET_NNODES="1:2", PET_NPROC_PER_NODE="1", PET_RDZV_ENDPOINT=f"127.0.0.2:{port}",
                                 PET_RDZV_ID="kf-job", PET_MAX_RESTARTS="1", PET_LOCAL_ADDR=addr,
@@ -303,7 +305,7 @@ class Launchers(unittest.TestCase):
     def test_slurm_srun_two_nodes(self):
         slurm = Slurm(os.path.join(self.dir, "slurm"))
         try:
-            port = free_port()
+            port = reserve_port()
             # ctn1/ctn2 are Slurm names without DNS entries here: --master-addr given, and it wins.
             cmd = ["srun", "-N2", "--ntasks-per-node=1", "--kill-on-bad-exit=1", CTRUN, "--master-addr", "127.0.0.1",
                    "--master-port", str(port), JOB]

@@ -1,7 +1,6 @@
 // --tee with a console nobody reads: the agent's loop never blocks on it. The workers' output reaches the log files
 // in full, the console gets what fits in the bounded queue, ctrun says how many lines it dropped, and SIGTERM is
 // handled at once.
-#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -83,13 +82,11 @@ TEST(Console, UnreadConsoleNeverBlocksTheAgent) {
   EXPECT_EQ(count_lines(run + "/attempt_0/0/stdout.log"), 200000u);
 }
 
-using ctrun::test::free_port;
-
 // Two nodes; node a's console is an unread pipe while its worker floods it. Node b's worker fails: both nodes must
 // still restart into a new round and succeed (a's stuck console must not stop its loop from seeing the change).
 TEST(Console, UnreadConsoleDoesNotStopAPeersRestart) {
   std::string dir = fresh_dir("console_peer");
-  const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
+  std::string endpoint = "127.0.0.1:0";  // node a hosts on a port of the kernel's choosing; b is given that one
   auto args = [&](const std::string& addr, const std::string& tag) {
     return std::vector<std::string>{"--nnodes=2",
                                     "--nproc-per-node=1",
@@ -128,6 +125,9 @@ TEST(Console, UnreadConsoleDoesNotStopAPeersRestart) {
     ::_exit(127);
   }
   ::close(out[1]);  // never read
+  endpoint = served_rdzv_store(dir + "/a.jsonl", std::chrono::seconds(20));
+  if (endpoint.empty()) ::kill(a, SIGKILL);
+  ASSERT_NE(endpoint, "") << read_file(dir + "/a.err");
   CtrunProcess b(args("127.0.0.2", "b"), {{"OUT_DIR", dir}, {"NODE_TAG", "b"}});
   RunResult rb = b.wait(std::chrono::seconds(90));
   int status = 0;
