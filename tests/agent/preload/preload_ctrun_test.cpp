@@ -141,6 +141,24 @@ TEST_F(PreloadCtrun, RestartsForkFreshWorkersFromTheSameWarmProcess) {
   }
 }
 
+// Log routing is the same for forked workers: --tee with torchrun's prefixes on the console, --log-dir files.
+TEST_F(PreloadCtrun, TeeAndLogFilesReachPreloadedWorkersOutput) {
+  const std::string dir = fresh_dir("preload_logs");
+  const std::string logs = dir + "/logs";
+  RunResult r = run_ctrun({"--nproc-per-node=2", "--rdzv-id", "pl", "--log-dir", logs, "--tee", "1", "--preload",
+                           "json", worker("preload/preloaded_rank.py"), "ok", dir},
+                          python_env(), 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[default0]:rank 0 attempt 0 preloaded=True"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[default1]:rank 1 attempt 0 preloaded=True"), std::string::npos) << r.out;
+  std::string run;
+  for (const auto& e : std::filesystem::directory_iterator(logs)) {
+    if (e.path().filename().string().rfind("pl_", 0) == 0) run = e.path().string();
+  }
+  ASSERT_FALSE(run.empty());
+  EXPECT_EQ(read_file(run + "/attempt_0/1/stdout.log"), "rank 1 attempt 0 preloaded=True\n");
+}
+
 // A module that starts a thread when imported: the warm process refuses, ctrun says why and runs the job cold.
 TEST_F(PreloadCtrun, AThreadAtImportStartsTheJobCold) {
   const std::string dir = fresh_dir("preload_refused");
