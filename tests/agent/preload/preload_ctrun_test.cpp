@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -74,6 +75,27 @@ bool none_left(const std::string& a, const std::string& b, std::chrono::millisec
     std::this_thread::sleep_for(10ms);
   }
   return true;
+}
+
+// A preloaded job of 2 ranks that sleep until stopped, once both run: the ranks' pids and the warm process's.
+struct SleepingJob {
+  std::unique_ptr<CtrunProcess> ctrun;
+  pid_t ranks[2] = {-1, -1};
+  pid_t warm = -1;
+};
+SleepingJob start_sleeping_job(const std::string& dir) {
+  SleepingJob job;
+  job.ctrun =
+      std::make_unique<CtrunProcess>(std::vector<std::string>{"--standalone", "--nproc-per-node=2", "--preload", "json",
+                                                              worker("preload/preloaded_rank.py"), "sleep", dir},
+                                     python_env());
+  EXPECT_TRUE(wait_for_files(dir, "rank_", 2, 60s));
+  std::this_thread::sleep_for(100ms);  // the files are written: the pids are in them
+  pid_t warm_b = -1;
+  std::tie(job.ranks[0], job.warm) = pids_of(dir + "/rank_0_attempt_0");
+  std::tie(job.ranks[1], warm_b) = pids_of(dir + "/rank_1_attempt_0");
+  EXPECT_EQ(job.warm, warm_b) << "one warm process forks every rank";
+  return job;
 }
 
 class PreloadCtrun : public ::testing::Test {
@@ -184,18 +206,11 @@ TEST_F(PreloadCtrun, APerRankJobWideVariableStartsThatRankCold) {
 
 // kill -9 of ctrun: the guardian and the parent-death signals leave no worker and no warm process.
 TEST_F(PreloadCtrun, KillNineOfCtrunLeavesNothing) {
-  const std::string dir = fresh_dir("preload_kill9");
-  CtrunProcess p(
-      {"--standalone", "--nproc-per-node=2", "--preload", "json", worker("preload/preloaded_rank.py"), "sleep", dir},
-      python_env());
-  ASSERT_TRUE(wait_for_files(dir, "rank_", 2, 60s));
-  std::this_thread::sleep_for(100ms);  // the files are written: the pids are in them
-  auto [a, warm] = pids_of(dir + "/rank_0_attempt_0");
-  auto [b, warm_b] = pids_of(dir + "/rank_1_attempt_0");
-  ASSERT_EQ(warm, warm_b);
+  SleepingJob job = start_sleeping_job(fresh_dir("preload_kill9"));
+  const pid_t a = job.ranks[0], b = job.ranks[1], warm = job.warm;
   ASSERT_TRUE(alive(a) && alive(b) && alive(warm));
-  ::kill(p.pid(), SIGKILL);
-  p.wait(10s);
+  ::kill(job.ctrun->pid(), SIGKILL);
+  job.ctrun->wait(10s);
   const auto deadline = std::chrono::steady_clock::now() + 5s;
   while ((alive(a) || alive(b) || alive(warm)) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
@@ -223,16 +238,11 @@ TEST_F(PreloadCtrun, CtrlCWhileImportingEndsWithinASecond) {
 
 // Ctrl-C while preloaded workers run: forwarded to them, ctrun gone within a second, the warm process too.
 TEST_F(PreloadCtrun, CtrlCWhileRunningEndsWithinASecond) {
-  const std::string dir = fresh_dir("preload_sigint_running");
-  CtrunProcess p(
-      {"--standalone", "--nproc-per-node=2", "--preload", "json", worker("preload/preloaded_rank.py"), "sleep", dir},
-      python_env());
-  ASSERT_TRUE(wait_for_files(dir, "rank_", 2, 60s));
-  std::this_thread::sleep_for(100ms);
-  auto [a, warm] = pids_of(dir + "/rank_0_attempt_0");
+  SleepingJob job = start_sleeping_job(fresh_dir("preload_sigint_running"));
+  const pid_t a = job.ranks[0], warm = job.warm;
   const auto sent = std::chrono::steady_clock::now();
-  ::kill(p.pid(), SIGINT);
-  RunResult r = p.wait(10s);
+  ::kill(job.ctrun->pid(), SIGINT);
+  RunResult r = job.ctrun->wait(10s);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   EXPECT_LT(s, 1.0) << r.err;
   EXPECT_NE(r.err.find("Received SIGINT death signal"), std::string::npos) << r.err;

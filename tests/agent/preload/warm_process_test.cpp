@@ -99,6 +99,13 @@ Ended run_cold(const std::vector<std::string>& argv, const std::vector<std::stri
   return e;
 }
 
+// The probe's JSON without the values that differ between any two processes.
+nlohmann::json probe_facts(const std::string& out) {
+  auto j = nlohmann::json::parse(out);
+  j.erase("random");
+  return j;
+}
+
 class WarmTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -160,6 +167,17 @@ class WarmTest : public ::testing::Test {
     return e;
   }
 
+  // The probe run cold and forked (both must end with 0): its facts from each, {cold, warm}.
+  std::pair<nlohmann::json, nlohmann::json> probe_cold_and_warm(const std::vector<std::string>& argv,
+                                                                const std::vector<std::string>& env,
+                                                                const std::string& cwd) {
+    Ended cold = run_cold(argv, env, cwd);
+    Ended warm = run_warm(argv, env, cwd);
+    EXPECT_EQ(cold.status, 0) << cold.err;
+    EXPECT_EQ(warm.status, 0) << warm.err;
+    return {probe_facts(cold.out), probe_facts(warm.out)};
+  }
+
   boost::asio::io_context io_;
   std::unique_ptr<WarmProcess> warm_;
   bool ready_ = false;
@@ -173,13 +191,6 @@ std::vector<std::string> cmd(std::initializer_list<std::string> rest) {
   return argv;
 }
 
-// The probe's JSON without the values that differ between any two processes.
-nlohmann::json probe_facts(const std::string& out) {
-  auto j = nlohmann::json::parse(out);
-  j.erase("random");
-  return j;
-}
-
 TEST_F(WarmTest, ScriptSeesWhatPythonGivesIt) {
   const std::string dir = test::fresh_dir("preload_script");
   // A relative script path through a symlink: __file__ is absolute, sys.path[0] the real directory.
@@ -187,13 +198,7 @@ TEST_F(WarmTest, ScriptSeesWhatPythonGivesIt) {
   auto argv = cmd({"link/probe.py", "--flag", "value with spaces"});
   start({"json"}, argv, dir);
   ASSERT_TRUE(ready_) << *lost_;
-  auto env = parent_env({{"RANK", "3"}});
-  Ended cold = run_cold(argv, env, dir);
-  Ended warm = run_warm(argv, env, dir);
-  ASSERT_EQ(cold.status, 0) << cold.err;
-  ASSERT_EQ(warm.status, 0) << warm.err;
-  auto c = probe_facts(cold.out);
-  auto w = probe_facts(warm.out);
+  auto [c, w] = probe_cold_and_warm(argv, parent_env({{"RANK", "3"}}), dir);
   EXPECT_EQ(w, c) << "cold: " << c.dump(1) << "\nwarm: " << w.dump(1);
   EXPECT_EQ(w["rank"], "3");
   EXPECT_EQ(w["c_rank"], "3");
@@ -204,12 +209,7 @@ TEST_F(WarmTest, ModuleRunsAsPythonDashM) {
   auto argv = cmd({"-m", "probe_pkg.main", "a", "b"});
   start({}, argv, preload_dir());
   ASSERT_TRUE(ready_) << *lost_;
-  Ended cold = run_cold(argv, parent_env(), preload_dir());
-  Ended warm = run_warm(argv, parent_env(), preload_dir());
-  ASSERT_EQ(cold.status, 0) << cold.err;
-  ASSERT_EQ(warm.status, 0) << warm.err;
-  auto c = probe_facts(cold.out);
-  auto w = probe_facts(warm.out);
+  auto [c, w] = probe_cold_and_warm(argv, parent_env(), preload_dir());
   EXPECT_EQ(w, c) << "cold: " << c.dump(1) << "\nwarm: " << w.dump(1);
   EXPECT_EQ(w["package"], "probe_pkg");
 }
