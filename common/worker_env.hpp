@@ -1,7 +1,7 @@
 #pragma once
 // The worker environment contract, in one place: the variables the agent (agent/worker_env.cpp) writes into every
-// worker's environment, exactly as torchrun's LocalElasticAgent names them, and what comm (comm/init, the tcp
-// transport, the nccl backend) reads back from them. The writer and the readers both use these names and
+// worker's environment, exactly as torchrun's LocalElasticAgent names them, and what comm reads back from them
+// (once per group, into comm::Config::worker, comm/config.hpp). The writer and the readers both use these names and
 // helpers, so the two sides cannot drift apart.
 
 #include <optional>
@@ -41,9 +41,5 @@ inline std::string attempt_prefix(int restart_count) { return "/worker/attempt_"
 
 // Reads a variable of the contract from this process's environment: nullopt when unset or empty.
 std::optional<std::string> get(const char* name);
-
-// Reads a non-negative integer variable (RANK, LOCAL_RANK, ...): nullopt when unset, empty or not a
-// non-negative integer.
-std::optional<int> get_int(const char* name);
 
 }  // namespace ctrun::worker_env
