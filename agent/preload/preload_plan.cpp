@@ -31,7 +31,7 @@ std::variant<WarmOptions, std::string> plan_warm_process(const LaunchConfig& con
 
 std::optional<std::string> why_cold(const WarmProcess& warm, const std::vector<std::string>& argv,
                                     const std::vector<std::string>& env) {
-  if (warm.state() == WarmProcess::State::kLost) return "the warm process is gone (" + warm.lost_reason() + ")";
+  if (warm.state() == WarmProcess::State::kLost) return "the warm process " + warm.lost_reason();
   if (warm.state() != WarmProcess::State::kReady) return std::string("the warm process is still importing");
   if (argv.empty() || argv[0] != warm.interpreter())
     return "this rank runs another interpreter (" + (argv.empty() ? std::string("none") : argv[0]) + ")";

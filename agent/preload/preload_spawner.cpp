@@ -145,7 +145,7 @@ class PreloadSpawner::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void on_lost(const std::string& why) {
-    log_->warn("--preload: {}; workers start cold from now on", why);
+    log_->warn("--preload: the warm process (pid {}) {}; workers start cold from now on", warm_->pid(), why);
     guardian_forget(warm_->pid());
     patience_.cancel();
     run_waiting();

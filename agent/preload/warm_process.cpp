@@ -135,7 +135,7 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
 
   pid_t fork_worker(const ForkRequest& request, std::chrono::milliseconds timeout) {
     if (state_ != State::kReady)
-      throw PreloadError(state_ == State::kLost ? "the warm process is gone: " + lost_reason_
+      throw PreloadError(state_ == State::kLost ? "the warm process " + lost_reason_
                                                 : "the warm process is still importing");
     const auto deadline = Clock::now() + timeout;
     const std::string id = std::to_string(++request_seq_);
@@ -175,14 +175,14 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
         if (answer->first > 0) return answer->first;
         throw PreloadError("the warm process could not fork the worker: " + answer->second);
       }
-      if (state_ == State::kLost) throw PreloadError("the warm process is gone: " + lost_reason_);
+      if (state_ == State::kLost) throw PreloadError("the warm process " + lost_reason_);
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       pollfd p{socket_.native_handle(), POLLIN, 0};
       int n = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
       if (n < 0 && errno == EINTR) continue;
       if (n == 0) {
-        lose("it did not answer a fork request within " + std::to_string(timeout.count()) + " ms");
-        throw PreloadError("the warm process is gone: " + lost_reason_);
+        lose("did not answer a fork request within " + std::to_string(timeout.count()) + " ms");
+        throw PreloadError("the warm process " + lost_reason_);
       }
       drain();
     }
@@ -224,14 +224,14 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         pollfd p{socket_.native_handle(), POLLOUT, 0};
         if (left > 0 && ::poll(&p, 1, static_cast<int>(left)) >= 0) continue;
-        lose("it did not take a fork request in time");
-        throw PreloadError("the warm process is gone: " + lost_reason_);
+        lose("did not take a fork request in time");
+        throw PreloadError("the warm process " + lost_reason_);
       }
       if (err == EMSGSIZE)
         throw PreloadError("the worker's command and environment (" + std::to_string(message.size()) +
                            " bytes) do not fit in one message to the warm process (net.core.wmem_max)");
-      lose(std::string("cannot send to it: ") + std::strerror(err));
-      throw PreloadError("the warm process is gone: " + lost_reason_);
+      lose(std::string("could not be sent a request: ") + std::strerror(err));
+      throw PreloadError("the warm process " + lost_reason_);
     }
   }
 
@@ -275,7 +275,7 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
           if (self.events_.ready) self.events_.ready();
         });
       }
-      if (verb == "refused") return lose("it refused: " + (f.size() > 1 ? f[1] : std::string("(no reason)")));
+      if (verb == "refused") return lose("refused: " + (f.size() > 1 ? f[1] : std::string("(no reason)")));
       if (verb == "started" && f.size() >= 3) {
         const pid_t pid = static_cast<pid_t>(std::stol(f[2]));
         workers_.insert(pid);
@@ -296,7 +296,7 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
       }
     } catch (const std::exception&) {  // std::stol on a garbled number
     }
-    lose("it sent a message ctrun does not understand ('" + verb + "')");
+    lose("sent a message ctrun does not understand ('" + verb + "')");
   }
 
   void on_closed() {
@@ -309,12 +309,12 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
       pid_t r = ::waitpid(pid_, &status, WNOHANG);
       if (r == pid_) {
         reaped_ = true;
-        return lose("it exited (" + describe_status(status) + ")");
+        return lose("died (" + describe_status(status) + ")");
       }
       if (r < 0) break;  // reaped elsewhere
       ::usleep(1000);
     }
-    lose("it closed its socket");
+    lose("closed its socket");
   }
 
   // From now on every fork is cold. Workers it had forked die with it (PR_SET_PDEATHSIG): each is reported as

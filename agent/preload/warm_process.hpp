@@ -75,7 +75,7 @@ class WarmProcess {
   WarmProcess& operator=(const WarmProcess&) = delete;
 
   State state() const;
-  const std::string& lost_reason() const;       // why it was refused or died ("" while not lost)
+  const std::string& lost_reason() const;       // "refused: ...", "died (...)", ...; "" while not lost
   pid_t pid() const;                            // the warm process (a child of ctrun; not a worker)
   const std::vector<std::string>& env() const;  // its environment, for job_wide_difference()
   const std::string& interpreter() const;       // argv[0] of the workers it can fork

@@ -181,6 +181,19 @@ TEST_F(PreloadCtrun, TeeAndLogFilesReachPreloadedWorkersOutput) {
   EXPECT_EQ(read_file(run + "/attempt_0/1/stdout.log"), "rank 1 attempt 0 preloaded=True\n");
 }
 
+// The warm process dies mid-job: its workers die with it, ctrun says so, and the restart starts cold.
+TEST_F(PreloadCtrun, AWarmProcessThatDiesIsReplacedByColdStarts) {
+  const std::string dir = fresh_dir("preload_warm_dies");
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--max-restarts=1", "--preload", "json",
+                           worker("preload/preloaded_rank.py"), "kill_warm", dir},
+                          python_env(), 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank 0 attempt 0 preloaded=True"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 0 attempt 1 preloaded=False"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 attempt 1 preloaded=False"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("died (killed by SIGKILL); workers start cold from now on"), std::string::npos) << r.err;
+}
+
 // A module that starts a thread when imported: the warm process refuses, ctrun says why and runs the job cold.
 TEST_F(PreloadCtrun, AThreadAtImportStartsTheJobCold) {
   const std::string dir = fresh_dir("preload_refused");

@@ -1,5 +1,6 @@
 # A worker that says whether it was forked from ctrun's warm process (its parent runs ctrun_warm.py).
 #   preloaded_rank.py MODE DIR    MODE: ok | fail_once (rank 1 of attempt 0 exits 3) | sleep (until stopped)
+#                                       | kill_warm (rank 0 of attempt 0 SIGKILLs its parent, the warm process)
 # Prints "rank R attempt A preloaded=B" and writes DIR/rank_R_attempt_A: "PID PARENT_PID".
 import os
 import sys
@@ -21,5 +22,9 @@ with open(os.path.join(out_dir, "rank_%d_attempt_%d" % (rank, attempt)), "w") as
     f.write("%d %d\n" % (os.getpid(), os.getppid()))
 if mode == "fail_once" and attempt == 0 and rank == 1:
     sys.exit(3)
+if mode == "kill_warm" and attempt == 0:
+    if rank == 0 and preloaded():
+        os.kill(os.getppid(), 9)
+    time.sleep(600)  # dies with the warm process (PR_SET_PDEATHSIG)
 if mode == "sleep":
     time.sleep(600)
