@@ -1,8 +1,10 @@
 # What a worker can observe of how it was started, for probe.py and probe_pkg/main.py (cold vs forked from ctrun's
 # warm process: tests/agent/preload/warm_process_test.cpp).
 import ctypes
+import json
 import os
 import pickle
+import random
 import signal
 import sys
 
@@ -43,3 +45,10 @@ def describe(g, sibling, picklable):
     }
 
 
+
+
+def run(g, sibling, picklable):
+    """Prints describe()'s JSON with a random number (differs between workers; compared separately)."""
+    d = describe(g, sibling, picklable)
+    d["random"] = random.random()
+    print(json.dumps(d, sort_keys=True))
