@@ -24,6 +24,7 @@
 #include "agent/logs/log_sink.hpp"
 #include "agent/preload/preload_spawner.hpp"
 #include "agent/process/escapees.hpp"
+#include "agent/process/file_timer.hpp"
 #include "agent/process/worker_group.hpp"
 #include "agent/process/worker_spawner.hpp"
 #include "agent/rendezvous_factory.hpp"
@@ -74,6 +75,12 @@ class Agent::Impl {
 
     if (!open_worker_store()) return exit_code_;
     make_group();
+    try {
+      file_timer_ = attach_file_timer(io_, env_, *group_, events_);
+    } catch (const std::exception& e) {
+      log_->error("{}", e.what());
+      return 1;
+    }
     wait_for_death_signal();
     wait_for_forwarded_signal();
     make_handler();
@@ -133,10 +140,11 @@ class Agent::Impl {
       case AgentAction::kRejoin:
         return join_round();
       case AgentAction::kRestartGroup:
+        // As torchrun: the count before this restart uses one ("2/2 attempts left" on the first failure).
+        log_->warn("[{}] Worker group FAILED. {}/{} attempts left; will restart worker group", config_.role,
+                   remaining_restarts_, config_.max_restarts);
         --remaining_restarts_;
         ++restart_count_;
-        log_->warn("Worker group FAILED. {}/{} attempts left; will restart worker group", remaining_restarts_,
-                   config_.max_restarts);
         events_.emit("restart", {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
         return join_round();
       case AgentAction::kSpawnWorkers:
@@ -458,8 +466,9 @@ class Agent::Impl {
     WorkerGroup::Callbacks cb;
     cb.exited = [this](const Worker& w) {
       if (w.exitcode == 0 || w.stopped_by_us) return;
-      log_->info("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}", w.exitcode, w.local_rank, w.pid,
-                 config_.script);
+      // An error, as torch logs it: shown by default, before the restart or the summary.
+      log_->error("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}", w.exitcode, w.local_rank, w.pid,
+                  config_.script);
       on_worker_failed();
     };
     cb.start_failed = [this](const Worker&) { on_worker_failed(); };
@@ -586,7 +595,8 @@ class Agent::Impl {
   std::shared_ptr<rdzv::Handler> rdzv_;  // called on the helper thread only (run_id/backend are constant)
   std::unique_ptr<LogLayout> layout_;
   rdzv::RoundInfo round_;
-  std::unique_ptr<WorkerGroup> group_;  // made in run(), once the store is open
+  std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
+  std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;

@@ -29,6 +29,10 @@ inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
 inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
+// torchrun's worker watchdog: "1" in the agent's environment makes it serve the FIFO named by kTimerFile
+// (agent/process/file_timer.hpp), which every worker gets.
+inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
+inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 
 // The agent store's value of kUseAgentStore (torch compares with the Python literal "True").
 inline constexpr const char* kTrue = "True";
