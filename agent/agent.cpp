@@ -22,6 +22,7 @@
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/logs/log_sink.hpp"
+#include "agent/preload/preload_spawner.hpp"
 #include "agent/process/escapees.hpp"
 #include "agent/process/file_timer.hpp"
 #include "agent/process/worker_group.hpp"
@@ -367,10 +368,17 @@ class Agent::Impl {
                                 {"group_rank", round_.group_rank},
                                 {"group_world_size", round_.group_world_size},
                                 {"world_size", round_.global_world_size}});
-    AttemptSpec attempt{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
-    group_->start(attempt, *layout_, [this] { return state_ == AgentState::kRunning; });
-    watch_membership();
-    check_group_exited();
+    // --preload: the warm process may still be importing; the loop goes on (signals honoured) until it is ready.
+    awaiting_start_ = attempt_seq_;
+    group_->when_ready([this, attempt = attempt_seq_] {
+      if (attempt != attempt_seq_ || awaiting_start_ != attempt) return;
+      awaiting_start_ = 0;
+      if (state_ != AgentState::kRunning) return;
+      AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
+      group_->start(spec, *layout_, [this] { return state_ == AgentState::kRunning; });
+      watch_membership();
+      check_group_exited();
+    });
   }
 
   // Multi-node rounds end when a node waits to join or a member is lost. The rendezvous answers that only when
@@ -466,8 +474,15 @@ class Agent::Impl {
     cb.start_failed = [this](const Worker&) { on_worker_failed(); };
     cb.exits_done = [this] { check_group_exited(); };
     cb.stream_ended = [this] { on_tee_eof(); };
-    group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_, std::make_unique<ForkExecSpawner>(),
-                                           subreaper_, std::move(cb));
+    // --preload: the warm process starts now, so that it imports while the first round forms.
+    std::unique_ptr<WorkerSpawner> spawner;
+    if (config_.preload.empty()) {
+      spawner = std::make_unique<ForkExecSpawner>();
+    } else {
+      spawner = std::make_unique<preload::PreloadSpawner>(io_, config_, env_);
+    }
+    group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_, std::move(spawner), subreaper_,
+                                           std::move(cb));
   }
 
   void wait_for_death_signal() {
@@ -497,6 +512,7 @@ class Agent::Impl {
 
   void check_group_exited() {
     if (state_ != AgentState::kRunning && state_ != AgentState::kStopping) return;
+    if (awaiting_start_ == attempt_seq_ && state_ == AgentState::kRunning) return;  // not started yet
     if (group_->any_running()) return;
     membership_timer_.cancel();
     group_->end_attempt();  // the SIGKILL deadline off; what escaped the process groups killed
@@ -584,7 +600,8 @@ class Agent::Impl {
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;
-  std::uint64_t attempt_seq_ = 0;  // every start_attempt, restarts and new rounds alike
+  std::uint64_t attempt_seq_ = 0;     // every start_attempt, restarts and new rounds alike
+  std::uint64_t awaiting_start_ = 0;  // the attempt whose round formed and whose workers wait for the spawner
   AgentState state_ = AgentState::kInitialising;
   bool membership_changed_ = false;
   bool failure_seen_ = false;
