@@ -62,6 +62,8 @@ struct LaunchConfig {
 
   // Logs.
   std::optional<std::string> log_dir;
+  // --log-line-prefix-template (torchrun after 2.6); unset: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, as torchrun.
+  std::optional<std::string> log_line_prefix_template;
   StdSpec redirects;
   StdSpec tee;
   std::vector<int> local_ranks_filter;  // empty: every rank reaches the console

@@ -276,6 +276,7 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   }
 
   c.log_dir = v.get("log_dir");
+  c.log_line_prefix_template = v.get("log_line_prefix_template");
   c.redirects = parse_std_spec("redirects", v.str("redirects"));
   c.tee = parse_std_spec("tee", v.str("tee"));
   for (const auto& r : split(v.str("local_ranks_filter"), ',')) {

@@ -60,9 +60,12 @@ class WorkerGroup::Impl {
         log_(ctrun::log::get("agent")),
         children_(io, SIGCHLD),
         kill_timer_(io),
-        streams_(io, config, console, env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"), [this] {
-          if (cb_.stream_ended) cb_.stream_ended();
-        }) {
+        streams_(io, config, console,
+                 config.log_line_prefix_template ? config.log_line_prefix_template
+                                                 : env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"),
+                 [this] {
+                   if (cb_.stream_ended) cb_.stream_ended();
+                 }) {
     if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding) {
       allowed_cpus_ = allowed_cpus();
       numa_nodes_ = numa_nodes(allowed_cpus_);

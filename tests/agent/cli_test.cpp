@@ -235,6 +235,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"redirects", "3"},
                                                      {"tee", "0:1"},
                                                      {"local_ranks_filter", "0"},
+                                                     {"log_line_prefix_template", "[${rank}] "},
                                                      {"duplicate_stdout_filters", "a"},
                                                      {"duplicate_stderr_filters", "b"},
                                                      {"node_rank", "0"},

@@ -20,6 +20,7 @@
 
 #include "comm/transport/shm/peer_liveness.hpp"
 #include "comm/transport/shm/ring.hpp"
+#include "common/hostname.hpp"
 
 namespace ctrun::comm::transport::shm {
 namespace {
@@ -184,7 +185,8 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   int slots() const override { return slots_; }
   std::size_t slot_bytes() const override { return slot_bytes_; }
   char* slot(int r, std::uint64_t piece) override {
-    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + slots_begin(size_, ring_bytes_, kParts, slot_bytes_) +
+    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) +
+           slots_begin(size_, ring_bytes_, kParts, slot_bytes_) +
            static_cast<std::size_t>(piece % static_cast<std::uint64_t>(slots_)) * slot_bytes_;
   }
   std::uint64_t take_pieces(std::uint64_t count) override {
@@ -562,9 +564,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 }  // namespace
 
 std::string host_key() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return std::string(host) + "|" + read_first_line("/proc/sys/kernel/random/boot_id") + "|" +
+  return host::name() + "|" + read_first_line("/proc/sys/kernel/random/boot_id") + "|" +
          link_target("/proc/self/ns/ipc") + "|" + link_target("/proc/self/ns/pid");
 }
 

@@ -89,6 +89,22 @@ TEST(Logs, PrefixTemplate) {
   EXPECT_NE(r.out.find("<default|1> rank 1 line 1"), std::string::npos) << r.out;
 }
 
+// torchrun's newest flag (after 2.6): --log-line-prefix-template, which wins over the variable.
+TEST(Logs, PrefixTemplateFlagWinsOverTheVariable) {
+  RunResult r = run_ctrun({"--nproc-per-node=2", "--tee", "1", "--log-line-prefix-template",
+                           "{${hostname}:${local_rank}} ", "--no-python", script("chatter.sh")},
+                          {{"LINES", "1"}, {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${role_name}|${rank}> "}},
+                          std::chrono::seconds(30));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(":1} rank 1 line 1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("<default|"), std::string::npos) << r.out;
+  RunResult underscore = run_ctrun(
+      {"--nproc_per_node=1", "--tee=1", "--log_line_prefix_template=[x${rank}] ", "--no-python", script("chatter.sh")},
+      {{"LINES", "1"}}, std::chrono::seconds(30));
+  ASSERT_EQ(underscore.exit_code, 0) << underscore.err;
+  EXPECT_NE(underscore.out.find("[x0] rank 0 line 1"), std::string::npos) << underscore.out;
+}
+
 TEST(Logs, NoBrokenLinesFromEightRanks) {
   RunResult r =
       run_ctrun({"--nproc-per-node=8", "--tee", "3", "--log-dir", "/dev/null", "--no-python", script("chatter.sh")},
