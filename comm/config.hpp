@@ -31,6 +31,7 @@ struct Config {
   bool shm_direct = true;  // shm: let ranks read each other's buffers (process_vm_readv) where the kernel allows
   std::size_t tcp_buffer_bytes = 0;  // kernel autotuning
   std::size_t tcp_lowat_bytes = 0;
+  bool progress = true;  // progress records for the agent's hang detection (common/progress.hpp)
 
   // The pipelining unit over `transport` ("tcp" or "shm"): chunk_bytes when set, else 1 MiB over tcp (every
   // chunk costs syscalls and wake-ups on both sides), 128 KiB over shm.

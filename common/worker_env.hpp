@@ -29,6 +29,12 @@ inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
 inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
+// ctrun's own (issue 22): the progress region of this attempt (common/progress.hpp), which comm writes its
+// collectives' progress into; and the file a Python worker's stack is dumped into on kStackDumpSignal (the
+// sitecustomize.py ctrun puts on PYTHONPATH registers it with faulthandler).
+inline constexpr const char* kProgressFile = "CTRUN_PROGRESS_FILE";
+inline constexpr const char* kStackFile = "CTRUN_STACK_FILE";
+inline constexpr const char* kStackSignal = "CTRUN_STACK_SIGNAL";
 
 // The agent store's value of kUseAgentStore (torch compares with the Python literal "True").
 inline constexpr const char* kTrue = "True";

@@ -182,7 +182,8 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   int slots() const override { return slots_; }
   std::size_t slot_bytes() const override { return slot_bytes_; }
   char* slot(int r, std::uint64_t piece) override {
-    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) + slots_begin(size_, ring_bytes_, kParts, slot_bytes_) +
+    return static_cast<char*>(segments_[static_cast<std::size_t>(r)]) +
+           slots_begin(size_, ring_bytes_, kParts, slot_bytes_) +
            static_cast<std::size_t>(piece % static_cast<std::uint64_t>(slots_)) * slot_bytes_;
   }
   std::uint64_t take_pieces(std::uint64_t count) override {
@@ -260,6 +261,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       if (any_holds(wants)) return;
     }
     SegmentHeader* h = own();
+    note_wait(wants.size() == 1 ? wants[0].rank : -1);
     for (;;) {
       check_aborted();
       const std::uint32_t token = h->doorbell.load(std::memory_order_seq_cst);
@@ -322,7 +324,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     for (int r = 0; r < size_; ++r) {
       if (r != rank_) ring_doorbell(r);
     }
-    for (;;) {
+    for (bool noted = false;; noted = true) {
       const std::uint64_t token = event_token();
       waiting_.clear();
       for (int r = 0; r < size_; ++r) {
@@ -333,6 +335,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         check_signatures(gen, signature);
         return;
       }
+      if (!noted) note_wait(waiting_.size() == 1 ? waiting_[0] : -1);
       if (Clock::now() >= deadline) {
         std::string who;
         for (int r : waiting_) who += (who.empty() ? "" : ", ") + std::to_string(r);
