@@ -141,15 +141,14 @@ TEST(HangDetector, ACulpritWaitingInAnotherGroupIsAVictimNotTheOneToFail) {
   // which waits nowhere (the root cause).
   auto ranks = rank2_missing(30);
   ranks[3] = rank_in(3, 4, 3, false, 31);
-  GroupRecord other;
-  other.group_id = 88;
-  other.group_rank = 0;
-  other.group_size = 2;
-  other.ordinal = 1;
-  other.issued = 1;
-  other.running = true;
-  other.op = kAllReduce;
-  other.in_state_s = 29;
+  const GroupRecord other{.group_id = 88,
+                          .group_rank = 0,
+                          .group_size = 2,
+                          .ordinal = 1,
+                          .issued = 1,
+                          .running = true,
+                          .op = kAllReduce,
+                          .in_state_s = 29};
   ranks[2].groups.push_back(other);
   GroupRecord other3 = other;
   other3.group_rank = 1;
@@ -202,8 +201,8 @@ TEST(HangDetector, AMemberWithNoRecordIsNamedByGroupRankAndNeverFailed) {
 TEST(HangDetector, QuietWatchCountsTimeWithNoCpuAndNoOutput) {
   QuietWatch w;
   EXPECT_EQ(w.observe(0, {{0, 1.0, -1}, {1, 1.0, -1}}), 0);
-  EXPECT_EQ(w.observe(1, {{0, 1.5, -1}, {1, 1.0, -1}}), 0);  // rank 0 computes
-  EXPECT_EQ(w.observe(2, {{0, 1.5, -1}, {1, 1.0, -1}}), 1);  // from here on both are blocked
+  EXPECT_EQ(w.observe(1, {{0, 1.5, -1}, {1, 1.0, -1}}), 0);     // rank 0 computes
+  EXPECT_EQ(w.observe(2, {{0, 1.5, -1}, {1, 1.0, -1}}), 1);     // from here on both are blocked
   EXPECT_EQ(w.observe(3, {{0, 1.5, -1}, {1, 1.0001, -1}}), 2);  // a trace of CPU is not activity
   EXPECT_EQ(w.observe(5, {{0, 1.5, -1}, {1, 1.0001, -1}}), 4);
   EXPECT_EQ(w.observe(6, {{0, 1.5, 5.5}, {1, 1.0001, -1}}), 0);  // rank 0 printed
