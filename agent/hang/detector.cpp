@@ -131,6 +131,12 @@ Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
     if (ep == episodes_.end()) ep = episodes_.emplace(id, Episode{.seq = k}).first;
     Episode& e = ep->second;
     e.waited_s = f.waited_s;
+    // A member named only by group rank so far (its node's summary had not arrived) is now seen: say it again,
+    // with its name, and let a verdict fail it.
+    const auto unseen = static_cast<int>(
+        std::count_if(f.culprits.begin(), f.culprits.end(), [](const Member& m) { return m.global_rank < 0; }));
+    if (unseen < e.unseen) e.reported = e.verdict = false;
+    e.unseen = unseen;
     if (f.waited_s >= config_.report_after_s && !e.reported) {
       e.reported = true;
       f.kind = HangFinding::Kind::kReport;

@@ -9,6 +9,8 @@
 // failed: the culprits that are not themselves waiting inside another group's collective (those are victims of
 // a culprit there; if every culprit waits elsewhere, all of them). When every member is inside #k and none
 // finishes (a stall inside the op: a lost peer, a wedged device), the report names the peers they wait for.
+// A member with no record is named by group rank and never failed; once its record arrives (another node's
+// summary), the report and verdict are given again with its name.
 // When the group moves on after a report, a "resolved" finding says after how long.
 //
 // Why report_after_s defaults to 300 s: healthy jobs wait too (rank 0 writing a checkpoint or evaluating while
@@ -104,6 +106,7 @@ class Detector {
     std::uint64_t seq = 0;
     bool reported = false;
     bool verdict = false;
+    int unseen = 0;  // culprits with no record when last looked at
     double waited_s = 0;
     HangFinding last;
   };

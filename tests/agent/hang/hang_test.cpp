@@ -2,8 +2,10 @@
 // fake clock; the region as workers write it (real shared memory, the writer comm uses); the sweep of regions a
 // kill -9'd ctrun left; the node summary's encoding and pacing; the wording; and the stack dump of a real
 // Python process through ctrun's sitecustomize.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "agent/hang/stacks.hpp"
 #include "agent/hang/summary.hpp"
 #include "agent/hang/table.hpp"
+#include "agent/hang/watch.hpp"
 #include "common/progress.hpp"
 #include "common/worker_env.hpp"
 
@@ -407,6 +410,106 @@ TEST(HangStacks, DumpsARealPythonWorkerWithNoCodeInIt) {
   // A process without the handler is never sent the signal.
   EXPECT_EQ(request_dump(::getpid(), path), DumpRequest::kNoHandler);
   std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace ctrun::agent::hang
+
+namespace ctrun::agent::hang {
+namespace {
+
+// Plays worker `local_rank` of a two-rank group (id 5) in a HangWatch's region: `ops` all_reduces done, then
+// (when `enter`) inside the next one.
+void play_worker(const std::string& region_path, int local_rank, int global_rank, int ops, bool enter) {
+  // The region is mapped again here, as a worker would (comm maps it once per process; the test maps by hand).
+  const int fd = ::open(region_path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const std::size_t bytes = progress::region_bytes(2);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(p, MAP_FAILED);
+  auto* h = static_cast<progress::RegionHeader*>(p);
+  progress::Slot& slot = progress::row_of(h, local_rank)->slots[0];
+  slot.identity.pid.store(4242);
+  progress::begin_write(slot.identity);
+  slot.identity.group_id.store(5);
+  slot.identity.global_rank.store(global_rank);
+  slot.identity.group_rank.store(global_rank);
+  slot.identity.group_size.store(2);
+  progress::end_write(slot.identity);
+  progress::SlotWriter w(&slot);
+  for (int i = 0; i < ops; ++i) {
+    w.issued(i, kAllReduce, 0, 16);
+    w.running(i, kAllReduce, 0, 16);
+    w.finished(true);
+  }
+  if (enter) {
+    w.issued(ops, kAllReduce, 0, 16);
+    w.running(ops, kAllReduce, 0, 16);
+  }
+  ::munmap(p, bytes);
+}
+
+WatchConfig watch_config(const std::string& host, int pid) {
+  WatchConfig c;
+  c.detector.report_after_s = 0.2;
+  c.detector.hang_timeout_s = 0.4;
+  c.host = host;
+  c.agent_pid = pid;
+  c.local_ranks = 2;
+  c.shm_dir = ::testing::TempDir();
+  return c;
+}
+
+TEST(HangWatch, OnOneNodeTheVerdictFailsTheLocalCulprit) {
+  HangWatch watch(watch_config("vm", 1000001));
+  watch.begin_attempt(0, 0);
+  const std::string path = watch.env_for(0, "")[worker_env::kProgressFile];
+  ASSERT_FALSE(path.empty());
+  watch.set_workers({{0, 0, 111, ""}, {1, 1, 112, ""}});
+  play_worker(path, 0, 0, 3, true);
+  play_worker(path, 1, 1, 3, false);
+  EXPECT_TRUE(watch.tick(0).warnings.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  WatchOutput out = watch.tick(1);
+  ASSERT_EQ(out.warnings.size(), 2u);  // the report and the verdict
+  EXPECT_NE(out.warnings[1].find("rank 1 (host vm, local_rank 1, pid 112) has not entered all_reduce #3 of group 0"),
+            std::string::npos)
+      << out.warnings[1];
+  EXPECT_EQ(out.fail_local_ranks, std::vector<int>{1});
+  EXPECT_EQ(out.events.size(), 2u);
+  EXPECT_NE(watch.table_text().find("hang: rank 1"), std::string::npos);
+  watch.end_attempt();
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(HangWatch, TwoNodesEachNameTheHangAndOnlyTheCulpritsNodeActs) {
+  // Node A runs rank 0 (waiting in #3), node B rank 1 (not entered). They see each other through summaries.
+  HangWatch a(watch_config("a", 1000002)), b(watch_config("b", 1000003));
+  a.begin_attempt(0, 0);
+  b.begin_attempt(0, 0);
+  a.set_workers({{0, 0, 111, ""}});
+  b.set_workers({{0, 1, 222, ""}});
+  play_worker(a.env_for(0, "")[worker_env::kProgressFile], 0, 0, 3, true);
+  play_worker(b.env_for(0, "")[worker_env::kProgressFile], 0, 1, 3, false);
+  a.tick(0);
+  b.tick(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(450));
+  a.tick(0.45);
+  b.tick(0.45);
+  auto sa = a.summary_due(0.45, 2);
+  auto sb = b.summary_due(0.45, 2);
+  ASSERT_TRUE(sa && sb);
+  a.remote("b", *sb, 0.5);
+  b.remote("a", *sa, 0.5);
+  WatchOutput oa = a.tick(0.5), ob = b.tick(0.5);
+  ASSERT_EQ(oa.warnings.size(), 2u);
+  EXPECT_NE(oa.warnings[0].find("rank 1 (host b, local_rank 0, pid 222) has not entered"), std::string::npos)
+      << oa.warnings[0];
+  EXPECT_TRUE(oa.fail_local_ranks.empty()) << "node A's agent never acts on node B's rank";
+  ASSERT_EQ(ob.warnings.size(), 2u);
+  EXPECT_EQ(ob.fail_local_ranks, std::vector<int>{0});
+  EXPECT_FALSE(a.summary_due(0.6, 2)) << "paced: no second write within the interval";
 }
 
 }  // namespace
