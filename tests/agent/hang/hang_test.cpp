@@ -2,10 +2,12 @@
 // fake clock; the region as workers write it (real shared memory, the writer comm uses); the sweep of regions a
 // kill -9'd ctrun left; the node summary's encoding and pacing; the wording; and the stack dump of a real
 // Python process through ctrun's sitecustomize.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include "agent/hang/detector.hpp"
 #include "agent/hang/region.hpp"
 #include "agent/hang/stacks.hpp"
+#include "agent/hang/status_server.hpp"
 #include "agent/hang/summary.hpp"
 #include "agent/hang/table.hpp"
 #include "agent/hang/watch.hpp"
@@ -510,6 +513,32 @@ TEST(HangWatch, TwoNodesEachNameTheHangAndOnlyTheCulpritsNodeActs) {
   ASSERT_EQ(ob.warnings.size(), 2u);
   EXPECT_EQ(ob.fail_local_ranks, std::vector<int>{0});
   EXPECT_FALSE(a.summary_due(0.6, 2)) << "paced: no second write within the interval";
+}
+
+}  // namespace
+}  // namespace ctrun::agent::hang
+
+namespace ctrun::agent::hang {
+namespace {
+
+TEST(HangStatusServer, ServesTheLatestSnapshotAsTextAndJson) {
+  StatusServer server;
+  ASSERT_GT(server.port(), 0);
+  server.publish("rank 0 in op\n", R"({"ranks":[{"rank":0}]})");
+  EXPECT_EQ(http_get("127.0.0.1", server.port(), "/"), "rank 0 in op\n");
+  EXPECT_EQ(http_get("127.0.0.1", server.port(), "/status.json"), "{\"ranks\":[{\"rank\":0}]}\n");
+  server.publish("rank 0 between ops\n", "{}");
+  EXPECT_EQ(http_get("127.0.0.1", server.port(), "/"), "rank 0 between ops\n");
+  EXPECT_THROW(http_get("127.0.0.1", server.port(), "/nope"), std::runtime_error);
+  // A client that connects and sends nothing holds the server for at most its 2 s deadline.
+  const int idle = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(server.port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(http_get("127.0.0.1", server.port(), "/", 4000), "rank 0 between ops\n");
+  ::close(idle);
 }
 
 }  // namespace
