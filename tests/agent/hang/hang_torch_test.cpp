@@ -36,7 +36,7 @@ struct Job {
   }
 };
 
-Job launch(const Region& region, int n, const std::map<std::string, std::string>& extra) {
+Job launch(const Region& region, int n, const std::map<std::string, std::string>& extra, bool cpp = false) {
   Job job;
   const std::string dir = ::testing::TempDir() + "/hang_torch_" + std::to_string(::getpid());
   fs::remove_all(dir);
@@ -54,6 +54,7 @@ Job launch(const Region& region, int n, const std::map<std::string, std::string>
       ::setenv(worker_env::kWorldSize, std::to_string(n).c_str(), 1);
       ::setenv("HANG_STORE_FILE", (dir + "/store").c_str(), 1);
       for (const auto& [k, v] : extra) ::setenv(k.c_str(), v.c_str(), 1);
+      if (cpp) ::execl(HANG_CPP_WORKER, HANG_CPP_WORKER, nullptr);
       const std::string script = std::string(HANG_WORKERS_DIR) + "/hang_worker.py";
       ::execl(CTRUN_TORCH_PYTHON, CTRUN_TORCH_PYTHON, script.c_str(), nullptr);
       ::_exit(127);
@@ -118,6 +119,30 @@ TEST(HangTorch, ARankSleepingBeforeAllReduceIsNamedWithItsOpSeqAndStack) {
   EXPECT_NE(dump.find("hang_worker.py\", line 22 in <module>"), std::string::npos) << dump;
   EXPECT_NE(waiter.find("in all_reduce"), std::string::npos) << waiter;
   std::printf("culprit's stack:\n%s", dump.c_str());
+}
+
+// The same hang in C++ comm workers (no Python: the stack dump is not offered, and never sent).
+TEST(HangCpp, ARankSleepingBeforeAllReduceIsNamed) {
+  Region region(::getpid(), 2, 4, ::testing::TempDir());
+  Job job = launch(region, 4, {{"HANG_RANK", "2"}}, /*cpp=*/true);
+  Detector detector({.report_after_s = 1, .hang_timeout_s = 2});
+  const auto t0 = Clock::now();
+  std::optional<HangFinding> verdict;
+  std::vector<RankRecord> ranks;
+  while (!verdict && seconds_since(t0) < 60) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ranks = read_all(region, job);
+    for (const auto& f : detector.observe(seconds_since(t0), ranks).hangs) {
+      if (f.kind == HangFinding::Kind::kVerdict) verdict = f;
+    }
+  }
+  ASSERT_TRUE(verdict) << table_text(ranks, detector);
+  EXPECT_EQ(verdict->to_fail, std::vector<int>{2});
+  EXPECT_NE(describe(*verdict, ranks).find("has not entered all_reduce #3 of group 0; ranks 0,1,3 have waited"),
+            std::string::npos)
+      << describe(*verdict, ranks);
+  EXPECT_EQ(request_dump(job.pids[2], job.stack_files[2]), DumpRequest::kNoHandler);
+  EXPECT_EQ(::kill(job.pids[2], 0), 0) << "the C++ worker is still alive";
 }
 
 TEST(HangTorch, ASlowButProgressingRankIsNeverHungAndIsTheStraggler) {
