@@ -54,13 +54,22 @@ TEST(WorkerEnv, SingleNodeStandalone) {
   EXPECT_EQ(env, expected);
 }
 
-// torch's NCCL Flight Recorder dumps into the rank's log dir, unless the user set either name of a variable.
-TEST(WorkerEnv, FlightRecorderLeavesTheUsersSettingsAlone) {
+// A job of one worker on one node (the worker store at 127.0.0.1:4242).
+LaunchConfig one_worker_config() {
   LaunchConfig c;
   c.nproc_per_node = 1;
+  return c;
+}
+rdzv::RoundInfo one_worker_round() {
   LocalRendezvous rdzv("run1", "c10d", 1);
   rdzv.set_worker_store_address("127.0.0.1", 4242);
-  auto round = rdzv.next_rendezvous();
+  return rdzv.next_rendezvous();
+}
+
+// torch's NCCL Flight Recorder dumps into the rank's log dir, unless the user set either name of a variable.
+TEST(WorkerEnv, FlightRecorderLeavesTheUsersSettingsAlone) {
+  const LaunchConfig c = one_worker_config();
+  const auto round = one_worker_round();
   WorkerEnvInput in{&c, &round, "run1", true, 0, 0, "/logs/attempt_0/0/error.json"};
   auto env = worker_env_overrides(in, env_of({{"TORCH_FR_BUFFER_SIZE", "0"}}));
   EXPECT_EQ(env.count("TORCH_FR_BUFFER_SIZE"), 0u);
@@ -71,11 +80,8 @@ TEST(WorkerEnv, FlightRecorderLeavesTheUsersSettingsAlone) {
 }
 
 TEST(WorkerEnv, TorchModuleOnPythonPath) {
-  LaunchConfig c;
-  c.nproc_per_node = 1;
-  LocalRendezvous rdzv("run1", "c10d", 1);
-  rdzv.set_worker_store_address("127.0.0.1", 4242);
-  auto round = rdzv.next_rendezvous();
+  const LaunchConfig c = one_worker_config();
+  const auto round = one_worker_round();
   WorkerEnvInput in{&c, &round, "run1", true, 0, 0, "/e.json"};
   auto env = worker_env_overrides(in, env_of({{"PYTHONPATH", "/mine"}}));
   auto dir = torch_module_dir();

@@ -78,21 +78,27 @@ std::vector<RankRecord> read_all(const Region& region, const Job& job) {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Reads the job's records every 100 ms into the detector until a verdict (or limit_s); *ranks: the last read.
+std::optional<HangFinding> wait_for_verdict(const Region& region, const Job& job, Detector& detector, double limit_s,
+                                            std::vector<RankRecord>* ranks) {
+  const auto t0 = Clock::now();
+  while (seconds_since(t0) < limit_s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    *ranks = read_all(region, job);
+    for (const auto& f : detector.observe(seconds_since(t0), *ranks).hangs) {
+      if (f.kind == HangFinding::Kind::kVerdict) return f;
+    }
+  }
+  return std::nullopt;
+}
+
 TEST(HangTorch, ARankSleepingBeforeAllReduceIsNamedWithItsOpSeqAndStack) {
   if (!torch_available()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch (" << CTRUN_TORCH_MODULE_DIR << ")";
   Region region(::getpid(), 0, 4, ::testing::TempDir());
   Job job = launch(region, 4, {{"HANG_RANK", "2"}});
   Detector detector({.report_after_s = 2, .hang_timeout_s = 4});
-  const auto t0 = Clock::now();
-  std::optional<HangFinding> verdict;
   std::vector<RankRecord> ranks;
-  while (!verdict && seconds_since(t0) < 90) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    ranks = read_all(region, job);
-    for (const auto& f : detector.observe(seconds_since(t0), ranks).hangs) {
-      if (f.kind == HangFinding::Kind::kVerdict) verdict = f;
-    }
-  }
+  const auto verdict = wait_for_verdict(region, job, detector, 90, &ranks);
   ASSERT_TRUE(verdict) << table_text(ranks, detector);
   EXPECT_EQ(verdict->to_fail, std::vector<int>{2});
   EXPECT_EQ(verdict->seq, 3u);
@@ -126,16 +132,8 @@ TEST(HangCpp, ARankSleepingBeforeAllReduceIsNamed) {
   Region region(::getpid(), 2, 4, ::testing::TempDir());
   Job job = launch(region, 4, {{"HANG_RANK", "2"}}, /*cpp=*/true);
   Detector detector({.report_after_s = 1, .hang_timeout_s = 2});
-  const auto t0 = Clock::now();
-  std::optional<HangFinding> verdict;
   std::vector<RankRecord> ranks;
-  while (!verdict && seconds_since(t0) < 60) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ranks = read_all(region, job);
-    for (const auto& f : detector.observe(seconds_since(t0), ranks).hangs) {
-      if (f.kind == HangFinding::Kind::kVerdict) verdict = f;
-    }
-  }
+  const auto verdict = wait_for_verdict(region, job, detector, 60, &ranks);
   ASSERT_TRUE(verdict) << table_text(ranks, detector);
   EXPECT_EQ(verdict->to_fail, std::vector<int>{2});
   EXPECT_NE(describe(*verdict, ranks).find("has not entered all_reduce #3 of group 0; ranks 0,1,3 have waited"),
