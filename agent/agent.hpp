@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 #include "agent/launch_config.hpp"
 #include "rendezvous/handler.hpp"
 

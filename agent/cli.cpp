@@ -128,14 +128,6 @@ std::vector<std::string> expand_long_options(const std::vector<std::string>& arg
 
 }  // namespace
 
-EnvLookup process_env() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-}
-
 std::string usage_line() {
   return "usage: ctrun [-h] [--nnodes NNODES] [--nproc-per-node NPROC_PER_NODE] [--standalone] [...] "
          "SCRIPT ...";

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 #include "agent/flags.hpp"
 
 namespace ctrun::agent {

@@ -4,6 +4,7 @@
 
 #include "agent/rendezvous_factory.hpp"
 #include "agent/worker_env.hpp"
+#include "rendezvous/records.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -26,15 +27,19 @@ std::string quoted(const std::string& word) {
 
 std::string dry_run_report(const LaunchConfig& c, const EnvLookup& env) {
   const bool single = is_single_node(c);
-  rdzv::RoundInfo round;
-  round.group_rank = single ? 0 : c.node_rank;
-  round.group_world_size = single ? 1 : c.min_nodes;
-  round.base_global_rank = round.group_rank * c.nproc_per_node;
-  round.global_world_size = round.group_world_size * c.nproc_per_node;
-  round.base_role_rank = round.base_global_rank;
-  round.role_world_size = round.global_world_size;
-  round.master_addr = single ? c.local_addr.value_or(c.standalone ? "127.0.0.1" : c.master_addr) : c.master_addr;
-  round.master_port = static_cast<std::uint16_t>(c.master_port.value_or(0));
+  rdzv::Assignment a;  // the round assumed from the flags
+  a.group_rank = single ? 0 : c.node_rank;
+  a.group_world_size = single ? 1 : c.min_nodes;
+  a.base_global_rank = a.base_role_rank = a.group_rank * c.nproc_per_node;
+  a.global_world_size = a.role_world_size = a.group_world_size * c.nproc_per_node;
+  a.master_addr = single ? c.local_addr.value_or(c.standalone ? "127.0.0.1" : c.master_addr) : c.master_addr;
+  a.master_port = static_cast<std::uint16_t>(c.master_port.value_or(0));
+  if (c.backend() == rdzv::Backend::kStatic && !c.standalone && !c.rdzv_endpoint.empty()) {
+    const auto ep = rdzv::static_endpoint(rendezvous_parameters(c));  // as the agent: the endpoint wins
+    a.master_addr = ep.host;
+    a.master_port = ep.port;
+  }
+  const rdzv::RoundInfo round = rdzv::round_info(a);
 
   std::string out = "ctrun --dry-run: nothing is started\n";
   out += fmt::format("  nnodes={}:{} nproc_per_node={} rdzv_backend={} rdzv_endpoint={} rdzv_id={} standalone={}\n",

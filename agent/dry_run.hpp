@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 #include "agent/launch_config.hpp"
 
 namespace ctrun::agent {

@@ -1,8 +1,5 @@
 #include "agent/failure.hpp"
 
-#include <netdb.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <ctime>
 #include <sstream>
@@ -117,22 +114,6 @@ std::string format_failure_summary(const std::string& title_name, const std::vec
   }
   s << "\n" << section << "\nRoot Cause (first observed failure):\n" << root_fmt << "\n" << border;
   return s.str();
-}
-
-std::string fqdn() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
-  addrinfo hints{};
-  hints.ai_flags = AI_CANONNAME;
-  addrinfo* res = nullptr;
-  std::string out = name;
-  if (::getaddrinfo(name, nullptr, &hints, &res) == 0 && res != nullptr) {
-    if (res->ai_canonname != nullptr && std::string(res->ai_canonname).find('.') != std::string::npos) {
-      out = res->ai_canonname;
-    }
-    ::freeaddrinfo(res);
-  }
-  return out;
 }
 
 }  // namespace ctrun::agent

@@ -32,7 +32,4 @@ std::size_t root_cause_index(const std::vector<WorkerFailure>& failures);
 std::string format_failure_summary(const std::string& title, const std::vector<WorkerFailure>& failures,
                                    const std::string& host);
 
-// socket.getfqdn() of this machine.
-std::string fqdn();
-
 }  // namespace ctrun::agent

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/parameters.hpp"
+
 namespace ctrun::agent {
 
 // torchrun's Std: 0 none, 1 stdout, 2 stderr, 3 both. Either one value for every local rank or a map
@@ -32,6 +34,8 @@ struct LaunchConfig {
 
   // Rendezvous.
   std::string rdzv_backend = "static";
+  // The backend rdzv_backend names (the launch config builder refuses any other name).
+  rdzv::Backend backend() const { return rdzv::parse_backend(rdzv_backend).value_or(rdzv::Backend::kStatic); }
   std::string rdzv_endpoint;
   std::string rdzv_id = "none";  // torchrun's default is the string "none"
   std::map<std::string, std::string> rdzv_conf;
@@ -73,7 +77,8 @@ struct LaunchConfig {
   // unless --signals-to-handle names them (then they stop the job like SIGTERM).
   std::vector<int> forwarded_signal_numbers;
   double exit_barrier_timeout = 300.0;
-  bool dry_run = false;  // print what would run, start nothing  // seconds a node that succeeded waits for the others (torchrun: 300)
+  bool dry_run = false;  // print what would run, start nothing  // seconds a node that succeeded waits for the others
+                         // (torchrun: 300)
 
   // Beyond torchrun.
   std::optional<std::string> event_log;  // one JSON line per event

@@ -109,14 +109,14 @@ void parse_signals(LaunchConfig& c) {
 void validate_rendezvous(const LaunchConfig& c) {
   try {
     rdzv::RendezvousParameters p = rendezvous_parameters(c);
-    if (rdzv::is_etcd_backend(c.rdzv_backend)) {
+    if (c.backend() == rdzv::Backend::kEtcd) {
       rdzv::etcd::parse_options(p);  // every endpoint, protocol, TLS files, lease_ttl
       rdzv::c10d_settings(p);        // the same timeouts as c10d
     } else if (!c.rdzv_endpoint.empty()) {
       rdzv::parse_endpoint(c.rdzv_endpoint,
-                           c.rdzv_backend == "c10d" ? rdzv::kDefaultC10dPort : rdzv::kDefaultMasterPort);
+                           c.backend() == rdzv::Backend::kC10d ? rdzv::kDefaultC10dPort : rdzv::kDefaultMasterPort);
     }
-    if (c.rdzv_backend == "c10d") rdzv::c10d_settings(p);
+    if (c.backend() == rdzv::Backend::kC10d) rdzv::c10d_settings(p);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -176,22 +176,7 @@ std::pair<int, int> parse_nnodes(const std::string& text) {
 }
 
 std::vector<std::string> parse_duplicate_filters(const std::string& text) {
-  // torchrun: comma separated, ",," stands for a literal comma.
-  std::vector<std::string> out;
-  std::string cur;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == ',' && i + 1 < text.size() && text[i + 1] == ',') {
-      cur += ',';
-      ++i;
-    } else if (text[i] == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += text[i];
-    }
-  }
-  if (!cur.empty()) out.push_back(cur);
-  return out;
+  return split_escaped_commas(text);  // torchrun: comma separated, ",," stands for a literal comma
 }
 
 LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::string, std::string>& file_values,
@@ -225,12 +210,12 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
     c.min_nodes = c.max_nodes = 1;
   }
   if (c.rdzv_backend == "etcd-v2") throw UsageError(rdzv::kEtcdV2Refused);
-  if (c.rdzv_backend != "static" && c.rdzv_backend != "c10d" && !rdzv::is_etcd_backend(c.rdzv_backend)) {
+  if (!rdzv::parse_backend(c.rdzv_backend)) {
     bad("rdzv_backend", "unknown backend '" + c.rdzv_backend + "' (static, c10d or etcd)");
   }
   c.node_rank = static_cast<int>(to_int("node_rank", v.str("node_rank")));
   if (c.node_rank < 0) bad("node_rank", "must be >= 0");
-  if (c.rdzv_backend == "static") {
+  if (c.backend() == rdzv::Backend::kStatic) {
     // As torchrun: the static backend has no elasticity, and the node rank picks one of exactly N places.
     if (c.min_nodes != c.max_nodes) {
       bad("nnodes", "'" + v.str("nnodes") + "': MIN:MAX needs --rdzv-backend c10d (static needs a fixed N)");
@@ -238,7 +223,7 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
     if (c.node_rank >= c.max_nodes) {
       bad("node_rank", std::to_string(c.node_rank) + " must be smaller than --nnodes " + std::to_string(c.max_nodes));
     }
-  } else if (rdzv::is_etcd_backend(c.rdzv_backend) && c.rdzv_endpoint.empty()) {
+  } else if (c.backend() == rdzv::Backend::kEtcd && c.rdzv_endpoint.empty()) {
     bad("rdzv_endpoint", "--rdzv-backend etcd needs --rdzv-endpoint host:port[,host:port...] (etcd's client URLs)");
   } else if (!c.standalone && c.max_nodes > 1 && c.rdzv_endpoint.empty()) {
     bad("rdzv_endpoint", "--rdzv-backend c10d with several nodes needs --rdzv-endpoint host[:port]");

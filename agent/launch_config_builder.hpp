@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 #include "agent/launch_config.hpp"
 
 namespace ctrun::agent {

@@ -1,5 +1,7 @@
 #include "agent/local_rendezvous.hpp"
 
+#include "rendezvous/records.hpp"
+
 namespace ctrun::agent {
 
 LocalRendezvous::LocalRendezvous(std::string run_id, std::string backend, int local_world_size)
@@ -12,17 +14,11 @@ void LocalRendezvous::set_worker_store_address(const std::string& host, std::uin
 
 rdzv::RoundInfo LocalRendezvous::next_rendezvous() {
   if (closed_) throw rdzv::RendezvousClosedError("run " + run_id_ + " is closed");
-  rdzv::RoundInfo info;
-  info.round = round_++;
-  info.group_rank = 0;
-  info.group_world_size = 1;
-  info.base_global_rank = 0;
-  info.global_world_size = local_world_size_;
-  info.base_role_rank = 0;
-  info.role_world_size = local_world_size_;
-  info.master_addr = host_;
-  info.master_port = port_;
-  return info;
+  rdzv::Assignment one;  // the only node: every rank is local
+  one.global_world_size = one.role_world_size = local_world_size_;
+  one.master_addr = host_;
+  one.master_port = port_;
+  return rdzv::round_info(one, round_++);
 }
 
 }  // namespace ctrun::agent

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 
 namespace ctrun::agent {
 

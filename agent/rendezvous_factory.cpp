@@ -1,43 +1,22 @@
 #include "agent/rendezvous_factory.hpp"
 
-#include <netdb.h>
-#include <unistd.h>
-
-#include <cstring>
-
 #include "agent/local_rendezvous.hpp"
+#include "common/hostname.hpp"
 #include "rendezvous/factory.hpp"
 
 namespace ctrun::agent {
-namespace {
-
-std::string fqdn() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
-  addrinfo hints{};
-  hints.ai_flags = AI_CANONNAME;
-  addrinfo* info = nullptr;
-  std::string out = name;
-  if (::getaddrinfo(name, nullptr, &hints, &info) == 0) {
-    if (info && info->ai_canonname && std::strchr(info->ai_canonname, '.')) out = info->ai_canonname;
-    ::freeaddrinfo(info);
-  }
-  return out;
-}
-
-}  // namespace
 
 bool is_single_node(const LaunchConfig& config) {
   if (config.standalone) return true;
   // A c10d endpoint is a real rendezvous even for one node: its run id can be closed and reused by mistake.
-  if (config.rdzv_backend == "c10d" && !config.rdzv_endpoint.empty()) return false;
-  if (rdzv::is_etcd_backend(config.rdzv_backend)) return false;  // etcd always has an endpoint (checked before)
+  if (config.backend() == rdzv::Backend::kC10d && !config.rdzv_endpoint.empty()) return false;
+  if (config.backend() == rdzv::Backend::kEtcd) return false;  // etcd always has an endpoint (checked before)
   return config.max_nodes <= 1;
 }
 
 std::string node_address(const LaunchConfig& config) {
   if (config.local_addr && !config.local_addr->empty()) return *config.local_addr;
-  return fqdn();
+  return host::fqdn();
 }
 
 rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config) {
@@ -55,12 +34,15 @@ rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config) {
   return p;
 }
 
-std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config) {
+std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config,
+                                                       std::optional<std::uint16_t> agent_store_port) {
   if (is_single_node(config)) {
     return std::make_unique<LocalRendezvous>(config.rdzv_id, config.rdzv_backend, config.nproc_per_node);
   }
+  rdzv::HandlerOptions options;
+  if (config.backend() == rdzv::Backend::kStatic) options.agent_store_port = agent_store_port;
   return rdzv::create_handler(rendezvous_parameters(config),
-                              rdzv::NodeSpec{node_address(config), config.nproc_per_node, config.role});
+                              rdzv::NodeSpec{node_address(config), config.nproc_per_node, config.role}, options);
 }
 
 }  // namespace ctrun::agent

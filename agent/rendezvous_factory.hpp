@@ -2,7 +2,9 @@
 // Where the agent gets its rendezvous handler: LocalRendezvous for a single-node job (--standalone, or one static
 // node), otherwise rdzv::create_handler() (static or c10d, rendezvous/factory.hpp) from the launch config.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/launch_config.hpp"
@@ -19,8 +21,10 @@ bool is_single_node(const LaunchConfig& config);
 std::string node_address(const LaunchConfig& config);
 
 // Throws std::invalid_argument for bad rendezvous settings (ctrun exits 2) and rdzv::RendezvousError when the
-// rendezvous store cannot be reached.
-std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config);
+// rendezvous store cannot be reached. agent_store_port: where this agent serves its worker store, which static node
+// rank 0 shares with the rendezvous (never "whatever holds the port").
+std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config,
+                                                       std::optional<std::uint16_t> agent_store_port = {});
 
 // The parameters create_handler() gets; validated by the launch config builder without opening anything.
 rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config);

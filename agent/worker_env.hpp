@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 #include "agent/launch_config.hpp"
 #include "rendezvous/handler.hpp"
 

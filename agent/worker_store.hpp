@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "agent/launch_config.hpp"
+
 namespace ctrun::store {
 class Server;
 }
@@ -32,5 +34,17 @@ class WorkerStore {
  private:
   std::unique_ptr<store::Server> server_;
 };
+
+// Where the workers' store lives for a launch config (torchrun's rules), and the store when this node serves it.
+struct WorkerStoreSite {
+  std::unique_ptr<WorkerStore> store;  // null on static nodes other than rank 0 (node rank 0 serves every node)
+  std::string host;                    // the address workers reach it at (MASTER_ADDR)
+  bool static_multi_node = false;      // the store also holds the static rendezvous: it is never cleared
+};
+
+// Single node: the local address (127.0.0.1 with --standalone), MASTER_PORT 29500 by default for a static job, a
+// free port if that is taken. Static multi-node: node rank 0 binds the master endpoint. c10d: an ephemeral port
+// on this node's address. Throws std::runtime_error naming the address when the store cannot be bound.
+WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::FailureHandler on_failure);
 
 }  // namespace ctrun::agent

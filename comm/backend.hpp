@@ -62,6 +62,9 @@ class Backend {
   virtual WorkPtr recv(Buffer buffer, int src, int tag) = 0;
   // All sends and receives are posted together, so any pattern (e.g. a ring exchange) completes without deadlock.
   virtual WorkPtr batch_p2p(std::vector<P2POp> ops) = 0;
+  // Whether batch_p2p takes a send to this rank paired with a receive from it in the same batch (NCCL runs such a
+  // pair inside its group call, as torch's NCCL backend does); ProcessGroup checks the pairing.
+  virtual bool supports_self_p2p() const { return false; }
 
   virtual WorkPtr broadcast(Buffer buffer, int root) = 0;
   virtual WorkPtr all_reduce(Buffer buffer, ReduceOp op) = 0;

@@ -169,6 +169,29 @@ WorkPtr ProcessGroup::irecv(Buffer buffer, int src, int tag) {
   return batch_isend_irecv({P2POp::recv(buffer, src, tag)});
 }
 
+namespace {
+// A send to this rank can only complete against a receive from it posted in the same batch: the k-th send to self
+// pairs with the k-th receive from self, of the same size, and only on backends that run such pairs.
+void check_self_pairs(const Backend& backend, const std::vector<P2POp>& ops, int rank) {
+  std::vector<std::size_t> sends;
+  std::vector<std::size_t> recvs;
+  for (const auto& op : ops) {
+    if (op.peer == rank) (op.kind == P2POp::Kind::kSend ? sends : recvs).push_back(op.buffer.bytes());
+  }
+  if (sends.empty() && recvs.empty()) return;
+  const std::string self = "batch_isend_irecv: rank " + std::to_string(rank) + " sends to or receives from itself; ";
+  if (!backend.supports_self_p2p()) {
+    throw InvalidArgumentError(self + "send/recv to self is supported on backend nccl only (in one batch, each send "
+                                      "to self paired with a receive from self); copy the buffer locally instead");
+  }
+  if (sends != recvs) {
+    throw InvalidArgumentError(self + "every send to self needs a receive from self of the same size in the same "
+                                      "batch (" + std::to_string(sends.size()) + " sends, " +
+                               std::to_string(recvs.size()) + " receives, paired in order)");
+  }
+}
+}  // namespace
+
 WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp> ops) {
   require_member();
   for (const auto& op : ops) {
@@ -178,12 +201,9 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp> ops) {
       throw InvalidArgumentError(std::string(what) + ": peer rank " + std::to_string(op.peer) +
                                  " is out of range for a group of size " + std::to_string(size()));
     }
-    if (op.peer == rank_) {
-      throw InvalidArgumentError(std::string(what) + ": peer rank " + std::to_string(op.peer) +
-                                 " is this rank; send/recv to self is not supported");
-    }
     if (op.tag < 0) throw InvalidArgumentError(std::string(what) + ": tag must be >= 0");
   }
+  check_self_pairs(*backend_, ops, rank_);
   return backend_->batch_p2p(std::move(ops));
 }
 

@@ -17,7 +17,7 @@ std::shared_ptr<spdlog::logger> get(std::string_view component);
 void set_default_level(spdlog::level::level_enum level);
 
 // Makes `sink` the only sink of every logger, existing and future (instead of stderr). ctrun uses it so that its
-// own lines never block its event loop on a stderr nobody reads (agent/log_sink.hpp).
+// own lines never block its event loop on a stderr nobody reads (agent/logs/log_sink.hpp).
 void use_sink(std::shared_ptr<spdlog::sinks::sink> sink);
 
 }  // namespace ctrun::log

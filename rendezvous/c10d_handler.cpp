@@ -100,18 +100,7 @@ RoundInfo C10dHandler::next_rendezvous() {
   wake_.notify_all();
   log_->info("rendezvous '{}' round {} complete: group rank {} of {}, world size {}, master {}:{}", config_.run_id,
              result.round, a.group_rank, a.group_world_size, a.global_world_size, a.master_addr, a.master_port);
-  RoundInfo info;
-  info.round = result.round;
-  info.group_rank = a.group_rank;
-  info.group_world_size = a.group_world_size;
-  info.base_global_rank = a.base_global_rank;
-  info.global_world_size = a.global_world_size;
-  info.base_role_rank = a.base_role_rank;
-  info.role_world_size = a.role_world_size;
-  info.master_addr = a.master_addr;
-  info.master_port = a.master_port;
-  info.store = std::make_shared<store::PrefixStore>(keys_.round(result.round) + "agent", store_);
-  return info;
+  return round_info(a, result.round, std::make_shared<store::PrefixStore>(keys_.round(result.round) + "agent", store_));
 }
 
 std::string C10dHandler::over_value() {

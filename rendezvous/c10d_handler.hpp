@@ -31,6 +31,7 @@ struct C10dConfig {
   store::Duration wait_slice = std::chrono::seconds(10);
   // What backend() reports: "c10d" (a TCPStore), or "etcd" (the same state machine on etcd_store.hpp).
   std::string backend = "c10d";
+  std::string served_store;  // host:port when this handler's process serves the store (Handler::served_store)
 };
 
 class C10dHandler final : public Handler {
@@ -56,6 +57,7 @@ class C10dHandler final : public Handler {
   std::string run_id() const override { return config_.run_id; }
   std::string backend() const override { return config_.backend; }
   bool use_agent_store() const override { return true; }
+  std::string served_store() const override { return config_.served_store; }
 
  private:
   std::string over_value();

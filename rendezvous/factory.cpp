@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "common/hostname.hpp"
 #include "common/log.hpp"
 #include "rendezvous/c10d_handler.hpp"
 #include "rendezvous/etcd/etcd_client.hpp"
@@ -40,12 +41,6 @@ bool is_loopback(const sockaddr* a) {
   if (a->sa_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
   if (a->sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
   return false;
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return {};
-  return buf;
 }
 
 // Serves the rendezvous store on this node if it should; nullptr when another node (or ctstore) serves it.
@@ -97,26 +92,31 @@ bool answers(const Endpoint& ep, store::Duration within) {
 
 std::unique_ptr<Handler> make_static(const RendezvousParameters& p, const NodeSpec& node,
                                      const HandlerOptions& options) {
-  Endpoint ep = p.endpoint.empty() ? Endpoint{p.master_addr, p.master_port} : parse_endpoint(p.endpoint, p.master_port);
+  Endpoint ep = static_endpoint(p);
   auto rank = p.get_as_int("rank").value_or(p.node_rank);
   StaticConfig config{p.run_id, p.max_nodes, static_cast<int>(rank), ep};
   auto store = options.store;
   std::shared_ptr<store::Server> server;
   if (!store) {
     const auto timeout = p.get_as_seconds("timeout").value_or(std::chrono::seconds(900));
-    if (rank == 0) {
+    if (rank == 0 && options.agent_store_port) {
+      // The agent's own worker store: named explicitly, never guessed from "the port is taken" (which may be
+      // anybody's server).
+      config.master.port = *options.agent_store_port;
+    } else if (rank == 0) {
       store::ServerOptions so;
       so.host = ep.host;
       so.port = ep.port;
       server = std::make_shared<store::Server>(so);
       try {
         server->start();
-        config.master.port = server->port();
       } catch (const store::StoreError& e) {
-        // The agent may already serve its worker store on --master-port (torchrun shares one store): use it.
-        log::get("rdzv")->info("static rendezvous: {} is taken ({}); using the store there", ep.to_string(), e.what());
-        server.reset();
+        throw RendezvousError(fmt::format(
+            "static rendezvous: node rank 0 cannot serve the store on {} ({}). If another process holds that port, "
+            "stop it or choose a free one with --master-port (the same on every node)",
+            ep.to_string(), e.what()));
       }
+      config.master.port = server->port();
     }
     store = connect(config.master, timeout, timeout);
   }
@@ -145,7 +145,10 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
     want = ep.port == 0 || !answers(ep, kHostGrace);
   }
   auto server = maybe_host(ep, want);
-  if (server) ep.port = server->port();  // port 0 (--standalone): the port the OS picked
+  if (server) {
+    ep.port = server->port();  // port 0 (--standalone, tests): the port the OS picked
+    config.served_store = ep.to_string();
+  }
   if (ep.port == 0) throw std::invalid_argument("--rdzv-endpoint port 0 needs this node to host the store");
   // Reaching the endpoint the first time may take until join_timeout (its host may start later); after that every
   // call, and every reconnect after a store loss, waits at most read_timeout (a lost store is reported in time).
@@ -222,7 +225,7 @@ bool same_host(const std::string& a, const std::string& b) {
 }
 
 bool is_local_host(const std::string& host) {
-  if (host == "localhost" || host == host_name()) return true;
+  if (host == "localhost" || host == host::name()) return true;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -9,7 +9,9 @@
 //   p.local_addr = local_addr_flag;                       // --local-addr as given ("" if not)
 //   auto h = rdzv::create_handler(p, rdzv::NodeSpec{local_addr, nproc, role});
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "rendezvous/clock.hpp"
 #include "rendezvous/handler.hpp"
@@ -21,6 +23,10 @@ struct HandlerOptions {
   // Use this store instead of connecting to the endpoint (tests, or an agent that already holds one).
   std::shared_ptr<store::Store> store;
   std::shared_ptr<const Clock> clock;
+  // Static backend, node rank 0: the port on which the agent already serves its worker store at the master
+  // address (one store for the rendezvous and the workers, as torchrun). The handler uses that store and binds
+  // nothing. Unset: the handler serves the store itself, and fails if anything else holds the port.
+  std::optional<std::uint16_t> agent_store_port;
 };
 
 // Throws std::invalid_argument for bad parameters (exit code 2 in the agent), RendezvousError otherwise.

@@ -116,6 +116,9 @@ class Handler {
   virtual std::string backend() const = 0;
   // TORCHELASTIC_USE_AGENT_STORE: workers connect to an agent-hosted store (always true in ctrun).
   virtual bool use_agent_store() const = 0;
+  // host:port of the rendezvous store this handler serves (its real port: an endpoint with port 0 lets the kernel
+  // pick it); empty when another process serves it. The agent reports it in its event log.
+  virtual std::string served_store() const { return {}; }
 };
 
 }  // namespace ctrun::rdzv

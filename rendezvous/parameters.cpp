@@ -122,6 +122,11 @@ Endpoint parse_endpoint(std::string_view value, std::uint16_t default_port) {
   return ep;
 }
 
+Endpoint static_endpoint(const RendezvousParameters& params) {
+  if (params.endpoint.empty()) return Endpoint{params.master_addr, params.master_port};
+  return parse_endpoint(params.endpoint, params.master_port);
+}
+
 // torchrun's _parse_rendezvous_config: split on ',', then on the first '='; empty key or value is an error.
 std::map<std::string, std::string> parse_rdzv_conf(std::string_view value) {
   std::map<std::string, std::string> out;

@@ -20,7 +20,17 @@ inline constexpr std::uint16_t kDefaultMasterPort = 29500;
 inline constexpr const char* kEtcdV2Refused =
     "--rdzv-backend etcd-v2 is not supported: etcd's v2 API was deprecated in etcd 3.4 and removed in etcd 3.6. "
     "Use --rdzv-backend etcd (the v3 API, any etcd >= 3.4) with the same --rdzv-endpoint";
-inline bool is_etcd_backend(std::string_view backend) { return backend == "etcd" || backend == "etcd-v3"; }
+
+// The backends --rdzv-backend names: decisions compare these, never the spelling.
+enum class Backend { kStatic, kC10d, kEtcd };
+// "static", "c10d", "etcd" (alias "etcd-v3"); nullopt for any other name.
+inline std::optional<Backend> parse_backend(std::string_view name) {
+  if (name == "static") return Backend::kStatic;
+  if (name == "c10d") return Backend::kC10d;
+  if (name == "etcd" || name == "etcd-v3") return Backend::kEtcd;
+  return std::nullopt;
+}
+inline bool is_etcd_backend(std::string_view backend) { return parse_backend(backend) == Backend::kEtcd; }
 
 struct RendezvousParameters {
   std::string backend = "static";  // "static", "c10d" or "etcd" ("etcd-v3")
@@ -53,6 +63,10 @@ struct Endpoint {
 std::pair<int, int> parse_nnodes(std::string_view value);
 Endpoint parse_endpoint(std::string_view value, std::uint16_t default_port);
 std::map<std::string, std::string> parse_rdzv_conf(std::string_view value);
+
+// The static backend's store (MASTER_ADDR/MASTER_PORT of every worker): --rdzv-endpoint when given, its port
+// defaulting to --master-port, else --master-addr:--master-port (torchrun: the endpoint wins, host kept as given).
+Endpoint static_endpoint(const RendezvousParameters& params);
 
 // The c10d backend's settings, from --rdzv-conf with torchrun's defaults; validated.
 struct C10dSettings {

@@ -138,4 +138,19 @@ std::vector<Assignment> assign_ranks(const std::vector<NodeRecord>& nodes, std::
   return out;
 }
 
+RoundInfo round_info(const Assignment& a, std::uint64_t round, std::shared_ptr<store::Store> store) {
+  RoundInfo info;
+  info.round = round;
+  info.group_rank = a.group_rank;
+  info.group_world_size = a.group_world_size;
+  info.base_global_rank = a.base_global_rank;
+  info.global_world_size = a.global_world_size;
+  info.base_role_rank = a.base_role_rank;
+  info.role_world_size = a.role_world_size;
+  info.master_addr = a.master_addr;
+  info.master_port = a.master_port;
+  info.store = std::move(store);
+  return info;
+}
+
 }  // namespace ctrun::rdzv

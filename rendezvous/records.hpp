@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rendezvous/handler.hpp"
+
 namespace ctrun::rdzv {
 
 struct NodeRecord {
@@ -37,6 +39,9 @@ struct Assignment {
   std::string encode() const;
   static Assignment decode(std::string_view json);
 };
+
+// What a handler returns for an assignment: the round's number and its agent-level store beside the ranks.
+RoundInfo round_info(const Assignment& a, std::uint64_t round = 0, std::shared_ptr<store::Store> store = nullptr);
 
 // "node2" < "node10": digit runs compare as numbers, the rest as bytes. Stable and total (ties: shorter first).
 bool natural_less(std::string_view a, std::string_view b);

@@ -42,21 +42,14 @@ RoundInfo StaticHandler::next_rendezvous() {
       }
       store_->multi_set(akeys, avals);
     }
-    auto a = Assignment::decode(store_->get(key(fmt::format("assign/{}", config_.node_rank))));
+    Assignment a = Assignment::decode(store_->get(key(fmt::format("assign/{}", config_.node_rank))));
     // Rank 0 returns only once every node has read its assignment: its agent may serve its worker store on this
     // very store and clear it for a fresh attempt as soon as we return.
     if (store_->add(key("acked"), 1) == n) store_->set(key("acked_all"), "1");
     if (config_.node_rank == 0) store_->wait({key("acked_all")});
-    RoundInfo info;
-    info.group_rank = a.group_rank;
-    info.group_world_size = a.group_world_size;
-    info.base_global_rank = a.base_global_rank;
-    info.global_world_size = a.global_world_size;
-    info.base_role_rank = a.base_role_rank;
-    info.role_world_size = a.role_world_size;
-    info.master_addr = config_.master.host;
-    info.master_port = config_.master.port;
-    info.store = std::make_shared<store::PrefixStore>(config_.run_id, store_);
+    a.master_addr = config_.master.host;  // the workers' store is the rendezvous store (as torchrun)
+    a.master_port = config_.master.port;
+    RoundInfo info = round_info(a, 0, std::make_shared<store::PrefixStore>(config_.run_id, store_));
     round_ = info;
     return info;
   } catch (const store::TimeoutError& e) {

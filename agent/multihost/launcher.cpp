@@ -21,6 +21,7 @@
 
 #include "agent/flags.hpp"
 #include "agent/launch_config_builder.hpp"
+#include "agent/logs/write_all.hpp"
 
 namespace ctrun::agent::multihost {
 namespace {
@@ -49,16 +50,6 @@ int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
-}
-
-void write_all(int fd, const std::string& text) {
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    off += static_cast<size_t>(n);
-  }
 }
 
 struct Stream {

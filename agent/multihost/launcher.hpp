@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/cli.hpp"
+#include "agent/command_line.hpp"
 #include "agent/launch_config.hpp"
 #include "agent/multihost/hostfile.hpp"
 #include "agent/multihost/remote_command.hpp"

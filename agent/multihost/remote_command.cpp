@@ -1,5 +1,7 @@
 #include "agent/multihost/remote_command.hpp"
 
+#include "agent/command_line.hpp"
+
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -78,22 +80,7 @@ EnvVars parse_env_file(const std::string& text, const std::string& source) {
 
 EnvVars parse_exports(const std::string& text, const cluster::EnvLookup& env) {
   EnvVars vars;
-  std::vector<std::string> items;
-  std::string cur;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == ',' && i + 1 < text.size() && text[i + 1] == ',') {
-      cur += ',';
-      ++i;
-    } else if (text[i] == ',') {
-      items.push_back(cur);
-      cur.clear();
-    } else {
-      cur += text[i];
-    }
-  }
-  items.push_back(cur);
-  for (const auto& item : items) {
-    if (item.empty()) continue;
+  for (const auto& item : split_escaped_commas(text)) {
     auto eq = item.find('=');
     std::string name = item.substr(0, eq);
     if (!valid_name(name)) throw std::invalid_argument("--export: '" + name + "' is not a variable name");

@@ -9,9 +9,9 @@
 #include "agent/agent.hpp"
 #include "agent/cli.hpp"
 #include "agent/dry_run.hpp"
-#include "agent/escapees.hpp"
-#include "agent/guardian.hpp"
-#include "agent/log_sink.hpp"
+#include "agent/process/escapees.hpp"
+#include "agent/process/guardian.hpp"
+#include "agent/logs/log_sink.hpp"
 #include "agent/multihost/launcher.hpp"
 #include "agent/multihost/stdin_watch.hpp"
 #include "agent/nproc.hpp"
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   if (config.event_log_handler != "null") {
     log->warn("--event-log-handler {} is not applicable to ctrun; use --event-log FILE", config.event_log_handler);
   }
-  if (config.rdzv_backend != "static" && !config.standalone && config.rdzv_endpoint.empty()) {
+  if (config.backend() != ctrun::rdzv::Backend::kStatic && !config.standalone && config.rdzv_endpoint.empty()) {
     log->warn("master_addr is only used for static rdzv_backend and when rdzv_endpoint is not specified.");
   }
   if (std::getenv("OMP_NUM_THREADS") == nullptr && config.nproc_per_node > 1) {
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     log->warn(kOmpWarning);
   }
   // Before any thread exists (fork): kills the workers' process groups, grandchildren included, if ctrun dies; and
-  // every process carrying this ctrun's job token (agent/escapees.hpp), set only after the guardian forked.
+  // every process carrying this ctrun's job token (agent/process/escapees.hpp), set only after the guardian forked.
   const std::string job_token = make_job_token();
   if (!start_guardian(job_token))
     log->warn("could not start the orphan guardian; workers' children may outlive a killed ctrun");

@@ -49,16 +49,35 @@ std::unique_ptr<Communicator> Communicator::split(Communicator& parent, int key,
                                                   Clock::time_point deadline) {
   DeviceGuard guard(parent.device_);
   ncclConfig_t config = make_config(blocking);
-  ncclComm_t comm = nullptr;
-  ncclResult_t r = ncclCommSplit(parent.comm_, 0, key, &comm, &config);
+  // Non-blocking: NCCL 2.28 (seen on an H100) may return ncclSuccess before the split job has written the new
+  // handle, which it does through the pointer it was given when the job ends. So the slot is polled (bounded by
+  // the deadline, the parent's errors checked) and must outlive a call that gives up: then it is leaked (8 bytes).
+  auto slot = std::make_unique<ncclComm_t>(nullptr);
+  ncclResult_t r = ncclCommSplit(parent.comm_, 0, key, slot.get(), &config);
   if (r != ncclSuccess && r != ncclInProgress) throw_nccl(r, "ncclCommSplit", parent.comm_);
-  // Non-blocking: the new communicator exists at once and reports its own progress (polled below).
-  if (comm == nullptr) throw CommError("ncclCommSplit returned no communicator");
-  std::unique_ptr<Communicator> self(new Communicator(comm, parent.device_));
+  auto handle = [&slot] { return __atomic_load_n(slot.get(), __ATOMIC_ACQUIRE); };
+  try {
+    // NCCL asks that an in-progress call settle on a non-blocking communicator before its next call.
+    if (r == ncclInProgress) parent.complete(r, "ncclCommSplit (parent communicator)", deadline);
+    for (int round = 0; handle() == nullptr; backoff(round)) {
+      if (Clock::now() > deadline) {
+        throw TimeoutError("ncclCommSplit did not hand over the new communicator within the group timeout");
+      }
+      if (ncclResult_t e = parent.async_error(); e != ncclSuccess && e != ncclInProgress) {
+        throw_nccl(e, "ncclCommSplit (parent communicator)", parent.comm_);
+      }
+    }
+  } catch (...) {
+    if (ncclComm_t late = handle(); late != nullptr) {
+      ncclCommAbort(late);
+    } else {
+      (void)slot.release();  // the job may still write the handle
+    }
+    throw;
+  }
+  std::unique_ptr<Communicator> self(new Communicator(handle(), parent.device_));
   try {
     self->complete(ncclInProgress, "ncclCommSplit (new communicator)", deadline);
-    // NCCL asks callers to let an in-progress call settle on a non-blocking communicator before its next call.
-    if (r == ncclInProgress) parent.complete(r, "ncclCommSplit (parent communicator)", deadline);
   } catch (...) {
     self->abort();
     throw;

@@ -25,6 +25,7 @@ class NcclBackend final : public Backend {
 
   std::string_view name() const override { return "nccl"; }
   bool supports(Device device) const override { return device.is_cuda(); }
+  bool supports_self_p2p() const override { return true; }
 
   WorkPtr send(Buffer buffer, int dst, int tag) override;
   WorkPtr recv(Buffer buffer, int src, int tag) override;

@@ -34,6 +34,7 @@ class StagingBackend final : public Backend {
   // kToHost: CUDA buffers only where that device exists (without a GPU they are invalid arguments, as in CPU-only
   // builds). kToDevice: host buffers always.
   bool supports(Device device) const override;
+  bool supports_self_p2p() const override { return inner_->supports_self_p2p(); }
   Backend& inner() { return *inner_; }
 
   WorkPtr send(Buffer buffer, int dst, int tag) override;

@@ -2,8 +2,8 @@
 // leaves that round cleanly (Handler::abandon() on a connection of its own, within the 1 s budget): the other
 // agents see "left" at once, not a heartbeat timeout. Heartbeats are set to time out only after 100 s here, so
 // anything the survivor does within the test's bounds comes from the leave.
-#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
+#include "tests/common/port_reservation.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "run_ctrun.hpp"
@@ -24,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 std::string script(const std::string& name) { return workers_dir() + "/" + name; }
 
-using ctrun::test::free_port;
+using ctrun::test::PortReservation;
 
 bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
   auto end = Clock::now() + deadline;
@@ -59,10 +60,10 @@ void kill_workers(const std::string& dir) {
 // that A "left" within seconds.
 TEST(Leave, FromTheExitBarrier) {
   std::string dir = fresh_dir("leave_barrier");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  CtrunProcess b(node(2, endpoint, "127.0.0.1", dir + "/b.jsonl"),
+  CtrunProcess b(node(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl"),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   CtrunProcess a(node(2, endpoint, "127.0.0.2", dir + "/a.jsonl"),
                  {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
@@ -88,10 +89,10 @@ TEST(Leave, FromTheExitBarrier) {
 // A's heartbeats time out, 100 s here).
 TEST(Leave, WhileWaitingForNodes) {
   std::string dir = fresh_dir("leave_waiting");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  CtrunProcess b(node(3, endpoint, "127.0.0.1", dir + "/b.jsonl"),
+  CtrunProcess b(node(3, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl"),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   CtrunProcess a(node(3, endpoint, "127.0.0.2", dir + "/a.jsonl"),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "agent_start", std::chrono::seconds(20)));
@@ -146,7 +147,8 @@ void expect_two_agents_form_one_round(const std::string& endpoint, const std::st
 // try to host the c10d store; the one whose bind fails becomes the other's client, and the job forms.
 TEST(HostChoice, LocalhostEndpointWithOtherLocalAddrs) {
   std::string dir = fresh_dir("host_localhost");
-  std::string endpoint = "localhost:" + std::to_string(free_port());
+  PortReservation port;  // both agents try to bind it; the first wins, the other becomes its client
+  std::string endpoint = "localhost:" + std::to_string(port.port());
   expect_two_agents_form_one_round(endpoint, dir);
   EXPECT_NE(read_file(dir + "/x.jsonl").find("\"group_world_size\":2"), std::string::npos)
       << read_file(dir + "/x.jsonl");
@@ -154,17 +156,14 @@ TEST(HostChoice, LocalhostEndpointWithOtherLocalAddrs) {
 
 // The same over IPv6: the endpoint [::1] is this machine too.
 TEST(HostChoice, Ipv6LoopbackEndpointWithOtherLocalAddrs) {
-  int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = in6addr_loopback;
-  const bool v6 = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  socklen_t len = sizeof a;
-  if (v6) ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  if (fd >= 0) ::close(fd);
-  if (!v6) GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  std::optional<PortReservation> port;
+  try {
+    port.emplace("::1");
+  } catch (const std::exception&) {
+    GTEST_SKIP() << "no IPv6 loopback (::1) on this machine";
+  }
   std::string dir = fresh_dir("host_ipv6");
-  std::string endpoint = "[::1]:" + std::to_string(ntohs(a.sin6_port));
+  std::string endpoint = "[::1]:" + std::to_string(port->port());
   expect_two_agents_form_one_round(endpoint, dir);
 }
 

@@ -2,16 +2,22 @@
 // forwarding, the shutdown timeout, and no orphaned worker after `kill -9 ctrun`.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <thread>
 
 #include "run_ctrun.hpp"
+#include "tests/common/port_reservation.hpp"
+#include "tests/store/ctstore_child.hpp"
 
 namespace ctrun::agent::test {
 namespace {
@@ -149,6 +155,57 @@ TEST(Process, SingleNodeStoreOnMasterPort29500) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << read_file(dir + "/err");
   for (int i = 0; i < 2; ++i)
     EXPECT_EQ(read_file(dir + "/got_" + std::to_string(i)), "connected\n") << read_file(dir + "/err");
+}
+
+// torchrun's static backend, one node: --rdzv-endpoint names the store (host as given), not --master-addr/port; the
+// workers get it and the store listens there. --dry-run says the same.
+TEST(Process, SingleNodeStaticStoreAtTheRdzvEndpoint) {
+  std::string dir = fresh_dir("static_endpoint");
+  ctrun::test::PortReservation port;  // the agent binds it (SO_REUSEADDR); nothing else can
+  const std::string p = std::to_string(port.port());
+  const std::vector<std::string> args = {"--nnodes=1",    "--nproc_per_node=2",
+                                         "--rdzv_id=101", "--rdzv_endpoint=localhost:" + p,
+                                         "--no-python",   script("endpoint_env.sh")};
+  RunResult r = run_ctrun(args, {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 2; ++i)
+    EXPECT_EQ(read_file(dir + "/got_" + std::to_string(i)), "localhost " + p + " connected\n") << r.err;
+  auto dry = args;
+  dry.insert(dry.begin(), "--dry-run");
+  RunResult d = run_ctrun(dry, {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  EXPECT_NE(d.out.find("MASTER_ADDR=localhost"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("MASTER_PORT=" + p), std::string::npos) << d.out;
+}
+
+// Static node rank 0 serves the store on MASTER_PORT itself; whatever else holds that port (a plain socket, a
+// foreign ctstore) is an error that says what to do: never a store to join.
+TEST(Process, StaticRankZeroRefusesAForeignServerOnMasterPort) {
+  std::string dir = fresh_dir("static_foreign");
+  const int plain = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(plain, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(plain, 16), 0);
+  ASSERT_EQ(::getsockname(plain, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  store::test::Child foreign({"--host", "127.0.0.1", "--port", "0"});
+  const auto foreign_port = store::test::listening_port(foreign);
+  ASSERT_NE(foreign_port, 0);
+  for (const auto port : {ntohs(a.sin_port), foreign_port}) {
+    for (const std::string addr : {"127.0.0.1", "localhost"}) {
+      RunResult r =
+          run_ctrun({"--nnodes=2", "--node-rank=0", "--master-addr=" + addr, "--master-port=" + std::to_string(port),
+                     "--rdzv-conf=timeout=20", "--no-python", script("env_dump.sh")},
+                    {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_NE(r.err.find("If another process holds that port, stop it or choose a free one with --master-port"),
+                std::string::npos)
+          << r.err;
+      EXPECT_FALSE(std::filesystem::exists(dir + "/env_0")) << "a worker started: the agent joined the foreign server";
+    }
+  }
+  ::close(plain);
 }
 
 TEST(Process, PropagateExitCodeReturnsTheWorkersCode) {

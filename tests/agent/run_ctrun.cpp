@@ -110,6 +110,24 @@ RunResult run_ctrun(const std::vector<std::string>& args, const std::map<std::st
   return p.wait(deadline);
 }
 
+std::string served_rdzv_store(const std::string& events_path, std::chrono::milliseconds deadline) {
+  static const std::string kField = "\"rdzv_store\":\"";
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    const std::string events = read_file(events_path);
+    const auto start = events.find("\"agent_start\"");
+    const auto eol = start == std::string::npos ? start : events.find('\n', start);
+    if (eol != std::string::npos) {  // the whole line is there
+      const auto at = events.find(kField, start);
+      if (at == std::string::npos || at > eol) return {};
+      const auto from = at + kField.size();
+      return events.substr(from, events.find('"', from) - from);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return {};
+}
+
 bool wait_for_files(const std::string& dir, const std::string& prefix, int count, std::chrono::milliseconds deadline) {
   auto until = std::chrono::steady_clock::now() + deadline;
   while (std::chrono::steady_clock::now() < until) {

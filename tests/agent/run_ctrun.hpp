@@ -42,6 +42,11 @@ RunResult run_ctrun(const std::vector<std::string>& args, const std::map<std::st
 // Waits until `count` files matching dir/prefix* exist; false after the deadline.
 bool wait_for_files(const std::string& dir, const std::string& prefix, int count, std::chrono::milliseconds deadline);
 
+// The rendezvous store an agent serves, "host:port", as its event log's agent_start reports it (rdzv_store): the
+// host agent of a test is given --rdzv-endpoint HOST:0 and the others this. Empty when agent_start did not come
+// within the deadline or the agent serves none.
+std::string served_rdzv_store(const std::string& events_path, std::chrono::milliseconds deadline);
+
 // True if pid exists and is not a zombie.
 bool alive(pid_t pid);
 

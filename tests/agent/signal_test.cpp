@@ -3,8 +3,8 @@
 // waiting in the exit barrier, rejoining after a failure. The agent must be gone within a second (measured and
 // printed; the bound in the test is generous, the machine is shared) and leave no process of the job behind.
 // Also: SIGUSR1/SIGUSR2 are forwarded to the workers and recorded in the event log.
-#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
+#include "tests/common/port_reservation.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -26,7 +26,7 @@ constexpr double kGenerousBound = 5.0;  // seconds; the target (and the measured
 
 std::string script(const std::string& name) { return workers_dir() + "/" + name; }
 
-using ctrun::test::free_port;
+using ctrun::test::PortReservation;
 
 bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
   auto end = Clock::now() + deadline;
@@ -97,9 +97,11 @@ TEST(Signal, RunningGroupEndsWithinASecond) {
 // Host and client both wait for a third node that never comes: each leaves at once on a signal.
 TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   std::string dir = fresh_dir("sig_waiting");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  CtrunProcess host(c10d(3, endpoint, "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")), {{"OUT_DIR", dir}});
-  ASSERT_TRUE(wait_for_text(dir + "/host.jsonl", "agent_start", std::chrono::seconds(20)));
+  // The host binds a port of the kernel's choosing and reports it; the client is given that one.
+  CtrunProcess host(c10d(3, "127.0.0.1:0", "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")),
+                    {{"OUT_DIR", dir}});
+  const std::string endpoint = served_rdzv_store(dir + "/host.jsonl", std::chrono::seconds(20));
+  ASSERT_NE(endpoint, "") << read_file(dir + "/host.jsonl");
   CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", script("wait_term.sh")),
                       {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_text(dir + "/client.jsonl", "agent_start", std::chrono::seconds(20)));
@@ -127,8 +129,9 @@ TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
 // A static node whose master never answers is still connecting: SIGHUP ends it at once.
 TEST(Signal, ConnectingToAnAbsentStaticMaster) {
   std::string dir = fresh_dir("sig_connect");
+  PortReservation absent;  // bound, never listening: connections are refused, and no other server can take it
   CtrunProcess p(
-      {"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1", "--master-port=" + std::to_string(free_port()),
+      {"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1", "--master-port=" + std::to_string(absent.port()),
        "--nproc-per-node=1", "--event-log=" + dir + "/e.jsonl", "--no-python", script("wait_term.sh")},
       {{"OUT_DIR", dir}});
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -144,10 +147,10 @@ TEST(Signal, ConnectingToAnAbsentStaticMaster) {
 // Node A succeeds and waits in the exit barrier for node B, whose worker runs on: SIGTERM ends A at once.
 TEST(Signal, ExitBarrier) {
   std::string dir = fresh_dir("sig_barrier");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  CtrunProcess b(c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
+  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   CtrunProcess a(c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
@@ -171,10 +174,10 @@ TEST(Signal, ExitBarrier) {
 // --exit-barrier-timeout: node A succeeds, node B runs on; A gives up waiting after 1 s and exits 0 with a warning.
 TEST(Signal, ExitBarrierTimeoutFlag) {
   std::string dir = fresh_dir("sig_barrier_timeout");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  CtrunProcess b(c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
+  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh"));
   args_a.insert(args_a.begin(), "--exit-barrier-timeout=1");
   auto t0 = Clock::now();
@@ -193,14 +196,16 @@ TEST(Signal, ExitBarrierTimeoutFlag) {
 // form: A is waiting in the restart's rendezvous when SIGTERM comes.
 TEST(Signal, DuringARestart) {
   std::string dir = fresh_dir("sig_restart");
-  std::string endpoint = "127.0.0.1:" + std::to_string(free_port());
-  auto args_b = c10d(2, endpoint, "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh"));
+  auto args_b = c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh"));
   CtrunProcess b(args_b, {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "agent_start", std::chrono::seconds(20)));
+  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
+  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
   auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh"));
   args_a.insert(args_a.begin(), "--max-restarts=3");
   CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "fail"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(30)));
+  // A too has the round (B serves the rendezvous store: stopped before A read it, A would wait on it instead).
+  ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"rendezvous\"", std::chrono::seconds(30)));
   ::kill(b.pid(), SIGSTOP);
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"restart\"", std::chrono::seconds(30)));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -1,8 +1,8 @@
 // The rendezvous store vanishes under a running two-node job (a standalone ctstore, SIGKILLed) and comes back
 // empty on the same port: both agents stop their workers and either form a new round on the restarted store or
 // fail with a clear message, well within join_timeout — never hang.
-#include "tests/common/free_port.hpp"
 #include <gtest/gtest.h>
+#include "tests/common/port_reservation.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -22,7 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-using ctrun::test::free_port;
+using ctrun::test::PortReservation;
 
 pid_t start_ctstore(std::uint16_t port, const std::string& log) {
   pid_t pid = ::fork();
@@ -54,7 +54,10 @@ std::size_t count(const std::string& text, const std::string& what) {
 
 TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
   std::string dir = fresh_dir("store_loss");
-  const auto port = free_port();
+  // Held for the whole test, across the ctstore's death: the restarted ctstore gets the same port back, and
+  // nothing else can take it in between.
+  PortReservation reserved;
+  const auto port = reserved.port();
   pid_t store = start_ctstore(port, dir + "/ctstore.log");
   ASSERT_TRUE(wait_for_text(dir + "/ctstore.log", "listening", std::chrono::seconds(20)));
   auto args = [&](const std::string& addr, const std::string& events) {

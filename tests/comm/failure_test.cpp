@@ -37,6 +37,14 @@ TEST_P(PerTransport, InvalidArgumentsThrowOnTheCaller) {
     EXPECT_THROW(pg.broadcast(f, 2), InvalidArgumentError);
     EXPECT_THROW(pg.broadcast(f, -1), InvalidArgumentError);
     EXPECT_THROW(pg.send(f, rank), InvalidArgumentError);
+    // A paired send/recv to self in one batch is NCCL's alone; the cpu backend says so.
+    std::vector<float> g(4);
+    try {
+      pg.batch_isend_irecv({P2POp::send(Buffer(f), rank), P2POp::recv(Buffer(g), rank)});
+      ADD_FAILURE() << "a self send/recv pair on the cpu backend was accepted";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("backend nccl only"), std::string::npos) << e.what();
+    }
     EXPECT_THROW(pg.send(f, 5), InvalidArgumentError);
     EXPECT_THROW(pg.all_gather({Buffer(f)}, f), InvalidArgumentError);             // 1 output for 2 ranks
     EXPECT_THROW(pg.all_gather({Buffer(f), Buffer(i)}, f), InvalidArgumentError);  // dtype mismatch

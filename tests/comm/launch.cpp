@@ -1,13 +1,11 @@
 // comm_launch: a minimal stand-in for ctrun in the comm tests. Starts N copies of a program with torchrun's
-// worker environment (rank 0 hosts the store: TORCHELASTIC_USE_AGENT_STORE unset) and reports their exits.
+// worker environment and reports their exits. Like ctrun, it hosts the workers' store itself (bound to a port of the
+// kernel's choosing before any rank starts, TORCHELASTIC_USE_AGENT_STORE=True), so no port is ever picked and freed.
 //
 //   comm_launch [--no-kill] [--expect-exit RANK:CODE]... N PROGRAM [ARGS...]
 // Exit 0 iff every rank exited 0 (or with its expected code). Without --no-kill the first failure stops the
 // others (as ctrun does); with it every rank runs to its own end (failure tests watch the survivors).
-#include "tests/common/free_port.hpp"
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,19 +18,20 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "store/server.hpp"
 
-using ctrun::test::free_port;
-
-}  // namespace
+extern char** environ;
 
 int main(int argc, char** argv) {
   bool no_kill = false;
+  bool reap_late = false;  // leave exited ranks unreaped (zombies) until every rank has exited, as a slow launcher
   std::map<int, int> expected;
   int i = 1;
   for (; i < argc; ++i) {
     if (std::strcmp(argv[i], "--no-kill") == 0) {
       no_kill = true;
+    } else if (std::strcmp(argv[i], "--reap-late") == 0) {
+      reap_late = true;
     } else if (std::strcmp(argv[i], "--expect-exit") == 0 && i + 1 < argc) {
       int r = 0;
       int c = 0;
@@ -43,28 +42,58 @@ int main(int argc, char** argv) {
     }
   }
   if (argc - i < 2) {
-    std::fprintf(stderr, "usage: comm_launch [--no-kill] [--expect-exit RANK:CODE] N PROGRAM [ARGS...]\n");
+    std::fprintf(stderr, "usage: comm_launch [--no-kill] [--reap-late] [--expect-exit RANK:CODE] N PROGRAM [ARGS...]\n");
     return 2;
   }
   const int n = std::atoi(argv[i]);
   char** prog = argv + i + 1;
-  const std::string port = std::to_string(free_port());
+  ctrun::store::ServerOptions store_options;
+  store_options.host = "127.0.0.1";
+  ctrun::store::Server store(store_options);
+  store.start();
+  // Every environment is built before the first fork: the store's thread may hold the allocator's lock when a
+  // child is forked, so a child does nothing but execve.
+  std::vector<std::vector<std::string>> envs(n);
+  for (int r = 0; r < n; ++r) {
+    const std::map<std::string, std::string> set = {{"RANK", std::to_string(r)},
+                                                    {"LOCAL_RANK", std::to_string(r)},
+                                                    {"WORLD_SIZE", std::to_string(n)},
+                                                    {"LOCAL_WORLD_SIZE", std::to_string(n)},
+                                                    {"MASTER_ADDR", "127.0.0.1"},
+                                                    {"MASTER_PORT", std::to_string(store.port())},
+                                                    {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                    {"TORCHELASTIC_RESTART_COUNT", "0"}};
+    for (char** e = environ; *e; ++e) {
+      const std::string entry = *e;
+      if (!set.count(entry.substr(0, entry.find('=')))) envs[r].push_back(entry);
+    }
+    for (const auto& [k, v] : set) envs[r].push_back(k + "=" + v);
+  }
   std::map<pid_t, int> ranks;
   for (int r = 0; r < n; ++r) {
+    std::vector<char*> envp;
+    for (auto& e : envs[r]) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const pid_t pid = fork();
     if (pid == 0) {
-      setenv("RANK", std::to_string(r).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", port.c_str(), 1);
-      setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
-      execv(prog[0], prog);
-      std::perror("execv");
+      execve(prog[0], prog, envp.data());
       _exit(127);
     }
     ranks[pid] = r;
+  }
+  if (reap_late) {
+    // Watch for exits without reaping (WNOWAIT): an exited rank stays a zombie while its peers run on.
+    std::map<pid_t, bool> exited;
+    while (exited.size() < ranks.size()) {
+      for (const auto& [p, r] : ranks) {
+        siginfo_t info{};
+        if (!exited.count(p) && waitid(P_PID, static_cast<id_t>(p), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == p) {
+          exited[p] = true;
+        }
+      }
+      usleep(20000);
+    }
   }
   int result = 0;
   for (int left = n; left > 0;) {

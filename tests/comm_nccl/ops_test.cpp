@@ -147,6 +147,11 @@ TEST_F(NcclOps, SendRecvToSelfInOneBatch) {
   work->synchronize();
   EXPECT_TRUE(work->is_completed());
   EXPECT_EQ(out.to_vector<float>(100), host);
+  // Alone, a send to self could never complete: refused before NCCL sees it.
+  EXPECT_THROW(pg_->send(in.view(DataType::kFloat32, 100), 0), InvalidArgumentError);
+  EXPECT_THROW(pg_->batch_isend_irecv({P2POp::send(in.view(DataType::kFloat32, 100), 0),
+                                       P2POp::recv(out.view(DataType::kFloat32, 50), 0)}),
+               InvalidArgumentError);
 }
 
 // Ops are ordered after the caller's current stream, and wait() makes that stream wait without a host sync.

@@ -22,10 +22,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GROUP_TIMEOUT_S = 10
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# tests/common/ports.py: ports reserved, never picked and released (found from here wherever this file lives).
+_up = os.path.dirname(os.path.abspath(__file__))
+while not os.path.isfile(os.path.join(_up, "tests", "common", "ports.py")) and _up != os.path.dirname(_up):
+    _up = os.path.dirname(_up)
+sys.path.insert(0, os.path.join(_up, "tests", "common"))
+from ports import reserve_port  # noqa: E402
 
 
 def worker(mode, rank, size, method, arg):
@@ -104,8 +106,8 @@ def main():
     failed = False
     if mode == "init":
         with tempfile.TemporaryDirectory() as tmp:
-            for method, arg in [("env", str(free_port())), ("tcp", str(free_port())),
-                                ("file", os.path.join(tmp, "rdzv")), ("store", str(free_port()))]:
+            for method, arg in [("env", str(reserve_port())), ("tcp", str(reserve_port())),
+                                ("file", os.path.join(tmp, "rdzv")), ("store", str(reserve_port()))]:
                 codes = run_ranks("init", 2, method, arg, 90)
                 print(f"{method}: exit codes {codes}", flush=True)
                 failed |= codes != [0, 0]
@@ -118,7 +120,7 @@ def main():
             print(f"SKIP: no usable torchrun (TORCHRUN_PY={torchrun!r} missing)")
             sys.exit(77)
         proc = subprocess.Popen([sys.executable, torchrun, "--nnodes=1", "--node_rank=0", "--nproc_per_node=2",
-                                 "--master_addr=127.0.0.1", f"--master_port={free_port()}", example], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                 "--master_addr=127.0.0.1", f"--master_port={reserve_port()}", example], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             out, _ = proc.communicate(timeout=180)
         except subprocess.TimeoutExpired:
@@ -128,7 +130,7 @@ def main():
         failed = proc.returncode != 0 or "backend ctrun" not in out
     elif mode == "kill":
         start = time.monotonic()
-        codes = run_ranks("kill", 4, "tcp", str(free_port()), 90)
+        codes = run_ranks("kill", 4, "tcp", str(reserve_port()), 90)
         print(f"kill: exit codes {codes} in {time.monotonic() - start:.1f}s (rank 3 killed itself)", flush=True)
         failed = codes[:3] != [0, 0, 0] or codes[3] != -signal.SIGKILL
     sys.exit(1 if failed else 0)

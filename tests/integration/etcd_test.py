@@ -17,28 +17,22 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_test import SKIP, Cluster, alive, have_torch  # noqa: E402
+from multinode_test import SKIP, Cluster, alive, have_torch, reserve_port  # noqa: E402
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 OPENSSL = shutil.which("openssl")
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Etcd:
-    """An etcd cluster of n members on 127.0.0.1 (client and peer ports picked free), data in a temp dir."""
+    """An etcd cluster of n members on 127.0.0.1 (client and peer ports reserved for the test, see
+    tests/common/ports.py), data in a temp dir."""
 
     def __init__(self, n, tls=None):
         self.dir = tempfile.mkdtemp(prefix="ctrun-etcd-")
         self.tls = tls  # (cert, key) for the client URLs
         self.scheme = "https" if tls else "http"
-        self.clients = [free_port() for _ in range(n)]
-        self.peers = [free_port() for _ in range(n)]
+        self.clients = [reserve_port() for _ in range(n)]
+        self.peers = [reserve_port() for _ in range(n)]
         self.initial = ",".join(f"m{i}=http://127.0.0.1:{p}" for i, p in enumerate(self.peers))
         self.procs = [None] * n
         for i in range(n):

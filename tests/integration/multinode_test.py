@@ -35,10 +35,12 @@ def have_torch():
         return False
 
 
-def free_port(host="127.0.0.2"):
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+# tests/common/ports.py: ports reserved, never picked and released (found from here wherever this file lives).
+_up = os.path.dirname(os.path.abspath(__file__))
+while not os.path.isfile(os.path.join(_up, "tests", "common", "ports.py")) and _up != os.path.dirname(_up):
+    _up = os.path.dirname(_up)
+sys.path.insert(0, os.path.join(_up, "tests", "common"))
+from ports import reserve_port  # noqa: E402
 
 
 def alive(pid):
@@ -179,7 +181,7 @@ class MultiNode(unittest.TestCase):
 
     # --- static backend -------------------------------------------------------------------------------------
     def test_static_two_nodes_torch(self):
-        port = free_port()
+        port = reserve_port()
         flags = ["--nnodes", "2", "--master-addr", "127.0.0.2", "--master-port", str(port)]
         self.c.start("b", "127.0.0.3", flags + ["--node-rank", "1"], nproc=1)  # before the master: it waits
         self.c.start("a", "127.0.0.2", flags + ["--node-rank", "0"], nproc=2)
@@ -194,7 +196,7 @@ class MultiNode(unittest.TestCase):
 
     # --- c10d backend ---------------------------------------------------------------------------------------
     def test_c10d_three_nodes_torch(self):
-        ep = f"127.0.0.2:{free_port()}"
+        ep = f"127.0.0.2:{reserve_port()}"
         nproc = {"n2": 1, "n3": 2, "n4": 1}
         for tag in ("n2", "n3", "n4"):
             self.c.start(tag, "127.0.0." + tag[1:], c10d(ep, "c3", "3", "join_timeout=60"), nproc=nproc[tag])
@@ -228,7 +230,7 @@ class MultiNode(unittest.TestCase):
         self.assertIn("new --rdzv-id", self.c.log("again"))
 
     def test_worker_failure_restarts_all(self):
-        ep = f"127.0.0.2:{free_port()}"
+        ep = f"127.0.0.2:{reserve_port()}"
         for tag in ("n2", "n3"):
             self.c.start(tag, "127.0.0." + tag[1:], c10d(ep, "fail", "2", "join_timeout=60") + ["--max-restarts", "1"],
                          job_args=["--fail-group-rank", "1"])
@@ -274,7 +276,7 @@ class MultiNode(unittest.TestCase):
 
     # --- elasticity -----------------------------------------------------------------------------------------
     def test_join_mid_run(self):
-        ep = f"127.0.0.2:{free_port()}"
+        ep = f"127.0.0.2:{reserve_port()}"
         flags = c10d(ep, "join", "2:3", "join_timeout=60,last_call_timeout=0.5")
         for tag in ("n2", "n3"):
             self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=["--target-world", "3"])
@@ -287,7 +289,7 @@ class MultiNode(unittest.TestCase):
         self.assertEqual({r["TORCHELASTIC_RESTART_COUNT"] for r in res.values()}, {"0"})
 
     def test_kill_agent_survivors_finish(self):
-        ep = f"127.0.0.2:{free_port()}"
+        ep = f"127.0.0.2:{reserve_port()}"
         flags = c10d(ep, "kill", "2:3", "join_timeout=60,last_call_timeout=0.5,keep_alive_interval=0.3,"
                                        "keep_alive_max_attempt=2")
         for tag in ("n2", "n3", "n4"):
@@ -301,7 +303,7 @@ class MultiNode(unittest.TestCase):
         self.assert_no_orphans()
 
     def test_sigterm_agent_others_reform(self):
-        ep = f"127.0.0.2:{free_port()}"
+        ep = f"127.0.0.2:{reserve_port()}"
         # keep_alive_interval is long: the survivors must learn of the leave from leave(), not from lost heartbeats.
         flags = c10d(ep, "term", "2:3", "join_timeout=30,last_call_timeout=0.5,keep_alive_interval=30")
         for tag in ("n2", "n3", "n4"):
@@ -320,7 +322,7 @@ class MultiNode(unittest.TestCase):
         self.assert_no_orphans()
 
     def test_kill_below_min(self):
-        ep = f"127.0.0.2:{free_port()}"
+        ep = f"127.0.0.2:{reserve_port()}"
         flags = c10d(ep, "below", "2:3", "join_timeout=3,last_call_timeout=0.5,keep_alive_interval=0.3,"
                                         "keep_alive_max_attempt=2")
         for tag in ("n2", "n3"):

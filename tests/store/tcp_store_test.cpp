@@ -1,8 +1,8 @@
 // TcpStore client against our embedded server in both dialects, plus scripted fake servers for the paths a
 // real server cannot be made to take on demand (the cancel race, a hung server, a wrong-dialect peer).
 
-#include "tests/common/free_port.hpp"
 #include "store/tcp_store.hpp"
+#include "tests/common/port_reservation.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -203,10 +203,11 @@ TEST_F(TcpStoreV2, BarrierTimeoutCancelsAndConnectionStaysUsable) {
 }
 
 // ---- connecting ----
-using ctrun::test::free_port;
+using ctrun::test::PortReservation;
 
 TEST(TcpStoreConnect, NothingListeningErrorNamesEndpointTimeoutAndWhatToCheck) {
-  auto port = free_port();
+  PortReservation reserved;  // bound, never listening: every connection is refused
+  auto port = reserved.port();
   auto o = options_for(port, Dialect::kV2);
   o.connect_timeout = std::chrono::milliseconds(400);
   auto t0 = std::chrono::steady_clock::now();
@@ -226,7 +227,8 @@ TEST(TcpStoreConnect, NothingListeningErrorNamesEndpointTimeoutAndWhatToCheck) {
 }
 
 TEST(TcpStoreConnect, RetriesUntilTheServerStarts) {
-  auto port = free_port();
+  PortReservation reserved;  // refused until the server binds it (SO_REUSEADDR) and listens; nobody else can
+  auto port = reserved.port();
   store::Server server(ServerOptions{.host = "127.0.0.1", .port = port});
   std::thread late([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -182,6 +182,10 @@ int main(int argc, char** argv) {
   std::printf("# nccl_raw_bench: %d x %s, NCCL %d, float32; slowest rank, best of %d rounds\n", gpus, prop.name,
               nccl_version, rounds);
   std::printf("# targets: overhead <= 2%% at >= 1 MiB, <= 5 us per op below\n");
+  // At world size 1 NCCL moves no data for in-place ops (raw_us is the API call alone), so a percentage of it
+  // measures nothing: every point is held to the per-op target there, and the rows say so.
+  const bool single = gpus == 1;
+  if (single) std::printf("# 1 GPU: NCCL runs at world size 1; every point is judged by the <= 5 us target (ok1)\n");
   std::printf("%-15s %12s %10s %10s %9s %8s %9s %9s %s\n", "op", "bytes", "raw_us", "comm_us", "over_us", "over_%",
               "algbw", "busbw", "target");
   int missed = 0;
@@ -194,11 +198,11 @@ int main(int argc, char** argv) {
     const double over = p.comm_us - p.raw_us;
     const double pct = 100.0 * over / p.raw_us;
     const bool large = p.bytes >= (1u << 20);
-    const bool ok = large ? pct <= 2.0 : over <= 5.0;
+    const bool ok = large && !single ? pct <= 2.0 : over <= 5.0;
     missed += ok ? 0 : 1;
     const double algbw = static_cast<double>(p.bytes) / (p.comm_us * 1e-6) / 1e9;
     std::printf("%-15s %12zu %10.2f %10.2f %9.2f %7.1f%% %9.3f %9.3f %s\n", p.op.c_str(), p.bytes, p.raw_us, p.comm_us,
-                over, pct, algbw, algbw * bus_factor(p.op, gpus), ok ? "ok" : "MISSED");
+                over, pct, algbw, algbw * bus_factor(p.op, gpus), ok ? (single ? "ok1" : "ok") : "MISSED");
   }
   std::printf("# %d of %zu points missed their target\n", missed, plan.size());
   return 0;

@@ -67,7 +67,7 @@ GroupResult GroupResult::decode(const std::string& line) {
 }
 
 AgentGroup::AgentGroup(const GroupSpec& spec, const Connect& connect)
-    : spec_(spec), traffic_(std::make_shared<rdzv::StoreTraffic>()), starts_(spec.count), ends_(spec.count) {
+    : spec_(spec), traffic_(std::make_shared<store::StoreTraffic>()), starts_(spec.count), ends_(spec.count) {
   rdzv::C10dConfig config;
   config.run_id = spec.run_id;
   config.min_nodes = config.max_nodes = spec.total;
@@ -81,7 +81,7 @@ AgentGroup::AgentGroup(const GroupSpec& spec, const Connect& connect)
       auto s = connect();
       if (!first) return s;
       first = false;
-      return std::make_shared<rdzv::CountingStore>(s, traffic_);
+      return std::make_shared<store::CountingStore>(s, traffic_);
     };
     handlers_.push_back(
         std::make_unique<rdzv::C10dHandler>(config, rdzv::NodeSpec{fmt::format("node{}", i), 8, "default"}, counted));

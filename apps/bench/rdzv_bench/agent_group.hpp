@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "rendezvous/c10d_handler.hpp"
-#include "rendezvous/counting_store.hpp"
+#include "store/counting_store.hpp"
 
 namespace ctrun::rdzv_bench {
 
@@ -61,7 +61,7 @@ class AgentGroup {
 
  private:
   GroupSpec spec_;
-  std::shared_ptr<rdzv::StoreTraffic> traffic_;
+  std::shared_ptr<store::StoreTraffic> traffic_;
   std::vector<std::unique_ptr<rdzv::C10dHandler>> handlers_;
   std::vector<std::thread> threads_;
   std::vector<std::int64_t> starts_, ends_;

@@ -19,6 +19,7 @@ struct alignas(64) SegmentHeader {
   std::int32_t size;
   std::uint64_t self_address;  // where the owner mapped this segment: peers probe process_vm_readv with it
   std::uint32_t peer_reads_ok;  // the owner could read every peer's memory (process_vm_readv) at creation
+  std::uint64_t start_time;     // the owner's start time (/proc/PID/stat), so peers' pidfds are checked against it
   alignas(64) std::atomic<std::uint32_t> doorbell;  // bumped on every event for the owner; futex word
   std::atomic<std::uint32_t> sleepers;              // owner is (about to be) in futex_wait
   alignas(64) std::atomic<std::uint32_t> aborted;   // set by any rank that aborts the group

@@ -18,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "comm/transport/shm/peer_liveness.hpp"
 #include "comm/transport/shm/ring.hpp"
 
 namespace ctrun::comm::transport::shm {
@@ -80,7 +81,8 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         pipeline_bytes_(options.pipeline_bytes),
         oversubscribed_(size > (options.cores > 0 ? options.cores : usable_cpus())),
         segments_(static_cast<std::size_t>(size), nullptr),
-        pids_(static_cast<std::size_t>(size), 0) {
+        pids_(static_cast<std::size_t>(size), 0),
+        liveness_(size) {
     try {
       create_own_segment();
       store->set("shm/" + std::to_string(rank_), name_);
@@ -439,7 +441,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
   void check_alive(int peer) const {
     const int pid = pids_[static_cast<std::size_t>(peer)];
-    if (pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH) {
+    if (liveness_.exited(peer)) {
       throw PeerError("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
                       ") exited while this rank was waiting for it");
     }
@@ -467,6 +469,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     auto* h = static_cast<SegmentHeader*>(p);
     h->ring_bytes = ring_bytes_;
     h->pid = static_cast<std::int32_t>(getpid());
+    h->start_time = own_start_time();
     h->self_address = reinterpret_cast<std::uint64_t>(h);
     h->size = size_;
     std::atomic_thread_fence(std::memory_order_release);
@@ -504,6 +507,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     auto* h = static_cast<SegmentHeader*>(p);
     if (h->magic != kSegmentMagic) throw CommError("comm shm: rank " + std::to_string(peer) + "'s segment is invalid");
     pids_[static_cast<std::size_t>(peer)] = h->pid;
+    liveness_.watch(peer, h->pid, h->start_time);
   }
 
   // Whether process_vm_readv reads every peer's segment header at the address the peer mapped it (denied by
@@ -550,6 +554,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   bool linked_ = false;
   std::vector<void*> segments_;
   std::vector<int> pids_;
+  PeerLiveness liveness_;
   Clock::time_point last_liveness_{};
   std::uint64_t part_counter_ = 0;
   std::uint64_t barrier_gen_ = 0;

@@ -1,0 +1,22 @@
+#pragma once
+// The end of a job whose workers failed with no restarts left: torchrun's ChildFailedError summary on stderr
+// (agent/failure.hpp), a SIGPIPE death named as a write error, the hint about @record, and ctrun's own error file
+// when TORCHELASTIC_ERROR_FILE asks for one.
+
+#include <optional>
+#include <vector>
+
+#include "agent/command_line.hpp"
+#include "agent/launch_config.hpp"
+#include "agent/process/worker_group.hpp"
+
+namespace ctrun::agent {
+
+class EventLog;
+
+// Reports the attempt's failed workers (those ctrun stopped count only if they wrote an error file). Returns the
+// exit code (1, or the root cause's with --propagate-exit-code), or nullopt when no worker failed.
+std::optional<int> report_worker_failures(const std::vector<Worker>& workers, const LaunchConfig& config,
+                                          const EnvLookup& env, EventLog& events);
+
+}  // namespace ctrun::agent

@@ -1,0 +1,30 @@
+#include "agent/logs/stream_plan.hpp"
+
+#include <algorithm>
+
+namespace ctrun::agent {
+
+bool rank_on_console(const LaunchConfig& c, int local_rank) {
+  return c.local_ranks_filter.empty() ||
+         std::find(c.local_ranks_filter.begin(), c.local_ranks_filter.end(), local_rank) != c.local_ranks_filter.end();
+}
+
+StreamPlan plan_stream(const LaunchConfig& c, int local_rank, int stream) {
+  bool tee = stream == 1 ? c.tee.out(local_rank) : c.tee.err(local_rank);
+  bool redirect = stream == 1 ? c.redirects.out(local_rank) : c.redirects.err(local_rank);
+  bool console = rank_on_console(c, local_rank);
+  StreamPlan plan;
+  if (tee) {
+    plan.mode = StreamMode::kTee;
+    plan.to_console = console;
+  } else if (redirect) {
+    plan.mode = StreamMode::kFile;
+    plan.to_console = false;
+  } else {
+    plan.mode = console ? StreamMode::kInherit : StreamMode::kNull;
+    plan.to_console = console;
+  }
+  return plan;
+}
+
+}  // namespace ctrun::agent

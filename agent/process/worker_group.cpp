@@ -1,0 +1,350 @@
+#include "agent/process/worker_group.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/event_log.hpp"
+#include "agent/logs/log_layout.hpp"
+#include "agent/logs/worker_streams.hpp"
+#include "agent/process/cpu_bind.hpp"
+#include "agent/process/escapees.hpp"
+#include "agent/process/guardian.hpp"
+#include "agent/process/worker_spawner.hpp"
+#include "agent/signal_names.hpp"
+#include "agent/worker_env.hpp"
+#include "common/log.hpp"
+
+extern char** environ;
+
+namespace ctrun::agent {
+namespace {
+
+std::int64_t monotonic_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::int64_t epoch_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// torchrun's exit code convention: -N for death by signal N.
+int exitcode_of(int status) {
+  if (WIFSIGNALED(status)) return -WTERMSIG(status);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 1;
+}
+
+}  // namespace
+
+class WorkerGroup::Impl {
+ public:
+  Impl(boost::asio::io_context& io, const LaunchConfig& config, EnvLookup env, ConsoleSink& console, EventLog& events,
+       std::unique_ptr<WorkerSpawner> spawner, bool subreaper, Callbacks callbacks)
+      : config_(config),
+        env_(std::move(env)),
+        events_(events),
+        spawner_(std::move(spawner)),
+        subreaper_(subreaper),
+        cb_(std::move(callbacks)),
+        log_(ctrun::log::get("agent")),
+        children_(io, SIGCHLD),
+        kill_timer_(io),
+        streams_(io, config, console, env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"), [this] {
+          if (cb_.stream_ended) cb_.stream_ended();
+        }) {
+    if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding) {
+      allowed_cpus_ = allowed_cpus();
+      numa_nodes_ = numa_nodes(allowed_cpus_);
+    }
+    relayed_exits_ = spawner_->report_exits([this](pid_t pid, int status) { on_reported_exit(pid, status); });
+    wait_for_children();
+  }
+
+  void add_hooks(WorkerHooks hooks) { hooks_.push_back(std::move(hooks)); }
+
+  void start(const AttemptSpec& attempt, const LogLayout& layout, const std::function<bool()>& keep_going) {
+    ++attempt_seq_;
+    stopping_ = false;
+    attempt_ = attempt;
+    layout.prepare_attempt(attempt.restart_count, config_.nproc_per_node);
+    workers_.assign(static_cast<std::size_t>(config_.nproc_per_node), Worker{});
+    for (int r = 0; r < config_.nproc_per_node; ++r) {
+      Worker& w = workers_[static_cast<std::size_t>(r)];
+      w.local_rank = r;
+      w.global_rank = attempt.round.base_global_rank + r;
+      w.error_file = layout.error_file(attempt.restart_count, r);
+    }
+    streams_.begin_attempt(layout, attempt.restart_count);
+    for (int r = 0; r < config_.nproc_per_node && keep_going(); ++r) {
+      Worker& w = workers_[static_cast<std::size_t>(r)];
+      try {
+        StartedWorker started = spawn(w);
+        try {
+          spawner_->confirm(started);
+        } catch (const std::exception&) {
+          w.running = false;  // the spawner reaped it
+          throw;
+        }
+      } catch (const std::exception& e) {
+        spawn_failed(w, e.what());
+      }
+    }
+    for (const auto& h : hooks_) {
+      if (h.after_start) h.after_start(workers_);
+    }
+  }
+
+  void stop(int sig, bool again) {
+    if (stopping_attempt_ == attempt_seq_ && !again) return;
+    stopping_attempt_ = attempt_seq_;
+    stopping_ = true;
+    stop_signal_ = sig;
+    for (auto& w : workers_) {
+      if (w.pid > 0) spawner_->signal(w.pid, sig);  // exited leaders too: their process group may hold children
+    }
+    kill_timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(config_.shutdown_timeout)));
+    // The attempt is part of the check: a deadline that expired just as the group ended must not SIGKILL the
+    // next attempt's workers.
+    kill_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || closed_) return;
+      for (auto& w : workers_) {
+        if (w.running) {
+          log_->warn("local_rank {} (pid {}) still running {} s after the stop signal; sending SIGKILL", w.local_rank,
+                     w.pid, config_.shutdown_timeout);
+          spawner_->signal(w.pid, SIGKILL);
+        }
+      }
+    });
+  }
+
+  void kill() {
+    for (auto& w : workers_) {
+      if (w.running) spawner_->signal(w.pid, SIGKILL);
+    }
+  }
+
+  void forward(int sig) {
+    nlohmann::json pids = nlohmann::json::array();
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      spawner_->signal(w.pid, sig);
+      pids.push_back(w.pid);
+    }
+    log_->info("Received {}: forwarded to {} worker(s)", signal_name(sig), pids.size());
+    events_.emit("signal_forwarded", {{"signal", signal_name(sig)}, {"pids", pids}});
+  }
+
+  void forget_ended_groups() {
+    // A group a worker's child still holds stays watched.
+    for (const auto& w : workers_) {
+      if (w.pid > 0 && ::kill(-w.pid, 0) != 0 && errno == ESRCH) guardian_forget(w.pid);
+    }
+  }
+
+  void end_attempt() {
+    kill_timer_.cancel();
+    // Orphaned descendants that ctrun adopted as their subreaper (found even with a cleared environment).
+    int n = subreaper_ ? kill_adopted(kept_children()) : 0;
+    auto token = env_(kJobTokenVariable);
+    if (token && !token->empty()) n += signal_marked_processes(*token, SIGKILL);
+    if (n > 0) {
+      log_->warn("killed {} process(es) of the worker group that had left its process group (setsid or daemon)", n);
+      events_.emit("escapees_killed", {{"count", n}});
+    }
+  }
+
+  void close() {
+    closed_ = true;
+    children_.cancel();
+    kill_timer_.cancel();
+  }
+
+  bool any_running() const {
+    for (const auto& w : workers_) {
+      if (w.running) return true;
+    }
+    return false;
+  }
+
+  bool streams_done() const { return streams_.done(); }
+  const std::vector<Worker>& workers() const { return workers_; }
+
+ private:
+  StartedWorker spawn(Worker& w) {
+    WorkerEnvInput in;
+    in.config = &config_;
+    in.round = &attempt_.round;
+    in.run_id = attempt_.run_id;
+    in.use_agent_store = attempt_.use_agent_store;
+    in.local_rank = w.local_rank;
+    in.restart_count = attempt_.restart_count;
+    in.error_file = w.error_file;
+    auto overrides = worker_env_overrides(in, env_);
+    for (const auto& h : hooks_) {
+      if (h.before_start) h.before_start(w, overrides);
+    }
+    SpawnRequest req;
+    req.argv = worker_argv(config_, w.local_rank, env_);
+    req.env = merge_environment(environ, overrides);
+    if (config_.cpu_bind != CpuBind::kNone) {
+      req.cpus = cpu_slice(config_.cpu_bind, w.local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
+    } else if (config_.numa_binding) {
+      CpuBind mode =
+          *config_.numa_binding == "node" || *config_.numa_binding == "socket" ? CpuBind::kNuma : CpuBind::kCore;
+      req.cpus = cpu_slice(mode, w.local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
+    }
+    WorkerStreams::Fds fds = streams_.open(w.local_rank, w.global_rank);  // closed here once the child has them
+    StartedWorker started;
+    try {
+      req.stdout_fd = fds.out;
+      req.stderr_fd = fds.err;
+      started = spawner_->start(req);
+      w.pid = started.pid;
+      guardian_watch(w.pid);
+    } catch (...) {
+      for (int fd : fds.to_close) ::close(fd);
+      throw;
+    }
+    for (int fd : fds.to_close) ::close(fd);
+    w.running = true;
+    events_.emit("worker_start", {{"local_rank", w.local_rank},
+                                  {"rank", w.global_rank},
+                                  {"pid", w.pid},
+                                  {"restart_count", attempt_.restart_count}});
+    return started;
+  }
+
+  // A worker that cannot even start fails the attempt like one that exits at once.
+  void spawn_failed(Worker& w, const std::string& why) {
+    log_->error("local_rank {}: {}", w.local_rank, why);
+    w.exitcode = 127;
+    w.spawn_error = why;
+    w.exited_ns = monotonic_ns();
+    w.exited_epoch = epoch_seconds();
+    if (cb_.start_failed) cb_.start_failed(w);
+  }
+
+  void wait_for_children() {
+    children_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      reap();
+      if (!closed_) wait_for_children();
+    });
+  }
+
+  // SIGCHLD: collect every worker that exited (several may have, signals coalesce), then adopted orphans.
+  void reap() {
+    if (!relayed_exits_) {
+      for (auto& w : workers_) {
+        if (!w.running) continue;
+        int status = 0;
+        if (::waitpid(w.pid, &status, WNOHANG) == w.pid) record_exit(w, status);
+      }
+    }
+    if (subreaper_) reap_adopted(kept_children());
+    if (cb_.exits_done) cb_.exits_done();
+  }
+
+  void on_reported_exit(pid_t pid, int status) {
+    for (auto& w : workers_) {
+      if (w.running && w.pid == pid) {
+        record_exit(w, status);
+        if (cb_.exits_done) cb_.exits_done();
+        return;
+      }
+    }
+  }
+
+  void record_exit(Worker& w, int status) {
+    w.running = false;
+    w.exitcode = exitcode_of(status);
+    w.exited_ns = monotonic_ns();
+    w.exited_epoch = epoch_seconds();
+    // Collateral of a stop: it died of the signal ctrun sent (or its shell's 128+N). A rank that exits with a code
+    // of its own while the group is being stopped failed by itself and is named in the summary (as torchrun).
+    w.stopped_by_us = stopping_ && died_of_stop_signal(w.exitcode);
+    nlohmann::json ev = {{"local_rank", w.local_rank},
+                         {"rank", w.global_rank},
+                         {"pid", w.pid},
+                         {"exitcode", w.exitcode},
+                         {"restart_count", attempt_.restart_count}};
+    if (w.exitcode < 0) ev["signal"] = signal_name(-w.exitcode);
+    events_.emit("worker_exit", ev);
+    for (const auto& h : hooks_) {
+      if (h.on_exit) h.on_exit(w);
+    }
+    if (cb_.exited) cb_.exited(w);
+  }
+
+  bool died_of_stop_signal(int exitcode) const {
+    for (int sig : {stop_signal_, SIGKILL}) {
+      if (sig != 0 && (exitcode == -sig || exitcode == 128 + sig)) return true;
+    }
+    return false;
+  }
+
+  // Children of ctrun that are not adopted orphans: the guardian and the workers still running.
+  std::vector<pid_t> kept_children() const {
+    std::vector<pid_t> keep{guardian_pid()};
+    for (const auto& w : workers_) {
+      if (w.running) keep.push_back(w.pid);
+    }
+    return keep;
+  }
+
+  const LaunchConfig& config_;
+  EnvLookup env_;
+  EventLog& events_;
+  std::unique_ptr<WorkerSpawner> spawner_;
+  bool subreaper_;
+  Callbacks cb_;
+  std::shared_ptr<spdlog::logger> log_;
+  boost::asio::signal_set children_;
+  boost::asio::steady_timer kill_timer_;
+  WorkerStreams streams_;
+  std::vector<WorkerHooks> hooks_;
+  std::vector<int> allowed_cpus_;
+  std::vector<std::vector<int>> numa_nodes_;
+  bool relayed_exits_ = false;  // the spawner reports exits; waitpid is only for adopted orphans
+
+  AttemptSpec attempt_;
+  std::vector<Worker> workers_;
+  std::uint64_t attempt_seq_ = 0;       // every start()
+  std::uint64_t stopping_attempt_ = 0;  // the attempt whose workers were already signalled
+  bool stopping_ = false;               // stop() was called in this attempt
+  int stop_signal_ = 0;                 // the signal the current stop sent
+  bool closed_ = false;
+};
+
+WorkerGroup::WorkerGroup(boost::asio::io_context& io, const LaunchConfig& config, EnvLookup env, ConsoleSink& console,
+                         EventLog& events, std::unique_ptr<WorkerSpawner> spawner, bool subreaper, Callbacks callbacks)
+    : impl_(std::make_unique<Impl>(io, config, std::move(env), console, events, std::move(spawner), subreaper,
+                                   std::move(callbacks))) {}
+WorkerGroup::~WorkerGroup() = default;
+void WorkerGroup::add_hooks(WorkerHooks hooks) { impl_->add_hooks(std::move(hooks)); }
+void WorkerGroup::start(const AttemptSpec& attempt, const LogLayout& layout, const std::function<bool()>& keep_going) {
+  impl_->start(attempt, layout, keep_going);
+}
+void WorkerGroup::stop(int sig, bool again) { impl_->stop(sig, again); }
+void WorkerGroup::kill() { impl_->kill(); }
+void WorkerGroup::forward(int sig) { impl_->forward(sig); }
+void WorkerGroup::forget_ended_groups() { impl_->forget_ended_groups(); }
+void WorkerGroup::end_attempt() { impl_->end_attempt(); }
+void WorkerGroup::close() { impl_->close(); }
+bool WorkerGroup::any_running() const { return impl_->any_running(); }
+bool WorkerGroup::streams_done() const { return impl_->streams_done(); }
+const std::vector<Worker>& WorkerGroup::workers() const { return impl_->workers(); }
+
+}  // namespace ctrun::agent

@@ -1,0 +1,114 @@
+#pragma once
+// One attempt's local workers, apart from the agent's loop (agent/agent.cpp keeps the loop and the policy's
+// effects): starting them through a WorkerSpawner (agent/process/worker_spawner.hpp) with torchrun's environment,
+// wiring their streams (agent/logs/worker_streams.hpp), learning of their exits (SIGCHLD + waitpid for the agent's
+// own children, or the spawner's reports), signalling them, and ending what escaped their process groups.
+// Everything runs on the agent's event loop, callbacks included.
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/command_line.hpp"
+#include "agent/launch_config.hpp"
+#include "rendezvous/handler.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace ctrun::agent {
+
+class ConsoleSink;
+class EventLog;
+class LogLayout;
+class WorkerSpawner;
+
+// One worker of the current attempt, as the group knows it.
+struct Worker {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = -1;  // -1: not started (yet, or it could not be)
+  bool running = false;
+  int exitcode = 0;               // torchrun's convention: -N for death by signal N; 127 when it could not be started
+  std::int64_t exited_ns = 0;     // steady clock, to order failures observed in one wake-up
+  std::int64_t exited_epoch = 0;  // wall clock seconds, for the summary
+  bool stopped_by_us = false;     // it died of the signal the group's stop sent (collateral, not a failure)
+  std::string error_file;         // its TORCHELASTIC_ERROR_FILE ("" without log files)
+  std::string spawn_error;        // why it could not be started, for the summary's traceback field
+};
+
+// The attempt the agent asks for: the round it runs in and its restart count.
+struct AttemptSpec {
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT and the log layout's attempt_<N>/
+  rdzv::RoundInfo round;
+  std::string run_id;
+  bool use_agent_store = false;
+};
+
+// Hooks for features that watch or shape each attempt beside the loop (a hang watchdog, a timer server ...). Every
+// hook is optional and runs on the loop.
+struct WorkerHooks {
+  // Before a worker is started: may add or change the variables it gets on top of torchrun's.
+  std::function<void(const Worker& worker, std::map<std::string, std::string>& env)> before_start;
+  // Every local rank of the attempt was started (or failed to start): pids and ranks are in `workers`.
+  std::function<void(const std::vector<Worker>& workers)> after_start;
+  // A worker's exit was recorded.
+  std::function<void(const Worker& worker)> on_exit;
+};
+
+class WorkerGroup {
+ public:
+  struct Callbacks {
+    std::function<void(const Worker&)> exited;        // a worker exited (its record is updated)
+    std::function<void(const Worker&)> start_failed;  // a worker could not be started (exitcode 127)
+    std::function<void()> exits_done;                 // after the exits of one notification (several may coalesce)
+    std::function<void()> stream_ended;               // a tee'd stream ended and was written
+  };
+
+  // subreaper: ctrun is the child subreaper of its workers (agent/process/escapees.hpp): orphans of the job are its
+  // children, reaped with each notification and killed when the group ends.
+  WorkerGroup(boost::asio::io_context& io, const LaunchConfig& config, EnvLookup env, ConsoleSink& console,
+              EventLog& events, std::unique_ptr<WorkerSpawner> spawner, bool subreaper, Callbacks callbacks);
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  void add_hooks(WorkerHooks hooks);
+
+  // Starts every local rank of the attempt in order (each exec confirmed before the next fork: measured faster on a
+  // busy machine than forking them all first), while keep_going() holds. Files go under layout's attempt_<N>/,
+  // which this wipes and creates.
+  void start(const AttemptSpec& attempt, const LogLayout& layout, const std::function<bool()>& keep_going);
+
+  // Sends sig to every worker's process group (exited leaders' too: the group may still hold their children), then
+  // SIGKILL to those still running after --shutdown-timeout. Once per attempt unless `again` (a death signal
+  // overtaking a stop for a failure). Workers that die of it afterwards are marked stopped_by_us.
+  void stop(int sig, bool again);
+  // SIGKILL to every running worker's process group now.
+  void kill();
+  // Passes sig on to every running worker's process group (SIGUSR1/2: the job goes on); logged and recorded.
+  void forward(int sig);
+  // The process groups of the previous attempt that are empty now: the guardian forgets them (ids get recycled).
+  void forget_ended_groups();
+  // Every worker of the attempt exited: the SIGKILL deadline is off, and the group's processes that left their
+  // process group (setsid, double fork) or were orphaned to ctrun are killed.
+  void end_attempt();
+  // No more exits are awaited (the agent is finishing).
+  void close();
+
+  bool any_running() const;
+  bool streams_done() const;
+  const std::vector<Worker>& workers() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctrun::agent

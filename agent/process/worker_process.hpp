@@ -1,0 +1,50 @@
+#pragma once
+// Starting and signalling one worker process. Each worker leads its own session and process group (so a
+// signal reaches its children too, and a terminal's Ctrl-C reaches only ctrun, which forwards it), and gets
+// PR_SET_PDEATHSIG=SIGKILL so that `kill -9 ctrun` leaves no worker behind. A worker gets descriptors 0, 1 and 2
+// only (as torchrun's, through Python's close_fds): everything else ctrun holds or inherited ends at exec.
+
+#include <sys/types.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ctrun::agent {
+
+struct SpawnRequest {
+  std::vector<std::string> argv;  // argv[0] is looked up on PATH (from env) unless it contains '/'
+  std::vector<std::string> env;   // "K=V"
+  int stdout_fd = -1;             // -1: inherit ctrun's
+  int stderr_fd = -1;
+  std::vector<int> cpus;  // non-empty: sched_setaffinity to these CPUs
+};
+
+class SpawnError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Forks and execs; returns once the program was exec'd (a CLOEXEC pipe carries exec's errno back, so a
+// missing program is an error here rather than a mysterious exit 127). Must be called from the thread that
+// lives as long as the workers: the parent-death signal fires when the forking thread exits.
+pid_t spawn_worker(const SpawnRequest& request);
+
+// The same in two steps, so that a group of workers is forked without waiting for each exec in turn:
+// start_worker forks and returns at once; confirm_exec waits for that worker's exec and throws SpawnError
+// (after reaping it) when exec failed.
+struct StartedWorker {
+  pid_t pid = -1;
+  int status_fd = -1;  // read end of the CLOEXEC pipe: EOF = exec'd; 4 bytes = exec's errno
+  std::string program;
+};
+StartedWorker start_worker(const SpawnRequest& request);
+void confirm_exec(StartedWorker& worker);
+
+// Finds a program the way execvp would, using the PATH of `env`.
+std::string resolve_program(const std::string& name, const std::vector<std::string>& env);
+
+// Signals the worker's whole process group; a group that is already gone is not an error.
+void signal_group(pid_t leader, int signum);
+
+}  // namespace ctrun::agent

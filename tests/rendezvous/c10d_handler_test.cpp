@@ -1,0 +1,284 @@
+// The c10d handler as the agent uses it: handlers in threads (real clock, short timeouts) over one MemoryStore,
+// and over a real TCPStore server (one handler hosting it, as on a real cluster).
+#include "rendezvous/c10d_handler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <set>
+#include <thread>
+
+#include "rendezvous/factory.hpp"
+#include "store/counting_store.hpp"
+#include "store/memory_store.hpp"
+#include "store/server.hpp"
+#include "store/tcp_store.hpp"
+
+using namespace ctrun;
+using namespace ctrun::rdzv;
+using namespace std::chrono_literals;
+
+namespace {
+
+C10dConfig config(int min, int max, const std::string& id = "job") {
+  C10dConfig c;
+  c.run_id = id;
+  c.min_nodes = min;
+  c.max_nodes = max;
+  c.settings.join_timeout = 10s;
+  c.settings.last_call_timeout = 100ms;
+  // Long enough that a loaded CI machine never misses one; tests of death detection shorten it.
+  c.settings.keep_alive_interval = 1s;
+  c.settings.keep_alive_max_attempt = 3;
+  c.wait_slice = 1s;
+  return c;
+}
+
+std::unique_ptr<C10dHandler> make(const std::shared_ptr<store::Store>& s, const C10dConfig& c, const std::string& addr,
+                                  int lws = 1) {
+  auto h = std::make_unique<C10dHandler>(c, NodeSpec{addr, lws, "default"}, [s] { return s; });
+  h->set_worker_store_address(addr, 6000);
+  return h;
+}
+
+std::vector<RoundInfo> rendezvous_all(std::vector<std::unique_ptr<C10dHandler>>& hs, const std::vector<int>& which) {
+  std::vector<std::future<RoundInfo>> fs;
+  for (int i : which) fs.push_back(std::async(std::launch::async, [&hs, i] { return hs[i]->next_rendezvous(); }));
+  std::vector<RoundInfo> out;
+  for (auto& f : fs) out.push_back(f.get());
+  return out;
+}
+
+// Polls `pred` (the agent's monitor loop) for up to `limit`.
+template <typename P>
+bool eventually(P pred, std::chrono::milliseconds limit = 5000ms) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+}  // namespace
+
+TEST(C10dHandler, ConcurrentJoinsInThreadsGetOneConsistentRound) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  const int n = 24;
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  std::vector<int> all;
+  for (int i = 0; i < n; ++i) {
+    hs.push_back(make(s, config(n, n), "node" + std::to_string(i), 1 + i % 3));
+    all.push_back(i);
+  }
+  auto infos = rendezvous_all(hs, all);
+  std::set<int> ranks;
+  int world = 0;
+  for (int i = 0; i < n; ++i) world += 1 + i % 3;
+  for (const auto& info : infos) {
+    ranks.insert(info.group_rank);
+    EXPECT_EQ(info.group_world_size, n);
+    EXPECT_EQ(info.global_world_size, world);
+    EXPECT_EQ(info.master_addr, "node0");  // natural order: node0 is group rank 0 and hosts the worker store
+    EXPECT_EQ(info.master_port, 6000);
+  }
+  EXPECT_EQ(static_cast<int>(ranks.size()), n);
+  for (auto& h : hs) h->shutdown();
+}
+
+TEST(C10dHandler, KilledAgentBreaksTheRoundAndSurvivorsRegroup) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  auto c = config(2, 3);
+  c.settings.keep_alive_interval = 200ms;  // dead after 0.5 s of silence
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b", "c"}) hs.push_back(make(s, c, a));
+  rendezvous_all(hs, {0, 1, 2});
+  EXPECT_FALSE(hs[0]->round_broken());
+  hs[2].reset();  // like SIGKILL: heartbeats stop, nothing is written
+  ASSERT_TRUE(eventually([&] { return hs[0]->round_broken() && hs[1]->round_broken(); }));
+  EXPECT_NE(hs[0]->restart_reason().find("node c"), std::string::npos) << hs[0]->restart_reason();
+  EXPECT_EQ(hs[0]->num_nodes_waiting(), 0);  // a death is not a waiting node
+  auto infos = rendezvous_all(hs, {0, 1});
+  EXPECT_EQ(infos[0].round, 1u);
+  EXPECT_EQ(infos[0].group_world_size, 2);
+  EXPECT_FALSE(hs[0]->round_broken());
+}
+
+TEST(C10dHandler, NewNodeMakesMembersSeeWaitingNode) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b", "c"}) hs.push_back(make(s, config(2, 3), a));
+  rendezvous_all(hs, {0, 1});
+  EXPECT_EQ(hs[0]->num_nodes_waiting(), 0);
+  auto late = std::async(std::launch::async, [&] { return hs[2]->next_rendezvous(); });
+  ASSERT_TRUE(eventually([&] { return hs[0]->num_nodes_waiting() > 0 && hs[1]->num_nodes_waiting() > 0; }));
+  EXPECT_FALSE(hs[0]->round_broken()) << hs[0]->restart_reason();
+  auto infos = rendezvous_all(hs, {0, 1});
+  auto info_c = late.get();
+  EXPECT_EQ(info_c.round, 1u);
+  EXPECT_EQ(info_c.group_world_size, 3);
+  EXPECT_EQ(infos[0].group_world_size, 3);
+}
+
+TEST(C10dHandler, LeaveOnSignalBreaksTheRoundAtOnce) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  auto c = config(2, 2);
+  c.settings.keep_alive_interval = 10s;  // heartbeats would take 30 s: the leave must not need them
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b"}) hs.push_back(make(s, c, a));
+  rendezvous_all(hs, {0, 1});
+  hs[1]->leave();
+  EXPECT_TRUE(hs[0]->round_broken());
+  EXPECT_NE(hs[0]->restart_reason().find("left"), std::string::npos);
+  EXPECT_FALSE(hs[0]->is_closed());  // a signal does not close the run
+}
+
+TEST(C10dHandler, ExitBarrierThenShutdownClosesTheRunId) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b"}) hs.push_back(make(s, config(2, 2, "once"), a));
+  rendezvous_all(hs, {0, 1});
+  EXPECT_FALSE(hs[0]->exit_barrier(50ms));  // b has not finished yet
+  auto b = std::async(std::launch::async, [&] { return hs[1]->exit_barrier(5s); });
+  EXPECT_TRUE(b.get());
+  EXPECT_TRUE(hs[0]->shutdown());
+  EXPECT_TRUE(hs[1]->is_closed());
+  auto again = make(s, config(1, 1, "once"), "a");
+  try {
+    again->next_rendezvous();
+    FAIL() << "a closed run id must not rendezvous again";
+  } catch (const RendezvousClosedError& e) {
+    EXPECT_NE(std::string(e.what()).find("once"), std::string::npos) << e.what();
+  }
+}
+
+TEST(C10dHandler, JoinTimeoutBelowMin) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  auto c = config(2, 2);
+  c.settings.join_timeout = 300ms;
+  auto h = make(s, c, "lonely");
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(h->next_rendezvous(), RendezvousTimeoutError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+}
+
+TEST(C10dHandler, WorkerStoreAddressIsRequired) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  C10dHandler h(config(1, 1), NodeSpec{"a", 1, "default"}, [s] { return s; });
+  EXPECT_THROW(h.next_rendezvous(), RendezvousError);
+}
+
+TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
+  // Find a free port, then let the agents race to host it on 127.0.0.1: one binds, the others become clients.
+  std::uint16_t port = 0;
+  {
+    store::ServerOptions o;
+    o.host = "127.0.0.1";
+    store::Server probe(o);
+    probe.start();
+    port = probe.port();
+  }
+  RendezvousParameters p;
+  p.backend = "c10d";
+  p.endpoint = "127.0.0.1:" + std::to_string(port);
+  p.run_id = "tcp";
+  p.min_nodes = p.max_nodes = 3;
+  p.config = parse_rdzv_conf("last_call_timeout=0.1,keep_alive_interval=0.2,read_timeout=5");
+  std::vector<std::unique_ptr<Handler>> hs;
+  for (int i = 0; i < 3; ++i) {
+    hs.push_back(create_handler(p, NodeSpec{"127.0.0." + std::to_string(i + 2), 2, "default"}));
+    hs.back()->set_worker_store_address("127.0.0." + std::to_string(i + 2), 5000 + i);
+  }
+  std::vector<std::future<RoundInfo>> fs;
+  for (auto& h : hs) fs.push_back(std::async(std::launch::async, [&h] { return h->next_rendezvous(); }));
+  std::set<int> ranks;
+  for (auto& f : fs) {
+    auto info = f.get();
+    ranks.insert(info.group_rank);
+    EXPECT_EQ(info.global_world_size, 6);
+    EXPECT_EQ(info.base_global_rank, 2 * info.group_rank);
+    EXPECT_EQ(info.master_addr, "127.0.0.2");
+    EXPECT_EQ(info.master_port, 5000);
+  }
+  EXPECT_EQ(ranks.size(), 3u);
+  // A non-hosting agent dies: the others notice through the real store.
+  hs[2].reset();
+  EXPECT_TRUE(eventually([&] { return hs[1]->round_broken(); }));
+  for (int i = 1; i >= 0; --i) hs[i]->shutdown();
+}
+
+TEST(C10dHandler, StoreBytesPerRoundGrowLinearlyInTheNumberOfAgents) {
+  auto per_agent = [](int n) {
+    auto s = std::make_shared<store::MemoryStore>(5s);
+    auto traffic = std::make_shared<store::StoreTraffic>();
+    auto counted = std::make_shared<store::CountingStore>(s, traffic);
+    std::vector<std::unique_ptr<C10dHandler>> hs;
+    std::vector<int> all;
+    for (int i = 0; i < n; ++i) {
+      int calls = 0;  // count the join/poll connection, not the heartbeat one
+      auto h = std::make_unique<C10dHandler>(config(n, n), NodeSpec{"node" + std::to_string(i), 1, "default"},
+                                             [&]() -> std::shared_ptr<store::Store> {
+                                               if (calls++ == 0) return counted;
+                                               return s;
+                                             });
+      h->set_worker_store_address("h", 1);
+      hs.push_back(std::move(h));
+      all.push_back(i);
+    }
+    rendezvous_all(hs, all);
+    for (auto& h : hs) h->shutdown();
+    return static_cast<double>(traffic->bytes) / n;
+  };
+  const double small = per_agent(8), large = per_agent(96);
+  EXPECT_GT(small, 0);
+  // O(N) in total = O(1) per agent; torchrun's blob makes this grow with N (O(N^2) in total).
+  EXPECT_LT(large, 1.5 * small) << "bytes per agent: " << small << " at 8 agents, " << large << " at 96";
+}
+
+// What a round costs the store server, per agent, on the wire: constant in N. Each agent's join connection goes to a
+// real TCPStore server; its heartbeat connection to a MemoryStore, so that the server counts only the round.
+TEST(C10dHandler, WireRequestsPerAgentDoNotGrowWithTheNumberOfAgents) {
+  store::ServerOptions o;
+  o.host = "127.0.0.1";
+  store::Server server(o);
+  server.start();
+  auto requests = [&] {
+    std::uint64_t n = 0;
+    for (const auto& [name, count] : server.stats().ops) n += count;
+    return n;
+  };
+  auto per_agent = [&](int n) {
+    auto heartbeats = std::make_shared<store::MemoryStore>(5s);
+    auto c = config(n, n, "wire" + std::to_string(n));
+    c.settings.keep_alive_interval = 60s;
+    std::vector<std::unique_ptr<C10dHandler>> hs;
+    std::vector<int> all;
+    for (int i = 0; i < n; ++i) {
+      int calls = 0;
+      hs.push_back(std::make_unique<C10dHandler>(c, NodeSpec{"node" + std::to_string(i), 1, "default"},
+                                                 [&]() -> std::shared_ptr<store::Store> {
+                                                   if (calls++ > 0) return heartbeats;
+                                                   store::TcpStoreOptions t;
+                                                   t.host = "127.0.0.1";
+                                                   t.port = server.port();
+                                                   t.timeout = 10s;
+                                                   return std::make_shared<store::TcpStore>(t);
+                                                 }));
+      hs.back()->set_worker_store_address("h", 1);
+      all.push_back(i);
+    }
+    const auto before = requests();  // after the connections' VALIDATE + PING
+    auto rounds = rendezvous_all(hs, all);
+    const auto used = requests() - before;
+    std::set<int> ranks;
+    for (const auto& r : rounds) ranks.insert(r.group_rank);
+    EXPECT_EQ(static_cast<int>(ranks.size()), n);
+    for (auto& h : hs) h->shutdown();
+    return static_cast<double>(used) / n;
+  };
+  const double small = per_agent(8), large = per_agent(64);
+  // About 9 per agent (docs/rendezvous.md); the old protocol (everyone woken at MIN, then at done; reads as CHECK +
+  // WAIT + GET) used 14-20, more as N grew.
+  EXPECT_LE(large, 11.0) << small << " requests per agent at 8 agents, " << large << " at 64";
+  EXPECT_LE(large, small + 1.0) << small << " requests per agent at 8 agents, " << large << " at 64";
+}
