@@ -11,8 +11,10 @@ const std::vector<FlagSpec>& flag_table() {
       {"nnodes", "", K::kValue, "1:1", true, true, "Number of nodes, or MIN:MAX for an elastic range."},
       {"nproc_per_node", "", K::kValue, "1", true, true,
        "Workers per node: an integer, cpu (one per CPU), gpu (one per visible GPU) or auto (gpu if any, else cpu)."},
-      {"rdzv_backend", "", K::kValue, "static", true, true, "Rendezvous backend: static, c10d or etcd (etcd v3 API; alias etcd-v3)."},
-      {"rdzv_endpoint", "", K::kValue, "", true, true, "Rendezvous endpoint host[:port] (etcd: host:port[,host:port...])."},
+      {"rdzv_backend", "", K::kValue, "static", true, true,
+       "Rendezvous backend: static, c10d or etcd (etcd v3 API; alias etcd-v3)."},
+      {"rdzv_endpoint", "", K::kValue, "", true, true,
+       "Rendezvous endpoint host[:port] (etcd: host:port[,host:port...])."},
       {"rdzv_id", "", K::kValue, "none", true, true, "Run id shared by every node of the job."},
       {"rdzv_conf", "", K::kValue, "", true, true, "Rendezvous settings k1=v1,k2=v2."},
       {"standalone", "", K::kBool, "0", true, true,
@@ -81,6 +83,11 @@ const std::vector<FlagSpec>& flag_table() {
       {"exit_barrier_timeout", "", K::kValue, std::nullopt, true, false,
        "Seconds a node that succeeded waits for the others before exiting (default "
        "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT or 300, torchrun's fixed value)."},
+      {"hang_timeout", "", K::kValue, "0", true, false,
+       "Seconds ranks may wait in a collective another rank has not entered before that rank is treated as "
+       "failed (its stack dumped, the restart policy applied); 0: hangs are only reported (docs/hang.md)."},
+      {"hang_report_after", "", K::kValue, "300", true, false,
+       "Seconds of such a wait before ctrun reports it and dumps the local ranks' Python stacks."},
   };
   return table;
 }

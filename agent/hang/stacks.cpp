@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -13,6 +14,17 @@
 namespace ctrun::agent::hang {
 
 int stack_signal() { return SIGRTMIN + 2; }
+
+std::optional<std::string> sitecustomize_dir() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path prefix = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
+  if (ec) return std::nullopt;
+  for (const fs::path& dir : {prefix / "python", prefix / "share" / "ctrun" / "python"}) {
+    if (fs::exists(dir / "sitecustomize.py", ec)) return dir.string();
+  }
+  return std::nullopt;
+}
 
 std::optional<double> cpu_seconds(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");

@@ -14,6 +14,7 @@ void HangWatch::begin_attempt(int attempt, int restarts) {
   restarts_ = restarts;
   workers_.clear();
   dumps_.clear();
+  fails_.clear();
   quiet_ = QuietWatch();
   quiet_reported_ = false;
   region_ = std::make_unique<Region>(config_.agent_pid, attempt, config_.local_ranks, config_.shm_dir);
@@ -37,6 +38,7 @@ void HangWatch::end_attempt() {
   region_.reset();
   workers_.clear();
   dumps_.clear();
+  fails_.clear();
 }
 
 std::vector<RankRecord> HangWatch::local_records() const {
@@ -98,11 +100,13 @@ WatchOutput HangWatch::tick(double now_s) {
       }
     }
     if (h.kind == HangFinding::Kind::kVerdict) {
+      // Failed once its stack is in (or dump_wait_s passed): the kill must not overtake the dump.
       for (int g : h.to_fail) {
         for (const auto& w : workers_) {
           if (w.global_rank != g) continue;
-          out.fail_local_ranks.push_back(w.local_rank);
-          out.failure_notes[w.local_rank] = line + "; its stack: " + w.stack_file;
+          fails_[w.local_rank] = PendingFail{now_s + config_.dump_wait_s,
+                                             line + " (hang timeout " + human_seconds(config_.detector.hang_timeout_s) +
+                                                 ")" + (w.stack_file.empty() ? "" : "; its stack: " + w.stack_file)};
         }
       }
     }
@@ -147,8 +151,21 @@ WatchOutput HangWatch::tick(double now_s) {
       if (!dump.empty() || now_s >= d.until_s) {
         out.stacks.push_back(d.title + "\n" + (dump.empty() ? "(no stack was written)\n" : dump));
         d.show = false;
+        d.text = dump;
       }
     }
+  }
+  for (auto it = fails_.begin(); it != fails_.end();) {
+    auto d = dumps_.find(it->first);
+    const bool stack_done = d == dumps_.end() || !d->second.show;
+    if (!stack_done && now_s < it->second.due_s) {
+      ++it;
+      continue;
+    }
+    out.fail_local_ranks.push_back(it->first);
+    out.failure_notes[it->first] = it->second.note;
+    if (d != dumps_.end()) out.failure_stacks[it->first] = d->second.text;
+    it = fails_.erase(it);
   }
   return out;
 }

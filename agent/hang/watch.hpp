@@ -38,12 +38,13 @@ struct LocalWorker {
 };
 
 struct WatchOutput {
-  std::vector<std::string> warnings;         // hang reports, verdicts, quiet jobs: the log and the console
-  std::vector<std::string> infos;            // stragglers, hangs resolved: the log
-  std::vector<nlohmann::json> events;        // the JSON event log
-  std::vector<int> fail_local_ranks;         // a verdict's culprits on this node: treat them as failed workers
-  std::vector<std::string> stacks;           // "stack of rank 2 (...):\n<dump>" for the console
-  std::map<int, std::string> failure_notes;  // local rank -> what its error file and the failure summary say
+  std::vector<std::string> warnings;          // hang reports, verdicts, quiet jobs: the log and the console
+  std::vector<std::string> infos;             // stragglers, hangs resolved: the log
+  std::vector<nlohmann::json> events;         // the JSON event log
+  std::vector<int> fail_local_ranks;          // a verdict's culprits on this node: treat them as failed workers
+  std::vector<std::string> stacks;            // "stack of rank 2 (...):\n<dump>" for the console
+  std::map<int, std::string> failure_notes;   // local rank -> what its error file and the failure summary say
+  std::map<int, std::string> failure_stacks;  // local rank -> its stack (the error file's py_callstack)
 };
 
 class HangWatch {
@@ -93,8 +94,14 @@ class HangWatch {
     double until_s = 0;
     bool show = false;  // a culprit's: onto the console
     std::string title;
+    std::string text;  // what was collected
   };
   std::map<int, PendingDump> dumps_;  // by local rank
+  struct PendingFail {
+    double due_s = 0;  // fail by then even without a stack
+    std::string note;
+  };
+  std::map<int, PendingFail> fails_;  // verdicts waiting for their culprit's stack (by local rank)
 };
 
 }  // namespace ctrun::agent::hang

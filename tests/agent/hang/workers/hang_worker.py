@@ -1,5 +1,6 @@
 # A torch worker on backend "ctrun": three all_reduces, then rank HANG_RANK sleeps before the fourth (#3) while
-# the others enter it. With HANG_RANK=-1 every rank steps SLOW_S seconds (rank SLOW_RANK only) per all_reduce.
+# the others enter it (only in attempt HANG_ATTEMPT when set). SLOW_RANK sleeps SLOW_S before each of STEPS
+# all_reduces. Rendezvous: file:// at HANG_STORE_FILE when set, else env:// (under ctrun).
 import os
 import sys
 import time
@@ -10,8 +11,14 @@ import ctrun_torch  # noqa: F401  (registers backend "ctrun")
 
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
-dist.init_process_group("ctrun", init_method="file://" + os.environ["HANG_STORE_FILE"], rank=rank, world_size=world)
+if "HANG_STORE_FILE" in os.environ:
+    dist.init_process_group("ctrun", init_method="file://" + os.environ["HANG_STORE_FILE"], rank=rank, world_size=world)
+else:
+    dist.init_process_group("ctrun")
 hang_rank = int(os.environ.get("HANG_RANK", "-1"))
+attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+if os.environ.get("HANG_ATTEMPT", attempt) != attempt:
+    hang_rank = -1
 steps = int(os.environ.get("STEPS", "3"))
 t = torch.ones(4)
 for step in range(steps):
