@@ -539,6 +539,46 @@ class Agent::Impl {
     });
   }
 
+  // Several nodes: each agent writes its summary into the round's store (paced by HangWatch: at most 20 writes
+  // per second from the whole job); the agent of group rank 0 reads every node's and publishes its verdicts in
+  // one key, which the others read. On the helper thread, one exchange at a time; 2N store ops per interval.
+  void exchange_progress(double now) {
+    if (round_.group_world_size <= 1 || !round_.store || progress_exchange_busy_) return;
+    // Reads every max(2 s, nodes / 20) s; this node's summary only when it changed (or once a minute).
+    if (now - last_exchange_ < std::max(2.0, static_cast<double>(round_.group_world_size) / 20.0)) return;
+    last_exchange_ = now;
+    const std::string text = hang_->summary_due(now, round_.group_world_size).value_or("");
+    progress_exchange_busy_ = true;
+    const bool aggregator = round_.group_rank == 0;
+    const std::string verdicts = aggregator ? hang_->verdicts_text() : std::string();
+    lane_.run(BlockingCall::kProgress, [this, store = round_.store, text, verdicts, aggregator, me = round_.group_rank,
+                                        nodes = round_.group_world_size, attempt = attempt_seq_]() {
+      std::map<std::string, std::string> summaries;
+      std::string remote_verdicts;
+      try {
+        if (!text.empty()) store->set("progress/node/" + std::to_string(me), text);
+        if (aggregator) {
+          store->set("progress/verdicts", verdicts);
+          for (int n = 0; n < nodes; ++n) {
+            const std::string key = "progress/node/" + std::to_string(n);
+            if (n != me && store->check({key})) summaries[std::to_string(n)] = store->get(key);
+          }
+        } else if (store->check({"progress/verdicts"})) {
+          remote_verdicts = store->get("progress/verdicts");
+        }
+      } catch (const std::exception& e) {
+        log_->debug("progress summary exchange failed: {}", e.what());
+      }
+      return [this, summaries = std::move(summaries), remote_verdicts, attempt]() {
+        progress_exchange_busy_ = false;
+        if (attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
+        const double t = std::chrono::duration<double>(SteadyClock::now() - hang_epoch_).count();
+        for (const auto& [node, summary] : summaries) hang_->remote(node, summary, t);
+        if (!remote_verdicts.empty()) hang_->remote_verdicts(remote_verdicts, t);
+      };
+    });
+  }
+
   void on_hang_tick() {
     const double now = std::chrono::duration<double>(SteadyClock::now() - hang_epoch_).count();
     hang::WatchOutput out = hang_->tick(now);
@@ -551,6 +591,7 @@ class Agent::Impl {
       events_.emit(name, event);
     }
     if (status_) status_->publish(hang_->table_text(), hang_->table_json().dump());
+    exchange_progress(now);
     for (int local_rank : out.fail_local_ranks) {
       for (const auto& w : group_->workers()) {
         if (w.local_rank != local_rank || !w.running) continue;
@@ -680,6 +721,8 @@ class Agent::Impl {
   std::unique_ptr<hang::HangWatch> hang_;  // made with group_
   std::unique_ptr<hang::StatusServer> status_;
   SteadyClock::time_point hang_epoch_ = SteadyClock::now();
+  bool progress_exchange_busy_ = false;
+  double last_exchange_ = -1e9;
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;

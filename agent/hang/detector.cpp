@@ -135,7 +135,10 @@ Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
     // with its name, and let a verdict fail it.
     const auto unseen = static_cast<int>(
         std::count_if(f.culprits.begin(), f.culprits.end(), [](const Member& m) { return m.global_rank < 0; }));
-    if (unseen < e.unseen) e.reported = e.verdict = false;
+    if (unseen < e.unseen) {
+      e.reported = e.verdict = false;
+      e.failed.clear();
+    }
     e.unseen = unseen;
     if (f.waited_s >= config_.report_after_s && !e.reported) {
       e.reported = true;
@@ -155,9 +158,11 @@ Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
         }
       }
       if (all_in) f.to_fail = f.waited_for;
+      e.failed = f.to_fail;
       out.hangs.push_back(f);
     }
     e.last = f;
+    e.last.to_fail = e.failed;
   }
 
   // ---- stragglers ----

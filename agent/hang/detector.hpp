@@ -106,7 +106,8 @@ class Detector {
     std::uint64_t seq = 0;
     bool reported = false;
     bool verdict = false;
-    int unseen = 0;  // culprits with no record when last looked at
+    int unseen = 0;           // culprits with no record when last looked at
+    std::vector<int> failed;  // the verdict's to_fail
     double waited_s = 0;
     HangFinding last;
   };

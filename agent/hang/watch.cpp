@@ -1,5 +1,7 @@
 #include "agent/hang/watch.hpp"
 
+#include <sstream>
+
 #include "agent/hang/stacks.hpp"
 #include "agent/hang/table.hpp"
 #include "common/worker_env.hpp"
@@ -15,6 +17,7 @@ void HangWatch::begin_attempt(int attempt, int restarts) {
   workers_.clear();
   dumps_.clear();
   fails_.clear();
+  failed_.clear();
   quiet_ = QuietWatch();
   quiet_reported_ = false;
   region_ = std::make_unique<Region>(config_.agent_pid, attempt, config_.local_ranks, config_.shm_dir);
@@ -163,6 +166,7 @@ WatchOutput HangWatch::tick(double now_s) {
       continue;
     }
     out.fail_local_ranks.push_back(it->first);
+    failed_.insert(it->first);
     out.failure_notes[it->first] = it->second.note;
     if (d != dumps_.end()) out.failure_stacks[it->first] = d->second.text;
     it = fails_.erase(it);
@@ -184,6 +188,38 @@ std::optional<std::string> HangWatch::summary_due(double now_s, int nodes) {
 
 void HangWatch::remote(const std::string& node, const std::string& text, double now_s) {
   if (auto s = decode(text)) remote_.update(node, *s, now_s);
+}
+
+std::string HangWatch::verdicts_text() const {
+  std::string ranks, notes;
+  for (const auto& h : detector_.open_hangs()) {
+    for (int r : h.to_fail) ranks += std::to_string(r) + " ";
+    if (!h.to_fail.empty()) notes += describe(h, last_all_) + "\n";
+  }
+  return ranks.empty() ? std::string() : ranks + "\n" + notes;
+}
+
+void HangWatch::remote_verdicts(const std::string& text, double now_s) {
+  const auto eol = text.find('\n');
+  if (eol == std::string::npos) return;
+  std::istringstream ranks(text.substr(0, eol));
+  const std::string note = text.substr(eol + 1, text.find('\n', eol + 1) - eol - 1);
+  int g = 0;
+  while (ranks >> g) {
+    for (const auto& w : workers_) {
+      if (w.global_rank != g || fails_.count(w.local_rank) || failed_.count(w.local_rank)) continue;
+      request_dumps(now_s);
+      auto d = dumps_.find(w.local_rank);
+      if (d != dumps_.end() && d->second.title.empty()) {
+        d->second.show = true;
+        d->second.title =
+            "stack of rank " + std::to_string(g) + " (pid " + std::to_string(w.pid) + ", " + w.stack_file + "):";
+      }
+      fails_[w.local_rank] =
+          PendingFail{now_s + config_.dump_wait_s,
+                      note + " (the verdict of group rank 0's agent; its stack: " + w.stack_file + ")"};
+    }
+  }
 }
 
 std::string HangWatch::table_text() const { return hang::table_text(last_all_, detector_); }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,11 @@ class HangWatch {
   std::optional<std::string> summary_due(double now_s, int nodes);
   void remote(const std::string& node, const std::string& summary_text, double now_s);
 
+  // Several nodes: the agent of group rank 0 sees every rank and publishes its verdicts (verdicts_text, one key);
+  // every other agent reads them (remote_verdicts) and fails those of its own ranks, as for a local verdict.
+  std::string verdicts_text() const;
+  void remote_verdicts(const std::string& text, double now_s);
+
   std::string table_text() const;
   nlohmann::json table_json() const;
   const Detector& detector() const { return detector_; }
@@ -102,6 +108,7 @@ class HangWatch {
     std::string note;
   };
   std::map<int, PendingFail> fails_;  // verdicts waiting for their culprit's stack (by local rank)
+  std::set<int> failed_;              // local ranks already handed out to fail (this attempt)
 };
 
 }  // namespace ctrun::agent::hang
