@@ -55,7 +55,7 @@ TEST(CtrunHang, ARankSleepingBeforeACollectiveIsNamedWithItsStackAndFailed) {
   EXPECT_NE(r.err.find("has not entered all_reduce #3 of group 0; ranks 0,1,3 have waited"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("rank 2 (host "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("hang_worker.py\", line 29 in <module>"), std::string::npos) << "the culprit's stack\n" << r.err;
+  EXPECT_NE(r.err.find("hang_worker.py\", line 32 in <module>"), std::string::npos) << "the culprit's stack\n" << r.err;
   EXPECT_NE(r.err.find("traceback : hang: rank 2"), std::string::npos) << "the summary names the hang\n" << r.err;
   auto verdicts = events_named(dir + "/events.jsonl", "hang_timeout");
   ASSERT_EQ(verdicts.size(), 1u);
@@ -125,6 +125,58 @@ TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(took, 3.0) << "Ctrl-C during a detected hang ends everything (" << took << " s)\n" << r.err;
   std::printf("Ctrl-C to exit: %.2f s\n", took);
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test
+
+namespace ctrun::agent::test {
+namespace {
+
+// Two agents (c10d, two "nodes" of two ranks each on this host): the rank that hangs is on group rank 1's node;
+// the agent of group rank 0 names it from the summaries, and only its own agent fails it (the verdict comes
+// through the round's store).
+TEST(CtrunHang, TwoAgentsNameAHangOnTheOtherNode) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_two_nodes");
+  auto node = [&](const std::string& endpoint, const std::string& tag) {
+    return std::vector<std::string>{"--nnodes=2",
+                                    "--nproc-per-node=2",
+                                    "--rdzv-backend=c10d",
+                                    "--rdzv-endpoint=" + endpoint,
+                                    "--rdzv-id=hang2",
+                                    "--local-addr=127.0.0.1",
+                                    "--log-dir=" + dir + "/logs_" + tag,
+                                    "--event-log=" + dir + "/" + tag + ".jsonl",
+                                    "--hang-timeout=8",
+                                    "--hang-report-after=3",
+                                    worker()};
+  };
+  auto env = kEnv;
+  env["HANG_GROUP_RANK"] = "1";
+  CtrunProcess a(node("127.0.0.1:0", "a"), env);
+  const std::string endpoint = served_rdzv_store(dir + "/a.jsonl", std::chrono::seconds(20));
+  ASSERT_FALSE(endpoint.empty());
+  CtrunProcess b(node(endpoint, "b"), env);
+  RunResult ra = a.wait(std::chrono::seconds(120));
+  RunResult rb = b.wait(std::chrono::seconds(30));
+  // Which agent is group rank 0 is decided by the rendezvous: find it in the event logs.
+  auto group_rank_of = [&](const std::string& tag) {
+    auto r = events_named(dir + "/" + tag + ".jsonl", "rendezvous");
+    return r.empty() ? -1 : r[0]["group_rank"].get<int>();
+  };
+  const bool a_first = group_rank_of("a") == 0;
+  const RunResult& aggregator = a_first ? ra : rb;
+  const RunResult& culprits_node = a_first ? rb : ra;
+  const std::string culprit_events = dir + (a_first ? "/b.jsonl" : "/a.jsonl");
+  const std::string aggregator_events = dir + (a_first ? "/a.jsonl" : "/b.jsonl");
+  EXPECT_NE(aggregator.err.find("has not entered all_reduce #3 of group 0"), std::string::npos)
+      << "group rank 0's agent names the hang on the other node\n"
+      << aggregator.err;
+  EXPECT_FALSE(events_named(aggregator_events, "hang_suspected").empty());
+  EXPECT_TRUE(events_named(aggregator_events, "hang_failed").empty()) << "only the culprit's own agent acts";
+  EXPECT_EQ(events_named(culprit_events, "hang_failed").size(), 1u) << culprits_node.err;
+  EXPECT_NE(culprits_node.exit_code, 0);
 }
 
 }  // namespace

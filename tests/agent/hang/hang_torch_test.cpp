@@ -122,7 +122,7 @@ TEST(HangTorch, ARankSleepingBeforeAllReduceIsNamedWithItsOpSeqAndStack) {
     dump = last_dump(culprit_file, offset, head->ident);
     waiter = last_dump(job.stack_files[0], waiter_offset, 0);
   }
-  EXPECT_NE(dump.find("hang_worker.py\", line 29 in <module>"), std::string::npos) << dump;
+  EXPECT_NE(dump.find("hang_worker.py\", line 32 in <module>"), std::string::npos) << dump;
   EXPECT_NE(waiter.find("in all_reduce"), std::string::npos) << waiter;
   std::printf("culprit's stack:\n%s", dump.c_str());
 }

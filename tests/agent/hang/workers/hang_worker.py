@@ -1,6 +1,7 @@
 # A torch worker on backend "ctrun": three all_reduces, then rank HANG_RANK sleeps before the fourth (#3) while
 # the others enter it (only in attempt HANG_ATTEMPT when set). SLOW_RANK sleeps SLOW_S before each of STEPS
-# all_reduces. Rendezvous: file:// at HANG_STORE_FILE when set, else env:// (under ctrun).
+# all_reduces. HANG_GROUP_RANK=N: the hanging rank is local rank 1 of group rank N's node instead.
+# Rendezvous: file:// at HANG_STORE_FILE when set, else env:// (under ctrun).
 import os
 import sys
 import time
@@ -17,6 +18,8 @@ else:
     dist.init_process_group("ctrun")
 hang_rank = int(os.environ.get("HANG_RANK", "-1"))
 attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+if "HANG_GROUP_RANK" in os.environ:  # several nodes: the rank on that node's LOCAL_RANK 1
+    hang_rank = rank if (os.environ["GROUP_RANK"], os.environ["LOCAL_RANK"]) == (os.environ["HANG_GROUP_RANK"], "1") else -1
 if os.environ.get("HANG_ATTEMPT", attempt) != attempt:
     hang_rank = -1
 steps = int(os.environ.get("STEPS", "3"))
