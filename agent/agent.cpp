@@ -29,7 +29,9 @@
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/logs/log_sink.hpp"
+#include "agent/preload/preload_spawner.hpp"
 #include "agent/process/escapees.hpp"
+#include "agent/process/file_timer.hpp"
 #include "agent/process/worker_group.hpp"
 #include "agent/process/worker_spawner.hpp"
 #include "agent/rendezvous_factory.hpp"
@@ -82,6 +84,12 @@ class Agent::Impl {
 
     if (!open_worker_store()) return exit_code_;
     make_group();
+    try {
+      file_timer_ = attach_file_timer(io_, env_, *group_, events_);
+    } catch (const std::exception& e) {
+      log_->error("{}", e.what());
+      return 1;
+    }
     wait_for_death_signal();
     wait_for_forwarded_signal();
     make_handler();
@@ -141,10 +149,11 @@ class Agent::Impl {
       case AgentAction::kRejoin:
         return join_round();
       case AgentAction::kRestartGroup:
+        // As torchrun: the count before this restart uses one ("2/2 attempts left" on the first failure).
+        log_->warn("[{}] Worker group FAILED. {}/{} attempts left; will restart worker group", config_.role,
+                   remaining_restarts_, config_.max_restarts);
         --remaining_restarts_;
         ++restart_count_;
-        log_->warn("Worker group FAILED. {}/{} attempts left; will restart worker group", remaining_restarts_,
-                   config_.max_restarts);
         events_.emit("restart", {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
         return join_round();
       case AgentAction::kSpawnWorkers:
@@ -369,16 +378,23 @@ class Agent::Impl {
                                 {"group_rank", round_.group_rank},
                                 {"group_world_size", round_.group_world_size},
                                 {"world_size", round_.global_world_size}});
-    AttemptSpec attempt{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
-    try {
-      hang_->begin_attempt(static_cast<int>(attempt_seq_), restart_count_);
-    } catch (const std::exception& e) {
-      log_->warn("hang detection is off for this attempt: {}", e.what());
-    }
-    group_->start(attempt, *layout_, [this] { return state_ == AgentState::kRunning; });
-    schedule_hang_tick();
-    watch_membership();
-    check_group_exited();
+    // --preload: the warm process may still be importing; the loop goes on (signals honoured) until it is ready.
+    awaiting_start_ = attempt_seq_;
+    group_->when_ready([this, attempt = attempt_seq_] {
+      if (attempt != attempt_seq_ || awaiting_start_ != attempt) return;
+      awaiting_start_ = 0;
+      if (state_ != AgentState::kRunning) return;
+      AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
+      try {
+        hang_->begin_attempt(static_cast<int>(attempt_seq_), restart_count_);
+      } catch (const std::exception& e) {
+        log_->warn("hang detection is off for this attempt: {}", e.what());
+      }
+      group_->start(spec, *layout_, [this] { return state_ == AgentState::kRunning; });
+      schedule_hang_tick();
+      watch_membership();
+      check_group_exited();
+    });
   }
 
   // Multi-node rounds end when a node waits to join or a member is lost. The rendezvous answers that only when
@@ -466,15 +482,23 @@ class Agent::Impl {
     WorkerGroup::Callbacks cb;
     cb.exited = [this](const Worker& w) {
       if (w.exitcode == 0 || w.stopped_by_us) return;
-      log_->info("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}", w.exitcode, w.local_rank, w.pid,
-                 config_.script);
+      // An error, as torch logs it: shown by default, before the restart or the summary.
+      log_->error("failed (exitcode: {}) local_rank: {} (pid: {}) of binary: {}", w.exitcode, w.local_rank, w.pid,
+                  config_.script);
       on_worker_failed();
     };
     cb.start_failed = [this](const Worker&) { on_worker_failed(); };
     cb.exits_done = [this] { check_group_exited(); };
     cb.stream_ended = [this] { on_tee_eof(); };
-    group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_, std::make_unique<ForkExecSpawner>(),
-                                           subreaper_, std::move(cb));
+    // --preload: the warm process starts now, so that it imports while the first round forms.
+    std::unique_ptr<WorkerSpawner> spawner;
+    if (config_.preload.empty()) {
+      spawner = std::make_unique<ForkExecSpawner>();
+    } else {
+      spawner = std::make_unique<preload::PreloadSpawner>(io_, config_, env_);
+    }
+    group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_, std::move(spawner), subreaper_,
+                                           std::move(cb));
     make_hang_watch();
   }
 
@@ -631,6 +655,7 @@ class Agent::Impl {
 
   void check_group_exited() {
     if (state_ != AgentState::kRunning && state_ != AgentState::kStopping) return;
+    if (awaiting_start_ == attempt_seq_ && state_ == AgentState::kRunning) return;  // not started yet
     if (group_->any_running()) return;
     membership_timer_.cancel();
     hang_timer_.cancel();
@@ -717,7 +742,8 @@ class Agent::Impl {
   std::shared_ptr<rdzv::Handler> rdzv_;  // called on the helper thread only (run_id/backend are constant)
   std::unique_ptr<LogLayout> layout_;
   rdzv::RoundInfo round_;
-  std::unique_ptr<WorkerGroup> group_;     // made in run(), once the store is open
+  std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
+  std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
   std::unique_ptr<hang::HangWatch> hang_;  // made with group_
   std::unique_ptr<hang::StatusServer> status_;
   SteadyClock::time_point hang_epoch_ = SteadyClock::now();
@@ -726,7 +752,8 @@ class Agent::Impl {
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;
-  std::uint64_t attempt_seq_ = 0;  // every start_attempt, restarts and new rounds alike
+  std::uint64_t attempt_seq_ = 0;     // every start_attempt, restarts and new rounds alike
+  std::uint64_t awaiting_start_ = 0;  // the attempt whose round formed and whose workers wait for the spawner
   AgentState state_ = AgentState::kInitialising;
   bool membership_changed_ = false;
   bool failure_seen_ = false;

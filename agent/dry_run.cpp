@@ -1,6 +1,7 @@
 #include "agent/dry_run.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "agent/rendezvous_factory.hpp"
 #include "agent/worker_env.hpp"
@@ -49,6 +50,10 @@ std::string dry_run_report(const LaunchConfig& c, const EnvLookup& env) {
                      c.max_restarts, c.shutdown_timeout, c.exit_barrier_timeout, c.signals_to_handle);
   out += fmt::format("  log_dir={} node_rank={} master_addr={} master_port={}\n", c.log_dir.value_or("(none)"),
                      c.node_rank, c.master_addr, c.master_port ? std::to_string(*c.master_port) : "(ephemeral)");
+  if (!c.preload.empty()) {
+    out += fmt::format("  preload={} (each worker is forked from a warm process that imported them)\n",
+                       fmt::join(c.preload, ","));
+  }
   if (!single) {
     out += fmt::format(
         "  (multi-node: RANK, GROUP_RANK, WORLD_SIZE and MASTER_ADDR/PORT below assume this node is group rank {} "

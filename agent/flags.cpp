@@ -59,6 +59,9 @@ const std::vector<FlagSpec>& flag_table() {
       {"event_log", "", K::kValue, std::nullopt, true, false, "Write one JSON line per agent event to this file."},
       {"propagate_exit_code", "", K::kBool, "0", true, false,
        "Exit with the root-cause worker's exit code (128+N for signal N) instead of 1."},
+      {"preload", "", K::kValue, std::nullopt, true, false,
+       "Modules (comma-separated) one warm Python process per node imports once; workers are forked from it with "
+       "their imports done (docs/cli.md)."},
       {"cpu_bind", "", K::kValue, "none", true, false,
        "Bind each local rank to a slice of the machine: none, core or numa."},
       // Clusters (agent/cluster/, agent/multihost/; docs/cli.md "Clusters").

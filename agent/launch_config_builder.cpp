@@ -1,6 +1,7 @@
 #include "agent/launch_config_builder.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -309,6 +310,16 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
 
   c.event_log = v.get("event_log");
   c.propagate_exit_code = v.flag("propagate_exit_code");
+  for (const auto& m : split(v.str("preload"), ',')) {
+    if (m.empty()) continue;
+    // A dotted module name: anything else would reach `importlib.import_module` as a surprise.
+    const bool valid =
+        std::all_of(m.begin(), m.end(),
+                    [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.'; }) &&
+        !std::isdigit(static_cast<unsigned char>(m[0])) && m.front() != '.' && m.back() != '.';
+    if (!valid) bad("preload", "'" + m + "' is not a module name (MODULE[,MODULE...], e.g. torch,numpy)");
+    c.preload.push_back(m);
+  }
 
   c.multihost.hostfile = v.get("hostfile");
   c.multihost.hosts = v.get("hosts");

@@ -1,33 +1,29 @@
 #include "comm/config.hpp"
 
-#include <cerrno>
+#include <charconv>
 #include <cstdlib>
-#include <string_view>
+#include <limits>
 
 #include "comm/options.hpp"
 #include "comm/types.hpp"
+#include "common/worker_env.hpp"
 
 namespace ctrun::comm {
 namespace {
 
-// A non-negative decimal integer <= max; `what` names the unit in the error ("a byte count", "an integer").
-std::size_t parse_unsigned(const char* name, const std::string& v, std::size_t max, const char* what) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-' || n > max) {
-    throw InvalidArgumentError(std::string(name) + "='" + v + "': expected " + what + " from 0 to " +
-                               std::to_string(max));
-  }
-  return static_cast<std::size_t>(n);
+// A setting's non-negative integer <= max; `what` names the unit in the error ("a byte count", "an integer").
+std::size_t parse_setting(const char* name, const std::string& v, std::size_t max, const char* what) {
+  if (auto n = parse_unsigned(v, max)) return *n;
+  throw InvalidArgumentError(std::string(name) + "='" + v + "': expected " + what + " from 0 to " +
+                             std::to_string(max));
 }
 
 std::size_t parse_bytes(const char* name, const std::string& v, std::size_t max) {
-  return parse_unsigned(name, v, max, "a byte count");
+  return parse_setting(name, v, max, "a byte count");
 }
 
 std::size_t parse_count(const char* name, const std::string& v, std::size_t max) {
-  return parse_unsigned(name, v, max, "an integer");
+  return parse_setting(name, v, max, "an integer");
 }
 
 void one_of(const char* name, const std::string& v, std::initializer_list<std::string_view> allowed) {
@@ -41,7 +37,7 @@ void one_of(const char* name, const std::string& v, std::initializer_list<std::s
 
 constexpr std::size_t kGiB = std::size_t{1} << 30;
 
-// The table. Defaults here are the documented ones; Config's member initialisers must agree (tables_test checks).
+// The table. Defaults here are the documented ones and Config's: its constructor applies them.
 constexpr Setting kSettings[] = {
     {"CTRUN_COMM_BACKEND", "cpu",
      "backend of groups whose options leave `backend` at \"cpu\": `cpu` or `nccl` (CUDA builds)",
@@ -149,12 +145,6 @@ const Setting* find(const std::string& name) {
   return nullptr;
 }
 
-Config defaults() {
-  Config c;
-  for (const auto& s : kSettings) s.apply(c, s.default_value);
-  return c;
-}
-
 void apply_all(Config& c, const std::map<std::string, std::string>& settings, const char* where) {
   for (const auto& [name, value] : settings) {
     const Setting* s = find(name);
@@ -171,23 +161,51 @@ void apply_all(Config& c, const std::map<std::string, std::string>& settings, co
 
 std::span<const Setting> settings() { return kSettings; }
 
+std::optional<std::size_t> parse_unsigned(std::string_view text, std::size_t max) {
+  std::size_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n > max) return std::nullopt;
+  return n;
+}
+
+WorkerEnvironment WorkerEnvironment::from_process() {
+  namespace we = worker_env;
+  auto get = [](const char* name) { return we::get(name).value_or(""); };
+  WorkerEnvironment env;
+  env.rank = get(we::kRank);
+  env.world_size = get(we::kWorldSize);
+  env.master_addr = get(we::kMasterAddr);
+  env.master_port = get(we::kMasterPort);
+  env.use_agent_store = get(we::kUseAgentStore) == we::kTrue;
+  env.restart_count = get(we::kRestartCount);
+  if (auto n = parse_unsigned(get(we::kLocalRank), std::numeric_limits<int>::max())) {
+    env.local_rank = static_cast<int>(*n);
+  }
+  return env;
+}
+
+Config::Config() {
+  for (const auto& s : kSettings) s.apply(*this, s.default_value);
+}
+
 std::size_t Config::chunk_bytes_for(const std::string& transport_name) const {
   if (chunk_bytes) return chunk_bytes;
   return transport_name == "tcp" ? std::size_t{1} << 20 : std::size_t{128} << 10;
 }
 
 Config Config::from_settings(const std::map<std::string, std::string>& settings) {
-  Config c = defaults();
+  Config c;
   apply_all(c, settings, "the settings");
   return c;
 }
 
 Config Config::resolve(const ProcessGroupOptions& options) {
-  Config c = defaults();
+  Config c;
   for (const auto& s : kSettings) {
     const char* v = std::getenv(s.name);
     if (v && *v) s.apply(c, v);
   }
+  c.worker = WorkerEnvironment::from_process();
   apply_all(c, options.settings, "ProcessGroupOptions::settings");
   if (options.backend != "cpu") c.backend = options.backend;
   if (!options.transport.empty() && options.transport != "auto") c.transport = options.transport;

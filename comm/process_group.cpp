@@ -53,14 +53,22 @@ void check_op(ReduceOp op, DataType dtype, const char* what) {
 
 std::shared_ptr<ProcessGroup> ProcessGroup::init(const std::string& init_method, ProcessGroupOptions options, int rank,
                                                  int world_size) {
-  auto rv = init::rendezvous(init_method, rank, world_size, options.timeout);
-  auto pg = from_store(rv.store, rv.prefix, rv.rank, rv.world_size, std::move(options));
+  // One resolution serves both: env:// takes the worker environment from the group's Config.
+  Config config = Config::resolve(options);
+  auto rv = init::rendezvous(init_method, rank, world_size, options.timeout, config.worker);
+  auto pg = create(rv.store, rv.prefix, rv.rank, rv.world_size, std::move(options), std::move(config));
   pg->keepalive_ = rv.keepalive;
   return pg;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::from_store(std::shared_ptr<store::Store> store, const std::string& prefix,
                                                        int rank, int size, ProcessGroupOptions options) {
+  Config config = Config::resolve(options);
+  return create(std::move(store), prefix, rank, size, std::move(options), std::move(config));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create(std::shared_ptr<store::Store> store, const std::string& prefix,
+                                                   int rank, int size, ProcessGroupOptions options, Config config) {
   if (!store) throw InvalidArgumentError("ProcessGroup::from_store: store is null");
   if (size < 1) throw InvalidArgumentError("ProcessGroup: size must be >= 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size) {
@@ -69,18 +77,17 @@ std::shared_ptr<ProcessGroup> ProcessGroup::from_store(std::shared_ptr<store::St
   }
   std::vector<int> ranks(static_cast<std::size_t>(size));
   std::iota(ranks.begin(), ranks.end(), 0);
-  return std::shared_ptr<ProcessGroup>(
-      new ProcessGroup(std::move(store), prefix, rank, std::move(ranks), std::move(options), nullptr));
+  return std::shared_ptr<ProcessGroup>(new ProcessGroup(std::move(store), prefix, rank, std::move(ranks),
+                                                        std::move(options), std::move(config), nullptr));
 }
 
 ProcessGroup::ProcessGroup(std::shared_ptr<store::Store> store, std::string prefix, int rank,
-                           std::vector<int> global_ranks, ProcessGroupOptions options, Backend* parent)
+                           std::vector<int> global_ranks, ProcessGroupOptions options, Config config, Backend* parent)
     : store_(std::move(store)),
       prefix_(std::move(prefix)),
       rank_(rank),
       global_ranks_(std::move(global_ranks)),
       options_(std::move(options)) {
-  Config config = Config::resolve(options_);
   options_.backend = config.backend;
   if (rank_ < 0) return;
   BackendContext ctx;
@@ -153,7 +160,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, Pr
   auto it = std::find(ranks.begin(), ranks.end(), my_global);
   const int sub_rank = it == ranks.end() ? -1 : static_cast<int>(it - ranks.begin());
   auto group = std::shared_ptr<ProcessGroup>(
-      new ProcessGroup(store_, key, sub_rank, std::move(ranks), std::move(options), backend_.get()));
+      new ProcessGroup(store_, key, sub_rank, std::move(ranks), options, Config::resolve(options), backend_.get()));
   group->keepalive_ = keepalive_;
   return group;
 }

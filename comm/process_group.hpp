@@ -119,8 +119,11 @@ class ProcessGroup {
 
  private:
   struct Private;
+  // init() and from_store(); config: options resolved (Config::resolve), by the caller that needed it first.
+  static std::shared_ptr<ProcessGroup> create(std::shared_ptr<store::Store> store, const std::string& prefix, int rank,
+                                              int size, ProcessGroupOptions options, Config config);
   ProcessGroup(std::shared_ptr<store::Store> store, std::string prefix, int rank, std::vector<int> global_ranks,
-               ProcessGroupOptions options, Backend* parent);
+               ProcessGroupOptions options, Config config, Backend* parent);
   void require_member() const;
 
   std::shared_ptr<store::Store> store_;  // the unscoped store the group's prefix lives in

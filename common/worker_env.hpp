@@ -1,7 +1,7 @@
 #pragma once
 // The worker environment contract, in one place: the variables the agent (agent/worker_env.cpp) writes into every
-// worker's environment, exactly as torchrun's LocalElasticAgent names them, and what comm (comm/init, the tcp
-// transport, the nccl backend) reads back from them. The writer and the readers both use these names and
+// worker's environment, exactly as torchrun's LocalElasticAgent names them, and what comm reads back from them
+// (once per group, into comm::Config::worker, comm/config.hpp). The writer and the readers both use these names and
 // helpers, so the two sides cannot drift apart.
 
 #include <optional>
@@ -29,6 +29,10 @@ inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
 inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE";
+// torchrun's worker watchdog: "1" in the agent's environment makes it serve the FIFO named by kTimerFile
+// (agent/process/file_timer.hpp), which every worker gets.
+inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
+inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 // ctrun's own (issue 22): the progress region of this attempt (common/progress.hpp), which comm writes its
 // collectives' progress into; and the file a Python worker's stack is dumped into on kStackDumpSignal (the
 // sitecustomize.py ctrun puts on PYTHONPATH registers it with faulthandler).
@@ -47,9 +51,5 @@ inline std::string attempt_prefix(int restart_count) { return "/worker/attempt_"
 
 // Reads a variable of the contract from this process's environment: nullopt when unset or empty.
 std::optional<std::string> get(const char* name);
-
-// Reads a non-negative integer variable (RANK, LOCAL_RANK, ...): nullopt when unset, empty or not a
-// non-negative integer.
-std::optional<int> get_int(const char* name);
 
 }  // namespace ctrun::worker_env

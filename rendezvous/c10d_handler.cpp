@@ -57,16 +57,36 @@ RoundInfo C10dHandler::next_rendezvous() {
   JoinResult result;
   try {
     for (;;) {
-      auto step = op.step(clock_->now());
+      // Until the step has returned, this node may have arrived without joining_ saying where.
+      auto step = [&] {
+        {
+          std::lock_guard lock(mutex_);
+          // Left (a death signal): no new arrival may follow the withdrawal.
+          if (abandoned_) throw RendezvousError("rendezvous '" + config_.run_id + "': this node left the rendezvous");
+          stepping_ = true;
+        }
+        auto settle = [&] {
+          {
+            std::lock_guard lock(mutex_);
+            stepping_ = false;
+            if (op.arrival() > 0) joining_.emplace(op.round(), op.arrival());
+          }
+          step_done_.notify_all();
+        };
+        try {
+          auto s = op.step(clock_->now());
+          settle();
+          return s;
+        } catch (...) {
+          settle();
+          throw;
+        }
+      }();
       if (auto* r = std::get_if<JoinResult>(&step)) {
         result = std::move(*r);
         break;
       }
       const auto& wait = std::get<JoinWait>(step);
-      if (op.arrival() > 0) {
-        std::lock_guard lock(mutex_);
-        joining_.emplace(op.round(), op.arrival());
-      }
       const auto now = clock_->now();
       if (wait.until <= now) continue;
       auto left =
@@ -192,7 +212,11 @@ void C10dHandler::abandon() {
   std::optional<Membership> held;
   std::optional<std::pair<std::uint64_t, std::int64_t>> joining;
   {
-    std::lock_guard lock(mutex_);
+    // A step in flight may be adding this node's arrival: wait for it (a few store round trips; bounded, as the
+    // agent gives leaving 0.5 s in all) so the arrival is withdrawn rather than left for others to wait on.
+    std::unique_lock lock(mutex_);
+    step_done_.wait_for(lock, std::chrono::milliseconds(300), [&] { return !stepping_; });
+    abandoned_ = true;
     held = held_;
     joining = joining_;
   }

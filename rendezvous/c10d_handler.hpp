@@ -84,10 +84,15 @@ class C10dHandler final : public Handler {
   int waiting_cache_ = 0;
   bool exit_barrier_passed_ = false;  // this round's exit barrier completed: every member will shut down
 
-  std::mutex mutex_;                                               // guards liveness_, stopping_, held_ and joining_
-  std::optional<Membership> held_;                                 // current_, for abandon()
+  std::mutex mutex_;                // guards liveness_, stopping_, held_, joining_ and stepping_
+  std::optional<Membership> held_;  // current_, for abandon()
   std::optional<std::pair<std::uint64_t, std::int64_t>> joining_;  // (round, arrival) of a join under way
   std::condition_variable wake_;
+  // A join step is talking to the store: its arrival ADD may have landed before joining_ says so. abandon() waits
+  // for the step (bounded) so that an arrival is never left behind as a ghost member of the next round.
+  bool stepping_ = false;
+  bool abandoned_ = false;  // abandon() ran: next_rendezvous() starts no further step
+  std::condition_variable step_done_;
   Liveness liveness_;
   bool stopping_ = false;
   std::thread heartbeat_thread_;

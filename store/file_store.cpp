@@ -8,7 +8,7 @@
 #include <cstring>
 #include <thread>
 
-#include "store/keyspace.hpp"
+#include "store/local_keyspace.hpp"
 #include "store/store_util.hpp"
 
 namespace ctrun::store {
@@ -21,6 +21,7 @@ constexpr char kPush = 'P';
 constexpr char kPop = 'O';
 constexpr auto kPoll = std::chrono::milliseconds(5);
 
+using detail::checked;
 using detail::kLocalConn;
 
 struct Fd {
@@ -39,16 +40,6 @@ bool read_exact(int fd, void* buf, std::size_t n) {
     n -= static_cast<std::size_t>(r);
   }
   return true;
-}
-
-struct NoReplies final : detail::ReplySink {
-  detail::ReplyBuffer* output(detail::ConnId) override { return nullptr; }
-};
-
-template <class R>
-const R& checked(const R& r) {
-  if (!r.ok()) throw StoreError(r.refused);
-  return r;
 }
 
 // Replays the log into ks.
@@ -124,11 +115,10 @@ auto FileStore::locked(Fn&& fn) {
   Fd f{::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)};
   if (f.fd < 0) throw StoreError("file store: cannot open " + path_ + ": " + std::strerror(errno));
   if (::flock(f.fd, LOCK_EX) != 0) throw StoreError("file store: cannot lock " + path_);
-  NoReplies sink;
-  detail::Keyspace ks(sink, UINT64_MAX, UINT64_MAX);
-  load(f.fd, ks);
-  Log log(f.fd, path_, ks);
-  return fn(ks, log);  // the lock goes with the fd
+  detail::LocalKeyspace local;
+  load(f.fd, local.keyspace());
+  Log log(f.fd, path_, local.keyspace());
+  return fn(local.keyspace(), log);  // the lock goes with the fd
 }
 
 void FileStore::set(const std::string& key, std::string_view value) {
@@ -201,22 +191,13 @@ void FileStore::append(const std::string& key, std::string_view value) {
 
 std::vector<std::string> FileStore::multi_get(const std::vector<std::string>& keys) {
   wait(keys, timeout_);
-  return locked([&](detail::Keyspace& ks, Log&) {
-    auto r = ks.multi_get(kLocalConn, keys);
-    while (r.more) r = ks.continue_multi_get(kLocalConn, keys);
-    checked(r);
-    std::vector<std::string> out;
-    out.reserve(r.values.size());
-    for (const auto& v : r.values) out.push_back(v->bytes);
-    return out;
-  });
+  return locked([&](detail::Keyspace& ks, Log&) { return detail::run_multi_get(ks, keys); });
 }
 
 void FileStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
   check_multi_set_sizes(keys, values);
   locked([&](detail::Keyspace& ks, Log& log) {
-    auto r = checked(ks.multi_set(kLocalConn, keys, values));
-    while (r.more) r = checked(ks.continue_multi_set(kLocalConn, keys, values));
+    detail::run_multi_set(ks, keys, values);
     for (const auto& k : keys) log.key(k);
     return 0;
   });

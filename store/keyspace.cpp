@@ -10,10 +10,6 @@
 
 namespace ctrun::store::detail {
 
-using protocol::Command;
-using protocol::WaitResponse;
-using protocol::WatchResponse;
-
 namespace {
 
 void erase_one(std::vector<ConnId>& v, ConnId c) {
@@ -22,12 +18,6 @@ void erase_one(std::vector<ConnId>& v, ConnId c) {
 }
 
 std::uint64_t entry_cost(std::size_t key, std::size_t value) { return key + value + kEntryOverhead; }
-
-// An empty value for events about a missing side (the old value of a created key, the new one of a delete).
-const BlobPtr& empty_blob() {
-  static const BlobPtr b = std::make_shared<Blob>(std::string());
-  return b;
-}
 
 }  // namespace
 
@@ -44,14 +34,13 @@ bool Keyspace::fits(std::uint64_t growth, ConnId conn) {
   if (ok()) return true;
   // Unread replies of clients that do not read may be what fills the memory: they go first, so that a
   // legitimate writer is not refused because of them.
-  while (!ok() && sink_.reclaim(held_bytes() + io_bytes_ + growth - max_total_bytes_, conn)) {
+  while (!ok() && events_.reclaim(held_bytes() + io_bytes_ + growth - max_total_bytes_, conn)) {
   }
   return ok();
 }
 
 bool Keyspace::reply_fits(ConnId conn, std::uint64_t reply_bytes, std::string& why) const {
-  ReplyBuffer* out = sink_.output(conn);
-  const std::uint64_t pending = out ? out->size() : 0;
+  const std::uint64_t pending = events_.unread_reply_bytes(conn);
   if (pending + reply_bytes <= max_reply_bytes_) return true;
   why = fmt::format(
       "its reply of {} bytes (plus {} unread) would exceed the limit of {} bytes of unread replies per "
@@ -68,9 +57,7 @@ void Keyspace::retire(BlobPtr& b) {
   b.reset();
 }
 
-void Keyspace::release(ConnId conn) {
-  if (auto* out = sink_.output(conn)) protocol::reply::stop_waiting(*out);
-}
+void Keyspace::release(ConnId conn) { events_.waiter_released(conn); }
 
 void Keyspace::register_wait(ConnId conn, std::vector<std::string> missing, bool barrier, std::uint64_t cost) {
   const std::uint64_t gen = next_gen_++;
@@ -253,17 +240,11 @@ MultiSetResult Keyspace::multi_set_slice(ConnId conn, const std::vector<std::str
   return res;
 }
 
-void Keyspace::notify_watchers(const std::string& key, WatchResponse type, const BlobPtr& old_value,
+void Keyspace::notify_watchers(const std::string& key, KeyChange change, const BlobPtr& old_value,
                                const BlobPtr& new_value) {
   auto w = watchers_.find(key);
   if (w == watchers_.end()) return;
-  // 1.13's event: u8 type, key, old value, new value (TCPStoreMasterDaemon::sendKeyUpdatesToClients).
-  // The values are shared by every watcher's reply, not copied per watcher.
-  for (ConnId c : w->second) {
-    if (auto* out = sink_.output(c))
-      protocol::reply::watch_event(*out, type, key, old_value ? old_value : empty_blob(),
-                                   new_value ? new_value : empty_blob());
-  }
+  for (ConnId c : w->second) events_.key_changed(c, change, key, old_value, new_value);
 }
 
 void Keyspace::put_value(const std::string& key, BlobPtr value) {
@@ -287,7 +268,7 @@ void Keyspace::store(const std::string& key, std::string value) {
   if (!watchers_.empty()) {
     // (put_value counted `old` as orphaned since this function holds it; the count drops when the last
     // holder, this function or a watcher's reply, lets go.)
-    notify_watchers(key, created ? WatchResponse::kKeyCreated : WatchResponse::kKeyUpdated, old, data_[key]);
+    notify_watchers(key, created ? KeyChange::kCreated : KeyChange::kUpdated, old, data_[key]);
   }
 }
 
@@ -327,7 +308,7 @@ SetResult Keyspace::append(ConnId conn, const std::string& key, std::string_view
     bytes_ += value.size();
   }
   wake_all(key);
-  notify_watchers(key, WatchResponse::kKeyUpdated, old, data_[key]);
+  notify_watchers(key, KeyChange::kUpdated, old, data_[key]);
   return res;
 }
 
@@ -429,7 +410,7 @@ bool Keyspace::delete_key(const std::string& key) {
   BlobPtr old = std::move(it->second);
   bytes_ -= it->first.size() + old->bytes.size();
   data_.erase(it);
-  notify_watchers(key, WatchResponse::kKeyDeleted, old, nullptr);
+  notify_watchers(key, KeyChange::kDeleted, old, nullptr);
   retire(old);
   return true;
 }

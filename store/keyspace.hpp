@@ -1,9 +1,11 @@
 #pragma once
 // The store's semantics, written once: keys, values, queues, pending waits and 1.13 watch registrations,
 // one method per command returning a typed result (as torch's libuv backend), without any networking or
-// encoding. Three users: the TCPStore server (server_commands.cpp encodes the results with the codec, one
-// decoded request at a time, from its single loop thread, so nothing here locks), MemoryStore (under its
-// mutex) and FileStore (replaying its log into a Keyspace under the file lock). The fuzzer drives it too.
+// encoding. What happens to other connections (a pending WAIT released, a watched key changed) is reported
+// as typed events to the owner's KeyspaceEvents. Three users: the TCPStore server (server_commands.cpp
+// encodes the results and the events with the codec, one decoded request at a time, from its single loop
+// thread, so nothing here locks), MemoryStore and FileStore (through LocalKeyspace, store/local_keyspace.hpp:
+// no connections, events ignored). The fuzzer drives it too.
 //
 // Semantics follow PyTorch's servers (docs/protocol.md): the legacy backend's replies byte for byte, with
 // the libuv backend's superset where they differ (compare_set wakes waiters, queues count as present).
@@ -11,7 +13,6 @@
 // `refused` is non-empty changed nothing and says why (the server closes the connection with it, the
 // in-process stores throw StoreError with it).
 
-#include <array>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -21,20 +22,30 @@
 #include <unordered_set>
 #include <vector>
 
-#include "store/protocol.hpp"
 #include "store/reply_buffer.hpp"
 
 namespace ctrun::store::detail {
 
 using ConnId = std::uint64_t;
 
-// Where replies go. The keyspace appends the bytes for a connection (its own reply, or a deferred WAIT
-// reply / watch event for another connection); the server writes them out after the request is handled.
-class ReplySink {
+// How a watched key changed (1.13 WATCH_KEY events).
+enum class KeyChange : std::uint8_t { kUpdated, kCreated, kDeleted };
+
+// What the keyspace tells its owner about connections other than a command's requester, in the order it
+// happens (the server queues each as a reply after the bytes already queued for that connection), and what
+// it asks about them. The keyspace encodes nothing: the server answers these through the codec
+// (server_commands.hpp's ReplySink); in-process stores have no connections and ignore them.
+class KeyspaceEvents {
  public:
-  virtual ~ReplySink() = default;
-  // The output buffer of a live connection, or nullptr if it is gone. Stays valid during one execute().
-  virtual ReplyBuffer* output(ConnId conn) = 0;
+  virtual ~KeyspaceEvents() = default;
+  // conn's pending WAIT or BARRIER is over: every key is there, or the barrier count is reached.
+  virtual void waiter_released(ConnId conn) = 0;
+  // A key `watcher` watches changed; a missing side (the old value of a created key, the new one of a
+  // deleted key) is null. The values are the keyspace's own, shared rather than copied.
+  virtual void key_changed(ConnId watcher, KeyChange change, const std::string& key, const BlobPtr& old_value,
+                           const BlobPtr& new_value) = 0;
+  // Reply bytes conn has not read yet (0 for a connection that is gone): the per-connection reply budget.
+  virtual std::uint64_t unread_reply_bytes(ConnId conn) = 0;
   // The server's memory is full: close connections that hold unread replies (never `except`), largest
   // first, until at least `bytes` are free or none is left. Returns whether anything was released.
   virtual bool reclaim(std::uint64_t /*bytes*/, ConnId /*except*/) { return false; }
@@ -98,15 +109,12 @@ struct BarrierResult : Refusable {
   bool reached = false;    // count >= world_size
 };
 
-// Deferred replies (a WAIT's STOP_WAITING, a barrier's release, 1.13 watch events) go to the connections
-// through the sink; the keyspace encodes them with the codec's reply encoders.
-
 class Keyspace {
  public:
   // max_reply_bytes: the most unread reply bytes one connection may hold; a reply that would pass it is
   // refused before it is built.
-  Keyspace(ReplySink& sink, std::uint64_t max_total_bytes, std::uint64_t max_reply_bytes = 256ull << 20)
-      : sink_(sink), max_total_bytes_(max_total_bytes), max_reply_bytes_(max_reply_bytes) {}
+  Keyspace(KeyspaceEvents& events, std::uint64_t max_total_bytes, std::uint64_t max_reply_bytes = 256ull << 20)
+      : events_(events), max_total_bytes_(max_total_bytes), max_reply_bytes_(max_reply_bytes) {}
 
   // ---- the commands (conn: the requester; kLocalConn for in-process stores) ----
   SetResult set(ConnId conn, const std::string& key, std::string_view value);  // wakes waiters, notifies watchers
@@ -177,8 +185,6 @@ class Keyspace {
            *orphaned_;
   }
   std::uint64_t pending_waits() const { return waits_.size(); }
-  std::uint64_t ops(protocol::Command c) const { return ops_[static_cast<std::size_t>(c)]; }
-  void count_op(protocol::Command c) { ++ops_[static_cast<std::size_t>(c)]; }
 
   // Bytes the server holds outside the keyspace (buffered input, queued output); they count against
   // max_total_bytes too, so that the limit bounds the whole process.
@@ -228,19 +234,18 @@ class Keyspace {
   bool fits(std::uint64_t growth, ConnId conn);
   bool reply_fits(ConnId conn, std::uint64_t reply_bytes, std::string& why) const;
   void retire(BlobPtr& b);    // the keyspace lets go of a value
-  void release(ConnId conn);  // a pending WAIT or BARRIER is over: STOP_WAITING
+  void release(ConnId conn);  // a pending WAIT or BARRIER is over: the owner is told
   void register_wait(ConnId conn, std::vector<std::string> missing, bool barrier, std::uint64_t cost);
   void drop_wait(ConnId conn);
   // A key appeared or changed: every waiter on it counts it; those with nothing left get STOP_WAITING.
   void wake_all(const std::string& key, bool include_barrier = true);
   // A queue element arrived: wake at most one waiter on the key (queue semantics: one consumer per item).
   void wake_one(const std::string& key);
-  void notify_watchers(const std::string& key, protocol::WatchResponse type, const BlobPtr& old_value,
-                       const BlobPtr& new_value);
+  void notify_watchers(const std::string& key, KeyChange change, const BlobPtr& old_value, const BlobPtr& new_value);
   void store(const std::string& key, std::string value);  // SET semantics: store, wake, notify
   void put_value(const std::string& key, BlobPtr value);  // stores without waking (accounting only)
 
-  ReplySink& sink_;
+  KeyspaceEvents& events_;
   std::uint64_t max_total_bytes_;
   std::uint64_t max_reply_bytes_;
   std::uint64_t io_bytes_ = 0;
@@ -259,7 +264,6 @@ class Keyspace {
   std::unordered_map<ConnId, WaitRegistration> waits_;             // at most one pending wait per connection
   std::unordered_map<std::string, std::vector<ConnId>> watchers_;  // 1.13 WATCH_KEY
   std::unordered_map<ConnId, std::vector<std::string>> watched_by_;
-  std::array<std::uint64_t, static_cast<std::size_t>(protocol::Command::kBarrier) + 1> ops_{};
 };
 
 }  // namespace ctrun::store::detail

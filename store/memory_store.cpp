@@ -4,32 +4,17 @@
 
 #include <fmt/format.h>
 
-#include "store/keyspace.hpp"
+#include "store/local_keyspace.hpp"
 #include "store/store_util.hpp"
 
 namespace ctrun::store {
 
+using detail::checked;
 using detail::kLocalConn;
 
-namespace {
-
-// In-process callers get their results as return values: nothing is ever sent.
-struct NoReplies final : detail::ReplySink {
-  detail::ReplyBuffer* output(detail::ConnId) override { return nullptr; }
-};
-
-// A refused command changed nothing; say why.
-template <class R>
-const R& checked(const R& r) {
-  if (!r.ok()) throw StoreError(r.refused);
-  return r;
-}
-
-}  // namespace
-
 struct MemoryStore::Impl {
-  NoReplies sink;
-  detail::Keyspace keyspace{sink, UINT64_MAX, UINT64_MAX};
+  detail::LocalKeyspace local;
+  detail::Keyspace& keyspace = local.keyspace();
 };
 
 MemoryStore::MemoryStore(Duration timeout) : impl_(std::make_unique<Impl>()), timeout_(timeout) {}
@@ -111,21 +96,14 @@ void MemoryStore::append(const std::string& key, std::string_view value) {
 std::vector<std::string> MemoryStore::multi_get(const std::vector<std::string>& keys) {
   std::unique_lock lock(mutex_);
   wait_locked(lock, keys, timeout_);
-  auto r = impl_->keyspace.multi_get(kLocalConn, keys);
-  while (r.more) r = impl_->keyspace.continue_multi_get(kLocalConn, keys);
-  checked(r);
-  std::vector<std::string> out;
-  out.reserve(r.values.size());
-  for (const auto& v : r.values) out.push_back(v->bytes);
-  return out;
+  return detail::run_multi_get(impl_->keyspace, keys);
 }
 
 void MemoryStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
   check_multi_set_sizes(keys, values);
   {
     std::lock_guard lock(mutex_);
-    auto r = checked(impl_->keyspace.multi_set(kLocalConn, keys, values));
-    while (r.more) r = checked(impl_->keyspace.continue_multi_set(kLocalConn, keys, values));
+    detail::run_multi_set(impl_->keyspace, keys, values);
   }
   changed_.notify_all();
 }

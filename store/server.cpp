@@ -1,5 +1,6 @@
 // The TCPStore server's networking: one Asio io_context on one thread, connections as small objects with
-// no thread each. Command semantics live in keyspace.cpp, their encoding in server_commands.cpp; this file only moves bytes.
+// no thread each. Command semantics live in keyspace.cpp, their encoding in server_commands.cpp; this file only moves
+// bytes.
 //
 // Memory per idle connection is kept small on purpose (the benchmark target is <= 16 KiB): an idle
 // connection has only a 128-byte read buffer; longer input is read into one shared 64 KiB scratch buffer
@@ -12,9 +13,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <fstream>
-#include <atomic>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -76,16 +77,16 @@ struct Connection {
   ConnId id;
   tcp::socket socket;
   std::string peer;
-  std::array<std::uint8_t, 128> first;       // the pending small read (see Impl::arm_read)
-  std::optional<protocol::Dialect> dialect;  // decided from the first bytes
-  std::vector<std::uint8_t> in;              // the unparsed tail (a partial request)
-  std::size_t need = 0;                      // don't parse again before `in` holds this many bytes
-  detail::ReplyBuffer out;                   // replies not yet handed to the socket
-  std::uint64_t accounted = 0;               // in + out's own bytes, as counted in Impl::io_bytes
+  std::array<std::uint8_t, 128> first;                    // the pending small read (see Impl::arm_read)
+  std::optional<protocol::Dialect> dialect;               // decided from the first bytes
+  std::vector<std::uint8_t> in;                           // the unparsed tail (a partial request)
+  std::size_t need = 0;                                   // don't parse again before `in` holds this many bytes
+  detail::ReplyBuffer out;                                // replies not yet handed to the socket
+  std::uint64_t accounted = 0;                            // in + out's own bytes, as counted in Impl::io_bytes
   std::chrono::steady_clock::time_point partial_since{};  // when `in` last went from empty to a partial request
-  bool write_waiting = false;                // waiting for the socket to be writable again
-  std::uint64_t requests = 0;                // decoded so far
-  std::shared_ptr<protocol::Request> slicing;  // a big request being executed in slices (detail::step)
+  bool write_waiting = false;                             // waiting for the socket to be writable again
+  std::uint64_t requests = 0;                             // decoded so far
+  std::shared_ptr<protocol::Request> slicing;             // a big request being executed in slices (detail::step)
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -295,7 +296,8 @@ class Server::Impl final : public detail::ReplySink {
       const auto now = std::chrono::steady_clock::now();
       std::vector<ConnPtr> stale;
       for (auto& [id, c] : conns)
-        if (!c->in.empty() && !c->paused && !c->slicing && !c->closing && now - c->partial_since > partial_deadline(c->in.size()))
+        if (!c->in.empty() && !c->paused && !c->slicing && !c->closing &&
+            now - c->partial_since > partial_deadline(c->in.size()))
           stale.push_back(c);
       for (auto& c : stale) {
         ++rejected;
@@ -453,6 +455,7 @@ class Server::Impl final : public detail::ReplySink {
       }
       ++c->requests;
       off += pr.consumed;
+      ++ops[static_cast<std::size_t>(pr.request.command)];
       auto res = detail::execute(keyspace, *this, c->id, pr.request);
       if (res.close) {
         reject(c, res.reason);
@@ -670,7 +673,7 @@ class Server::Impl final : public detail::ReplySink {
     s.held_bytes = keyspace.held_bytes() + io_bytes;
     for (int i = 0; i <= static_cast<int>(protocol::Command::kBarrier); ++i) {
       auto c = static_cast<protocol::Command>(i);
-      if (auto n = keyspace.ops(c)) s.ops.emplace_back(protocol::command_name(c), n);
+      if (auto n = ops[static_cast<std::size_t>(i)]) s.ops.emplace_back(protocol::command_name(c), n);
     }
     return s;
   }
@@ -686,6 +689,7 @@ class Server::Impl final : public detail::ReplySink {
   mutable std::mutex failure_mutex;
   std::string failure_message;
   detail::Keyspace keyspace;
+  std::array<std::uint64_t, static_cast<std::size_t>(protocol::Command::kBarrier) + 1> ops{};  // requests per command
   std::vector<std::uint8_t> scratch;
   std::unordered_map<ConnId, ConnPtr> conns;
   std::vector<ConnPtr> dirty;

@@ -11,6 +11,12 @@ namespace reply = protocol::reply;
 
 namespace {
 
+// An empty value for events about a missing side (the old value of a created key, the new one of a delete).
+const BlobPtr& empty_blob() {
+  static const BlobPtr b = std::make_shared<Blob>(std::string());
+  return b;
+}
+
 ExecResult closing(std::string reason) { return {true, std::move(reason), false}; }
 
 ExecResult refused_or(const Refusable& r) { return r.ok() ? ExecResult{} : closing(r.refused); }
@@ -37,6 +43,27 @@ ExecResult waited(const WaitResult& w, ReplyBuffer& out) {
 
 }  // namespace
 
+void ReplySink::waiter_released(ConnId conn) {
+  if (auto* out = output(conn)) reply::stop_waiting(*out);
+}
+
+void ReplySink::key_changed(ConnId watcher, KeyChange change, const std::string& key, const BlobPtr& old_value,
+                            const BlobPtr& new_value) {
+  ReplyBuffer* out = output(watcher);
+  if (!out) return;
+  const auto type = change == KeyChange::kCreated   ? protocol::WatchResponse::kKeyCreated
+                    : change == KeyChange::kDeleted ? protocol::WatchResponse::kKeyDeleted
+                                                    : protocol::WatchResponse::kKeyUpdated;
+  // 1.13's event: u8 type, key, old value, new value, a missing side empty (sendKeyUpdatesToClients). The
+  // values are shared by every watcher's reply, not copied per watcher.
+  reply::watch_event(*out, type, key, old_value ? old_value : empty_blob(), new_value ? new_value : empty_blob());
+}
+
+std::uint64_t ReplySink::unread_reply_bytes(ConnId conn) {
+  const ReplyBuffer* out = output(conn);
+  return out ? out->size() : 0;
+}
+
 ExecResult step(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::Request& r) {
   ReplyBuffer* out = sink.output(conn);
   if (!out) return {};
@@ -52,7 +79,6 @@ ExecResult step(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::Requ
 }
 
 ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::Request& r) {
-  ks.count_op(r.command);
   // A new request while a WAIT is still registered means the client stopped waiting: torch 1.13 times
   // out silently (no CANCEL_WAIT) and carries on. A real 1.13 server keeps the registration and later
   // writes a stray 00 that desynchronises the client; we drop it here instead, which is what the client

@@ -1,8 +1,8 @@
 #pragma once
 // The server's side of a request: runs one decoded request on the Keyspace (the semantics) and encodes its
-// typed result with the codec's reply encoders (protocol::reply) into the connection's ReplyBuffer. This is
-// all the server adds to the semantics: which results close the connection (the protocol has no error
-// frame), and PyTorch's reply order.
+// typed result, and the keyspace's events for other connections (ReplySink), with the codec's reply encoders
+// (protocol::reply) into the connections' ReplyBuffers. This is all the server adds to the semantics: which
+// results close the connection (the protocol has no error frame), and PyTorch's reply order.
 
 #include <string>
 
@@ -10,6 +10,19 @@
 #include "store/protocol.hpp"
 
 namespace ctrun::store::detail {
+
+// Where replies go: the output buffer of each live connection. The keyspace's events become replies here:
+// a released waiter gets STOP_WAITING, a watcher 1.13's watch event.
+class ReplySink : public KeyspaceEvents {
+ public:
+  // The output buffer of a live connection, or nullptr if it is gone. Stays valid during one execute().
+  virtual ReplyBuffer* output(ConnId conn) = 0;
+
+  void waiter_released(ConnId conn) final;
+  void key_changed(ConnId watcher, KeyChange change, const std::string& key, const BlobPtr& old_value,
+                   const BlobPtr& new_value) final;
+  std::uint64_t unread_reply_bytes(ConnId conn) final;
+};
 
 // What the server must do with the requesting connection afterwards.
 struct ExecResult {

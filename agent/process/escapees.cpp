@@ -53,7 +53,7 @@ bool marked(const char* pid, const std::string& needle) {
 
 }  // namespace
 
-int signal_marked_processes(const std::string& token, int sig) {
+int signal_marked_processes(const std::string& token, int sig, const std::vector<pid_t>& spare) {
   if (token.empty()) return 0;
   const std::string needle = std::string(kJobTokenVariable) + "=" + token;
   const pid_t self = ::getpid();
@@ -64,7 +64,7 @@ int signal_marked_processes(const std::string& token, int sig) {
     const char* name = e->d_name;
     if (name[0] < '1' || name[0] > '9') continue;
     pid_t pid = static_cast<pid_t>(std::strtol(name, nullptr, 10));
-    if (pid == self) continue;
+    if (pid == self || std::find(spare.begin(), spare.end(), pid) != spare.end()) continue;
     if (marked(name, needle) && ::kill(pid, sig) == 0) ++count;
   }
   ::closedir(proc);

@@ -18,7 +18,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
+#include "agent/event_log.hpp"
 #include "agent/logs/line_splitter.hpp"
+#include "agent/process/worker_group.hpp"
+#include "agent/signal_names.hpp"
+#include "common/log.hpp"
+#include "common/worker_env.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -207,6 +212,10 @@ void FileTimerServer::set_workers(std::set<pid_t> pids) {
   impl_->workers = std::move(pids);
 }
 
+void FileTimerServer::set_expired(std::function<void(const ExpiredTimer&)> expired) {
+  impl_->callbacks.expired = std::move(expired);
+}
+
 std::string default_file_timer_path() {
   std::random_device rd;
   std::array<unsigned, 4> w{rd(), rd(), rd(), rd()};
@@ -214,6 +223,68 @@ std::string default_file_timer_path() {
   std::snprintf(uuid, sizeof uuid, "%08x-%04x-4%03x-%04x-%04x%08x", w[0], w[1] & 0xffff, (w[1] >> 16) & 0xfff,
                 0x8000 | (w[2] & 0x3fff), w[2] >> 16, w[3]);
   return std::string("/tmp/watchdog_timer_") + uuid;
+}
+
+std::unique_ptr<FileTimerServer> attach_file_timer(
+    boost::asio::io_context& io, const std::function<std::optional<std::string>(const std::string&)>& env,
+    WorkerGroup& group, EventLog& events) {
+  auto log = ctrun::log::get("agent");
+  const auto given = env(worker_env::kTimerFile);
+  const bool enabled = env(worker_env::kEnableFileTimer).value_or("") == "1";
+  if (!enabled) {
+    if (given) {
+      WorkerHooks hooks;
+      hooks.before_start = [path = *given](const Worker&, std::map<std::string, std::string>& e) {
+        e[worker_env::kTimerFile] = path;
+      };
+      group.add_hooks(std::move(hooks));
+    }
+    return nullptr;
+  }
+  const std::string path = given && !given->empty() ? *given : default_file_timer_path();
+  FileTimerServer::Callbacks cb;
+  cb.warn = [log](const std::string& what) { log->warn("{}", what); };
+  auto server = std::make_unique<FileTimerServer>(io, path, std::move(cb));
+  FileTimerServer* raw = server.get();
+  // The expired callback names the worker: set after the group exists, reading its current records.
+  WorkerGroup* g = &group;
+  raw->set_expired([log, g, &events](const ExpiredTimer& e) {
+    const Worker* w = nullptr;
+    for (const auto& x : g->workers()) {
+      if (x.pid == e.pid) w = &x;
+    }
+    const int local_rank = w ? w->local_rank : -1;
+    const int rank = w ? w->global_rank : -1;
+    if (e.signal > 0) {
+      log->error(
+          "worker pid {} (local_rank {}, rank {}) overstayed its timer '{}' by {:.2f} s: sent {} (file timer, "
+          "TORCHELASTIC_ENABLE_FILE_TIMER)",
+          e.pid, local_rank, rank, e.scope_id, e.overdue, signal_name(e.signal));
+    } else {
+      log->error("worker pid {} (local_rank {}, rank {}) overstayed its timer '{}' by {:.2f} s (no signal asked)",
+                 e.pid, local_rank, rank, e.scope_id, e.overdue);
+    }
+    events.emit("file_timer_expired", {{"pid", e.pid},
+                                       {"local_rank", local_rank},
+                                       {"rank", rank},
+                                       {"scope_id", e.scope_id},
+                                       {"signal", e.signal},
+                                       {"overdue_s", e.overdue}});
+  });
+  WorkerHooks hooks;
+  hooks.before_start = [path](const Worker&, std::map<std::string, std::string>& e) {
+    e[worker_env::kTimerFile] = path;
+  };
+  hooks.after_start = [raw](const std::vector<Worker>& workers) {
+    std::set<pid_t> pids;
+    for (const auto& w : workers) {
+      if (w.pid > 0) pids.insert(w.pid);
+    }
+    raw->set_workers(std::move(pids));
+  };
+  group.add_hooks(std::move(hooks));
+  log->info("serving torchrun's file timer at {} (TORCHELASTIC_ENABLE_FILE_TIMER=1)", path);
+  return server;
 }
 
 }  // namespace ctrun::agent

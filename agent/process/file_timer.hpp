@@ -24,6 +24,9 @@ class io_context;
 
 namespace ctrun::agent {
 
+class EventLog;
+class WorkerGroup;
+
 struct FileTimerRequest {
   pid_t pid = 0;
   std::string scope_id;
@@ -75,6 +78,7 @@ class FileTimerServer {
   const std::string& path() const;
   // The pids whose requests count: the current attempt's workers. Timers of other pids are dropped.
   void set_workers(std::set<pid_t> pids);
+  void set_expired(std::function<void(const ExpiredTimer&)> expired);
 
  private:
   struct Impl;
@@ -83,5 +87,15 @@ class FileTimerServer {
 
 // The FIFO path torch uses when TORCHELASTIC_TIMER_FILE is unset: /tmp/watchdog_timer_<uuid>.
 std::string default_file_timer_path();
+
+// torchrun's _setup_local_watchdog for `group`: with TORCHELASTIC_ENABLE_FILE_TIMER=1 (in `env`, ctrun's own
+// environment) a server on TORCHELASTIC_TIMER_FILE (default: default_file_timer_path()), whose path every worker
+// gets; each attempt's workers are the pids it acts for; an overstaying worker is logged as an error and in the
+// event log (`file_timer_expired`). Without the flag nothing is served, but a TORCHELASTIC_TIMER_FILE the user set
+// still reaches the workers, as torch passes it on. Returns the server (null when none), which must outlive nothing
+// but the loop: destroy it before the loop.
+std::unique_ptr<FileTimerServer> attach_file_timer(
+    boost::asio::io_context& io, const std::function<std::optional<std::string>(const std::string&)>& env,
+    WorkerGroup& group, EventLog& events);
 
 }  // namespace ctrun::agent

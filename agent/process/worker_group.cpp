@@ -73,6 +73,8 @@ class WorkerGroup::Impl {
 
   void add_hooks(WorkerHooks hooks) { hooks_.push_back(std::move(hooks)); }
 
+  void when_ready(std::function<void()> ready) { spawner_->when_ready(std::move(ready)); }
+
   void start(const AttemptSpec& attempt, const LogLayout& layout, const std::function<bool()>& keep_going) {
     ++attempt_seq_;
     stopping_ = false;
@@ -158,7 +160,7 @@ class WorkerGroup::Impl {
     // Orphaned descendants that ctrun adopted as their subreaper (found even with a cleared environment).
     int n = subreaper_ ? kill_adopted(kept_children()) : 0;
     auto token = env_(kJobTokenVariable);
-    if (token && !token->empty()) n += signal_marked_processes(*token, SIGKILL);
+    if (token && !token->empty()) n += signal_marked_processes(*token, SIGKILL, spawner_->helpers());
     if (n > 0) {
       log_->warn("killed {} process(es) of the worker group that had left its process group (setsid or daemon)", n);
       events_.emit("escapees_killed", {{"count", n}});
@@ -295,9 +297,10 @@ class WorkerGroup::Impl {
     return false;
   }
 
-  // Children of ctrun that are not adopted orphans: the guardian and the workers still running.
+  // Children of ctrun that are not adopted orphans: the guardian, the spawner's helpers, the workers still running.
   std::vector<pid_t> kept_children() const {
-    std::vector<pid_t> keep{guardian_pid()};
+    std::vector<pid_t> keep = spawner_->helpers();
+    keep.push_back(guardian_pid());
     for (const auto& w : workers_) {
       if (w.running) keep.push_back(w.pid);
     }
@@ -334,6 +337,7 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, const LaunchConfig& config
                                    std::move(callbacks))) {}
 WorkerGroup::~WorkerGroup() = default;
 void WorkerGroup::add_hooks(WorkerHooks hooks) { impl_->add_hooks(std::move(hooks)); }
+void WorkerGroup::when_ready(std::function<void()> ready) { impl_->when_ready(std::move(ready)); }
 void WorkerGroup::start(const AttemptSpec& attempt, const LogLayout& layout, const std::function<bool()>& keep_going) {
   impl_->start(attempt, layout, keep_going);
 }

@@ -81,6 +81,10 @@ class WorkerGroup {
 
   void add_hooks(WorkerHooks hooks);
 
+  // Calls `ready` on the loop once start() will not wait for the spawner (WorkerSpawner::when_ready: --preload's
+  // warm process may still be importing when a round forms).
+  void when_ready(std::function<void()> ready);
+
   // Starts every local rank of the attempt in order (each exec confirmed before the next fork: measured faster on a
   // busy machine than forking them all first), while keep_going() holds. Files go under layout's attempt_<N>/,
   // which this wipes and creates.

@@ -20,10 +20,11 @@ namespace {
 // workers get): the workers' store's listening socket, other ranks' pipes and files, whatever ctrun inherited.
 // A daemon of a worker then holds none of them (the store's port is free once ctrun is gone). The exec-status pipe
 // (`keep`, CLOEXEC) must stay open until exec. Async-signal-safe.
-void close_inherited_descriptors(int keep, int max_fd) {
+// `first`: 4 when descriptor 3 is the request's channel, which stays.
+void close_inherited_descriptors(int first, int keep, int max_fd) {
   // Linux >= 5.11: mark them all close-on-exec in one call; `keep` is closed by exec too, as it should be.
-  if (::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return;
-  for (int fd = 3; fd < max_fd; ++fd) {
+  if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0u, CLOSE_RANGE_CLOEXEC) == 0) return;
+  for (int fd = first; fd < max_fd; ++fd) {
     if (fd != keep) ::close(fd);
   }
 }
@@ -90,7 +91,14 @@ StartedWorker start_worker(const SpawnRequest& request) {
     if (::getppid() != parent) ::_exit(1);  // ctrun died before prctl took effect
     if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
     if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) fail(errno);
-    close_inherited_descriptors(status_pipe[1], max_fd);  // after the dup2s: their sources are among them
+    int first_closed = 3;
+    if (request.channel_fd >= 0) {
+      if (status_pipe[1] == 3) status_pipe[1] = ::fcntl(3, F_DUPFD_CLOEXEC, 4);  // out of the channel's way
+      if (status_pipe[1] < 0) ::_exit(127);
+      if ((request.channel_fd == 3 ? ::fcntl(3, F_SETFD, 0) : ::dup2(request.channel_fd, 3)) < 0) fail(errno);
+      first_closed = 4;
+    }
+    close_inherited_descriptors(first_closed, status_pipe[1], max_fd);  // after the dup2s: their sources too
     if (!request.cpus.empty()) ::sched_setaffinity(0, sizeof cpus, &cpus);
     // ctrun ignores SIGPIPE (it writes to pipes of dying workers); workers get the default back, and an
     // empty signal mask whatever thread forked them.

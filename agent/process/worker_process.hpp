@@ -18,6 +18,8 @@ struct SpawnRequest {
   int stdout_fd = -1;             // -1: inherit ctrun's
   int stderr_fd = -1;
   std::vector<int> cpus;  // non-empty: sched_setaffinity to these CPUs
+  int channel_fd = -1;    // >= 0: the program gets it as descriptor 3, open across exec (a helper's channel, e.g.
+                          // --preload's warm process's socket: agent/preload/warm_process.hpp)
 };
 
 class SpawnError : public std::runtime_error {

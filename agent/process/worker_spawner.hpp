@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <vector>
 
 #include "agent/process/worker_process.hpp"
 
@@ -38,6 +39,15 @@ class WorkerSpawner {
 
   // Sends sig to the worker's process group (workers lead their own). A group that is gone is not an error.
   virtual void signal(pid_t pid, int sig) { signal_group(pid, sig); }
+
+  // Calls `ready` (on the loop) once start() can be called without waiting: at once, unless the spawner is still
+  // preparing (a warm process importing its modules). The agent starts an attempt's workers from `ready`, so its
+  // loop stays responsive meanwhile.
+  virtual void when_ready(std::function<void()> ready) { ready(); }
+
+  // The spawner's own processes that are the agent's children but not workers (a warm process): the group neither
+  // reaps nor kills them as adopted orphans, and its escapee sweep spares them.
+  virtual std::vector<pid_t> helpers() const { return {}; }
 };
 
 // fork + exec by the agent itself (agent/process/worker_process.hpp): the workers are its children.

@@ -71,6 +71,7 @@ std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, 
     transport::tcp::Options o;
     o.timeout = ctx.options.timeout;
     o.advertise_host = ctx.config.ifaddr;
+    o.route_to = ctx.config.worker.master_addr;
     o.buffer_bytes = ctx.config.tcp_buffer_bytes;
     o.lowat_bytes = ctx.config.tcp_lowat_bytes;
     return transport::tcp::create(ctx.store, ctx.rank, ctx.size, o);

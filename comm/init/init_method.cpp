@@ -1,31 +1,24 @@
 #include "comm/init/init_method.hpp"
 
-#include <cstdlib>
 #include <map>
 
+#include "common/worker_env.hpp"
 #include "store/file_store.hpp"
 #include "store/prefix_store.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
-#include "common/worker_env.hpp"
 
 namespace ctrun::comm::init {
 namespace {
 
-std::string getenv_str(const char* name) { return worker_env::get(name).value_or(""); }
-
 int parse_int(const std::string& text, const std::string& what) {
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < 0 || v > 1 << 30) {
-    throw InvalidArgumentError("comm init: " + what + " must be a non-negative integer, got '" + text + "'");
-  }
-  return static_cast<int>(v);
+  if (auto v = parse_unsigned(text, std::size_t{1} << 30)) return static_cast<int>(*v);
+  throw InvalidArgumentError("comm init: " + what + " must be a non-negative integer, got '" + text + "'");
 }
 
-int from_env(int given, const char* name) {
+// `given`, else the worker environment's value `v` of variable `name`.
+int from_env(int given, const std::string& v, const char* name) {
   if (given >= 0) return given;
-  const std::string v = getenv_str(name);
   if (v.empty()) {
     throw InvalidArgumentError(std::string("comm init: env:// needs ") + name +
                                " in the environment (launch with ctrun/torchrun, or pass rank and world_size)");
@@ -81,23 +74,23 @@ void check_rank(int rank, int world_size) {
 
 }  // namespace
 
-Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, Duration timeout) {
+Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, Duration timeout,
+                      const WorkerEnvironment& env) {
   Rendezvous rv;
   if (init_method.rfind("env://", 0) == 0) {
-    rv.rank = from_env(rank, worker_env::kRank);
-    rv.world_size = from_env(world_size, worker_env::kWorldSize);
-    const std::string addr = getenv_str(worker_env::kMasterAddr);
-    const std::string port = getenv_str(worker_env::kMasterPort);
+    rv.rank = from_env(rank, env.rank, worker_env::kRank);
+    rv.world_size = from_env(world_size, env.world_size, worker_env::kWorldSize);
+    const std::string& addr = env.master_addr;
+    const std::string& port = env.master_port;
     if (addr.empty() || port.empty()) {
       throw InvalidArgumentError("comm init: env:// needs MASTER_ADDR and MASTER_PORT in the environment");
     }
     // As torch: under an elastic agent the agent already hosts the store, and every restart attempt gets its
     // own key space so a stale key from a failed attempt can never be read.
     check_rank(rv.rank, rv.world_size);
-    const bool agent_store = getenv_str(worker_env::kUseAgentStore) == worker_env::kTrue;
-    host_or_connect(rv, addr, parse_port(port), !agent_store, timeout);
-    if (agent_store) {
-      const std::string attempt = getenv_str(worker_env::kRestartCount);
+    host_or_connect(rv, addr, parse_port(port), !env.use_agent_store, timeout);
+    if (env.use_agent_store) {
+      const std::string& attempt = env.restart_count;
       rv.store = std::make_shared<store::PrefixStore>(
           worker_env::attempt_prefix(attempt.empty() ? 0 : parse_int(attempt, worker_env::kRestartCount)), rv.store);
     }

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/config.hpp"
 #include "comm/types.hpp"
 #include "store/store.hpp"
 
@@ -18,8 +19,10 @@ struct Rendezvous {
   std::shared_ptr<void> keepalive;  // a store server rank 0 hosts, if any
 };
 
-// rank / world_size -1: from the environment (env://) or the URL query (?rank=&world_size=).
+// rank / world_size -1: from the worker environment `env` (env://, which also takes the store's address and the
+// agent store's attempt from it) or the URL query (?rank=&world_size=).
 // Throws InvalidArgumentError with what is missing or malformed.
-Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, Duration timeout);
+Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, Duration timeout,
+                      const WorkerEnvironment& env);
 
 }  // namespace ctrun::comm::init

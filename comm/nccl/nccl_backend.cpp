@@ -9,7 +9,6 @@
 #include "comm/nccl/stream.hpp"
 #include "comm/nccl/unique_id_exchange.hpp"
 #include "common/log.hpp"
-#include "common/worker_env.hpp"
 
 namespace ctrun::comm::nccl {
 namespace {
@@ -42,7 +41,7 @@ int choose_device(int count, const Config& config) {
   int current = 0;
   cuda_check(cudaGetDevice(&current), "cudaGetDevice");
   if (current != 0) return current;
-  if (auto local_rank = worker_env::get_int(worker_env::kLocalRank)) return *local_rank % count;
+  if (config.worker.local_rank) return *config.worker.local_rank % count;
   return 0;
 }
 

@@ -209,6 +209,15 @@ TEST(Cli, ShortOptions) {
 }
 
 // Every flag of torchrun's reference list (§1.2) parses in both spellings with a valid value.
+TEST(Cli, PreloadTakesModuleNames) {
+  EXPECT_TRUE(parse({"train.py"}).preload.empty());
+  EXPECT_EQ(parse({"--preload", "torch,numpy.linalg", "train.py"}).preload,
+            (std::vector<std::string>{"torch", "numpy.linalg"}));
+  EXPECT_EQ(parse({"train.py"}, {{"PET_PRELOAD", "torch"}}).preload, std::vector<std::string>{"torch"});
+  for (const char* bad : {"torch;rm", "1torch", ".torch", "torch.", "to rch"})
+    EXPECT_THROW(parse({"--preload", bad, "train.py"}), UsageError) << bad;
+}
+
 TEST(Cli, EveryTorchrunFlagParses) {
   const std::map<std::string, std::string> sample = {{"nnodes", "1:1"},
                                                      {"nproc_per_node", "2"},
@@ -237,6 +246,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"shutdown_timeout", "5"},
                                                      {"event_log", "/tmp/ev.jsonl"},
                                                      {"cpu_bind", "core"},
+                                                     {"preload", "torch"},
                                                      {"hostfile", "/tmp/hostfile"},
                                                      {"hosts", "a,b"},
                                                      {"include", "a"},

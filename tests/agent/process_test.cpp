@@ -303,8 +303,12 @@ TEST(Process, RestartsWithIncreasingRestartCount) {
                            script("restart_once.sh")},
                           {{"SUCCEED_AT", "2"}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // torchrun's count: the attempts left before each restart uses one.
+  EXPECT_NE(r.err.find("[default] Worker group FAILED. 2/2 attempts left"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1/2 attempts left"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("0/2 attempts left"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("0/2 attempts left"), std::string::npos) << r.err;
+  // The failed rank is named at error level (shown by default) before each restart.
+  EXPECT_NE(r.err.find("[error] failed (exitcode: "), std::string::npos) << r.err;
 }
 
 TEST(Process, RestartBudgetExhaustedGivesSummaryAndExit1) {

@@ -4,6 +4,9 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "run_ctrun.hpp"
 
 namespace ctrun::agent::test {
@@ -59,6 +62,52 @@ TEST(Torch, RecordedTracebackAppearsInTheSummary) {
   EXPECT_NE(part.find("/attempt_0/1/error.json"), std::string::npos) << r.err;
   EXPECT_NE(part.find("traceback : Traceback (most recent call last):"), std::string::npos) << r.err;
   EXPECT_NE(part.find("ValueError: boom from rank 1"), std::string::npos) << r.err;
+}
+
+// torchrun's worker watchdog (issue 24 item 6): TORCHELASTIC_ENABLE_FILE_TIMER=1 makes ctrun serve the FIFO torch's
+// FileTimerClient writes to; the worker that overstays expires(after=1) is SIGKILLed within a second of its
+// deadline and the job fails naming it, as under torchrun.
+TEST(Torch, FileTimerKillsTheWorkerThatOverstaysItsTimer) {
+  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  const std::string dir = fresh_dir("file_timer");
+  auto env = torch_env();
+  env["TORCHELASTIC_ENABLE_FILE_TIMER"] = "1";
+  env["TORCHELASTIC_TIMER_FILE"] = dir + "/timer.fifo";
+  RunResult r =
+      run_ctrun({"--nproc-per-node=2", "--event-log", dir + "/events.jsonl", workers_dir() + "/torch_file_timer.py"},
+                env, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("rank 0 timer file " + dir + "/timer.fifo"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 left its timer in time"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("rank 0 was not stopped"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("overstayed its timer 'step'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sent SIGKILL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exitcode  : -9"), std::string::npos) << r.err;
+  std::ifstream events(dir + "/events.jsonl");
+  std::string line;
+  bool seen = false;
+  while (std::getline(events, line)) {
+    if (line.find("\"file_timer_expired\"") == std::string::npos) continue;
+    seen = true;
+    const auto at = line.find("\"overdue_s\":");
+    ASSERT_NE(at, std::string::npos) << line;
+    EXPECT_LT(std::stod(line.substr(at + 12)), 1.0) << line;  // stopped within a second of its deadline
+  }
+  EXPECT_TRUE(seen) << "no file_timer_expired event";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/timer.fifo")) << "the FIFO is removed when ctrun ends";
+}
+
+// Without TORCHELASTIC_ENABLE_FILE_TIMER nothing is served, but a TORCHELASTIC_TIMER_FILE the user set reaches the
+// workers, as torch passes it on.
+TEST(Torch, TimerFileIsPassedOnWithoutTheWatchdog) {
+  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  auto env = torch_env();
+  env["TORCHELASTIC_TIMER_FILE"] = "/nonexistent/timer.fifo";
+  RunResult r =
+      run_ctrun({"--nproc-per-node=1", workers_dir() + "/torch_file_timer.py"}, env, std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the client cannot open the FIFO: BrokenPipeError
+  EXPECT_NE(r.out.find("rank 0 timer file /nonexistent/timer.fifo"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("FileTimerServer is not available"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -287,7 +287,7 @@ TEST(InitMethods, EnvUnderAnAgentUsesTheAttemptKeyspaceOfTheContract) {
                                                   {we::kRestartCount, "3"}};
   for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
   {
-    auto rv = init::rendezvous("env://", -1, -1, seconds(5));
+    auto rv = init::rendezvous("env://", -1, -1, seconds(5), WorkerEnvironment::from_process());
     EXPECT_EQ(rv.keepalive, nullptr) << "under an agent the worker must not host a store";
     EXPECT_EQ(rv.rank, 0);
     EXPECT_EQ(rv.world_size, 1);
@@ -299,7 +299,7 @@ TEST(InitMethods, EnvUnderAnAgentUsesTheAttemptKeyspaceOfTheContract) {
     EXPECT_EQ(raw.get("/worker/attempt_3/k"), "v");  // torch's PrefixStore(f"/worker/attempt_{n}")
   }
   setenv(we::kRestartCount, "three", 1);
-  EXPECT_THROW(init::rendezvous("env://", -1, -1, seconds(5)), InvalidArgumentError);
+  EXPECT_THROW(init::rendezvous("env://", -1, -1, seconds(5), WorkerEnvironment::from_process()), InvalidArgumentError);
   for (const auto& [k, v] : env) unsetenv(k.c_str());
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "comm/algorithms/selection.hpp"
@@ -22,8 +23,7 @@ using algorithms::Selector;
 
 // Every size class the table distinguishes, with the values just around each threshold.
 std::vector<std::size_t> size_classes() {
-  std::vector<std::size_t> out = {0, 1, 7, 4096, std::size_t{1} << 20, std::size_t{64} << 20,
-                                  std::size_t{1} << 30};
+  std::vector<std::size_t> out = {0, 1, 7, 4096, std::size_t{1} << 20, std::size_t{64} << 20, std::size_t{1} << 30};
   for (const auto& r : algorithms::algorithm_table()) {
     if (r.min_bytes > 0) {
       out.push_back(r.min_bytes - 1);
@@ -108,6 +108,18 @@ TEST(AlgorithmTable, OverrideErrorsNameTheBadEntry) {
 TEST(SettingsTable, DefaultsOfTheTableAreConfigsDefaults) {
   const Config from_table = Config::from_settings({});
   const Config built_in;
+  // Config's defaults are the table's documented ones (its constructor applies them; a member initialiser
+  // that disagreed would not survive it).
+  EXPECT_EQ(built_in.backend, "cpu");
+  EXPECT_EQ(built_in.transport, "auto");
+  EXPECT_EQ(built_in.device, -1);
+  EXPECT_EQ(built_in.shm_ring_bytes, 1u << 20);
+  EXPECT_EQ(built_in.shm_workspace_bytes, 256u << 10);
+  EXPECT_EQ(built_in.shm_slots, 8);
+  EXPECT_EQ(built_in.shm_pipeline_bytes, 4u << 20);
+  EXPECT_EQ(built_in.shm_stream_bytes, 4u << 20);
+  EXPECT_TRUE(built_in.shm_direct);
+  EXPECT_FALSE(built_in.nccl_blocking);
   EXPECT_EQ(from_table.backend, built_in.backend);
   EXPECT_EQ(from_table.transport, built_in.transport);
   EXPECT_EQ(from_table.algorithm, built_in.algorithm);
@@ -123,8 +135,10 @@ TEST(SettingsTable, DefaultsOfTheTableAreConfigsDefaults) {
 
 TEST(SettingsTable, OptionsOverrideSettingsOverrideDefaults) {
   ProcessGroupOptions o;
-  o.settings = {{"CTRUN_COMM_CHUNK_BYTES", "1000"}, {"CTRUN_COMM_SHM_WORKSPACE_BYTES", "4000"},
-                {"CTRUN_COMM_TRANSPORT", "tcp"}, {"CTRUN_COMM_SHM_RING_BYTES", "70000"}};
+  o.settings = {{"CTRUN_COMM_CHUNK_BYTES", "1000"},
+                {"CTRUN_COMM_SHM_WORKSPACE_BYTES", "4000"},
+                {"CTRUN_COMM_TRANSPORT", "tcp"},
+                {"CTRUN_COMM_SHM_RING_BYTES", "70000"}};
   Config c = Config::resolve(o);
   EXPECT_EQ(c.chunk_bytes, 1000u);
   EXPECT_EQ(c.chunk_bytes_for("tcp"), 1000u);
@@ -145,7 +159,46 @@ TEST(SettingsTable, BadValuesAndUnknownNamesAreErrors) {
   EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_DEVICE", "cuda:0"}}), InvalidArgumentError);
   EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_NCCL_BLOCKING", "yes"}}), InvalidArgumentError);
   EXPECT_EQ(Config::from_settings({{"CTRUN_COMM_DEVICE", "3"}}).device, 3);
+  EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_SHM_SLOTS", " 8"}}), InvalidArgumentError);
+  EXPECT_THROW(Config::from_settings({{"CTRUN_COMM_SHM_SLOTS", "65"}}), InvalidArgumentError);
   EXPECT_TRUE(Config::from_settings({{"CTRUN_COMM_NCCL_BLOCKING", "1"}}).nccl_blocking);
+}
+
+// The worker environment is read once, by Config::resolve, into Config::worker (what env://, the tcp transport
+// and the nccl device rule receive); from_settings() reads nothing.
+TEST(SettingsTable, ResolveReadsTheWorkerEnvironmentOnce) {
+  const std::map<std::string, std::string> env = {{"RANK", "2"},
+                                                  {"WORLD_SIZE", "4"},
+                                                  {"MASTER_ADDR", "10.1.2.3"},
+                                                  {"MASTER_PORT", "29500"},
+                                                  {"LOCAL_RANK", "3"},
+                                                  {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                  {"TORCHELASTIC_RESTART_COUNT", "1"}};
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  const WorkerEnvironment w = Config::resolve(ProcessGroupOptions{}).worker;
+  EXPECT_EQ(w.rank, "2");
+  EXPECT_EQ(w.world_size, "4");
+  EXPECT_EQ(w.master_addr, "10.1.2.3");
+  EXPECT_EQ(w.master_port, "29500");
+  EXPECT_EQ(w.local_rank, 3);
+  EXPECT_TRUE(w.use_agent_store);
+  EXPECT_EQ(w.restart_count, "1");
+  EXPECT_EQ(Config::from_settings({}).worker.master_addr, "");
+  setenv("LOCAL_RANK", "x", 1);  // not an integer: no device rule from it (as before)
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);
+  EXPECT_EQ(WorkerEnvironment::from_process().local_rank, std::nullopt);
+  EXPECT_FALSE(WorkerEnvironment::from_process().use_agent_store);
+  for (const auto& [k, v] : env) unsetenv(k.c_str());
+}
+
+TEST(SettingsTable, OneIntegerParser) {
+  EXPECT_EQ(parse_unsigned("0", 10), 0u);
+  EXPECT_EQ(parse_unsigned("10", 10), 10u);
+  EXPECT_EQ(parse_unsigned("11", 10), std::nullopt);
+  EXPECT_EQ(parse_unsigned("", 10), std::nullopt);
+  EXPECT_EQ(parse_unsigned("-1", 10), std::nullopt);
+  EXPECT_EQ(parse_unsigned("1x", 10), std::nullopt);
+  EXPECT_EQ(parse_unsigned("99999999999999999999999", SIZE_MAX), std::nullopt);
 }
 
 // The text between the markers in docs/comm.md must be exactly what the tables generate.

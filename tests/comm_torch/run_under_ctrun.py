@@ -1,7 +1,8 @@
 """Runs a worker script under `ctrun --standalone --nproc-per-node=N` and passes on its verdict.
 
-  python3 run_under_ctrun.py WORKER.py N [TIMEOUT_S]
+  python3 run_under_ctrun.py WORKER.py N [TIMEOUT_S [CTRUN_FLAG...]]
 Env: CTRUN_BIN (build/bin/ctrun), CTRUN_TORCH_PYTHON (the python3 with torch; the workers' PYTHON_EXEC).
+CTRUN_FLAGs go before WORKER.py (e.g. --preload torch: the same results with preloaded workers).
 ctrun puts the ctrun_torch module's directory on the workers' PYTHONPATH itself: nothing is set here for that.
 Exit: ctrun's code; 77 (skip) without torch or without the ctrun_torch module next to ctrun.
 """
@@ -12,6 +13,7 @@ import time
 
 worker, nproc = sys.argv[1], sys.argv[2]
 timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 240
+flags = sys.argv[4:]
 ctrun = os.environ["CTRUN_BIN"]
 python = os.environ.get("CTRUN_TORCH_PYTHON", "/usr/bin/python3")
 if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode != 0:
@@ -24,7 +26,7 @@ if not os.path.isdir(pydir) or not any(f.startswith("ctrun_torch") for f in os.l
 env = dict(os.environ, PYTHON_EXEC=python)
 env.pop("PYTHONPATH", None)  # prove the agent sets it
 start = time.monotonic()
-proc = subprocess.Popen([ctrun, "--standalone", f"--nproc-per-node={nproc}", worker], env=env)
+proc = subprocess.Popen([ctrun, "--standalone", f"--nproc-per-node={nproc}", *flags, worker], env=env)
 try:
     code = proc.wait(timeout=timeout)
 except subprocess.TimeoutExpired:

@@ -19,7 +19,6 @@
 #include <thread>
 
 #include "common/log.hpp"
-#include "common/worker_env.hpp"
 
 namespace ctrun::comm::transport::tcp {
 namespace {
@@ -96,7 +95,7 @@ class TcpTransport final : public Transport {
         paused_(static_cast<std::size_t>(size), 0),
         hung_up_(static_cast<std::size_t>(size), 0),
         errors_(static_cast<std::size_t>(size)) {
-    if (options_.advertise_host.empty()) options_.advertise_host = pick_advertise_host();
+    if (options_.advertise_host.empty()) options_.advertise_host = pick_advertise_host(options_.route_to);
     event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     listen();
     store_->set("tcp/" + std::to_string(rank_), options_.advertise_host + ":" + std::to_string(port_));
@@ -365,7 +364,7 @@ class TcpTransport final : public Transport {
   std::vector<int> fds_;
   std::vector<char> readable_;  // see write_some2
   std::vector<char> writable_;
-  std::vector<int> lowat_;  // SO_RCVLOWAT last set per socket (1 = the kernel's default)
+  std::vector<int> lowat_;     // SO_RCVLOWAT last set per socket (1 = the kernel's default)
   std::vector<char> paused_;   // pause_reads(): no POLLIN while the reader holds the peer's next message
   std::vector<char> hung_up_;  // poll reported POLLHUP/POLLERR on the socket
   std::vector<std::string> errors_;
@@ -376,10 +375,9 @@ class TcpTransport final : public Transport {
 
 }  // namespace
 
-std::string pick_advertise_host() {
-  const auto master_addr = worker_env::get(worker_env::kMasterAddr);
-  if (master_addr) {
-    const char* master = master_addr->c_str();
+std::string pick_advertise_host(const std::string& master_addr) {
+  if (!master_addr.empty()) {
+    const char* master = master_addr.c_str();
     // connect() on a UDP socket only selects the route and the local address; nothing is sent.
     AddrInfo ai;
     addrinfo hints{};

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "store/keyspace.hpp"
+#include "store/local_keyspace.hpp"
 #include "store/protocol.hpp"
 #include "store/server_commands.hpp"
 
@@ -33,12 +34,8 @@ class Sink final : public detail::ReplySink {
   std::array<detail::ReplyBuffer, 3> out;
 };
 
-struct NoReplies final : public detail::ReplySink {
-  detail::ReplyBuffer* output(detail::ConnId) override { return nullptr; }
-};
-
 // Applies a request that changes the keyspace to `mirror` through the typed API directly, as MemoryStore
-// and FileStore do; false if the mirror refused it.
+// and FileStore do (a LocalKeyspace); false if the mirror refused it.
 bool apply_typed(detail::Keyspace& mirror, const Request& r) {
   using detail::kLocalConn;
   switch (r.command) {
@@ -58,11 +55,13 @@ bool apply_typed(detail::Keyspace& mirror, const Request& r) {
     case Command::kDeleteKey:
       mirror.delete_key(r.keys[0]);
       return true;
-    case Command::kMultiSet: {
-      auto res = mirror.multi_set(kLocalConn, r.keys, r.values);
-      while (res.ok() && res.more) res = mirror.continue_multi_set(kLocalConn, r.keys, r.values);
-      return res.ok();
-    }
+    case Command::kMultiSet:
+      try {
+        detail::run_multi_set(mirror, r.keys, r.values);
+        return true;
+      } catch (const StoreError&) {
+        return false;
+      }
     case Command::kQueuePush:
       return mirror.queue_push(kLocalConn, r.keys[0], r.values[0]).ok();
     case Command::kQueuePop: {
@@ -107,8 +106,8 @@ void codec_fuzz_one(const std::uint8_t* data, std::size_t size) {
   detail::Keyspace keyspace(sink, 1 << 20);
   // The same commands through the typed API, without limits or replies: while the server path accepts every
   // request, both keyspaces must hold the same values (one semantics, two callers).
-  NoReplies none;
-  detail::Keyspace mirror(none, UINT64_MAX, UINT64_MAX);
+  detail::LocalKeyspace local;
+  detail::Keyspace& mirror = local.keyspace();
   bool mirrored = true;
   std::size_t off = 0;
   for (int n = 0; off < stream.size() && n < 256; ++n) {

@@ -1,0 +1,1 @@
+WHO = "probe_sibling next to the script"
