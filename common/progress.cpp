@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +17,15 @@
 
 namespace ctrun::progress {
 namespace {
+
+// A non-negative integer variable of the worker environment (LOCAL_RANK, RANK); -1 when unset or malformed.
+int env_int(const char* name) {
+  const auto v = worker_env::get(name);
+  if (!v) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v->c_str(), &end, 10);
+  return *end == '\0' && n >= 0 && n <= INT32_MAX ? static_cast<int>(n) : -1;
+}
 
 struct Attached {
   RegionHeader* header = nullptr;
@@ -59,7 +70,7 @@ Attached& attached() {
     Attached out;
     const auto path = worker_env::get(worker_env::kProgressFile);
     if (!path) return out;
-    const int local_rank = worker_env::get_int(worker_env::kLocalRank).value_or(-1);
+    const int local_rank = env_int(worker_env::kLocalRank);
     std::string why;
     out.header = map_region(*path, local_rank, &why);
     if (!out.header) {
@@ -151,7 +162,7 @@ SlotWriter claim_slot(std::uint64_t group_id, int group_rank, int group_size) {
     s.run.outcome.store(0, std::memory_order_relaxed);
     end_write(s.run);
     begin_write(s.identity);
-    s.identity.global_rank.store(worker_env::get_int(worker_env::kRank).value_or(-1), std::memory_order_relaxed);
+    s.identity.global_rank.store(env_int(worker_env::kRank), std::memory_order_relaxed);
     s.identity.group_rank.store(group_rank, std::memory_order_relaxed);
     s.identity.group_size.store(group_size, std::memory_order_relaxed);
     s.identity.ordinal.store(ordinal, std::memory_order_relaxed);
