@@ -75,4 +75,19 @@ void write_agent_error_file(const std::string& path, const std::string& root_err
   out << doc.dump(2) << "\n";
 }
 
+void write_hang_error_file(const std::string& path, const std::string& message, const std::string& stack) {
+  if (path.empty() || read_worker_error_file(path)) return;  // the worker's own error comes first
+  const nlohmann::json doc = {{"message",
+                               {{"message", message},
+                                {"extraInfo",
+                                 {{"py_callstack", stack.empty() ? message : message + "\n" + stack},
+                                  {"timestamp", std::to_string(std::time(nullptr))}}}}}};
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) {
+    ctrun::log::get("agent")->warn("cannot write TORCHELASTIC_ERROR_FILE {}", path);
+    return;
+  }
+  out << doc.dump(2) << "\n";
+}
+
 }  // namespace ctrun::agent

@@ -22,4 +22,8 @@ std::optional<WorkerErrorData> read_worker_error_file(const std::string& path);
 void write_agent_error_file(const std::string& path, const std::string& root_error_file, int root_exitcode,
                             const std::string& summary);
 
+// The error file of a worker ctrun treats as failed itself (a hang, docs/hang.md), in the @record format so that
+// the failure summary shows it: `message` and the worker's stack as its py_callstack. Best effort.
+void write_hang_error_file(const std::string& path, const std::string& message, const std::string& stack);
+
 }  // namespace ctrun::agent

@@ -89,6 +89,11 @@ const std::vector<FlagSpec>& flag_table() {
       {"exit_barrier_timeout", "", K::kValue, std::nullopt, true, false,
        "Seconds a node that succeeded waits for the others before exiting (default "
        "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT or 300, torchrun's fixed value)."},
+      {"hang_timeout", "", K::kValue, "0", true, false,
+       "Seconds ranks may wait in a collective another rank has not entered before that rank is treated as "
+       "failed (its stack dumped, the restart policy applied); 0: hangs are only reported (docs/hang.md)."},
+      {"hang_report_after", "", K::kValue, "300", true, false,
+       "Seconds of such a wait before ctrun reports it and dumps the local ranks' Python stacks."},
   };
   return table;
 }

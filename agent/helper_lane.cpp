@@ -24,6 +24,8 @@ std::string_view blocking_call_name(BlockingCall call) {
       return "rendezvous shutdown";
     case BlockingCall::kLeave:
       return "rendezvous leave";
+    case BlockingCall::kProgress:
+      return "progress summary exchange";
   }
   return "?";
 }

@@ -20,7 +20,7 @@ class thread_pool;
 namespace ctrun::agent {
 
 // What the helper is (or was last) busy with: a signal in some of them leaves the round first (Handler::abandon()).
-enum class BlockingCall { kNone, kConnect, kRendezvous, kMembershipCheck, kExitBarrier, kShutdown, kLeave };
+enum class BlockingCall { kNone, kConnect, kRendezvous, kMembershipCheck, kExitBarrier, kShutdown, kLeave, kProgress };
 std::string_view blocking_call_name(BlockingCall call);
 
 class HelperLane {

@@ -298,6 +298,10 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
       v.get("exit_barrier_timeout").value_or(env("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT").value_or("300"));
   c.exit_barrier_timeout = to_double("exit_barrier_timeout", barrier);
   if (!(c.exit_barrier_timeout >= 0)) bad("exit_barrier_timeout", "must be >= 0 seconds");
+  c.hang_timeout = to_double("hang_timeout", v.str("hang_timeout"));
+  if (!(c.hang_timeout >= 0)) bad("hang_timeout", "must be >= 0 seconds (0: report hangs only)");
+  c.hang_report_after = to_double("hang_report_after", v.str("hang_report_after"));
+  if (!(c.hang_report_after > 0)) bad("hang_report_after", "must be > 0 seconds");
   c.dry_run = v.flag("dry_run");
   c.forwarded_signal_numbers.clear();
   for (int sig : {SIGUSR1, SIGUSR2}) {

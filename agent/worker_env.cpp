@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include "common/worker_env.hpp"
 
@@ -66,6 +67,23 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in
   env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = parent_env("TORCH_NCCL_ASYNC_ERROR_HANDLING").value_or("1");
   env["NCCL_ASYNC_ERROR_HANDLING"] = parent_env("NCCL_ASYNC_ERROR_HANDLING").value_or("1");
   env[worker_env::kErrorFile] = in.error_file;
+  // torch's NCCL Flight Recorder (torch >= 2.2; older torch and other backends ignore it): each rank's last
+  // collectives, dumped on a watchdog timeout into its log directory, next to its error file, as
+  // nccl_trace_rank_<rank> (docs/hang.md). Both generations of names; the user's own settings win.
+  if (!in.error_file.empty()) {
+    const std::string prefix = (std::filesystem::path(in.error_file).parent_path() / "nccl_trace_rank_").string();
+    // {old name, new name, value}: a user who set either name of a pair keeps it as set.
+    const std::tuple<const char*, const char*, std::string> flight_recorder[] = {
+        {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "2000"},
+        {"TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_DUMP_ON_TIMEOUT", "1"},
+        {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE", prefix},
+    };
+    for (const auto& [old_name, new_name, value] : flight_recorder) {
+      if (parent_env(old_name) || parent_env(new_name)) continue;
+      env[old_name] = value;
+      env[new_name] = value;
+    }
+  }
   env[worker_env::kSignalsToHandle] = c.signals_to_handle;
   if (auto dir = torch_module_dir()) {  // `import ctrun_torch` works in workers with nothing set
     auto inherited = parent_env("PYTHONPATH");

@@ -128,6 +128,14 @@ constexpr Setting kSettings[] = {
        one_of("CTRUN_COMM_NCCL_BLOCKING", v, {"0", "1"});
        c.nccl_blocking = v == "1";
      }},
+    {"CTRUN_COMM_PROGRESS", "1",
+     "`1`: record each op's progress (sequence number, op, bytes, since when, which peer it waits for) in the "
+     "region ctrun names in CTRUN_PROGRESS_FILE, for its hang and straggler detection; `0`: never (nothing is "
+     "recorded outside ctrun anyway)",
+     [](Config& c, const std::string& v) {
+       one_of("CTRUN_COMM_PROGRESS", v, {"0", "1"});
+       c.progress = v == "1";
+     }},
 };
 
 const Setting* find(const std::string& name) {

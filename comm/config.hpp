@@ -52,6 +52,7 @@ struct Config {
   bool shm_direct{};  // shm: let ranks read each other's buffers (process_vm_readv) where the kernel allows
   std::size_t tcp_buffer_bytes{};  // 0: kernel autotuning
   std::size_t tcp_lowat_bytes{};
+  bool progress{};  // progress records for the agent's hang detection (common/progress.hpp)
   WorkerEnvironment worker;  // resolve(): this process's; from_settings() and Config(): empty
 
   // The pipelining unit over `transport` ("tcp" or "shm"): chunk_bytes when set, else 1 MiB over tcp (every

@@ -33,6 +33,12 @@ inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE"
 // (agent/process/file_timer.hpp), which every worker gets.
 inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
 inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
+// ctrun's own (issue 22): the progress region of this attempt (common/progress.hpp), which comm writes its
+// collectives' progress into; and the file a Python worker's stack is dumped into on kStackDumpSignal (the
+// sitecustomize.py ctrun puts on PYTHONPATH registers it with faulthandler).
+inline constexpr const char* kProgressFile = "CTRUN_PROGRESS_FILE";
+inline constexpr const char* kStackFile = "CTRUN_STACK_FILE";
+inline constexpr const char* kStackSignal = "CTRUN_STACK_SIGNAL";
 
 // The agent store's value of kUseAgentStore (torch compares with the Python literal "True").
 inline constexpr const char* kTrue = "True";

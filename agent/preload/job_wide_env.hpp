@@ -13,7 +13,8 @@
 //   OMP_*, KMP_*, GOMP_*, MKL_*, OPENBLAS_*, GOTO*, BLIS_*, VECLIB_*, NUMEXPR_*   thread pools and BLAS choices
 //   CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_MODULE_LOADING, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
 //   NVIDIA_VISIBLE_DEVICES     which devices a process may see
-//   TORCH_*, PYTORCH_*         read by torch at import (logging, allocator and dispatch settings)
+//   TORCH_*, PYTORCH_*         read by torch at import (logging, allocator and dispatch settings); not the NCCL
+//                              Flight Recorder's, read when a ProcessGroupNCCL is made (after the fork)
 //   LANG, LC_*                 the interpreter's locale, its stdio and file system encodings
 // ctrun's own per-rank variables (RANK, LOCAL_RANK, TORCHELASTIC_*, MASTER_*) are not on it: programs read them
 // at run time, after the fork. A module that reads them at import must not be preloaded (docs/cli.md).

@@ -6,6 +6,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "comm/algorithms/algorithms.hpp"
@@ -15,6 +16,7 @@
 #include "comm/transport/shm/transport.hpp"
 #include "comm/transport/tcp/transport.hpp"
 #include "common/log.hpp"
+#include "common/progress.hpp"
 
 namespace ctrun::comm::cpu {
 namespace {
@@ -78,6 +80,24 @@ std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, 
 }
 
 // Re-raises the current exception with the op's description in front, keeping its type.
+// The group's progress record (common/progress.hpp), when the agent named a region and the setting is on. The
+// members agree on the group's id with one compare_set each (the first proposal wins): no member waits for
+// another here, so a member without a region (or with records off) costs the others nothing.
+progress::SlotWriter claim_progress_slot(const BackendContext& ctx) {
+  if (!ctx.config.progress || !progress::attached_region()) return {};
+  std::random_device rd;
+  std::uint64_t proposal = 0;
+  while (proposal == 0) proposal = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  try {
+    const std::string id = ctx.store->compare_set("progress/id", "", std::to_string(proposal));
+    return progress::claim_slot(std::strtoull(id.c_str(), nullptr, 10), ctx.rank, ctx.size);
+  } catch (const std::exception& e) {
+    // A diagnostic never fails the group: it runs unrecorded.
+    log::get("comm")->warn("comm: progress records off for this group: {}", e.what());
+    return {};
+  }
+}
+
 [[noreturn]] void rethrow_with_context(const std::string& what) {
   try {
     throw;
@@ -103,6 +123,11 @@ class CpuBackend final : public Backend {
       available_ = ws->peer_reads() ? algorithms::Needs::kPeerReads : algorithms::Needs::kSharedMemory;
     }
     messenger_ = std::make_unique<transport::Messenger>(*transport_, rank(), size());
+    progress_ = claim_progress_slot(context_);
+    if (progress_.enabled()) {
+      messenger_->set_progress(&progress_);
+      transport_->set_progress(&progress_);
+    }
     log::get("comm")->debug("comm cpu: rank {}/{} transport {}", rank(), size(), transport_name_);
     worker_ = std::thread([this] { run(); });
   }
@@ -117,7 +142,7 @@ class CpuBackend final : public Backend {
 
   WorkPtr batch_p2p(std::vector<P2POp> ops) override {
     auto work = std::make_shared<CompletionWork>(context_.options.timeout);
-    enqueue([this, ops = std::move(ops), work] { post_p2p(ops, work); }, nullptr);
+    enqueue([this, ops = std::move(ops), work](std::uint64_t) { post_p2p(ops, work); }, nullptr);
     return work;
   }
 
@@ -156,7 +181,7 @@ class CpuBackend final : public Backend {
   void abort(const std::string& reason) override {
     auto work = std::make_shared<CompletionWork>(context_.options.timeout);
     enqueue(
-        [this, reason] {
+        [this, reason](std::uint64_t) {
           messenger_->abort(reason, std::make_exception_ptr(CommError("comm: the group was aborted: " + reason)));
         },
         work);
@@ -165,8 +190,9 @@ class CpuBackend final : public Backend {
 
  private:
   struct Task {
-    std::function<void()> run;
-    std::shared_ptr<CompletionWork> work;  // completed after run() (null: run() completes its own work)
+    std::function<void(std::uint64_t)> run;  // called with seq
+    std::shared_ptr<CompletionWork> work;    // completed after run() (null: run() completes its own work)
+    std::uint64_t seq = 0;                   // the collective's number (0 for other tasks)
   };
 
   // A p2p request the worker watches for its deadline.
@@ -175,41 +201,54 @@ class CpuBackend final : public Backend {
     Clock::time_point deadline;
   };
 
+  // The group's collectives are numbered in issue order (under the queue lock, which is also the order they run
+  // in): the number goes into every message tag (mismatched ops are caught by it) and into the progress record.
   WorkPtr collective(OpKind kind, DataType dtype, std::size_t bytes, algorithms::OpArgs args) {
     auto work = std::make_shared<CompletionWork>(context_.options.timeout);
-    enqueue(
-        [this, kind, dtype, bytes, args = std::move(args)]() mutable {
-          const std::uint64_t seq = seq_++;
-          const algorithms::AlgorithmRow* row = selector_.choose(kind, bytes, size(), available_);
-          if (!row) throw CommError(std::string("comm: no algorithm implements ") + op_name(kind));
-          const Algorithm a = row->algorithm;
-          Context ctx(*messenger_, rank(), size(), transport::collective_tag(static_cast<int>(kind), dtype, seq),
-                      Clock::now() + context_.options.timeout, scratch_, chunk_bytes_);
-          try {
-            if (auto fatal = messenger_->fatal_error()) std::rethrow_exception(fatal);
-            const algorithms::OpRow& info = algorithms::op_row(kind);
-            if (bytes == 0 && size() > 1 && row->needs == algorithms::Needs::kAnyTransport && info.equal_sizes) {
-              exchange_empty_around_ring(ctx);
-            } else {
-              const ReduceOp requested = args.op;
-              if (requested == ReduceOp::kAvg) args.op = ReduceOp::kSum;  // AVG = SUM, then one division here
-              row->run(ctx, args);
-              if (requested == ReduceOp::kAvg) divide_for_avg(info.avg, args);
-            }
-          } catch (const InvalidArgumentError&) {
-            throw;
-          } catch (const CommError& e) {
-            // A timeout or a broken peer leaves the other ranks mid-collective: abort so they fail fast too.
-            messenger_->abort(
-                std::string(op_name(kind)) + " failed on rank " + std::to_string(rank()) + ": " + e.what(),
-                std::current_exception());
-            rethrow_with_context(std::string(op_name(kind)) + " (" + std::string(to_string(dtype)) + ", " +
-                                 std::to_string(bytes) + " bytes, " + algorithm_name(a) + ", " + transport_name_ +
-                                 ") on rank " + std::to_string(rank()));
-          }
+    const auto op = static_cast<std::uint32_t>(kind);
+    const auto type = static_cast<std::uint32_t>(dtype);
+    enqueue_numbered(
+        [this, kind, dtype, bytes, op, type, args = std::move(args)](std::uint64_t seq) mutable {
+          progress_.running(seq, op, type, bytes);
+          struct Finish {  // the record says done however the op ends
+            progress::SlotWriter& w;
+            bool ok = false;
+            ~Finish() { w.finished(ok); }
+          } finish{progress_};
+          run_collective(seq, kind, dtype, bytes, args);
+          finish.ok = true;
         },
-        work);
+        work, [this, op, type, bytes](std::uint64_t seq) { progress_.issued(seq, op, type, bytes); });
     return work;
+  }
+
+  void run_collective(std::uint64_t seq, OpKind kind, DataType dtype, std::size_t bytes, algorithms::OpArgs& args) {
+    const algorithms::AlgorithmRow* row = selector_.choose(kind, bytes, size(), available_);
+    if (!row) throw CommError(std::string("comm: no algorithm implements ") + op_name(kind));
+    const Algorithm a = row->algorithm;
+    Context ctx(*messenger_, rank(), size(), transport::collective_tag(static_cast<int>(kind), dtype, seq),
+                Clock::now() + context_.options.timeout, scratch_, chunk_bytes_);
+    try {
+      if (auto fatal = messenger_->fatal_error()) std::rethrow_exception(fatal);
+      const algorithms::OpRow& info = algorithms::op_row(kind);
+      if (bytes == 0 && size() > 1 && row->needs == algorithms::Needs::kAnyTransport && info.equal_sizes) {
+        exchange_empty_around_ring(ctx);
+      } else {
+        const ReduceOp requested = args.op;
+        if (requested == ReduceOp::kAvg) args.op = ReduceOp::kSum;  // AVG = SUM, then one division here
+        row->run(ctx, args);
+        if (requested == ReduceOp::kAvg) divide_for_avg(info.avg, args);
+      }
+    } catch (const InvalidArgumentError&) {
+      throw;
+    } catch (const CommError& e) {
+      // A timeout or a broken peer leaves the other ranks mid-collective: abort so they fail fast too.
+      messenger_->abort(std::string(op_name(kind)) + " failed on rank " + std::to_string(rank()) + ": " + e.what(),
+                        std::current_exception());
+      rethrow_with_context(std::string(op_name(kind)) + " (" + std::string(to_string(dtype)) + ", " +
+                           std::to_string(bytes) + " bytes, " + algorithm_name(a) + ", " + transport_name_ +
+                           ") on rank " + std::to_string(rank()));
+    }
   }
 
   void divide_for_avg(algorithms::AvgOn where, const algorithms::OpArgs& args) {
@@ -253,14 +292,27 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void enqueue(std::function<void()> run, std::shared_ptr<CompletionWork> work) {
+  void enqueue(std::function<void(std::uint64_t)> run, std::shared_ptr<CompletionWork> work) {
+    enqueue_numbered(std::move(run), std::move(work), nullptr, false);
+  }
+
+  // Queues `run`, handing it the group's next collective number when `numbered` (and `issued` with it, under
+  // the lock, so numbers and the issue records follow the queue's order).
+  template <class Issued>
+  void enqueue_numbered(std::function<void(std::uint64_t)> run, std::shared_ptr<CompletionWork> work, Issued issued,
+                        bool numbered = true) {
     {
       std::lock_guard lock(mutex_);
       if (stopping_) {
         if (work) work->complete(std::make_exception_ptr(CommError("comm: the process group was shut down")));
         return;
       }
-      queue_.push_back({std::move(run), std::move(work)});
+      std::uint64_t seq = 0;
+      if (numbered) {
+        seq = seq_++;
+        if constexpr (!std::is_same_v<Issued, std::nullptr_t>) issued(seq);
+      }
+      queue_.push_back({std::move(run), std::move(work), seq});
     }
     cv_.notify_one();
     if (in_transport_wait_.load()) transport_->interrupt();
@@ -339,7 +391,7 @@ class CpuBackend final : public Backend {
   void execute(Task& task) {
     std::exception_ptr error;
     try {
-      task.run();
+      task.run(task.seq);
     } catch (...) {
       error = std::current_exception();
     }
@@ -359,6 +411,7 @@ class CpuBackend final : public Backend {
     if (worker_.joinable()) worker_.join();
     // Orderly: peers see our connections close (tcp) or our process exit (shm) only if they still wait on us.
     messenger_->close(std::make_exception_ptr(CommError("comm: the process group was shut down")));
+    progress::release_slot(progress_);
   }
 
   algorithms::Selector selector_;
@@ -368,7 +421,8 @@ class CpuBackend final : public Backend {
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::Messenger> messenger_;
   algorithms::Scratch scratch_;
-  std::uint64_t seq_ = 0;
+  std::uint64_t seq_ = 0;  // the group's collective counter (guarded by mutex_)
+  progress::SlotWriter progress_;
   std::vector<PendingP2P> p2p_;
 
   std::mutex mutex_;

@@ -379,7 +379,7 @@ void Messenger::progress_or_wait(std::uint64_t token, Clock::time_point until) {
 }
 
 void Messenger::wait(const std::vector<RequestPtr>& requests, Clock::time_point deadline) {
-  for (;;) {
+  for (bool noted = false;; noted = true) {
     const std::uint64_t token = transport_.event_token();
     progress();
     bool all = true;
@@ -400,6 +400,15 @@ void Messenger::wait(const std::vector<RequestPtr>& requests, Clock::time_point 
                            std::to_string(r->bytes) + " bytes, " + std::to_string(r->done) + " done, for " +
                            describe_tag(r->tag) + "): the peer is stalled, dead, or called a different op");
       }
+    }
+    if (!noted && progress_) {
+      // About to block: the peer of the first unfinished receive (else send) is the one this step waits for.
+      int peer = -1;
+      for (const auto& r : requests) {
+        if (!r->finished && (peer < 0 || r->kind == Request::Kind::kRecv)) peer = r->peer;
+        if (!r->finished && r->kind == Request::Kind::kRecv) break;
+      }
+      progress_->waiting(peer);
     }
     wait_for_events(token, deadline);
   }

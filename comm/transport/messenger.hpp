@@ -89,6 +89,8 @@ class Messenger {
   std::exception_ptr fatal_error() const { return fatal_; }
 
   Transport& transport() { return transport_; }
+  // The group's progress record: wait() notes in it which peer it blocks on (common/progress.hpp); null: none.
+  void set_progress(progress::SlotWriter* writer) { progress_ = writer; }
 
  private:
   struct Unexpected {
@@ -129,6 +131,7 @@ class Messenger {
   std::vector<Peer> peers_;
   std::exception_ptr fatal_;
   std::size_t in_flight_ = 0;
+  progress::SlotWriter* progress_ = nullptr;
   std::vector<int> want_read_;  // scratch for wait_for_events
   std::vector<int> want_write_;
 };

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/progress.hpp"
+
 namespace ctrun::comm::transport {
 
 using Clock = std::chrono::steady_clock;
@@ -134,6 +136,19 @@ class Transport {
 
   // Makes peers fail their pending ops quickly (with the reason when the transport can carry it) and closes.
   virtual void abort(const std::string& reason) = 0;
+
+  // Where the transport's own waits (shm barrier and counter waits) note which peer they wait for: the group's
+  // progress record (common/progress.hpp), or null. Set once by the backend before the first op.
+  void set_progress(progress::SlotWriter* writer) { progress_ = writer; }
+
+ protected:
+  // Notes, before a wait that may sleep, that the running op now waits for group rank `peer` (-1: several).
+  void note_wait(int peer) {
+    if (progress_) progress_->waiting(peer);
+  }
+
+ private:
+  progress::SlotWriter* progress_ = nullptr;
 };
 
 }  // namespace ctrun::comm::transport

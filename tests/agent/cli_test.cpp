@@ -166,18 +166,17 @@ TEST(Cli, MultiNodeFlags) {
   EXPECT_EQ(dyn.min_nodes, 1);
   EXPECT_EQ(dyn.max_nodes, 4);
   // Bad multi-node input is a usage error (exit 2) with the reason.
-  for (auto args :
-       std::vector<std::vector<std::string>>{{"--nnodes", "2", "--node-rank", "2", "t.py"},
-                                             {"--nnodes", "1:4", "t.py"},  // static needs a fixed N
-                                             {"--rdzv-backend", "c10d", "--nnodes", "1:4", "t.py"},  // no endpoint
-                                             {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--nnodes", "2",
-                                              "--rdzv-conf", "join_timeout=x", "t.py"},
-                                             {"--rdzv-backend", "etcd", "t.py"},  // no endpoint
-                                             {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1,", "t.py"},
-                                             {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1", "--rdzv-conf",
-                                              "protocol=ftp", "t.py"},
-                                             {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1", "--rdzv-conf",
-                                              "cacert=/ca.pem", "t.py"}}) {  // TLS files need https
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--nnodes", "2", "--node-rank", "2", "t.py"},
+           {"--nnodes", "1:4", "t.py"},                            // static needs a fixed N
+           {"--rdzv-backend", "c10d", "--nnodes", "1:4", "t.py"},  // no endpoint
+           {"--rdzv-backend", "c10d", "--rdzv-endpoint", "h:1", "--nnodes", "2", "--rdzv-conf", "join_timeout=x",
+            "t.py"},
+           {"--rdzv-backend", "etcd", "t.py"},  // no endpoint
+           {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1,", "t.py"},
+           {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1", "--rdzv-conf", "protocol=ftp", "t.py"},
+           {"--rdzv-backend", "etcd", "--rdzv-endpoint", "h:1", "--rdzv-conf", "cacert=/ca.pem",
+            "t.py"}}) {  // TLS files need https
     EXPECT_THROW(parse(args), UsageError) << args[0] << " " << args[1];
   }
   // etcd v3 (alias etcd-v3): a list of endpoints; etcd-v2 is refused with the reason.
@@ -256,6 +255,8 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"ssh", "ssh -p 2222"},
                                                      {"export", "A=1"},
                                                      {"exit_barrier_timeout", "7"},
+                                                     {"hang_timeout", "60"},
+                                                     {"hang_report_after", "120"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",

@@ -25,35 +25,63 @@ TEST(WorkerEnv, SingleNodeStandalone) {
   auto round = rdzv.next_rendezvous();
   WorkerEnvInput in{&c, &round, "run1", true, 3, 1, "/logs/attempt_1/3/error.json"};
   auto env = worker_env_overrides(in, env_of({}));
-  std::map<std::string, std::string> expected = {{"LOCAL_RANK", "3"},
-                                                 {"RANK", "3"},
-                                                 {"GROUP_RANK", "0"},
-                                                 {"ROLE_RANK", "3"},
-                                                 {"ROLE_NAME", "trainer"},
-                                                 {"LOCAL_WORLD_SIZE", "4"},
-                                                 {"WORLD_SIZE", "4"},
-                                                 {"GROUP_WORLD_SIZE", "1"},
-                                                 {"ROLE_WORLD_SIZE", "4"},
-                                                 {"MASTER_ADDR", "127.0.0.1"},
-                                                 {"MASTER_PORT", "4242"},
-                                                 {"TORCHELASTIC_RESTART_COUNT", "1"},
-                                                 {"TORCHELASTIC_MAX_RESTARTS", "2"},
-                                                 {"TORCHELASTIC_RUN_ID", "run1"},
-                                                 {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                                 {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
-                                                 {"NCCL_ASYNC_ERROR_HANDLING", "1"},
-                                                 {"TORCHELASTIC_ERROR_FILE", "/logs/attempt_1/3/error.json"},
-                                                 {"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"}};
+  std::map<std::string, std::string> expected = {
+      {"LOCAL_RANK", "3"},
+      {"RANK", "3"},
+      {"GROUP_RANK", "0"},
+      {"ROLE_RANK", "3"},
+      {"ROLE_NAME", "trainer"},
+      {"LOCAL_WORLD_SIZE", "4"},
+      {"WORLD_SIZE", "4"},
+      {"GROUP_WORLD_SIZE", "1"},
+      {"ROLE_WORLD_SIZE", "4"},
+      {"MASTER_ADDR", "127.0.0.1"},
+      {"MASTER_PORT", "4242"},
+      {"TORCHELASTIC_RESTART_COUNT", "1"},
+      {"TORCHELASTIC_MAX_RESTARTS", "2"},
+      {"TORCHELASTIC_RUN_ID", "run1"},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+      {"TORCHELASTIC_ERROR_FILE", "/logs/attempt_1/3/error.json"},
+      {"TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"},
+      {"TORCH_FR_BUFFER_SIZE", "2000"},
+      {"TORCH_NCCL_DUMP_ON_TIMEOUT", "1"},
+      {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/logs/attempt_1/3/nccl_trace_rank_"},
+      {"TORCH_FR_DUMP_TEMP_FILE", "/logs/attempt_1/3/nccl_trace_rank_"},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"}};
   env.erase("PYTHONPATH");  // depends on where the test runs: see TorchModuleOnPythonPath
   EXPECT_EQ(env, expected);
 }
 
-TEST(WorkerEnv, TorchModuleOnPythonPath) {
+// A job of one worker on one node (the worker store at 127.0.0.1:4242).
+LaunchConfig one_worker_config() {
   LaunchConfig c;
   c.nproc_per_node = 1;
+  return c;
+}
+rdzv::RoundInfo one_worker_round() {
   LocalRendezvous rdzv("run1", "c10d", 1);
   rdzv.set_worker_store_address("127.0.0.1", 4242);
-  auto round = rdzv.next_rendezvous();
+  return rdzv.next_rendezvous();
+}
+
+// torch's NCCL Flight Recorder dumps into the rank's log dir, unless the user set either name of a variable.
+TEST(WorkerEnv, FlightRecorderLeavesTheUsersSettingsAlone) {
+  const LaunchConfig c = one_worker_config();
+  const auto round = one_worker_round();
+  WorkerEnvInput in{&c, &round, "run1", true, 0, 0, "/logs/attempt_0/0/error.json"};
+  auto env = worker_env_overrides(in, env_of({{"TORCH_FR_BUFFER_SIZE", "0"}}));
+  EXPECT_EQ(env.count("TORCH_FR_BUFFER_SIZE"), 0u);
+  EXPECT_EQ(env.count("TORCH_NCCL_TRACE_BUFFER_SIZE"), 0u);
+  EXPECT_EQ(env["TORCH_FR_DUMP_TEMP_FILE"], "/logs/attempt_0/0/nccl_trace_rank_");
+  in.error_file = "";
+  EXPECT_EQ(worker_env_overrides(in, env_of({})).count("TORCH_NCCL_DUMP_ON_TIMEOUT"), 0u);
+}
+
+TEST(WorkerEnv, TorchModuleOnPythonPath) {
+  const LaunchConfig c = one_worker_config();
+  const auto round = one_worker_round();
   WorkerEnvInput in{&c, &round, "run1", true, 0, 0, "/e.json"};
   auto env = worker_env_overrides(in, env_of({{"PYTHONPATH", "/mine"}}));
   auto dir = torch_module_dir();

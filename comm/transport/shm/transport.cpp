@@ -264,6 +264,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       if (any_holds(wants)) return;
     }
     SegmentHeader* h = own();
+    note_wait(wants.size() == 1 ? wants[0].rank : -1);
     for (;;) {
       check_aborted();
       const std::uint32_t token = h->doorbell.load(std::memory_order_seq_cst);
@@ -326,7 +327,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     for (int r = 0; r < size_; ++r) {
       if (r != rank_) ring_doorbell(r);
     }
-    for (;;) {
+    for (bool noted = false;; noted = true) {
       const std::uint64_t token = event_token();
       waiting_.clear();
       for (int r = 0; r < size_; ++r) {
@@ -337,6 +338,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
         check_signatures(gen, signature);
         return;
       }
+      if (!noted) note_wait(waiting_.size() == 1 ? waiting_[0] : -1);
       if (Clock::now() >= deadline) {
         std::string who;
         for (int r : waiting_) who += (who.empty() ? "" : ", ") + std::to_string(r);

@@ -1,0 +1,151 @@
+#pragma once
+// The hang and straggler detector: a pure function of the ranks' records over time (no clock, no I/O; the
+// caller passes `now`), so the rules below are table-tested with a fake clock (tests/agent/hang_test.cpp), as
+// agent_policy and rendezvous/join_op are.
+//
+// Hang: in a group, the ranks furthest along are inside collective #k, and some member has not entered #k
+// (has not issued it). Once the longest of their waits passes report_after_s the detector reports it (once per
+// group and #k); once it passes hang_timeout_s (0: never) it gives a verdict naming the ranks to treat as
+// failed: the culprits that are not themselves waiting inside another group's collective (those are victims of
+// a culprit there; if every culprit waits elsewhere, all of them). When every member is inside #k and none
+// finishes (a stall inside the op: a lost peer, a wedged device), the report names the peers they wait for.
+// A member with no record is named by group rank and never failed; once its record arrives (another node's
+// summary), the report and verdict are given again with its name.
+// When the group moves on after a report, a "resolved" finding says after how long.
+//
+// Why report_after_s defaults to 300 s: healthy jobs wait too (rank 0 writing a checkpoint or evaluating while
+// the others sit in a barrier, a slow first batch, ranks started late on a loaded machine): those pauses are
+// seconds to a few minutes. A real hang otherwise waits out torch's 30 min collective timeout and dies naming
+// nobody. Five minutes keeps the report clear of most healthy pauses while saving most of those 30 min; and by
+// default a report only logs and dumps stacks, it never kills (--hang-timeout makes it a failure).
+//
+// Straggler: a rank that arrives last into collectives waits least inside them, while the others wait for it.
+// Over each window of straggler_every_s, per group, each rank's mean time inside an op (busy / ops) is compared:
+// the rank with the least is the last to arrive, and the others' median minus its own is its lag per op. It is
+// reported when the lag is at least straggler_min_lag_s and explains at least straggler_min_share of the others'
+// wait (so a uniformly slow network reports nobody). Durations only: no clock is compared across hosts.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/hang/records.hpp"
+
+namespace ctrun::agent::hang {
+
+struct DetectorConfig {
+  double report_after_s = 300;
+  double hang_timeout_s = 0;  // 0: hangs are reported, never a failure
+  double straggler_every_s = 300;
+  double straggler_min_lag_s = 0.01;
+  double straggler_min_share = 0.5;
+  std::uint64_t straggler_min_ops = 3;
+};
+
+// A member of a group, as the findings name it.
+struct Member {
+  int global_rank = -1;  // -1: not seen (no record: it has not created the group, or its node publishes nothing)
+  int group_rank = -1;
+  // Waiting inside another group's collective (a victim of a hang there): that group's ordinal, else -1.
+  int blocked_in_group = -1;
+  std::uint64_t blocked_in_seq = 0;
+  std::uint32_t blocked_in_op = 0;
+};
+
+struct HangFinding {
+  enum class Kind { kReport, kVerdict, kResolved };
+  Kind kind = Kind::kReport;
+  std::uint64_t group_id = 0;
+  int group_ordinal = 0;  // as the lowest member rank numbers it ("group 0")
+  int group_size = 0;
+  std::uint64_t seq = 0;  // collective #seq of the group
+  std::uint32_t op = 0;
+  std::uint32_t dtype = 0;
+  std::uint64_t bytes = 0;
+  std::vector<Member> culprits;  // have not entered #seq (empty: all entered, see waited_for)
+  std::vector<int> waiting;      // global ranks inside #seq
+  double waited_s = 0;           // the longest wait among them (kResolved: how long the episode lasted)
+  std::vector<int> waited_for;   // all entered: the global ranks the waiters wait on
+  std::vector<int> to_fail;      // kVerdict: global ranks to treat as failed
+};
+
+struct StragglerFinding {
+  std::uint64_t group_id = 0;
+  int group_ordinal = 0;
+  int global_rank = -1;     // the rank last into the group's collectives
+  double lag_s = 0;         // per op, this window: the others' median time inside an op minus its own
+  double median_lag_s = 0;  // median of its lag over the recent windows it was last in
+  std::uint64_t ops = 0;    // ops in the window
+  double window_s = 0;
+};
+
+struct Findings {
+  std::vector<HangFinding> hangs;
+  std::vector<StragglerFinding> stragglers;
+};
+
+class Detector {
+ public:
+  explicit Detector(DetectorConfig config = {}) : config_(config) {}
+
+  // One look at every rank's records (ranks of every node; ages already extrapolated to now_s).
+  Findings observe(double now_s, const std::vector<RankRecord>& ranks);
+
+  // The last window's lag per op of a rank in its most laggard group (seconds; 0 when unknown): the live table.
+  double lag_of(int global_rank) const;
+  // The episodes reported and still open (the failure summary names them).
+  std::vector<HangFinding> open_hangs() const;
+  const DetectorConfig& config() const { return config_; }
+
+ private:
+  struct Episode {
+    std::uint64_t seq = 0;
+    bool reported = false;
+    bool verdict = false;
+    int unseen = 0;           // culprits with no record when last looked at
+    std::vector<int> failed;  // the verdict's to_fail
+    double waited_s = 0;
+    HangFinding last;
+  };
+  struct Window {
+    double start_s = -1;
+    std::map<int, std::pair<std::uint64_t, double>> at_start;  // global rank -> (done, busy_s)
+    std::map<int, std::deque<double>> lags;                    // global rank -> its lags when it was last
+  };
+
+  DetectorConfig config_;
+  std::map<std::uint64_t, Episode> episodes_;  // by group id
+  std::map<std::uint64_t, Window> windows_;    // by group id
+  std::map<int, double> lag_;                  // global rank -> lag (max over its groups)
+};
+
+// Non-comm workers (torch's own gloo/NCCL): ctrun cannot read their collectives, only whether each rank still
+// uses CPU time (/proc/<pid>/stat utime+stime of all its threads) or writes output. quiet_s() is how long no
+// rank has done either: a job whose ranks all sit blocked (a gloo collective waits in epoll; a Python sleep)
+// goes quiet, a busy one never does. Not detected: NCCL, whose host threads spin while a kernel hangs (CPU time
+// keeps growing), and a hang of one rank while the others spin or print.
+struct QuietSample {
+  int global_rank = -1;
+  double cpu_s = 0;           // utime + stime so far
+  double last_output_s = -1;  // when it last wrote to stdout/stderr (on the caller's clock), -1: never
+};
+
+class QuietWatch {
+ public:
+  // CPU time below min_cpu_share of the elapsed time does not count as activity (background threads).
+  explicit QuietWatch(double min_cpu_share = 0.01) : min_cpu_share_(min_cpu_share) {}
+  // Returns how long (seconds) no rank has used CPU or written output, as of now_s.
+  double observe(double now_s, const std::vector<QuietSample>& samples);
+
+ private:
+  double min_cpu_share_;
+  double last_s_ = -1;
+  double quiet_since_s_ = -1;
+  std::map<int, double> cpu_;
+};
+
+}  // namespace ctrun::agent::hang

@@ -1,0 +1,66 @@
+# ctrun's sitecustomize (issue 22): lets ctrun dump this Python worker's stacks, with no code in the worker.
+#
+# ctrun puts the directory holding this file first on its workers' PYTHONPATH and names, per rank, a file
+# (CTRUN_STACK_FILE, in the job's log dir) and a real-time signal (CTRUN_STACK_SIGNAL; not SIGUSR1/2, which
+# ctrun forwards for preemption). faulthandler then writes every thread's Python stack into that file when the
+# signal arrives, from a C-level handler: it works while the main thread is blocked inside a collective, holding
+# the GIL or not. chain=False: the only handler before this one is the default action, which would end the
+# process (a handler the worker installs later replaces this one). ctrun sends the signal only to the thread
+# this file starts (its id is the file's first line) and only after /proc/<pid>/status (SigCgt) shows the
+# handler, so a worker without it (python -S, -I, a PYTHONPATH of its own) is never killed by the signal.
+#
+# Then the sitecustomize this file shadows (Debian ships one in /usr/lib/python3.X) runs as it would have.
+
+import os
+import sys
+
+
+def _ctrun_register_stack_dumps():
+    path = os.environ.get("CTRUN_STACK_FILE")
+    signum = os.environ.get("CTRUN_STACK_SIGNAL")
+    if not path or not signum:
+        return
+    try:
+        import faulthandler
+        import threading
+        import time
+
+        # Line-buffered, kept open for the life of the process (faulthandler writes to its file descriptor).
+        f = open(path, "a", buffering=1)
+        faulthandler.register(int(signum), file=f, all_threads=True, chain=False)
+        sys._ctrun_stack_file = f
+
+        # ctrun sends the signal to this thread only (tgkill): a signal that lands on a thread inside poll(),
+        # epoll_wait() or connect() makes the call fail with EINTR (SA_RESTART does not restart those), and
+        # torch's TCPStore client gives up on EINTR. Here it only interrupts a sleep, which Python resumes.
+        def idle():
+            f.write("# ctrun: stack dumps of pid %d: signal %s, thread %d, ident 0x%x\n"
+                    % (os.getpid(), signum, threading.get_native_id(), threading.get_ident()))
+            while True:
+                time.sleep(3600)
+
+        threading.Thread(target=idle, name="ctrun-stack-dumps", daemon=True).start()
+    except Exception as e:  # never break the worker over a diagnostic
+        sys.stderr.write("ctrun: stack dumps are off in this worker: %s\n" % e)
+
+
+def _ctrun_run_shadowed_sitecustomize():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in sys.path:
+        if not d or os.path.abspath(d) == here:
+            continue
+        candidate = os.path.join(d, "sitecustomize.py")
+        if os.path.isfile(candidate):
+            import importlib.util
+
+            spec = importlib.util.spec_from_file_location("_ctrun_shadowed_sitecustomize", candidate)
+            module = importlib.util.module_from_spec(spec)
+            try:
+                spec.loader.exec_module(module)
+            except Exception as e:
+                sys.stderr.write("ctrun: %s failed: %s\n" % (candidate, e))
+            return
+
+
+_ctrun_register_stack_dumps()
+_ctrun_run_shadowed_sitecustomize()

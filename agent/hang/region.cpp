@@ -1,0 +1,113 @@
+#include "agent/hang/region.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace ctrun::agent::hang {
+namespace {
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+}  // namespace
+
+Region::Region(int agent_pid, int attempt, int local_ranks, const std::string& dir)
+    : path_(dir + "/" + progress::kRegionPrefix + std::to_string(agent_pid) + "-" + std::to_string(attempt)),
+      header_(progress::create_region(path_, local_ranks, agent_pid, attempt)),
+      local_ranks_(local_ranks) {}
+
+Region::~Region() {
+  progress::unmap_region(header_);
+  ::unlink(path_.c_str());
+}
+
+RankRecord Region::read(int local_rank) const {
+  RankRecord out;
+  out.local_rank = local_rank;
+  if (local_rank < 0 || local_rank >= local_ranks_) return out;
+  const progress::Row* row = progress::row_of(header_, local_rank);
+  out.pid = row->header.pid.load(std::memory_order_relaxed);
+  out.overflow = row->header.overflow.load(std::memory_order_relaxed);
+  const std::int64_t now = progress::now_ns();
+  for (const progress::Slot& s : row->slots) {
+    if (s.identity.pid.load(std::memory_order_acquire) == 0) continue;
+    struct Id {
+      std::uint64_t group_id;
+      int global_rank, group_rank, group_size, ordinal;
+    };
+    auto id = progress::read_consistent(s.identity, [](const progress::Identity& i) {
+      return Id{i.group_id.load(std::memory_order_relaxed), i.global_rank.load(std::memory_order_relaxed),
+                i.group_rank.load(std::memory_order_relaxed), i.group_size.load(std::memory_order_relaxed),
+                i.ordinal.load(std::memory_order_relaxed)};
+    });
+    if (!id || id->group_id == 0) continue;
+    GroupRecord g;
+    g.group_id = id->group_id;
+    g.group_rank = id->group_rank;
+    g.group_size = id->group_size;
+    g.ordinal = id->ordinal;
+    if (out.global_rank < 0) out.global_rank = id->global_rank;
+    auto issue = progress::read_consistent(
+        s.issue, [](const progress::Issue& i) { return i.issued.load(std::memory_order_relaxed); });
+    struct RunCopy {
+      std::uint32_t state, op, dtype, wait_step;
+      std::uint64_t seq, bytes, done, failed, busy_ns;
+      std::int64_t since_ns;
+      int wait_peer;
+    };
+    auto run = progress::read_consistent(s.run, [](const progress::Run& r) {
+      return RunCopy{r.state.load(std::memory_order_relaxed),    r.op.load(std::memory_order_relaxed),
+                     r.dtype.load(std::memory_order_relaxed),    r.wait_step.load(std::memory_order_relaxed),
+                     r.seq.load(std::memory_order_relaxed),      r.bytes.load(std::memory_order_relaxed),
+                     r.done.load(std::memory_order_relaxed),     r.failed.load(std::memory_order_relaxed),
+                     r.busy_ns.load(std::memory_order_relaxed),  r.since_ns.load(std::memory_order_relaxed),
+                     r.wait_peer.load(std::memory_order_relaxed)};
+    });
+    if (!issue || !run) continue;
+    g.issued = *issue;
+    g.running = run->state == static_cast<std::uint32_t>(progress::RunState::kRunning);
+    g.seq = run->seq;
+    g.op = run->op;
+    g.dtype = run->dtype;
+    g.bytes = run->bytes;
+    g.in_state_s = seconds(std::max<std::int64_t>(0, now - run->since_ns));
+    g.wait_peer = run->wait_peer;
+    g.wait_step = run->wait_step;
+    g.done = run->done;
+    g.failed = run->failed;
+    g.busy_s = seconds(static_cast<std::int64_t>(run->busy_ns));
+    // A reader may catch the issue part before the run part of the same op: the op running was issued.
+    if (g.running && g.issued <= g.seq) g.issued = g.seq + 1;
+    out.groups.push_back(g);
+  }
+  return out;
+}
+
+std::vector<std::string> sweep_stale_regions(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  const std::string prefix = progress::kRegionPrefix;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string rest = name.substr(prefix.size());
+    const auto dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0) continue;
+    int pid = 0;
+    try {
+      pid = std::stoi(rest.substr(0, dash));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal: leave it)
+    if (::unlink(it->path().c_str()) == 0) removed.push_back(it->path().string());
+  }
+  return removed;
+}
+
+}  // namespace ctrun::agent::hang

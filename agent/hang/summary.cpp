@@ -1,0 +1,151 @@
+#include "agent/hang/summary.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace ctrun::agent::hang {
+namespace {
+
+long long ms(double s) { return std::llround(s * 1000); }
+
+std::string rank_line(const RankRecord& r) {
+  return "r " + std::to_string(r.global_rank) + " " + std::to_string(r.local_rank) + " " + std::to_string(r.pid) + " " +
+         std::to_string(r.overflow) + "\n";
+}
+
+std::string group_line(const GroupRecord& g) {
+  std::ostringstream o;
+  o << "g " << g.group_id << ' ' << g.group_rank << ' ' << g.group_size << ' ' << g.ordinal << ' ' << g.issued << ' '
+    << (g.running ? 1 : 0) << ' ' << g.seq << ' ' << g.op << ' ' << g.dtype << ' ' << g.bytes << ' ' << ms(g.in_state_s)
+    << ' ' << g.wait_peer << ' ' << g.wait_step << ' ' << g.done << ' ' << g.failed << ' ' << ms(g.busy_s) << '\n';
+  return o.str();
+}
+
+}  // namespace
+
+std::string encode(const NodeSummary& s, std::size_t max_bytes) {
+  // The host name goes last on its line: it is the only field that could hold a space.
+  const std::string head = "P1 " + std::to_string(s.counter) + " " + std::to_string(s.restarts) + " " + s.host + "\n";
+  // Running groups first (what a hang report needs), then idle ones, each rank's lines kept together.
+  std::vector<std::string> ranks, running, idle;
+  std::size_t running_bytes = 0;
+  for (const auto& r : s.ranks) {
+    std::string busy, rest;
+    for (const auto& g : r.groups) (g.running ? busy : rest) += group_line(g);
+    ranks.push_back(rank_line(r));
+    running.push_back(busy);
+    idle.push_back(rest);
+    running_bytes += busy.size();
+  }
+  std::uint64_t cut = s.cut;
+  std::string out = head;
+  const std::size_t reserve = 32;  // the `t` line
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (out.size() + ranks[i].size() + running[i].size() + reserve > max_bytes) {
+      cut += 1;
+      continue;
+    }
+    out += ranks[i] + running[i];
+    // Idle groups only while the running ones of every later rank still fit.
+    running_bytes -= running[i].size();
+    if (out.size() + idle[i].size() + running_bytes + reserve <= max_bytes) {
+      out += idle[i];
+    } else {
+      cut += static_cast<std::uint64_t>(std::count(idle[i].begin(), idle[i].end(), '\n'));
+    }
+  }
+  if (cut) out += "t " + std::to_string(cut) + "\n";
+  return out;
+}
+
+std::optional<NodeSummary> decode(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  NodeSummary s;
+  if (!std::getline(in, line) || !line.starts_with("P1 ")) return std::nullopt;
+  {
+    std::istringstream h(line.substr(3));
+    if (!(h >> s.counter >> s.restarts)) return std::nullopt;
+    h.get();
+    std::getline(h, s.host);
+  }
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    std::string tag;
+    l >> tag;
+    if (tag == "r") {
+      RankRecord r;
+      if (!(l >> r.global_rank >> r.local_rank >> r.pid >> r.overflow)) return std::nullopt;
+      r.host = s.host;
+      r.restarts = s.restarts;
+      s.ranks.push_back(r);
+    } else if (tag == "g") {
+      if (s.ranks.empty()) return std::nullopt;
+      GroupRecord g;
+      int running = 0;
+      long long in_state_ms = 0, busy_ms = 0;
+      if (!(l >> g.group_id >> g.group_rank >> g.group_size >> g.ordinal >> g.issued >> running >> g.seq >> g.op >>
+            g.dtype >> g.bytes >> in_state_ms >> g.wait_peer >> g.wait_step >> g.done >> g.failed >> busy_ms)) {
+        return std::nullopt;
+      }
+      g.running = running != 0;
+      g.in_state_s = static_cast<double>(in_state_ms) / 1000;
+      g.busy_s = static_cast<double>(busy_ms) / 1000;
+      s.ranks.back().groups.push_back(g);
+    } else if (tag == "t") {
+      if (!(l >> s.cut)) return std::nullopt;
+    } else if (!tag.empty()) {
+      return std::nullopt;
+    }
+  }
+  return s;
+}
+
+std::string content_of(NodeSummary s) {
+  s.counter = 0;
+  for (auto& r : s.ranks) {
+    for (auto& g : r.groups) {
+      g.in_state_s = 0;
+      g.busy_s = 0;  // follows done, which is compared
+    }
+  }
+  return encode(s);
+}
+
+bool PublishPacer::due(double now_s, int nodes, const std::string& content) {
+  if (last_s_ < 0) return true;
+  const double interval = std::max(min_interval_s, static_cast<double>(std::max(nodes, 1)) / max_writes_per_s);
+  if (now_s - last_s_ < interval) return false;
+  return content != last_content_ || now_s - last_s_ >= heartbeat_s;
+}
+
+void PublishPacer::published(double now_s, const std::string& content) {
+  last_s_ = now_s;
+  last_content_ = content;
+}
+
+void RemoteView::update(const std::string& node, const NodeSummary& summary, double now_s) {
+  auto it = nodes_.find(node);
+  if (it != nodes_.end() && summary.counter <= it->second.summary.counter &&
+      summary.restarts == it->second.summary.restarts) {
+    return;
+  }
+  nodes_[node] = Held{summary, now_s};
+}
+
+void RemoteView::forget(const std::string& node) { nodes_.erase(node); }
+
+std::vector<RankRecord> RemoteView::ranks(double now_s) const {
+  std::vector<RankRecord> out;
+  for (const auto& [node, held] : nodes_) {
+    const double age = std::max(0.0, now_s - held.fetched_s);
+    for (RankRecord r : held.summary.ranks) {
+      for (auto& g : r.groups) g.in_state_s += age;
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+}  // namespace ctrun::agent::hang

@@ -1,0 +1,183 @@
+// Hangs and stragglers under the real ctrun (issue 22): torch 1.13 workers on backend "ctrun", four ranks on one
+// node, the agent's HangWatch wired in (agent/agent.cpp).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "../run_ctrun.hpp"
+#include "agent/hang/status_server.hpp"
+
+namespace ctrun::agent::test {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+bool torch_ready() { return fs::exists(CTRUN_TORCH_PYTHON) && fs::exists(CTRUN_TORCH_MODULE_DIR); }
+
+std::string worker() { return std::string(HANG_WORKERS_DIR) + "/hang_worker.py"; }
+
+std::vector<nlohmann::json> events_named(const std::string& path, const std::string& name) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("event", "") == name) out.push_back(j);
+  }
+  return out;
+}
+
+std::vector<std::string> args(const std::string& dir, std::vector<std::string> extra) {
+  std::vector<std::string> a = {"--standalone", "--nproc-per-node",   "4", "--log-dir", dir + "/logs",
+                                "--event-log",  dir + "/events.jsonl"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  a.push_back(worker());
+  return a;
+}
+
+const std::map<std::string, std::string> kEnv = {{"PYTHON_EXEC", CTRUN_TORCH_PYTHON}};
+
+TEST(CtrunHang, ARankSleepingBeforeACollectiveIsNamedWithItsStackAndFailed) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_named");
+  auto env = kEnv;
+  env["HANG_RANK"] = "2";
+  RunResult r =
+      run_ctrun(args(dir, {"--hang-timeout", "4", "--hang-report-after", "2"}), env, std::chrono::seconds(90));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("has not entered all_reduce #3 of group 0; ranks 0,1,3 have waited"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("rank 2 (host "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hang_worker.py\", line 32 in <module>"), std::string::npos) << "the culprit's stack\n" << r.err;
+  EXPECT_NE(r.err.find("traceback : hang: rank 2"), std::string::npos) << "the summary names the hang\n" << r.err;
+  auto verdicts = events_named(dir + "/events.jsonl", "hang_timeout");
+  ASSERT_EQ(verdicts.size(), 1u);
+  EXPECT_LT(verdicts[0]["waited_s"].get<double>(), 4 + 5) << "named within hang-timeout + 5 s";
+  EXPECT_EQ(verdicts[0]["not_entered"][0]["rank"], 2);
+}
+
+TEST(CtrunHang, WithARestartLeftAttemptOneCompletes) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_restart");
+  auto env = kEnv;
+  env["HANG_RANK"] = "2";
+  env["HANG_ATTEMPT"] = "0";
+  RunResult r = run_ctrun(args(dir, {"--hang-timeout", "3", "--hang-report-after", "2", "--max-restarts", "1"}), env,
+                          std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(events_named(dir + "/events.jsonl", "hang_failed").size(), 1u) << r.err;
+  EXPECT_EQ(events_named(dir + "/events.jsonl", "restart").size(), 1u) << r.err;
+}
+
+TEST(CtrunHang, ASlowButProgressingRankIsNeverHungAndIsTheStraggler) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_slow");
+  auto env = kEnv;
+  env["SLOW_RANK"] = "1";
+  env["SLOW_S"] = "0.5";
+  env["STEPS"] = "14";
+  env["CTRUN_STRAGGLER_INTERVAL"] = "2";
+  RunResult r =
+      run_ctrun(args(dir, {"--hang-timeout", "2", "--hang-report-after", "1.5"}), env, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(events_named(dir + "/events.jsonl", "hang_suspected").empty()) << r.err;
+  auto stragglers = events_named(dir + "/events.jsonl", "straggler");
+  ASSERT_FALSE(stragglers.empty()) << r.err;
+  for (const auto& s : stragglers) EXPECT_EQ(s["rank"], 1) << s.dump();
+}
+
+// Report only (no --hang-timeout): the job goes on; the live view lists every rank; Ctrl-C ends it all quickly.
+TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_report");
+  auto env = kEnv;
+  env["HANG_RANK"] = "2";
+  CtrunProcess p(args(dir, {"--hang-report-after", "2"}), env);
+  const auto t0 = Clock::now();
+  while (events_named(dir + "/events.jsonl", "hang_suspected").empty() && Clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_FALSE(events_named(dir + "/events.jsonl", "hang_suspected").empty());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_TRUE(events_named(dir + "/events.jsonl", "hang_failed").empty()) << "reported, never acted on";
+  // The live view: the port is in the run directory.
+  std::string port_file;
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/logs")) {
+    if (e.path().filename() == "status_port") port_file = e.path().string();
+  }
+  ASSERT_FALSE(port_file.empty());
+  const int port = std::stoi(read_file(port_file));
+  auto table = nlohmann::json::parse(hang::http_get("127.0.0.1", port, "/status.json"));
+  ASSERT_EQ(table["ranks"].size(), 4u) << table.dump();
+  EXPECT_EQ(table["ranks"][2]["groups"][0]["state"], "between_ops") << table.dump();
+  EXPECT_EQ(table["hangs"].size(), 1u) << table.dump();
+  EXPECT_NE(hang::http_get("127.0.0.1", port, "/").find("hang: rank 2"), std::string::npos);
+  const auto sent = Clock::now();
+  ::kill(p.pid(), SIGINT);
+  RunResult r = p.wait(std::chrono::seconds(30));
+  const double took = std::chrono::duration<double>(Clock::now() - sent).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(took, 3.0) << "Ctrl-C during a detected hang ends everything (" << took << " s)\n" << r.err;
+  std::printf("Ctrl-C to exit: %.2f s\n", took);
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test
+
+namespace ctrun::agent::test {
+namespace {
+
+// Two agents (c10d, two "nodes" of two ranks each on this host): the rank that hangs is on group rank 1's node;
+// the agent of group rank 0 names it from the summaries, and only its own agent fails it (the verdict comes
+// through the round's store).
+TEST(CtrunHang, TwoAgentsNameAHangOnTheOtherNode) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_two_nodes");
+  auto node = [&](const std::string& endpoint, const std::string& tag) {
+    return std::vector<std::string>{"--nnodes=2",
+                                    "--nproc-per-node=2",
+                                    "--rdzv-backend=c10d",
+                                    "--rdzv-endpoint=" + endpoint,
+                                    "--rdzv-id=hang2",
+                                    "--local-addr=127.0.0.1",
+                                    "--log-dir=" + dir + "/logs_" + tag,
+                                    "--event-log=" + dir + "/" + tag + ".jsonl",
+                                    "--hang-timeout=8",
+                                    "--hang-report-after=3",
+                                    worker()};
+  };
+  auto env = kEnv;
+  env["HANG_GROUP_RANK"] = "1";
+  CtrunProcess a(node("127.0.0.1:0", "a"), env);
+  const std::string endpoint = served_rdzv_store(dir + "/a.jsonl", std::chrono::seconds(20));
+  ASSERT_FALSE(endpoint.empty());
+  CtrunProcess b(node(endpoint, "b"), env);
+  RunResult ra = a.wait(std::chrono::seconds(120));
+  RunResult rb = b.wait(std::chrono::seconds(30));
+  // Which agent is group rank 0 is decided by the rendezvous: find it in the event logs.
+  auto group_rank_of = [&](const std::string& tag) {
+    auto r = events_named(dir + "/" + tag + ".jsonl", "rendezvous");
+    return r.empty() ? -1 : r[0]["group_rank"].get<int>();
+  };
+  const bool a_first = group_rank_of("a") == 0;
+  const RunResult& aggregator = a_first ? ra : rb;
+  const RunResult& culprits_node = a_first ? rb : ra;
+  const std::string culprit_events = dir + (a_first ? "/b.jsonl" : "/a.jsonl");
+  const std::string aggregator_events = dir + (a_first ? "/a.jsonl" : "/b.jsonl");
+  EXPECT_NE(aggregator.err.find("has not entered all_reduce #3 of group 0"), std::string::npos)
+      << "group rank 0's agent names the hang on the other node\n"
+      << aggregator.err;
+  EXPECT_FALSE(events_named(aggregator_events, "hang_suspected").empty());
+  EXPECT_TRUE(events_named(aggregator_events, "hang_failed").empty()) << "only the culprit's own agent acts";
+  EXPECT_EQ(events_named(culprit_events, "hang_failed").size(), 1u) << culprits_node.err;
+  EXPECT_NE(culprits_node.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace ctrun::agent::test
