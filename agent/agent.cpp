@@ -4,8 +4,6 @@
 
 #include <chrono>
 #include <csignal>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -18,27 +16,21 @@
 
 #include <spdlog/spdlog.h>
 #include "agent/agent_policy.hpp"
-#include "agent/error_file.hpp"
 #include "agent/event_log.hpp"
+#include "agent/exit_sequence.hpp"
 #include "agent/failure_report.hpp"
-#include "agent/hang/region.hpp"
-#include "agent/hang/stacks.hpp"
-#include "agent/hang/status_server.hpp"
-#include "agent/hang/watch.hpp"
+#include "agent/hang_supervisor.hpp"
 #include "agent/helper_lane.hpp"
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/log_layout.hpp"
-#include "agent/logs/log_sink.hpp"
 #include "agent/preload/preload_spawner.hpp"
 #include "agent/process/escapees.hpp"
 #include "agent/process/file_timer.hpp"
 #include "agent/process/worker_group.hpp"
-#include "agent/process/worker_spawner.hpp"
 #include "agent/rendezvous_factory.hpp"
 #include "agent/signal_names.hpp"
 #include "agent/worker_env.hpp"
 #include "agent/worker_store.hpp"
-#include "common/hostname.hpp"
 #include "common/log.hpp"
 #include "rendezvous/factory.hpp"
 #include "rendezvous/round_agreement.hpp"
@@ -63,7 +55,6 @@ class Agent::Impl {
         leave_timer_(io_),
         rejoin_timer_(io_),
         waiting_timer_(io_),
-        hang_timer_(io_),
         events_(config_.event_log) {}
 
   ~Impl() {
@@ -95,31 +86,8 @@ class Agent::Impl {
     make_handler();
     io_.run();
 
-    // Tee'd lines still queued for a slow console get a moment; a console that does not read gets none.
-    const std::chrono::milliseconds budget(lane_.busy() || death_signal_ != 0 ? 200 : 2000);
-    console_.flush(budget);
-    flush_queued_stderr(budget);  // ctrun's own lines (agent/logs/log_sink.hpp), same budget
-    if (auto dropped = console_.dropped_lines()) {
-      log_->warn(
-          "{} line(s) of worker output were not shown on the console (it did not keep up); the log files "
-          "have every line",
-          dropped);
-      events_.emit("console_dropped", {{"lines", dropped}});
-    }
-    events_.emit("shutdown", {{"exit_code", exit_code_}});
-    // The round the helper was joining or held when a signal came is left first, within the leave budget.
-    const bool abandon_pending = lane_.abandon_pending();
-    if (abandon_pending)
-      log_->warn("the rendezvous did not answer within {} ms; leaving without it",
-                 std::chrono::duration_cast<std::chrono::milliseconds>(kLeaveBudget).count());
-    if (lane_.busy() || abandon_pending) {
-      // A rendezvous, barrier or store call is still blocked on the helper thread and the agent was told to go:
-      // it does not wait for it (the kernel closes its sockets). The workers are gone already.
-      spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
-      flush_queued_stderr(std::chrono::milliseconds(200));
-      std::fflush(nullptr);
-      ::_exit(exit_code_);
-    }
+    end_output_or_exit(console_, events_, lane_, death_signal_ != 0, exit_code_,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(kLeaveBudget));
     store_.reset();  // only now: every worker has exited (NCCL watchdogs poll the store until the end)
     return exit_code_;
   }
@@ -262,7 +230,7 @@ class Agent::Impl {
   void on_handler_ready() {
     layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());
     if (layout_->enabled()) log_->info("log directory set to: {}", layout_->run_dir());
-    start_status_server();
+    hang_->start_status_server(*layout_);
     log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} nnodes={}:{} rdzv={} store={}",
                rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
                rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
@@ -330,15 +298,7 @@ class Agent::Impl {
     waiting_timer_.async_wait([this, attempt, since](const boost::system::error_code& ec) {
       if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(SteadyClock::now() - since).count();
-      std::string nodes = config_.min_nodes == config_.max_nodes
-                              ? std::to_string(config_.min_nodes)
-                              : fmt::format("{} to {}", config_.min_nodes, config_.max_nodes);
-      log_->warn("waiting for the other nodes of rendezvous '{}' ({} nodes, {} backend, endpoint {}): {} s so far",
-                 rdzv_->run_id(), nodes, rdzv_->backend(),
-                 config_.rdzv_endpoint.empty()
-                     ? config_.master_addr + ":" + (config_.master_port ? std::to_string(*config_.master_port) : "?")
-                     : config_.rdzv_endpoint,
-                 waited);
+      log_->warn("{}", waiting_for_nodes_message(config_, rdzv_->run_id(), std::string(rdzv_->backend()), waited));
       report_waiting(attempt, since, std::chrono::seconds(30));
     });
   }
@@ -385,13 +345,9 @@ class Agent::Impl {
       awaiting_start_ = 0;
       if (state_ != AgentState::kRunning) return;
       AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
-      try {
-        hang_->begin_attempt(static_cast<int>(attempt_seq_), restart_count_);
-      } catch (const std::exception& e) {
-        log_->warn("hang detection is off for this attempt: {}", e.what());
-      }
+      hang_->begin_attempt(attempt_seq_, restart_count_);
       group_->start(spec, *layout_, [this] { return state_ == AgentState::kRunning; });
-      schedule_hang_tick();
+      hang_->attempt_started(round_);
       watch_membership();
       check_group_exited();
     });
@@ -491,141 +447,10 @@ class Agent::Impl {
     cb.exits_done = [this] { check_group_exited(); };
     cb.stream_ended = [this] { on_tee_eof(); };
     // --preload: the warm process starts now, so that it imports while the first round forms.
-    std::unique_ptr<WorkerSpawner> spawner;
-    if (config_.preload.empty()) {
-      spawner = std::make_unique<ForkExecSpawner>();
-    } else {
-      spawner = std::make_unique<preload::PreloadSpawner>(io_, config_, env_);
-    }
-    group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_, std::move(spawner), subreaper_,
-                                           std::move(cb));
-    make_hang_watch();
-  }
-
-  // ---- hangs and stragglers (agent/hang/, docs/hang.md) ----
-
-  void make_hang_watch() {
-    for (const auto& path : hang::sweep_stale_regions()) log_->info("removed {} (left by a killed ctrun)", path);
-    hang::WatchConfig wc;
-    wc.detector.report_after_s = config_.hang_report_after;
-    wc.detector.hang_timeout_s = config_.hang_timeout;
-    // The straggler window (default 300 s); tests shorten it.
-    if (auto every = env_("CTRUN_STRAGGLER_INTERVAL")) wc.detector.straggler_every_s = std::atof(every->c_str());
-    wc.host = host::short_name();
-    wc.agent_pid = static_cast<int>(::getpid());
-    wc.local_ranks = std::max(config_.nproc_per_node, 1);
-    hang_ = std::make_unique<hang::HangWatch>(wc);
-    WorkerHooks hooks;
-    hooks.before_start = [this](const Worker& w, std::map<std::string, std::string>& env) {
-      const std::string stacks =
-          w.error_file.empty() ? "" : (std::filesystem::path(w.error_file).parent_path() / "stacks.txt").string();
-      for (auto& [k, v] : hang_->env_for(w.local_rank, stacks)) env[k] = v;
-      // ctrun's sitecustomize.py first on PYTHONPATH (stack dumps with no code in the worker).
-      if (auto dir = hang::sitecustomize_dir(); dir && !stacks.empty()) {
-        auto it = env.find("PYTHONPATH");
-        const std::string base = it != env.end() ? it->second : env_("PYTHONPATH").value_or("");
-        if (base != *dir && !base.starts_with(*dir + ":")) env["PYTHONPATH"] = *dir + (base.empty() ? "" : ":" + base);
-      }
-    };
-    hooks.after_start = [this](const std::vector<Worker>& workers) {
-      std::vector<hang::LocalWorker> local;
-      for (const auto& w : workers) {
-        const std::string stacks =
-            w.error_file.empty() ? "" : (std::filesystem::path(w.error_file).parent_path() / "stacks.txt").string();
-        if (w.pid > 0) local.push_back({w.local_rank, w.global_rank, static_cast<int>(w.pid), stacks});
-      }
-      hang_->set_workers(std::move(local));
-    };
-    group_->add_hooks(std::move(hooks));
-  }
-
-  // The live view: GET / and /status.json on 127.0.0.1 (port in <run dir>/status_port). Never fatal.
-  void start_status_server() {
-    try {
-      status_ = std::make_unique<hang::StatusServer>();
-      if (layout_->enabled()) {
-        std::filesystem::create_directories(layout_->run_dir());
-        std::ofstream(layout_->run_dir() + "/status_port") << status_->port() << "\n";
-      }
-      log_->info("live view of the job: curl http://127.0.0.1:{}/ (or /status.json)", status_->port());
-    } catch (const std::exception& e) {
-      log_->warn("no live view: {}", e.what());
-    }
-  }
-
-  // Twice a second while the attempt runs: shared memory and /proc only, never a blocking call.
-  void schedule_hang_tick() {
-    hang_timer_.expires_after(std::chrono::milliseconds(500));
-    hang_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
-      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
-      on_hang_tick();
-      schedule_hang_tick();
-    });
-  }
-
-  // Several nodes: each agent writes its summary into the round's store (paced by HangWatch: at most 20 writes
-  // per second from the whole job); the agent of group rank 0 reads every node's and publishes its verdicts in
-  // one key, which the others read. On the helper thread, one exchange at a time; 2N store ops per interval.
-  void exchange_progress(double now) {
-    if (round_.group_world_size <= 1 || !round_.store || progress_exchange_busy_) return;
-    // Reads every max(2 s, nodes / 20) s; this node's summary only when it changed (or once a minute).
-    if (now - last_exchange_ < std::max(2.0, static_cast<double>(round_.group_world_size) / 20.0)) return;
-    last_exchange_ = now;
-    const std::string text = hang_->summary_due(now, round_.group_world_size).value_or("");
-    progress_exchange_busy_ = true;
-    const bool aggregator = round_.group_rank == 0;
-    const std::string verdicts = aggregator ? hang_->verdicts_text() : std::string();
-    lane_.run(BlockingCall::kProgress, [this, store = round_.store, text, verdicts, aggregator, me = round_.group_rank,
-                                        nodes = round_.group_world_size, attempt = attempt_seq_]() {
-      std::map<std::string, std::string> summaries;
-      std::string remote_verdicts;
-      try {
-        if (!text.empty()) store->set("progress/node/" + std::to_string(me), text);
-        if (aggregator) {
-          store->set("progress/verdicts", verdicts);
-          for (int n = 0; n < nodes; ++n) {
-            const std::string key = "progress/node/" + std::to_string(n);
-            if (n != me && store->check({key})) summaries[std::to_string(n)] = store->get(key);
-          }
-        } else if (store->check({"progress/verdicts"})) {
-          remote_verdicts = store->get("progress/verdicts");
-        }
-      } catch (const std::exception& e) {
-        log_->debug("progress summary exchange failed: {}", e.what());
-      }
-      return [this, summaries = std::move(summaries), remote_verdicts, attempt]() {
-        progress_exchange_busy_ = false;
-        if (attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
-        const double t = std::chrono::duration<double>(SteadyClock::now() - hang_epoch_).count();
-        for (const auto& [node, summary] : summaries) hang_->remote(node, summary, t);
-        if (!remote_verdicts.empty()) hang_->remote_verdicts(remote_verdicts, t);
-      };
-    });
-  }
-
-  void on_hang_tick() {
-    const double now = std::chrono::duration<double>(SteadyClock::now() - hang_epoch_).count();
-    hang::WatchOutput out = hang_->tick(now);
-    for (const auto& line : out.warnings) log_->warn("{}", line);
-    for (const auto& line : out.infos) log_->info("{}", line);
-    for (const auto& stack : out.stacks) log_->warn("{}", stack);
-    for (auto event : out.events) {
-      const std::string name = event.value("event", "hang");
-      event.erase("event");
-      events_.emit(name, event);
-    }
-    if (status_) status_->publish(hang_->table_text(), hang_->table_json().dump());
-    exchange_progress(now);
-    for (int local_rank : out.fail_local_ranks) {
-      for (const auto& w : group_->workers()) {
-        if (w.local_rank != local_rank || !w.running) continue;
-        const std::string& note = out.failure_notes[local_rank];
-        write_hang_error_file(w.error_file, "hang: " + note, out.failure_stacks[local_rank]);
-        log_->error("treating rank {} (pid {}) as failed: {}", w.global_rank, w.pid, note);
-        events_.emit("hang_failed", {{"rank", w.global_rank}, {"local_rank", local_rank}, {"pid", w.pid}});
-        signal_group(w.pid, SIGKILL);  // its exit is a failure like any other: the restart policy applies
-      }
-    }
+    group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_,
+                                           preload::make_worker_spawner(io_, config_, env_), subreaper_, std::move(cb));
+    hang_ = std::make_unique<HangSupervisor>(io_, config_, env_, *group_, events_, lane_,
+                                             [this] { return state_ == AgentState::kRunning; });
   }
 
   void wait_for_death_signal() {
@@ -658,7 +483,6 @@ class Agent::Impl {
     if (awaiting_start_ == attempt_seq_ && state_ == AgentState::kRunning) return;  // not started yet
     if (group_->any_running()) return;
     membership_timer_.cancel();
-    hang_timer_.cancel();
     hang_->end_attempt();   // the attempt's region goes: its workers are gone
     group_->end_attempt();  // the SIGKILL deadline off; what escaped the process groups killed
     deliver(AgentEvent::kGroupExited);
@@ -691,7 +515,7 @@ class Agent::Impl {
     leave_timer_.cancel();
     rejoin_timer_.cancel();
     waiting_timer_.cancel();
-    hang_timer_.cancel();
+    hang_->stop();
     death_signals_.cancel();
     forwarded_signals_.cancel();
     drain_or_stop();
@@ -725,7 +549,6 @@ class Agent::Impl {
   boost::asio::steady_timer leave_timer_;
   boost::asio::steady_timer rejoin_timer_;
   boost::asio::steady_timer waiting_timer_;
-  boost::asio::steady_timer hang_timer_;
   EventLog events_;
   ConsoleSink console_;  // before group_: its tee streams write into it
 
@@ -744,11 +567,7 @@ class Agent::Impl {
   rdzv::RoundInfo round_;
   std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
   std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
-  std::unique_ptr<hang::HangWatch> hang_;  // made with group_
-  std::unique_ptr<hang::StatusServer> status_;
-  SteadyClock::time_point hang_epoch_ = SteadyClock::now();
-  bool progress_exchange_busy_ = false;
-  double last_exchange_ = -1e9;
+  std::unique_ptr<HangSupervisor> hang_;         // made with group_
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;

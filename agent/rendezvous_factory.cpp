@@ -14,6 +14,19 @@ bool is_single_node(const LaunchConfig& config) {
   return config.max_nodes <= 1;
 }
 
+std::string waiting_for_nodes_message(const LaunchConfig& config, const std::string& run_id, const std::string& backend,
+                                      long long waited_s) {
+  const std::string nodes = config.min_nodes == config.max_nodes
+                                ? std::to_string(config.min_nodes)
+                                : std::to_string(config.min_nodes) + " to " + std::to_string(config.max_nodes);
+  const std::string endpoint =
+      config.rdzv_endpoint.empty()
+          ? config.master_addr + ":" + (config.master_port ? std::to_string(*config.master_port) : "?")
+          : config.rdzv_endpoint;
+  return "waiting for the other nodes of rendezvous '" + run_id + "' (" + nodes + " nodes, " + backend +
+         " backend, endpoint " + endpoint + "): " + std::to_string(waited_s) + " s so far";
+}
+
 std::string node_address(const LaunchConfig& config) {
   if (config.local_addr && !config.local_addr->empty()) return *config.local_addr;
   return host::fqdn();

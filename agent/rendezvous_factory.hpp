@@ -20,6 +20,10 @@ bool is_single_node(const LaunchConfig& config);
 // socket.getfqdn()). It is the node's identity and rank sort key in the rendezvous.
 std::string node_address(const LaunchConfig& config);
 
+// "waiting for the other nodes of rendezvous 'ID' (N nodes, BACKEND backend, endpoint E): S s so far".
+std::string waiting_for_nodes_message(const LaunchConfig& config, const std::string& run_id, const std::string& backend,
+                                      long long waited_s);
+
 // Throws std::invalid_argument for bad rendezvous settings (ctrun exits 2) and rdzv::RendezvousError when the
 // rendezvous store cannot be reached. agent_store_port: where this agent serves its worker store, which static node
 // rank 0 shares with the rendezvous (never "whatever holds the port").

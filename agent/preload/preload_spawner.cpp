@@ -206,4 +206,10 @@ bool PreloadSpawner::report_exits(ExitSink sink) { return impl_->report_exits(st
 void PreloadSpawner::when_ready(std::function<void()> ready) { impl_->when_ready(std::move(ready)); }
 std::vector<pid_t> PreloadSpawner::helpers() const { return impl_->helpers(); }
 
+std::unique_ptr<WorkerSpawner> make_worker_spawner(boost::asio::io_context& io, const LaunchConfig& config,
+                                                   EnvLookup env) {
+  if (config.preload.empty()) return std::make_unique<ForkExecSpawner>();
+  return std::make_unique<PreloadSpawner>(io, config, std::move(env));
+}
+
 }  // namespace ctrun::agent::preload

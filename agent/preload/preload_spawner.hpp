@@ -49,4 +49,8 @@ class PreloadSpawner final : public WorkerSpawner {
   std::shared_ptr<Impl> impl_;
 };
 
+// The spawner of a job: fork/exec, or PreloadSpawner (its warm process starting now) with --preload.
+std::unique_ptr<WorkerSpawner> make_worker_spawner(boost::asio::io_context& io, const LaunchConfig& config,
+                                                   EnvLookup env);
+
 }  // namespace ctrun::agent::preload
