@@ -83,13 +83,8 @@ struct HangSupervisor::Impl {
     hooks.before_start = [this](const Worker& w, std::map<std::string, std::string>& worker_env) {
       const std::string stacks = stack_file_of(w);
       for (auto& [k, v] : watch->env_for(w.local_rank, stacks)) worker_env[k] = v;
-      // ctrun's sitecustomize.py first on PYTHONPATH (stack dumps with no code in the worker).
-      if (auto dir = hang::sitecustomize_dir(); dir && !stacks.empty()) {
-        auto it = worker_env.find("PYTHONPATH");
-        const std::string base = it != worker_env.end() ? it->second : env("PYTHONPATH").value_or("");
-        if (base != *dir && !base.starts_with(*dir + ":"))
-          worker_env["PYTHONPATH"] = *dir + (base.empty() ? "" : ":" + base);
-      }
+      // ctrun's sitecustomize.py (stack dumps with no code in the worker) is first on every worker's PYTHONPATH
+      // already: agent/worker_env.cpp (python_dirs()), so that preloaded and cold workers get the same.
     };
     hooks.after_start = [this](const std::vector<Worker>& workers) {
       std::vector<hang::LocalWorker> local;

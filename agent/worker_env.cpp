@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <tuple>
 
+#include "agent/hang/stacks.hpp"
 #include "common/worker_env.hpp"
 
 namespace ctrun::agent {
@@ -41,6 +42,15 @@ std::optional<std::string> torch_module_dir() {
     if (it->path().filename().string().starts_with("ctrun_torch")) return dir.string();
   }
   return std::nullopt;
+}
+
+std::string python_dirs() {
+  std::string out;
+  for (const auto& dir : {hang::sitecustomize_dir(), torch_module_dir()}) {
+    if (!dir || (":" + out + ":").find(":" + *dir + ":") != std::string::npos) continue;
+    out += (out.empty() ? "" : ":") + *dir;
+  }
+  return out;
 }
 
 std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in, const EnvLookup& parent_env) {
@@ -85,9 +95,10 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in
     }
   }
   env[worker_env::kSignalsToHandle] = c.signals_to_handle;
-  if (auto dir = torch_module_dir()) {  // `import ctrun_torch` works in workers with nothing set
+  // `import ctrun_torch` works in workers with nothing set, and ctrun can dump their Python stacks.
+  if (const std::string dirs = python_dirs(); !dirs.empty()) {
     auto inherited = parent_env("PYTHONPATH");
-    env["PYTHONPATH"] = *dir + (inherited && !inherited->empty() ? ":" + *inherited : "");
+    env["PYTHONPATH"] = dirs + (inherited && !inherited->empty() ? ":" + *inherited : "");
   }
   if (c.virtual_local_rank) {
     auto cvd = parent_env("CUDA_VISIBLE_DEVICES");

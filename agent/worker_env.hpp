@@ -26,11 +26,16 @@ struct WorkerEnvInput {
 
 // The variables ctrun sets on top of the inherited environment. Throws std::invalid_argument for
 // --virtual-local-rank with fewer CUDA_VISIBLE_DEVICES entries than local ranks (as torchrun).
-// Also prepends torch_module_dir() to PYTHONPATH when there is one.
+// Also prepends ctrun's python directories to PYTHONPATH (python_dirs()).
 std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in, const EnvLookup& parent_env);
 
 // The directory of comm's torch.distributed backend module (ctrun_torch*.so) in a build tree: <exe>/../python.
 std::optional<std::string> torch_module_dir();
+
+// What every worker gets first on PYTHONPATH, in one place so that the warm process of --preload (which takes the
+// job's common environment from here) sees the same: torch_module_dir() and the directory of ctrun's stack-dump
+// sitecustomize (agent/hang/stacks.hpp), each once. ":"-joined; empty when there is neither.
+std::string python_dirs();
 
 // argv of a worker: [$PYTHON_EXEC|python3, -u, (-m), SCRIPT, args...], or [SCRIPT, args...] with --no-python,
 // with torchrun's ${local_rank} macro substituted in the script arguments.

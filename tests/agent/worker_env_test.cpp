@@ -86,7 +86,8 @@ TEST(WorkerEnv, TorchModuleOnPythonPath) {
   auto env = worker_env_overrides(in, env_of({{"PYTHONPATH", "/mine"}}));
   auto dir = torch_module_dir();
   if (!dir) GTEST_SKIP() << "ctrun_torch not built next to this binary (no torch headers?)";
-  EXPECT_EQ(env["PYTHONPATH"], *dir + ":/mine");  // ours first, the user's kept
+  EXPECT_EQ(env["PYTHONPATH"], *dir + ":/mine");  // ours first (one directory in a build tree), the user's kept
+  EXPECT_EQ(python_dirs(), *dir);
 }
 
 TEST(WorkerEnv, MultiNodeRoundFormulas) {
