@@ -44,6 +44,13 @@ def _ctrun_register_stack_dumps():
         sys.stderr.write("ctrun: stack dumps are off in this worker: %s\n" % e)
 
 
+def ctrun_worker_started():
+    """--preload: the warm process imported this file with the job's environment (no stack file: nothing set up
+    there, no thread started); each worker forked from it calls this with its own environment
+    (agent/preload/ctrun_warm.py), so it gets its stack dumps as a fresh interpreter would."""
+    _ctrun_register_stack_dumps()
+
+
 def _ctrun_run_shadowed_sitecustomize():
     here = os.path.dirname(os.path.abspath(__file__))
     for d in sys.path:

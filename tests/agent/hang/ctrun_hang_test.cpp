@@ -44,13 +44,22 @@ std::vector<std::string> args(const std::string& dir, std::vector<std::string> e
 
 const std::map<std::string, std::string> kEnv = {{"PYTHON_EXEC", CTRUN_TORCH_PYTHON}};
 
-TEST(CtrunHang, ARankSleepingBeforeACollectiveIsNamedWithItsStackAndFailed) {
+// Cold workers and workers forked from a --preload warm process (whose sitecustomize sets up the stack dumps
+// again in each forked worker) alike.
+class CtrunHangNamed : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CtrunHangNamed, ARankSleepingBeforeACollectiveIsNamedWithItsStackAndFailed) {
   if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
-  const std::string dir = fresh_dir("ctrun_hang_named");
+  const bool preload = GetParam();
+  const std::string dir = fresh_dir(preload ? "ctrun_hang_named_preload" : "ctrun_hang_named");
   auto env = kEnv;
   env["HANG_RANK"] = "2";
-  RunResult r =
-      run_ctrun(args(dir, {"--hang-timeout", "4", "--hang-report-after", "2"}), env, std::chrono::seconds(90));
+  std::vector<std::string> extra{"--hang-timeout", "4", "--hang-report-after", "2"};
+  if (preload) extra.insert(extra.end(), {"--preload", "torch"});
+  RunResult r = run_ctrun(args(dir, extra), env, std::chrono::seconds(90));
+  if (preload) {
+    EXPECT_EQ(r.err.find("starting a worker cold"), std::string::npos) << r.err;
+  }
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("has not entered all_reduce #3 of group 0; ranks 0,1,3 have waited"), std::string::npos)
       << r.err;
@@ -62,6 +71,9 @@ TEST(CtrunHang, ARankSleepingBeforeACollectiveIsNamedWithItsStackAndFailed) {
   EXPECT_LT(verdicts[0]["waited_s"].get<double>(), 4 + 5) << "named within hang-timeout + 5 s";
   EXPECT_EQ(verdicts[0]["not_entered"][0]["rank"], 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(ColdAndPreloaded, CtrunHangNamed, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Preloaded" : "Cold"; });
 
 TEST(CtrunHang, WithARestartLeftAttemptOneCompletes) {
   if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
