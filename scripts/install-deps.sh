@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache                    # CMakeLists.txt uses it when present: rebuilds across clones and worktrees are cheap
   libboost1.81-dev          # Asio, Process v2
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev
