@@ -29,7 +29,6 @@
 #include "agent/process/worker_group.hpp"
 #include "agent/rendezvous_factory.hpp"
 #include "agent/signal_names.hpp"
-#include "agent/worker_env.hpp"
 #include "agent/worker_store.hpp"
 #include "common/log.hpp"
 #include "rendezvous/factory.hpp"
@@ -505,7 +504,8 @@ class Agent::Impl {
 
   // No restarts left: torchrun's summary, ctrun's own error file, and the exit code of the root cause.
   void report_failure() {
-    if (auto code = report_worker_failures(group_->workers(), config_, env_, events_)) exit_code_ = *code;
+    auto code = report_worker_failures(group_->workers(), config_, env_, events_, hang_->stragglers());
+    if (code) exit_code_ = *code;
   }
 
   void finish() {

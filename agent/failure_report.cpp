@@ -17,7 +17,8 @@
 namespace ctrun::agent {
 
 std::optional<int> report_worker_failures(const std::vector<Worker>& workers, const LaunchConfig& config,
-                                          const EnvLookup& env, EventLog& events) {
+                                          const EnvLookup& env, EventLog& events,
+                                          const std::vector<std::string>& stragglers) {
   auto log = ctrun::log::get("agent");
   std::vector<WorkerFailure> failures;
   for (const auto& w : workers) {
@@ -43,6 +44,7 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
           "gone (EPIPE)",
           f.local_rank, f.global_rank);
   }
+  for (const auto& line : stragglers) log->error("straggler (last report): {}", line);
   const WorkerFailure& root = failures[root_cause_index(failures)];
   if (root.error_file == "<N/A>") {
     log->info(

@@ -14,9 +14,11 @@ namespace ctrun::agent {
 
 class EventLog;
 
-// Reports the attempt's failed workers (those ctrun stopped count only if they wrote an error file). Returns the
-// exit code (1, or the root cause's with --propagate-exit-code), or nullopt when no worker failed.
+// Reports the attempt's failed workers (those ctrun stopped count only if they wrote an error file), then the
+// stragglers seen in the job (hang detection's last report per group). Returns the exit code (1, or the root
+// cause's with --propagate-exit-code), or nullopt when no worker failed.
 std::optional<int> report_worker_failures(const std::vector<Worker>& workers, const LaunchConfig& config,
-                                          const EnvLookup& env, EventLog& events);
+                                          const EnvLookup& env, EventLog& events,
+                                          const std::vector<std::string>& stragglers = {});
 
 }  // namespace ctrun::agent

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/command_line.hpp"
 #include "agent/launch_config.hpp"
@@ -42,6 +43,8 @@ class HangSupervisor {
   // Every worker of the attempt exited: its region goes.
   void end_attempt();
   void stop();
+  // The stragglers found last in this job (one line per group, "rank R is last into ..."), for the failure summary.
+  std::vector<std::string> stragglers() const;
 
  private:
   struct Impl;

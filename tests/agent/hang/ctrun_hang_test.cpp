@@ -105,6 +105,25 @@ TEST(CtrunHang, ASlowButProgressingRankIsNeverHungAndIsTheStraggler) {
   for (const auto& s : stragglers) EXPECT_EQ(s["rank"], 1) << s.dump();
 }
 
+// A job that dies after a straggler was seen: the failure summary is followed by that straggler.
+TEST(CtrunHang, AFailedJobsSummaryNamesTheStraggler) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_slow_fail");
+  auto env = kEnv;
+  env["SLOW_RANK"] = "1";
+  env["SLOW_S"] = "0.5";
+  env["STEPS"] = "14";
+  env["FAIL_AT_END"] = "3";
+  env["CTRUN_STRAGGLER_INTERVAL"] = "2";
+  RunResult r = run_ctrun(args(dir, {"--hang-report-after", "1.5"}), env, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto summary = r.err.find("Root Cause (first observed failure):");
+  ASSERT_NE(summary, std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("straggler (last report): rank 1 is last into the collectives of group 0", summary),
+            std::string::npos)
+      << r.err;
+}
+
 // Report only (no --hang-timeout): the job goes on; the live view lists every rank; Ctrl-C ends it all quickly.
 TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
   if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";

@@ -32,3 +32,5 @@ if rank == hang_rank:
     time.sleep(120)  # the sleeping line
 dist.all_reduce(t)
 print("rank %d done" % rank, flush=True)
+if rank == int(os.environ.get("FAIL_AT_END", "-1")):
+    os._exit(1)  # the job fails: its summary ends with the stragglers seen
