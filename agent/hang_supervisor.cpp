@@ -63,7 +63,7 @@ struct HangSupervisor::Impl {
   std::uint64_t attempt = 0;  // the attempt being watched; 0: none
   rdzv::RoundInfo round;
   bool exchange_busy = false;
-  std::map<std::string, std::string> stragglers;  // "group N" -> the latest straggler line of that group
+  std::map<int, std::string> stragglers;  // group ordinal -> the latest straggler line of that group
   double last_exchange = -1e9;
 
   double now() const { return std::chrono::duration<double>(SteadyClock::now() - epoch).count(); }
@@ -111,13 +111,8 @@ struct HangSupervisor::Impl {
     const double t = now();
     hang::WatchOutput out = watch->tick(t);
     for (const auto& line : out.warnings) log->warn("{}", line);
-    for (const auto& line : out.infos) {
-      log->info("{}", line);
-      // "rank R is last into the collectives of group G: ..." (agent/hang/table.cpp): kept per group.
-      if (auto at = line.find(" is last into the collectives of group "); at != std::string::npos) {
-        stragglers[line.substr(at, line.find(':', at) - at)] = line;
-      }
-    }
+    for (const auto& line : out.infos) log->info("{}", line);
+    for (const auto& [group, line] : out.stragglers) stragglers[group] = line;
     for (const auto& stack : out.stacks) log->warn("{}", stack);
     for (auto event : out.events) {
       const std::string name = event.value("event", "hang");

@@ -116,6 +116,7 @@ WatchOutput HangWatch::tick(double now_s) {
   }
   for (const auto& s : f.stragglers) {
     out.infos.push_back(describe(s));
+    out.stragglers[s.group_ordinal] = out.infos.back();
     out.events.push_back(to_json(s));
   }
 
