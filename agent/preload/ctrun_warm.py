@@ -318,15 +318,20 @@ class Server:
         return None
 
     def fork(self):
-        """Forks a child that leads its own session and dies with this process; returns once it does both."""
+        """Forks a child that leads its own process group (and session, when this process leads one: ctrun
+        decided that for it, agent/process/worker_process.hpp) and dies with this process; returns once it does."""
         sys.stdout.flush()
         sys.stderr.flush()
+        own_session = os.getsid(0) == self.pid
         ready_r, ready_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 os.close(ready_r)
-                os.setsid()
+                if own_session:
+                    os.setsid()
+                else:
+                    os.setpgid(0, 0)
                 _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
                 if os.getppid() != self.pid:  # this process died before prctl took effect
                     os._exit(1)

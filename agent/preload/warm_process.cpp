@@ -94,6 +94,7 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
     SpawnRequest req;
     req.argv = {options_.worker_argv.at(0), "-u", program, "--fd", "3"};
     req.channel_fd = theirs;
+    req.own_session = own_session_for_workers();  // its forked workers follow it (ctrun_warm.py, fork())
     if (!options_.modules.empty()) {
       std::string joined;
       for (const auto& m : options_.modules) {

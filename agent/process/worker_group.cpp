@@ -203,6 +203,7 @@ class WorkerGroup::Impl {
     SpawnRequest req;
     req.argv = worker_argv(config_, w.local_rank, env_);
     req.env = merge_environment(environ, overrides);
+    req.own_session = own_session_for_workers();
     if (config_.cpu_bind != CpuBind::kNone) {
       req.cpus = cpu_slice(config_.cpu_bind, w.local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
     } else if (config_.numa_binding) {

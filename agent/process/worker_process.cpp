@@ -86,7 +86,7 @@ StartedWorker start_worker(const SpawnRequest& request) {
       (void)!::write(status_pipe[1], &err, sizeof err);
       ::_exit(127);
     };
-    ::setsid();
+    if (request.own_session ? ::setsid() < 0 : ::setpgid(0, 0) != 0) fail(errno);
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
     if (::getppid() != parent) ::_exit(1);  // ctrun died before prctl took effect
     if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
@@ -126,6 +126,8 @@ void confirm_exec(StartedWorker& worker) {
     throw SpawnError("cannot execute '" + worker.program + "': " + std::strerror(child_errno));
   }
 }
+
+bool own_session_for_workers() { return ::isatty(STDIN_FILENO) == 1; }
 
 pid_t spawn_worker(const SpawnRequest& request) {
   StartedWorker w = start_worker(request);

@@ -1,6 +1,7 @@
 #pragma once
-// Starting and signalling one worker process. Each worker leads its own session and process group (so a
-// signal reaches its children too, and a terminal's Ctrl-C reaches only ctrun, which forwards it), and gets
+// Starting and signalling one worker process. Each worker leads its own process group (so a signal reaches its
+// children too, and a terminal's Ctrl-C reaches only ctrun, which forwards it) in ctrun's session, or in a session
+// of its own when ctrun's stdin is a terminal (worker_session_policy below), and gets
 // PR_SET_PDEATHSIG=SIGKILL so that `kill -9 ctrun` leaves no worker behind. A worker gets descriptors 0, 1 and 2
 // only (as torchrun's, through Python's close_fds): everything else ctrun holds or inherited ends at exec.
 
@@ -17,10 +18,20 @@ struct SpawnRequest {
   std::vector<std::string> env;   // "K=V"
   int stdout_fd = -1;             // -1: inherit ctrun's
   int stderr_fd = -1;
-  std::vector<int> cpus;  // non-empty: sched_setaffinity to these CPUs
-  int channel_fd = -1;    // >= 0: the program gets it as descriptor 3, open across exec (a helper's channel, e.g.
-                          // --preload's warm process's socket: agent/preload/warm_process.hpp)
+  std::vector<int> cpus;     // non-empty: sched_setaffinity to these CPUs
+  int channel_fd = -1;       // >= 0: the program gets it as descriptor 3, open across exec (a helper's channel, e.g.
+                             // --preload's warm process's socket: agent/preload/warm_process.hpp)
+  bool own_session = false;  // setsid() rather than setpgid(0, 0): see own_session_for_workers()
 };
+
+// Whether workers lead sessions of their own: only when ctrun's stdin is a terminal. In a session of its own a
+// worker can read that terminal (a breakpoint() in a worker, as under torch 2.x's torchrun, which starts workers
+// with start_new_session=True); in ctrun's background process group it would be stopped by SIGTTIN. Otherwise
+// (batch jobs, CI, Slurm) workers stay in ctrun's session as under torch 1.13's torchrun, and so in its CPU
+// autogroup (kernel.sched_autogroup_enabled): a session per worker gives each rank a scheduling group of its own,
+// which on a loaded machine made a torch 1.13 race at interpreter exit (gloo + DDP comm hook: `terminate called
+// without an active exception`) 7x likelier than under torchrun (docs/cli.md, "Worker processes").
+bool own_session_for_workers();
 
 class SpawnError : public std::runtime_error {
  public:

@@ -324,12 +324,30 @@ class ProcessGroupCtrun final : public BaseGroup {
     // finishes on its own (its state is shared). Known weakness: an irecv nobody answers holds destroy up to the
     // group timeout (failing pending ops first made test_gather_checks hang once; not understood yet).
     completer_->stop();
-    if (completer_thread_.get_id() == std::this_thread::get_id()) {
+    if (completer_thread_.get_id() == std::this_thread::get_id() || python_finalizing()) {
+      // During interpreter shutdown the completion thread must not be waited for: it may need the GIL, which
+      // no thread gets any more. The process is ending; the thread's state is shared, so it may outlive us.
       completer_thread_.detach();
+      group_->shutdown();
+    } else if (PyGILState_Check()) {
+      // The last reference usually goes in Python (destroy_process_group, or a group going out of scope) with
+      // the GIL held, while the completion thread may need it: for a Python callback on a future, or to free a
+      // tensor whose Python object only the op still keeps. Waiting with the GIL held would deadlock.
+      pybind11::gil_scoped_release no_gil;
+      completer_thread_.join();
+      group_->shutdown();
     } else {
       completer_thread_.join();
+      group_->shutdown();
     }
-    group_->shutdown();
+  }
+
+  static bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing() != 0;
+#else
+    return _Py_IsFinalizing() != 0;
+#endif
   }
 
   const std::string getBackendName() const override { return "ctrun"; }

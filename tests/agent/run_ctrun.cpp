@@ -32,7 +32,8 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-CtrunProcess::CtrunProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+CtrunProcess::CtrunProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                           int stdin_fd) {
   static int counter = 0;
   std::string base = std::filesystem::temp_directory_path().string() + "/ctrun_run_" + std::to_string(::getpid()) +
                      "_" + std::to_string(counter++);
@@ -61,6 +62,8 @@ CtrunProcess::CtrunProcess(const std::vector<std::string>& args, const std::map<
   int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   pid_ = ::fork();
   if (pid_ == 0) {
+    int in = stdin_fd >= 0 ? stdin_fd : ::open("/dev/null", O_RDONLY);
+    if (in != 0) ::dup2(in, 0);
     ::dup2(out, 1);
     ::dup2(err, 2);
     ::execve(argv[0], argv.data(), envp.data());

@@ -24,7 +24,10 @@ std::string read_file(const std::string& path);
 
 class CtrunProcess {
  public:
-  CtrunProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {});
+  // stdin_fd: what ctrun reads as stdin (it stays open in the caller); -1: /dev/null, so that a test behaves the
+  // same whether ctest runs under a terminal or not (ctrun's choices depend on it: own_session_for_workers()).
+  CtrunProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+               int stdin_fd = -1);
   ~CtrunProcess();  // kills it if still running
   pid_t pid() const { return pid_; }
   RunResult wait(std::chrono::seconds deadline = std::chrono::seconds(60));

@@ -5,6 +5,10 @@
                                              ($TORCHRUN_PY, 2 ranks, PYTHONPATH set)
   python3 init_and_failure_test.py kill      4 ranks; rank 3 SIGKILLs itself inside a stream of all_reduces; the
                                              other three must raise RuntimeError within the group timeout
+  python3 init_and_failure_test.py destroy   2 ranks; rank 0 destroys the group while its all_reduce, with a
+                                             Python callback on its future, is still pending (rank 1 joins 1 s
+                                             late): the callback runs on the backend's completion thread, which
+                                             needs the GIL that destroy_process_group holds. Both must exit 0.
 
 Ranks are plain subprocesses of this driver (no ctrun, no torchrun), every one killed by PID at the end.
 Exit 0 pass, 1 fail, 77 skip (no torch or no ctrun_torch module).
@@ -55,6 +59,20 @@ def worker(mode, rank, size, method, arg):
         assert torch.equal(t, torch.full((5,), float(size * (size + 1) // 2))), t
         dist.barrier()
         print(f"rank {rank}: {method}:// ok", flush=True)
+        dist.destroy_process_group()
+        return 0
+    if mode == "destroy":
+        t = torch.ones(4)
+        if rank == 1:
+            time.sleep(1.0)  # rank 0's op is pending when it destroys the group
+            dist.all_reduce(t)
+        else:
+            seen = []
+            work = dist.all_reduce(t, async_op=True)
+            work.get_future().then(lambda fut: seen.append(fut.value()[0].sum().item()))
+            dist.destroy_process_group()  # the group's last reference: its destructor runs here, GIL held
+            print(f"rank {rank}: destroyed with an op pending; its callback saw {seen}", flush=True)
+            return 0 if seen == [8.0] else 4
         dist.destroy_process_group()
         return 0
     # kill
@@ -128,6 +146,11 @@ def main():
             out, _ = proc.communicate()
         print(out[-2000:])
         failed = proc.returncode != 0 or "backend ctrun" not in out
+    elif mode == "destroy":
+        start = time.monotonic()
+        codes = run_ranks("destroy", 2, "tcp", str(reserve_port()), 60)
+        print(f"destroy: exit codes {codes} in {time.monotonic() - start:.1f}s", flush=True)
+        failed = codes != [0, 0]
     elif mode == "kill":
         start = time.monotonic()
         codes = run_ranks("kill", 4, "tcp", str(reserve_port()), 90)
