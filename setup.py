@@ -96,6 +96,8 @@ def staged(*parts):
 
 setup(
     version=project_version(),
+    packages=[],  # no Python package: the repository's directories are C++ components
+    py_modules=[],
     ext_modules=[Extension("ctrun_torch", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
     data_files=[

@@ -36,7 +36,7 @@ TorchEvidence missing_torch_evidence(const std::vector<WorkerFailure>& failures,
                                      const std::vector<std::string>& captured);
 
 struct PythonProbe {
-  std::string python;            // a path
+  std::string python;             // a path
   std::optional<bool> has_torch;  // nullopt: no answer within the budget, or it could not be run
 };
 
@@ -44,8 +44,7 @@ struct PythonProbe {
 // did not answer, and nothing was seen). `workers` is the workers' python as resolved on PATH, `source` why it was
 // chosen (agent/worker_python.hpp); `probes` has the workers' python first.
 std::optional<std::string> format_missing_torch_hint(TorchEvidence evidence, const std::string& workers,
-                                                     const std::string& source,
-                                                     const std::vector<PythonProbe>& probes);
+                                                     const std::string& source, const std::vector<PythonProbe>& probes);
 
 // The candidates, the workers' python first, each once: it, /usr/bin/python3, python3 on PATH, $VIRTUAL_ENV's and
 // $CONDA_PREFIX's python. Those that do not exist are left out.

@@ -11,16 +11,15 @@ WorkerPython choose_worker_python(const EnvLookup& env, const std::filesystem::p
     const fs::path bin = ctrun_exe.parent_path();
     const fs::path prefix = bin.parent_path();
     std::error_code ec;
-    const char* kind = fs::exists(prefix / "pyvenv.cfg", ec)        ? "virtual"
+    const char* kind = fs::exists(prefix / "pyvenv.cfg", ec)         ? "virtual"
                        : fs::is_directory(prefix / "conda-meta", ec) ? "conda"
-                                                                      : nullptr;
+                                                                     : nullptr;
     if (kind != nullptr) {
       // Not resolved: a venv's python is a link to the base interpreter, and it is the venv through that path.
       for (const char* name : {"python3", "python"}) {
         const fs::path python = bin / name;
         if (::access(python.c_str(), X_OK) == 0) {
-          return {python.string(), std::string("the ") + kind + " environment " + prefix.string() + " of ctrun",
-                  false};
+          return {python.string(), std::string("the ") + kind + " environment " + prefix.string() + " of ctrun", false};
         }
       }
     }

@@ -124,7 +124,7 @@ std::string bin_without_torch(const std::string& name) {
 
 std::map<std::string, std::string> path_first(const std::string& bin) {
   const char* path = std::getenv("PATH");
-  return {{"PATH", bin + ":" + (path ? path : "/usr/bin:/bin")}, {"GLOO_SOCKET_IFNAME", "lo"}};
+  return {{"PATH", bin + ":" + (path ? path : "/usr/bin:/bin")}, {"CTRUN_LOG_LEVEL", "info"}};
 }
 
 TEST(Torch, MissingTorchNamesThePythonThatHasIt) {
@@ -132,8 +132,8 @@ TEST(Torch, MissingTorchNamesThePythonThatHasIt) {
   const std::string bin = bin_without_torch("missing_torch");
   if (bin.empty()) GTEST_SKIP() << "cannot make a venv without torch (python3-venv)";
   const std::string script = std::string(CTRUN_SOURCE_DIR) + "/examples/torch_allreduce.py";
-  const std::string ran = "they ran " + bin + "/python3 (python3 on PATH), which has no torch. " +
-                          CTRUN_TORCH_PYTHON + " has torch: run ctrun with PYTHON_EXEC=" + CTRUN_TORCH_PYTHON;
+  const std::string ran = "they ran " + bin + "/python3 (python3 on PATH), which has no torch. " + CTRUN_TORCH_PYTHON +
+                          " has torch: run ctrun with PYTHON_EXEC=" + CTRUN_TORCH_PYTHON;
   // The workers' stderr goes to the console: ctrun saw nothing of it, and asks the pythons.
   RunResult r = run_ctrun({"--nproc-per-node=2", script}, path_first(bin), std::chrono::seconds(120));
   EXPECT_EQ(r.exit_code, 1) << r.err;

@@ -45,13 +45,13 @@ case $module in "$tmp/venv/"*) ;; *) fail "ctrun_torch is not the venv's: $modul
 "$tmp/venv/bin/ctstore" --version | grep -q '^ctstore ' || fail "ctstore --version"
 
 step "the venv's ctrun, PATH's python3 without torch, nothing set"
+# (Which python ctrun chose, and that it says so, is checked by agent.Torch.MissingTorchNamesThePythonThatHasIt and
+# agent.WorkerPython*; here the workers print their sys.executable and where ctrun_torch came from.)
 if ! env -u PYTHONPATH -u PYTHON_EXEC -u VIRTUAL_ENV PATH="$bare_path" \
      timeout 180 "$tmp/venv/bin/ctrun" --nproc-per-node=2 "$src/tests/pkg/pip_worker.py" >"$tmp/job.out" 2>&1; then
   cat "$tmp/job.out"; fail "the job failed"
 fi
 cat "$tmp/job.out"
-grep -q "workers' python: $tmp/venv/bin/python3 (the virtual environment $tmp/venv of ctrun)" "$tmp/job.out" ||
-  fail "ctrun did not say it chose the venv's python"
 [ "$(grep -c "all_reduce ok (3) python $tmp/venv/bin/python3 module $tmp/venv/.*ctrun_torch.* PYTHON_EXEC=None" \
      "$tmp/job.out")" = 2 ] || fail "both ranks: all_reduce on backend ctrun with the venv's python and module"
 echo "PASS"
