@@ -20,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 step "venv --system-site-packages, and a python3 without torch for PATH"
 "$py" -m venv --system-site-packages --without-pip "$tmp/venv" || skip "$py -m venv failed (apt-get install python3-venv)"
-"$tmp/venv/bin/python3" -c 'import pip, setuptools, wheel' 2>/dev/null ||
+{ "$tmp/venv/bin/python3" -c 'import setuptools, wheel' && "$tmp/venv/bin/python3" -c 'import pip'; } 2>/dev/null ||
   skip "no pip/setuptools/wheel for $py (apt-get install python3-pip python3-setuptools python3-wheel)"
 "$py" -m venv --without-pip "$tmp/bare" || skip "$py -m venv failed"
 bare_path="$tmp/bare/bin:$PATH"
