@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/missing_torch.hpp"
+#include "env_of.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -21,13 +22,7 @@ WorkerFailure failure(int exitcode) {
   return f;
 }
 
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using test::env_of;
 
 TEST(MissingTorch, Evidence) {
   const std::string no_torch = "Traceback ...\nModuleNotFoundError: No module named 'torch'\n";

@@ -8,19 +8,14 @@
 #include <gtest/gtest.h>
 
 #include "agent/worker_python.hpp"
+#include "env_of.hpp"
 
 namespace ctrun::agent {
 namespace {
 
 namespace fs = std::filesystem;
 
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using test::env_of;
 
 void touch(const fs::path& p, bool executable) {
   fs::create_directories(p.parent_path());
