@@ -29,6 +29,7 @@
 #include "agent/process/worker_group.hpp"
 #include "agent/rendezvous_factory.hpp"
 #include "agent/signal_names.hpp"
+#include "agent/worker_python.hpp"
 #include "agent/worker_store.hpp"
 #include "common/log.hpp"
 #include "rendezvous/factory.hpp"
@@ -233,6 +234,10 @@ class Agent::Impl {
     log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} nnodes={}:{} rdzv={} store={}",
                rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
                rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
+    if (!config_.no_python || config_.run_path) {
+      const WorkerPython python = worker_python(env_);
+      log_->info("workers' python: {} ({})", python.program, python.source);
+    }
     events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
                                  {"nproc_per_node", config_.nproc_per_node},
                                  {"max_restarts", config_.max_restarts},

@@ -10,6 +10,7 @@
 #include "agent/event_log.hpp"
 #include "agent/failure.hpp"
 #include "agent/logs/write_all.hpp"
+#include "agent/missing_torch.hpp"
 #include "agent/worker_env.hpp"
 #include "common/hostname.hpp"
 #include "common/log.hpp"
@@ -21,6 +22,7 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
                                           const std::vector<std::string>& stragglers) {
   auto log = ctrun::log::get("agent");
   std::vector<WorkerFailure> failures;
+  std::vector<std::string> stderr_logs;  // beside failures
   for (const auto& w : workers) {
     if (w.exitcode == 0) continue;
     // Workers that exited after ctrun began stopping the group are collateral, not failures (torchrun
@@ -29,6 +31,7 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
     failures.push_back(
         make_failure(w.local_rank, w.global_rank, w.pid, w.exitcode, w.error_file, w.exited_epoch, w.exited_ns));
     if (!w.spawn_error.empty()) failures.back().message = w.spawn_error;
+    stderr_logs.push_back(w.stderr_log);
   }
   if (failures.empty()) return std::nullopt;
   std::string summary = format_failure_summary(entrypoint_name(config), failures, host::fqdn());
@@ -52,6 +55,7 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
         "info. See: https://pytorch.org/docs/stable/elastic/errors.html",
         root.local_rank);
   }
+  if (auto hint = missing_torch_hint(failures, stderr_logs, config, env)) log->error("{}", *hint);
   if (auto own = env("TORCHELASTIC_ERROR_FILE"); own && !own->empty()) {
     write_agent_error_file(*own, root.error_file, root.exitcode, summary);
   }

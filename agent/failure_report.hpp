@@ -1,7 +1,7 @@
 #pragma once
 // The end of a job whose workers failed with no restarts left: torchrun's ChildFailedError summary on stderr
-// (agent/failure.hpp), a SIGPIPE death named as a write error, the hint about @record, and ctrun's own error file
-// when TORCHELASTIC_ERROR_FILE asks for one.
+// (agent/failure.hpp), a SIGPIPE death named as a write error, the hint about @record, which python has torch when
+// workers lacked it (agent/missing_torch.hpp), and ctrun's own error file when TORCHELASTIC_ERROR_FILE asks for one.
 
 #include <optional>
 #include <vector>

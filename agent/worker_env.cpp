@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "agent/hang/stacks.hpp"
+#include "agent/worker_python.hpp"
 #include "common/worker_env.hpp"
 
 namespace ctrun::agent {
@@ -121,8 +122,7 @@ std::vector<std::string> worker_argv(const LaunchConfig& c, int local_rank, cons
   if (c.no_python && !c.run_path) {
     argv.push_back(c.script);
   } else {
-    auto exec = parent_env("PYTHON_EXEC");
-    argv.push_back(exec && !exec->empty() ? *exec : "python3");
+    argv.push_back(worker_python(parent_env).program);
     argv.push_back("-u");
     if (c.run_path) {
       // torchrun --run-path runs runpy.run_path(script, run_name="__main__") in the worker process.

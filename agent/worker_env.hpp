@@ -37,8 +37,8 @@ std::optional<std::string> torch_module_dir();
 // sitecustomize (agent/hang/stacks.hpp), each once. ":"-joined; empty when there is neither.
 std::string python_dirs();
 
-// argv of a worker: [$PYTHON_EXEC|python3, -u, (-m), SCRIPT, args...], or [SCRIPT, args...] with --no-python,
-// with torchrun's ${local_rank} macro substituted in the script arguments.
+// argv of a worker: [PYTHON, -u, (-m), SCRIPT, args...] (PYTHON: agent/worker_python.hpp), or [SCRIPT, args...]
+// with --no-python, with torchrun's ${local_rank} macro substituted in the script arguments.
 std::vector<std::string> worker_argv(const LaunchConfig& config, int local_rank, const EnvLookup& parent_env);
 
 // The name torchrun's summary uses as its title: the script or module name, or the binary.

@@ -11,7 +11,8 @@ include(CMakePackageConfigHelpers)
 include(${CMAKE_CURRENT_LIST_DIR}/version_script.cmake)
 
 # The public API: what a worker includes. Installed under include/ctrun/<component>/, so that the headers'
-# own "comm/x.hpp" / "store/x.hpp" includes resolve with -I<prefix>/include/ctrun. Listed are the entry points;
+# own "comm/x.hpp" / "store/x.hpp" includes resolve with -I<prefix>/include/ctrun, and users write
+# <ctrun/comm/process_group.hpp> with -I<prefix>/include (the targets and .pc files give both). Listed are the entry points;
 # every project header they include (transitively) is added, so a header that a public one starts to include
 # is installed (and its API exported) without editing this list.
 # ctrun_public_headers(<var> <entry headers...>): the entries and every comm/ or store/ header they include.
@@ -44,7 +45,17 @@ set(CTRUN_COMM_PUBLIC_HEADERS ${_ctrun_public_headers})
 list(FILTER CTRUN_COMM_PUBLIC_HEADERS INCLUDE REGEX "^comm/")
 list(FILTER CTRUN_COMM_PUBLIC_HEADERS EXCLUDE REGEX "^comm/nccl/")
 
-set(_ctrun_include_dirs $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:${CTRUN_INSTALL_INCLUDEDIR}>)
+# Both spellings: #include <ctrun/comm/process_group.hpp> (<prefix>/include; in a build tree, the forwarding headers
+# generated below, given to the users' targets only, so the project's own compile lines stay as they were) and the
+# older "comm/process_group.hpp" (<prefix>/include/ctrun, which the headers themselves use and so comes first:
+# their "comm/x.hpp" is always ctrun's).
+set(_ctrun_forwarding_dir ${PROJECT_BINARY_DIR}/generated/include)
+foreach(_h ${_ctrun_public_headers})
+  file(CONFIGURE OUTPUT ${_ctrun_forwarding_dir}/ctrun/${_h}
+       CONTENT "// Generated (cmake/install.cmake): <ctrun/${_h}> in a build tree.\n#include \"${_h}\"\n")
+endforeach()
+set(_ctrun_include_dirs $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:${CTRUN_INSTALL_INCLUDEDIR}>
+                        $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 # The build-tree libraries export their include directory too (add_subdirectory(ctrun) users, issue 16), and
 # are position independent so that the shared libraries and Python modules can be made from them.
 foreach(_t ctrun_common ctrun_store ctrun_comm ctrun_comm_nccl)
@@ -76,7 +87,7 @@ function(ctrun_add_shared_library name)
   # then have nothing of another ctrun library left to supply: nothing is copied in twice.
   target_link_libraries(${name} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${ARG_ARCHIVE}>" PUBLIC ${ARG_PUBLIC})
   target_link_options(${name} PRIVATE "LINKER:--version-script=${_map}" "LINKER:--no-undefined")
-  target_include_directories(${name} INTERFACE ${_ctrun_include_dirs})
+  target_include_directories(${name} INTERFACE ${_ctrun_include_dirs} $<BUILD_INTERFACE:${_ctrun_forwarding_dir}>)
   target_compile_features(${name} INTERFACE cxx_std_20)  # the public headers use C++20 (std::span, ...)
 endfunction()
 
@@ -111,6 +122,8 @@ else()
   set_target_properties(ctrun_common PROPERTIES EXPORT_NAME internal_common)
   set_target_properties(ctrun_asio PROPERTIES EXPORT_NAME internal_asio)
   target_include_directories(ctrun_common INTERFACE ${_ctrun_include_dirs})
+  # The users' targets are the static libraries themselves: they get the forwarding headers too.
+  target_include_directories(ctrun_store INTERFACE $<BUILD_INTERFACE:${_ctrun_forwarding_dir}>)
   set(_ctrun_installed_store ctrun_store ctrun_common ctrun_asio)
   set(_ctrun_installed_comm ctrun_comm)
   if(TARGET ctrun_comm_nccl)

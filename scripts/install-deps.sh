@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer target for the store codec
   python3-torch             # the real PyTorch peer for interop tests (torch 1.13)
   libtorch-dev pybind11-dev python3-dev  # comm/torch: the torch.distributed backend "ctrun" (ctrun_torch module)
+  python3-venv python3-pip python3-setuptools python3-wheel  # `pip install .` (setup.py) and its test in a venv
   procps iproute2
   openssh-server openssh-client  # ctrun --hostfile fan-out; its tests run sshd in network namespaces
   slurm-wlm munge openmpi-bin    # the Slurm (slurmctld/slurmd/munged) and mpirun tests of agent/cluster/

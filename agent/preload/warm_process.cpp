@@ -68,11 +68,13 @@ std::string warm_program_path() {
   std::error_code ec;
   const fs::path prefix = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
   if (ec) throw PreloadError(std::string("cannot read /proc/self/exe: ") + ec.message());
-  for (const fs::path& dir : {prefix / "python", prefix / CTRUN_INSTALL_PYTHONDIR}) {
+  // A build tree; `cmake --install` and the Debian package; `pip install .` (beside the stack dumps' sitecustomize).
+  const fs::path dirs[] = {prefix / "python", prefix / CTRUN_INSTALL_PYTHONDIR, prefix / "share" / "ctrun" / "python"};
+  for (const fs::path& dir : dirs) {
     if (fs::exists(dir / "ctrun_warm.py", ec)) return (dir / "ctrun_warm.py").string();
   }
-  throw PreloadError("ctrun_warm.py is neither in " + (prefix / "python").string() + " nor in " +
-                     (prefix / CTRUN_INSTALL_PYTHONDIR).string() + ": reinstall ctrun");
+  throw PreloadError("ctrun_warm.py is in none of " + dirs[0].string() + ", " + dirs[1].string() + ", " +
+                     dirs[2].string() + ": reinstall ctrun");
 }
 
 class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {

@@ -1,6 +1,6 @@
 #pragma once
 // The warm process of `ctrun --preload` (issue 23): one Python interpreter per node, the workers' own
-// (PYTHON_EXEC or python3), that imports the preloaded modules once and then forks each worker, so a worker starts
+// (agent/worker_python.hpp), that imports the preloaded modules once and then forks each worker, so a worker starts
 // with its imports done (tens of milliseconds instead of seconds, and copy-on-write pages shared between ranks).
 // The Python side is agent/preload/ctrun_warm.py (shipped next to ctrun_torch: <build>/python, or the installed
 // Python directory); its docstring says why workers are reaped by the warm process and reported here rather than
@@ -92,8 +92,9 @@ class WarmProcess {
   std::shared_ptr<Impl> impl_;
 };
 
-// Where ctrun_warm.py is: <exe>/../python (a build tree) or the installed Python directory beside <exe>/../.
-// Throws PreloadError when neither has it.
+// Where ctrun_warm.py is: <exe>/../python (a build tree), the installed Python directory beside <exe>/../, or
+// <exe>/../share/ctrun/python (pip install .).
+// Throws PreloadError when none has it.
 std::string warm_program_path();
 
 }  // namespace ctrun::agent::preload

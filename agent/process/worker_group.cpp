@@ -89,6 +89,7 @@ class WorkerGroup::Impl {
       w.local_rank = r;
       w.global_rank = attempt.round.base_global_rank + r;
       w.error_file = layout.error_file(attempt.restart_count, r);
+      if (layout.enabled()) w.stderr_log = layout.stderr_file(attempt.restart_count, r);
     }
     streams_.begin_attempt(layout, attempt.restart_count);
     for (int r = 0; r < config_.nproc_per_node && keep_going(); ++r) {

@@ -40,6 +40,7 @@ struct Worker {
   std::int64_t exited_epoch = 0;  // wall clock seconds, for the summary
   bool stopped_by_us = false;     // it died of the signal the group's stop sent (collateral, not a failure)
   std::string error_file;         // its TORCHELASTIC_ERROR_FILE ("" without log files)
+  std::string stderr_log;         // its stderr.log, written only with --redirects/--tee ("" without log files)
   std::string spawn_error;        // why it could not be started, for the summary's traceback field
 };
 

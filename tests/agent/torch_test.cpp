@@ -110,5 +110,49 @@ TEST(Torch, TimerFileIsPassedOnWithoutTheWatchdog) {
   EXPECT_NE(r.err.find("FileTimerServer is not available"), std::string::npos) << r.err;
 }
 
+// Issue 24 item 7: python3 on PATH has no torch (a venv without system site packages first on PATH) and
+// PYTHON_EXEC is unset, as on a newcomer's machine: the workers die of "No module named 'torch'" and the
+// summary says which python ran them and that CTRUN_TORCH_PYTHON has torch. Returns the venv's bin/, or "" when
+// no such venv can be made here.
+std::string bin_without_torch(const std::string& name) {
+  const std::string dir = fresh_dir(name) + "/venv";
+  const std::string make = std::string(CTRUN_TORCH_PYTHON) + " -m venv --without-pip " + dir + " >/dev/null 2>&1";
+  if (std::system(make.c_str()) != 0) return "";
+  const std::string check = dir + "/bin/python3 -c 'import torch' >/dev/null 2>&1";
+  return std::system(check.c_str()) == 0 ? "" : dir + "/bin";
+}
+
+std::map<std::string, std::string> path_first(const std::string& bin) {
+  const char* path = std::getenv("PATH");
+  return {{"PATH", bin + ":" + (path ? path : "/usr/bin:/bin")}, {"CTRUN_LOG_LEVEL", "info"}};
+}
+
+TEST(Torch, MissingTorchNamesThePythonThatHasIt) {
+  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  const std::string bin = bin_without_torch("missing_torch");
+  if (bin.empty()) GTEST_SKIP() << "cannot make a venv without torch (python3-venv)";
+  const std::string script = std::string(CTRUN_SOURCE_DIR) + "/examples/torch_allreduce.py";
+  const std::string ran = "they ran " + bin + "/python3 (python3 on PATH), which has no torch. " + CTRUN_TORCH_PYTHON +
+                          " has torch: run ctrun with PYTHON_EXEC=" + CTRUN_TORCH_PYTHON;
+  // The workers' stderr goes to the console: ctrun saw nothing of it, and asks the pythons.
+  RunResult r = run_ctrun({"--nproc-per-node=2", script}, path_first(bin), std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("No module named 'torch'"), std::string::npos) << r.err;  // the workers' own words
+  EXPECT_NE(r.err.find("workers' python: python3 (python3 on PATH)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("workers exited with code 1 and their output went to the console; " + ran), std::string::npos)
+      << r.err;
+  // Redirected, ctrun reads it in their stderr.log.
+  r = run_ctrun({"--nproc-per-node=2", "--redirects=2", script}, path_first(bin), std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("workers died of \"No module named 'torch'\": " + ran), std::string::npos) << r.err;
+  // PYTHON_EXEC set: the user chose that python; no hint.
+  auto env = path_first(bin);
+  env["PYTHON_EXEC"] = bin + "/python3";
+  r = run_ctrun({"--nproc-per-node=2", "--redirects=2", script}, env, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.find("has torch"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("workers' python: " + bin + "/python3 (PYTHON_EXEC)"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace ctrun::agent::test

@@ -3,17 +3,12 @@
 
 #include "agent/local_rendezvous.hpp"
 #include "agent/worker_env.hpp"
+#include "env_of.hpp"
 
 namespace ctrun::agent {
 namespace {
 
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using test::env_of;
 
 TEST(WorkerEnv, SingleNodeStandalone) {
   LaunchConfig c;

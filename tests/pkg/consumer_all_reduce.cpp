@@ -4,7 +4,10 @@
 #include <cstdio>
 #include <vector>
 
-#include "comm/process_group.hpp"
+// Both spellings of an installed header (issue 25): <ctrun/...> as libraries spell them, and the older "store/..."
+// (-I<prefix>/include/ctrun), which keeps working.
+#include <ctrun/comm/process_group.hpp>
+#include "store/tcp_store.hpp"
 
 int main() {
   auto pg = ctrun::comm::ProcessGroup::init("env://");
