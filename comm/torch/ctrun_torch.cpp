@@ -458,6 +458,32 @@ class ProcessGroupCtrun final : public BaseGroup {
     return run(w, [&] { return group_->all_gather_into_async(buffer_of(out), buffer_of(in)); });
   }
 
+#if TORCH_VERSION_MAJOR >= 2
+  // torch 2.x's fused all_gather_into_tensor (the coalescing manager's fast path; funcol's all_gather_tensor and
+  // so DTensor's Shard -> Replicate come here with one pair): outputs[i] = every rank's inputs[i], rank-major. One
+  // comm all_gather_into over the inputs laid end to end: the result's row r is rank r's inputs in a row.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(TensorList& outputs, TensorList& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override {
+    check_coalesced(outputs, inputs, /*outputs_whole=*/true, "allgather_into_tensor_coalesced");
+    if (inputs.size() == 1) return _allgather_base(outputs[0], inputs[0], opts);
+    auto w = work(OpType::COALESCED, outputs);
+    at::Tensor in = flatten(inputs);
+    at::Tensor out = at::empty({getSize(), in.numel()}, in.options());
+    w->keep(in);
+    w->keep(out);
+    TensorList outs = outputs;
+    w->then([out, outs]() mutable {
+      int64_t offset = 0;
+      for (auto& o : outs) {
+        const int64_t n = o.numel() / out.size(0);
+        o.copy_(out.narrow(1, offset, n).reshape(o.sizes()));
+        offset += n;
+      }
+    });
+    return run(w, [&] { return group_->all_gather_into_async(buffer_of(out), buffer_of(in)); });
+  }
+#endif
+
   c10::intrusive_ptr<c10d::Work> gather(std::vector<TensorList>& outputs, TensorList& inputs,
                                         const c10d::GatherOptions& opts) override {
     const at::Tensor& in = single(inputs, "gather");
@@ -529,6 +555,28 @@ class ProcessGroupCtrun final : public BaseGroup {
     at::Tensor in = w->input(input);
     return run(w, [&] { return group_->reduce_scatter_from_async(buffer_of(out), buffer_of(in), op); });
   }
+
+#if TORCH_VERSION_MAJOR >= 2
+  // torch 2.x's fused reduce_scatter_tensor (coalescing manager, funcol, DTensor's Partial -> Shard): outputs[i] =
+  // this rank's block of the reduced inputs[i]. The inputs are interleaved so that block r of the one comm
+  // reduce_scatter_from input holds block r of every inputs[i], in order; this rank's block then splits into them.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(TensorList& outputs, TensorList& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override {
+    check_coalesced(outputs, inputs, /*outputs_whole=*/false, "reduce_scatter_tensor_coalesced");
+    if (inputs.size() == 1) return _reduce_scatter_base(outputs[0], inputs[0], opts);
+    const auto op = reduce_op_for(opts.reduceOp, outputs[0]);
+    auto w = work(OpType::COALESCED, outputs);
+    TensorList blocks;
+    for (const auto& i : inputs) blocks.push_back(i.reshape({getSize(), -1}));
+    at::Tensor in = at::cat(blocks, 1);
+    at::Tensor out = at::empty({in.size(1)}, in.options());
+    w->keep(in);
+    w->keep(out);
+    TensorList outs = outputs;
+    w->then([out, outs]() mutable { unflatten_into(out, outs); });
+    return run(w, [&] { return group_->reduce_scatter_from_async(buffer_of(out), buffer_of(in), op); });
+  }
+#endif
 
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
@@ -653,6 +701,25 @@ class ProcessGroupCtrun final : public BaseGroup {
                 t.scalar_type(), " and ", ref.scalar_type());
     TORCH_CHECK(t.numel() == ref.numel(), "ctrun backend: ", op, ": tensors have ", t.numel(), " and ", ref.numel(),
                 " elements");
+  }
+  // The *_tensor_coalesced ops: pairs of CPU tensors of one dtype (gloo's rule too); the whole tensor of a pair
+  // (the output of an all-gather, the input of a reduce-scatter) has world-size times the other one's elements.
+  void check_coalesced(const TensorList& outputs, const TensorList& inputs, bool outputs_whole, const char* op) const {
+    TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "ctrun backend: ", op, ": got ", inputs.size(),
+                " inputs and ", outputs.size(), " outputs (need the same number, at least one)");
+    const TensorList& whole = outputs_whole ? outputs : inputs;
+    const TensorList& part = outputs_whole ? inputs : outputs;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      check_tensor(outputs[i], op);
+      check_tensor(inputs[i], op);
+      TORCH_CHECK(
+          outputs[i].scalar_type() == inputs[0].scalar_type() && inputs[i].scalar_type() == inputs[0].scalar_type(),
+          "ctrun backend: ", op, ": tensors must all have the same dtype (", inputs[0].scalar_type(),
+          "); coalesce tensors of other dtypes in a separate call");
+      TORCH_CHECK(whole[i].numel() == part[i].numel() * getSize(), "ctrun backend: ", op, ": tensor pair ", i, " has ",
+                  whole[i].numel(), " and ", part[i].numel(), " elements, expected world size (", getSize(), ") x ",
+                  part[i].numel());
+    }
   }
   static at::Tensor flatten(const TensorList& tensors) {
     TensorList flat;

@@ -46,11 +46,11 @@ def verdict(label, out, err, code, world, backend, secs):
     return good
 
 
-def under_ctrun(a, world, backend, env):
+def under_ctrun(a, world, backend, env, worker=WORKER):
     t0 = time.time()
     try:
         r = subprocess.run([a.ctrun, "--standalone", f"--nproc-per-node={world}", "--no-python", t2.CHROOT_PY,
-                            WORKER, backend], env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+                            worker, backend], env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
     except subprocess.TimeoutExpired as e:
         return verdict(f"ctrun {world} ranks {backend}", e.stdout or "", f"timed out after {JOB_TIMEOUT} s", -1,
                        world, backend, time.time() - t0)
@@ -96,16 +96,8 @@ def no_launcher(a, world, backend, env, mode=None):
                    (f", {mode}" if mode else ""), out, err, code, world, backend, time.time() - t0)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ctrun", required=True)
-    p.add_argument("--build-dir", default=os.path.join(t2.REPO, "build-torch2"))
-    a = p.parse_args()
-    a.build_dir = os.path.abspath(a.build_dir)
-    reason = t2.skip_reason()
-    if reason:
-        log(f"SKIP: {reason}")
-        return t2.SKIP
+def build_module(a):
+    """build_ctrun_torch26.sh into a.build_dir: the workers' environment, or the exit code (skip, failure)."""
     t0 = time.time()
     b = subprocess.run([os.path.join(HERE, "build_ctrun_torch26.sh"), a.build_dir], env=t2.chroot_env(),
                        capture_output=True, text=True, timeout=1500)
@@ -118,8 +110,24 @@ def main():
     log(f"ok   built {b.stdout.strip().splitlines()[-1]} in {time.time() - t0:.1f} s")
     # the module first on the path; the agent prepends the host build's python/ too, whose cpython-311 module
     # python 3.13 does not load
-    env = t2.chroot_env({"PYTHONPATH": os.path.join(a.build_dir, "python"), "GLOO_SOCKET_IFNAME": "lo",
-                         "PYTHONWARNINGS": "ignore::FutureWarning"})
+    return t2.chroot_env({"PYTHONPATH": os.path.join(a.build_dir, "python"), "GLOO_SOCKET_IFNAME": "lo",
+                          "PYTHONWARNINGS": "ignore::FutureWarning"})
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ctrun", required=True)
+    p.add_argument("--build-dir", default=os.path.join(t2.REPO, "build-torch2"))
+    a = p.parse_args()
+    a.build_dir = os.path.abspath(a.build_dir)
+    reason = t2.skip_reason()
+    if reason:
+        log(f"SKIP: {reason}")
+        return t2.SKIP
+    t0 = time.time()
+    env = build_module(a)
+    if not isinstance(env, dict):
+        return env
     results = []
     try:
         results.append(under_ctrun(a, 4, "cpu:ctrun", env))
