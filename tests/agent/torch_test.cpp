@@ -73,6 +73,7 @@ TEST(Torch, FileTimerKillsTheWorkerThatOverstaysItsTimer) {
   auto env = torch_env();
   env["TORCHELASTIC_ENABLE_FILE_TIMER"] = "1";
   env["TORCHELASTIC_TIMER_FILE"] = dir + "/timer.fifo";
+  env["TIMER_TEST_DIR"] = dir;
   RunResult r =
       run_ctrun({"--nproc-per-node=2", "--event-log", dir + "/events.jsonl", workers_dir() + "/torch_file_timer.py"},
                 env, std::chrono::seconds(120));
