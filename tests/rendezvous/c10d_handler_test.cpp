@@ -60,6 +60,18 @@ bool eventually(P pred, std::chrono::milliseconds limit = 5000ms) {
   return pred();
 }
 
+// c10d parameters whose endpoint is a port of 127.0.0.1 that was free a moment ago (the handlers host it).
+RendezvousParameters on_free_loopback_port() {
+  store::ServerOptions o;
+  o.host = "127.0.0.1";
+  store::Server probe(o);
+  probe.start();
+  RendezvousParameters p;
+  p.backend = "c10d";
+  p.endpoint = "127.0.0.1:" + std::to_string(probe.port());
+  return p;
+}
+
 }  // namespace
 
 TEST(C10dHandler, ConcurrentJoinsInThreadsGetOneConsistentRound) {
@@ -169,18 +181,8 @@ TEST(C10dHandler, WorkerStoreAddressIsRequired) {
 }
 
 TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
-  // Find a free port, then let the agents race to host it on 127.0.0.1: one binds, the others become clients.
-  std::uint16_t port = 0;
-  {
-    store::ServerOptions o;
-    o.host = "127.0.0.1";
-    store::Server probe(o);
-    probe.start();
-    port = probe.port();
-  }
-  RendezvousParameters p;
-  p.backend = "c10d";
-  p.endpoint = "127.0.0.1:" + std::to_string(port);
+  // A free port: the agents race to host it on 127.0.0.1; one binds, the others become clients.
+  RendezvousParameters p = on_free_loopback_port();
   p.run_id = "tcp";
   p.min_nodes = p.max_nodes = 3;
   p.config = parse_rdzv_conf("last_call_timeout=0.1,keep_alive_interval=0.2,read_timeout=5");
@@ -288,17 +290,7 @@ TEST(C10dHandler, WireRequestsPerAgentDoNotGrowWithTheNumberOfAgents) {
 // must not wait read_timeout per store call (reconnecting to a port nobody listens on), and in particular not on a
 // heartbeat caught reconnecting.
 TEST(C10dHandler, ShutdownAfterTheHostIsGoneIsPrompt) {
-  std::uint16_t port = 0;
-  {
-    store::ServerOptions o;
-    o.host = "127.0.0.1";
-    store::Server probe(o);
-    probe.start();
-    port = probe.port();
-  }
-  RendezvousParameters p;
-  p.backend = "c10d";
-  p.endpoint = "127.0.0.1:" + std::to_string(port);
+  RendezvousParameters p = on_free_loopback_port();
   p.run_id = "hostgone";
   p.min_nodes = p.max_nodes = 2;
   std::vector<std::unique_ptr<Handler>> hs;
