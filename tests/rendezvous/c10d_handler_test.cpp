@@ -290,7 +290,9 @@ TEST(C10dHandler, WireRequestsPerAgentDoNotGrowWithTheNumberOfAgents) {
 // must not wait read_timeout per store call (reconnecting to a port nobody listens on), and in particular not on a
 // heartbeat caught reconnecting.
 TEST(C10dHandler, ShutdownAfterTheHostIsGoneIsPrompt) {
-  RendezvousParameters p = on_free_loopback_port();
+  RendezvousParameters p;
+  p.backend = "c10d";
+  p.endpoint = "127.0.0.1:0";  // the host binds port 0; the other node is given the port it got
   p.run_id = "hostgone";
   p.min_nodes = p.max_nodes = 2;
   std::vector<std::unique_ptr<Handler>> hs;
@@ -299,6 +301,7 @@ TEST(C10dHandler, ShutdownAfterTheHostIsGoneIsPrompt) {
     p.config = parse_rdzv_conf(conf);
     hs.push_back(create_handler(p, NodeSpec{"127.0.0." + std::to_string(hs.size() + 2), 1, "default"}));
     hs.back()->set_worker_store_address("127.0.0.1", 5000);
+    p.endpoint = hs.front()->served_store();
   }
   std::vector<std::future<RoundInfo>> fs;
   for (auto& h : hs) fs.push_back(std::async(std::launch::async, [&h] { return h->next_rendezvous(); }));
