@@ -99,6 +99,10 @@ class TcpStore::Impl {
   const TcpStoreOptions& options() const { return options_; }
   Duration timeout() const { return Duration(timeout_ms_.load(std::memory_order_relaxed)); }
   void set_timeout(Duration t) { timeout_ms_.store(t.count(), std::memory_order_relaxed); }
+  void set_connect_timeout(Duration t) {
+    std::lock_guard lock(mutex_);
+    options_.connect_timeout = t;
+  }
   bool is_v2() const { return dialect_ == Dialect::kV2; }
   Dialect dialect() const { return dialect_; }
 
@@ -368,8 +372,8 @@ class TcpStore::Impl {
 
   // The first connection when no dialect was given: v2's PING answered -> v2. The server closed the
   // connection (torch <= 2.0 reads VALIDATE as a SET with an impossible key length and drops the client)
-  // -> reconnect in the legacy dialect and check it with GETNUMKEYS (bounded by a few seconds). Either way the answer is
-  // kept for every later (re)connection. Failing both, the caller's retry loop tries again from v2.
+  // -> reconnect in the legacy dialect and check it with GETNUMKEYS (bounded by a few seconds). Either way the answer
+  // is kept for every later (re)connection. Failing both, the caller's retry loop tries again from v2.
   void detect_dialect_locked(TimePoint deadline) {
     auto probe_deadline = [&] { return std::min<TimePoint>(deadline, Clock::now() + kDetectTimeout); };
     peer_closed_ = false;
@@ -639,8 +643,8 @@ class TcpStore::Impl {
   // Reads one reply to `sent`: the codec says how many bytes it needs, the socket supplies them.
   protocol::Reply read_reply(const Request& sent, TimePoint deadline) {
     for (;;) {
-      auto unread = std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(rbuf_.data() + rpos_),
-                                                  rend_ - rpos_);
+      auto unread =
+          std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(rbuf_.data() + rpos_), rend_ - rpos_);
       auto pr = protocol::parse_reply(dialect_, sent, unread, kMaxReplyBytes);
       if (pr.status == protocol::ParseStatus::kError) protocol_error(pr.error);
       if (pr.status == protocol::ParseStatus::kOk) {
@@ -667,8 +671,8 @@ class TcpStore::Impl {
   }
 
   TcpStoreOptions options_;
-  Dialect dialect_;  // options_.dialect, or the detected one
-  bool detect_;      // not yet known: detect on the next connection
+  Dialect dialect_;           // options_.dialect, or the detected one
+  bool detect_;               // not yet known: detect on the next connection
   bool peer_closed_ = false;  // the last failed read saw the server close the connection
   std::atomic<Duration::rep> timeout_ms_;
   std::string endpoint_;
@@ -712,6 +716,7 @@ void TcpStore::barrier(const std::string& key, std::int64_t world_size, Duration
 }
 Duration TcpStore::timeout() const { return impl_->timeout(); }
 void TcpStore::set_timeout(Duration timeout) { impl_->set_timeout(timeout); }
+void TcpStore::set_connect_timeout(Duration timeout) { impl_->set_connect_timeout(timeout); }
 void TcpStore::ping() { impl_->ping(); }
 const TcpStoreOptions& TcpStore::options() const { return impl_->options(); }
 protocol::Dialect TcpStore::dialect() const { return impl_->dialect(); }

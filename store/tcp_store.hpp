@@ -66,6 +66,8 @@ class TcpStore final : public Store {
   void barrier(const std::string& key, std::int64_t world_size, Duration timeout) override;
   Duration timeout() const override;
   void set_timeout(Duration timeout) override;
+  // How long a reconnect (after a lost connection) keeps trying; the first connect used the options' value.
+  void set_connect_timeout(Duration timeout);
 
   // PING round trip (v2 only); throws StoreError if the echo differs.
   void ping();

@@ -131,7 +131,8 @@ class PreloadSpawner::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   std::vector<pid_t> helpers() const {
-    if (warm_ && warm_->state() != WarmProcess::State::kLost) return {warm_->pid()};
+    // Until reaped here, even once lost: what it died of is read from its exit status (WarmProcess::gone).
+    if (warm_ && !warm_->reaped()) return {warm_->pid()};
     return {};
   }
 

@@ -34,6 +34,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxReply = 64 * 1024;          // a refusal's message is the longest reply
 constexpr int kRequestBufferBytes = 4 * 1024 * 1024;  // SO_SNDBUF asked for: a fork request is one datagram
+// A warm process whose socket closed becomes a zombie within this (WarmProcess::Impl::gone), polled this often.
+constexpr std::chrono::milliseconds kExitPatience{2000};
+constexpr std::chrono::milliseconds kExitPoll{5};
 
 std::vector<std::string> split_fields(const char* data, std::size_t size) {
   std::vector<std::string> out;
@@ -204,6 +207,7 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
   pid_t pid_ = -1;
 
   const WarmOptions& options() const { return options_; }
+  bool reaped() const { return reaped_; }
 
  private:
   void send_with_fds(const std::string& message, const std::array<int, 3>& fds, Clock::time_point deadline) {
@@ -233,7 +237,8 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
       if (err == EMSGSIZE)
         throw PreloadError("the worker's command and environment (" + std::to_string(message.size()) +
                            " bytes) do not fit in one message to the warm process (net.core.wmem_max)");
-      lose(std::string("could not be sent a request: ") + std::strerror(err));
+      // Its end is closed (EPIPE, ECONNRESET): it is exiting; what it died of is said once known.
+      gone(std::string("could not be sent a request: ") + std::strerror(err));
       throw PreloadError("the warm process " + lost_reason_);
     }
   }
@@ -302,35 +307,61 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
     lose("sent a message ctrun does not understand ('" + verb + "')");
   }
 
-  void on_closed() {
+  void on_closed() { gone("closed its socket"); }
+
+  // Its end of the socket closed: it is exiting, or gone. Forks go cold at once; the loss is announced (what it
+  // died of, its orphaned workers' exits) once its exit status is known: the zombie appears a moment after its
+  // descriptors close, which under load can take well over 50 ms. Not reaped within kExitPatience: killed, and
+  // `otherwise` is the reason. Never blocks the loop.
+  void gone(const std::string& otherwise) {
     if (state_ == State::kLost) return;
-    boost::system::error_code ignored;
-    socket_.close(ignored);
-    int status = 0;
-    // It closed its end by exiting: reap it (the zombie appears a moment after the descriptors close).
-    for (int i = 0; i < 50; ++i) {
-      pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        reaped_ = true;
-        return lose("died (" + describe_status(status) + ")");
+    mark_lost(otherwise);
+    await_exit(otherwise, static_cast<int>(kExitPatience / kExitPoll));
+  }
+
+  void await_exit(const std::string& otherwise, int tries) {
+    reap_timer_.expires_after(tries == static_cast<int>(kExitPatience / kExitPoll) ? std::chrono::milliseconds(0)
+                                                                                   : kExitPoll);
+    reap_timer_.async_wait([weak = weak_from_this(), otherwise, tries](const boost::system::error_code& ec) {
+      auto self = weak.lock();
+      if (!self || ec || self->announced_) return;
+      int status = 0;
+      const pid_t r = self->pid_ > 0 && !self->reaped_ ? ::waitpid(self->pid_, &status, WNOHANG) : -1;
+      if (r == self->pid_) {
+        self->reaped_ = true;
+        return self->announce("died (" + describe_status(status) + ")");
       }
-      if (r < 0) break;  // reaped elsewhere
-      ::usleep(1000);
-    }
-    lose("closed its socket");
+      if (r < 0) return self->announce(otherwise);  // reaped elsewhere: its status is not ours to know
+      if (tries > 0) return self->await_exit(otherwise, tries - 1);
+      ::kill(self->pid_, SIGKILL);
+      self->announce(otherwise);
+      self->reap_later(100);
+    });
   }
 
   // From now on every fork is cold. Workers it had forked die with it (PR_SET_PDEATHSIG): each is reported as
   // killed, since its real status went to the warm process.
   void lose(const std::string& why) {
     if (state_ == State::kLost) return;
+    mark_lost(why);
+    if (pid_ > 0 && !reaped_) ::kill(pid_, SIGKILL);
+    announce(why);
+    if (pid_ > 0 && !reaped_) reap_later(100);
+  }
+
+  void mark_lost(const std::string& why) {
     state_ = State::kLost;
     lost_reason_ = why;
     if (socket_.is_open()) {
       boost::system::error_code ignored;
       socket_.close(ignored);
     }
-    if (pid_ > 0 && !reaped_) ::kill(pid_, SIGKILL);
+  }
+
+  void announce(const std::string& why) {
+    if (announced_) return;
+    announced_ = true;
+    lost_reason_ = why;
     std::set<pid_t> orphans;
     orphans.swap(workers_);
     notify([why, orphans](Impl& self) {
@@ -339,7 +370,6 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
         if (self.events_.exited) self.events_.exited(pid, SIGKILL);
       }
     });
-    if (pid_ > 0 && !reaped_) reap_later(100);
   }
 
   void reap_later(int tries) {
@@ -373,6 +403,7 @@ class WarmProcess::Impl : public std::enable_shared_from_this<Impl> {
   std::map<std::string, std::pair<pid_t, std::string>> answers_;
   std::set<pid_t> workers_;  // forked and not yet reported as exited
   bool reaped_ = false;
+  bool announced_ = false;  // events_.lost sent
 };
 
 WarmProcess::WarmProcess(boost::asio::io_context& io, WarmOptions options, WarmEvents events)
@@ -384,6 +415,7 @@ WarmProcess::~WarmProcess() { impl_->stop(); }
 
 WarmProcess::State WarmProcess::state() const { return impl_->state_; }
 const std::string& WarmProcess::lost_reason() const { return impl_->lost_reason_; }
+bool WarmProcess::reaped() const { return impl_->reaped(); }
 pid_t WarmProcess::pid() const { return impl_->pid_; }
 const std::vector<std::string>& WarmProcess::env() const { return impl_->options().env; }
 const std::string& WarmProcess::interpreter() const { return impl_->options().worker_argv.front(); }

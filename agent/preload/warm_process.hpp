@@ -77,6 +77,7 @@ class WarmProcess {
   State state() const;
   const std::string& lost_reason() const;       // "refused: ...", "died (...)", ...; "" while not lost
   pid_t pid() const;                            // the warm process (a child of ctrun; not a worker)
+  bool reaped() const;                          // its exit status was collected here: pid() is free for reuse
   const std::vector<std::string>& env() const;  // its environment, for job_wide_difference()
   const std::string& interpreter() const;       // argv[0] of the workers it can fork
 

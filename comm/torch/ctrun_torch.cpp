@@ -8,11 +8,11 @@
 // the creator (already scoped per group and per restart attempt), through StoreAdapter below.
 // Every torch header lives in this one file: they cost ~30 s of compile time each time they are included.
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
-#include <torch/version.h>
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #endif
@@ -23,6 +23,7 @@
 #include <pybind11/stl.h>
 #include <torch/python.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -56,6 +57,22 @@ std::exception_ptr with_torch_timeout_words(std::exception_ptr error) {
   }
 }
 using CommGroup = ::ctrun::comm::ProcessGroup;  // inside the classes below, ProcessGroup is c10d's
+
+// The Python thread that runs signal handlers (threading.main_thread()), recorded when the module is imported.
+std::atomic<unsigned long> python_main_thread{0};
+
+// A signal Python handles (SIGINT: KeyboardInterrupt) only sets a flag while the main thread waits in C++; the
+// handler runs at the next bytecode. If the wait then ends with an error, that handler runs while the interpreter
+// prints the error's traceback, which aborts the print ("lost sys.stderr" and an object dump at exit). So a wait on
+// the main thread runs the handlers itself every slice, as Python's own blocking calls do, and raises what they
+// raise from the call. Throws py::error_already_set (torch's binding restores it); false on any other thread.
+void raise_pending_python_signal() {
+  if (python_main_thread.load() == 0 || PyThread_get_thread_ident() != python_main_thread.load() || !Py_IsInitialized())
+    return;
+  pybind11::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+}
+constexpr std::chrono::milliseconds kSignalSlice{100};
 
 // ---------------------------------------------------------------------------------------------------------------
 // comm's store interface over torch's c10d::Store (a PrefixStore of the group). Ops c10d::Store lacks on 1.13
@@ -124,15 +141,24 @@ class StoreAdapter final : public store::Store {
 
 DataType dtype_of(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return DataType::kFloat32;
-    case at::kDouble: return DataType::kFloat64;
-    case at::kHalf: return DataType::kFloat16;
-    case at::kBFloat16: return DataType::kBFloat16;
-    case at::kChar: return DataType::kInt8;
-    case at::kByte: return DataType::kUInt8;
-    case at::kBool: return DataType::kUInt8;  // 0/1 bytes; reductions remapped in reduce_op_for()
-    case at::kInt: return DataType::kInt32;
-    case at::kLong: return DataType::kInt64;
+    case at::kFloat:
+      return DataType::kFloat32;
+    case at::kDouble:
+      return DataType::kFloat64;
+    case at::kHalf:
+      return DataType::kFloat16;
+    case at::kBFloat16:
+      return DataType::kBFloat16;
+    case at::kChar:
+      return DataType::kInt8;
+    case at::kByte:
+      return DataType::kUInt8;
+    case at::kBool:
+      return DataType::kUInt8;  // 0/1 bytes; reductions remapped in reduce_op_for()
+    case at::kInt:
+      return DataType::kInt32;
+    case at::kLong:
+      return DataType::kInt64;
     default:
       TORCH_CHECK(false, "ctrun backend: unsupported dtype ", t.scalar_type(),
                   " (supported: float32/64, float16, bfloat16, int8, uint8, int32, int64, bool)");
@@ -153,17 +179,25 @@ Buffer buffer_of(const at::Tensor& contiguous) {
 comm::ReduceOp reduce_op_for(const c10d::ReduceOp& op, const at::Tensor& t) {
   const bool is_bool = t.scalar_type() == at::kBool;
   switch (static_cast<c10d::ReduceOp::RedOpType>(op)) {
-    case c10d::ReduceOp::SUM: return is_bool ? comm::ReduceOp::kMax : comm::ReduceOp::kSum;  // logical or
-    case c10d::ReduceOp::PRODUCT: return is_bool ? comm::ReduceOp::kMin : comm::ReduceOp::kProduct;  // and
-    case c10d::ReduceOp::MIN: return comm::ReduceOp::kMin;
-    case c10d::ReduceOp::MAX: return comm::ReduceOp::kMax;
+    case c10d::ReduceOp::SUM:
+      return is_bool ? comm::ReduceOp::kMax : comm::ReduceOp::kSum;  // logical or
+    case c10d::ReduceOp::PRODUCT:
+      return is_bool ? comm::ReduceOp::kMin : comm::ReduceOp::kProduct;  // and
+    case c10d::ReduceOp::MIN:
+      return comm::ReduceOp::kMin;
+    case c10d::ReduceOp::MAX:
+      return comm::ReduceOp::kMax;
     case c10d::ReduceOp::AVG:
       TORCH_CHECK(!is_bool, "ctrun backend: ReduceOp.AVG is not defined for bool tensors");
       return comm::ReduceOp::kAvg;
-    case c10d::ReduceOp::BAND: return comm::ReduceOp::kBand;
-    case c10d::ReduceOp::BOR: return comm::ReduceOp::kBor;
-    case c10d::ReduceOp::BXOR: return comm::ReduceOp::kBxor;
-    default: TORCH_CHECK(false, "ctrun backend: unsupported reduce op (PREMUL_SUM is NCCL-only)");
+    case c10d::ReduceOp::BAND:
+      return comm::ReduceOp::kBand;
+    case c10d::ReduceOp::BOR:
+      return comm::ReduceOp::kBor;
+    case c10d::ReduceOp::BXOR:
+      return comm::ReduceOp::kBxor;
+    default:
+      TORCH_CHECK(false, "ctrun backend: unsupported reduce op (PREMUL_SUM is NCCL-only)");
   }
 }
 
@@ -173,8 +207,10 @@ comm::ReduceOp reduce_op_for(const c10d::ReduceOp& op, const at::Tensor& t) {
 // wait()/isCompleted() or the group's completion thread (which is what completes get_future() for DDP).
 class CtrunWork final : public c10d::Work {
  public:
-  CtrunWork(int rank, OpType type, TensorList outputs)
-      : c10d::Work(rank, type), outputs_(std::move(outputs)),
+  CtrunWork(int rank, OpType type, TensorList outputs, std::chrono::milliseconds group_timeout)
+      : c10d::Work(rank, type),
+        group_timeout_(group_timeout),
+        outputs_(std::move(outputs)),
         future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
 
   // A tensor comm should work on in place of `user`: `user` itself when contiguous, else a contiguous copy
@@ -205,14 +241,25 @@ class CtrunWork final : public c10d::Work {
     return completed_ && !exception_;
   }
   bool wait(std::chrono::milliseconds timeout) override {
-    // torch's kNoTimeout (0) means "no per-call limit": comm's wait(0) is the group's timeout, which then fails
-    // the op itself with TimeoutError, so a dead peer never hangs the caller.
-    try {
-      inner_->wait(timeout.count() > 0 ? timeout : Duration::zero());
-    } catch (const TimeoutError&) {
-      if (!inner_->is_completed()) throw;  // this call's own limit expired; the op goes on
-    } catch (...) {
+    // torch's kNoTimeout (0) means "no per-call limit": the group's timeout, after which the op itself fails with
+    // TimeoutError, so a dead peer never hangs the caller. Waited in slices, for Python's signal handlers.
+    const auto limit = timeout.count() > 0 ? timeout : group_timeout_ + std::chrono::milliseconds(200);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!inner_->is_completed()) {
+      raise_pending_python_signal();
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      try {
+        inner_->wait(std::clamp(left, std::chrono::milliseconds(1), kSignalSlice));
+      } catch (const TimeoutError&) {
+        if (inner_->is_completed()) break;
+        if (left <= kSignalSlice)  // this call's own limit expired; the op goes on
+          throw TimeoutError("Work::wait timed out after " + std::to_string(limit.count()) +
+                             " ms; the op is still running (a peer may be stalled or calling a different op)");
+      } catch (...) {
+        break;  // the op failed: finalize() has its error
+      }
     }
+    raise_pending_python_signal();  // before the op's error: its traceback must print with no handler pending
     finalize();
     std::lock_guard<std::mutex> lock(mutex_);
     if (exception_) std::rethrow_exception(exception_);
@@ -252,6 +299,7 @@ class CtrunWork final : public c10d::Work {
   }
 
  private:
+  std::chrono::milliseconds group_timeout_;
   TensorList outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   WorkPtr inner_;
@@ -309,8 +357,7 @@ struct Completer {
 
 class ProcessGroupCtrun final : public BaseGroup {
  public:
-  ProcessGroupCtrun(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                    std::chrono::milliseconds timeout)
+  ProcessGroupCtrun(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout)
       : BaseGroup(rank, size), timeout_(timeout) {
     ProcessGroupOptions options;
     options.timeout = timeout;
@@ -402,8 +449,8 @@ class ProcessGroupCtrun final : public BaseGroup {
     const at::Tensor& in = single(inputs, "allgather");
     TORCH_CHECK(outputs.size() == 1, "ctrun backend: allgather takes one output list (one CPU tensor per rank)");
     auto& outs = outputs[0];
-    TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "ctrun backend: allgather: output list has ",
-                outs.size(), " tensors, the group has ", getSize(), " ranks");
+    TORCH_CHECK(static_cast<int>(outs.size()) == getSize(), "ctrun backend: allgather: output list has ", outs.size(),
+                " tensors, the group has ", getSize(), " ranks");
     auto w = work(OpType::ALLGATHER, outs);
     std::vector<Buffer> bufs;
     for (const auto& o : outs) {
@@ -697,8 +744,8 @@ class ProcessGroupCtrun final : public BaseGroup {
   }
   static void check_like(const at::Tensor& t, const at::Tensor& ref, const char* op) {
     check_tensor(t, op);
-    TORCH_CHECK(t.scalar_type() == ref.scalar_type(), "ctrun backend: ", op, ": tensors have dtypes ",
-                t.scalar_type(), " and ", ref.scalar_type());
+    TORCH_CHECK(t.scalar_type() == ref.scalar_type(), "ctrun backend: ", op, ": tensors have dtypes ", t.scalar_type(),
+                " and ", ref.scalar_type());
     TORCH_CHECK(t.numel() == ref.numel(), "ctrun backend: ", op, ": tensors have ", t.numel(), " and ", ref.numel(),
                 " elements");
   }
@@ -735,7 +782,7 @@ class ProcessGroupCtrun final : public BaseGroup {
   }
 
   c10::intrusive_ptr<CtrunWork> work(OpType type, TensorList outputs) {
-    return c10::make_intrusive<CtrunWork>(getRank(), type, std::move(outputs));
+    return c10::make_intrusive<CtrunWork>(getRank(), type, std::move(outputs), timeout_);
   }
 
   // Issues the comm op and hands the Work to the completion thread (which completes its future).
@@ -777,11 +824,13 @@ c10::intrusive_ptr<BaseGroup> create(const c10::intrusive_ptr<c10d::Store>& stor
 PYBIND11_MODULE(ctrun_torch, m) {
   namespace py = pybind11;
   m.doc() = "torch.distributed backend \"ctrun\" (ctrun's comm library); importing registers it";
-  m.def("create_process_group", &ctrun::comm::torch_backend::create, py::arg("store"), py::arg("rank"),
-        py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
+  m.def("create_process_group", &ctrun::comm::torch_backend::create, py::arg("store"), py::arg("rank"), py::arg("size"),
+        py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "the creator torch.distributed calls for backend \"ctrun\"");
   m.attr("__version__") = "0.1.0";
   m.attr("torch_version") = TORCH_VERSION;
+  ctrun::comm::torch_backend::python_main_thread =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   auto backend = py::module_::import("torch.distributed").attr("Backend");
   if (!py::hasattr(backend, "CTRUN")) {
     auto creator = m.attr("create_process_group");

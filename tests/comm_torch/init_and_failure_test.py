@@ -9,6 +9,10 @@
                                              Python callback on its future, is still pending (rank 1 joins 1 s
                                              late): the callback runs on the backend's completion thread, which
                                              needs the GIL that destroy_process_group holds. Both must exit 0.
+  python3 init_and_failure_test.py peer_exit [RUNS]  2 ranks (shm); rank 1 exits while rank 0 waits in a barrier,
+                                             rank 0 does not catch: its traceback ends in the RuntimeError; then
+                                             the same with a SIGINT to rank 0 first: KeyboardInterrupt from the
+                                             call. Neither prints "lost sys.stderr" or "Exception ignored" (issue 24)
 
 Ranks are plain subprocesses of this driver (no ctrun, no torchrun), every one killed by PID at the end.
 Exit 0 pass, 1 fail, 77 skip (no torch or no ctrun_torch module).
@@ -75,6 +79,16 @@ def worker(mode, rank, size, method, arg):
             return 0 if seen == [8.0] else 4
         dist.destroy_process_group()
         return 0
+    if mode in ("peer_exit", "peer_exit_sigint"):
+        arg = os.environ["CTRUN_FLAG"]
+        dist.barrier()
+        if rank == 1:
+            while not os.path.exists(arg + ".exit"):
+                time.sleep(0.01)
+            os._exit(0)
+        open(arg + ".waiting", "w").close()
+        dist.barrier()  # uncaught: how the interpreter reports it is what is tested
+        return 2
     # kill
     t = torch.ones(1 << 18)
     for i in range(1000):
@@ -89,6 +103,38 @@ def worker(mode, rank, size, method, arg):
             return 0 if took <= GROUP_TIMEOUT_S + 5 else 3
     print(f"rank {rank}: no error although a peer died", flush=True)
     return 2
+
+
+def peer_exit_once(sigint):
+    """One 2-rank run: rank 1 exits (on a file's word) while rank 0 waits in a barrier. Returns a failure or ""."""
+    with tempfile.TemporaryDirectory() as tmp:
+        flag = os.path.join(tmp, "flag")
+        mode = "peer_exit_sigint" if sigint else "peer_exit"
+        port = str(reserve_port())
+        procs = [subprocess.Popen([sys.executable, __file__, "worker", mode, str(r), "2", "tcp", port], stderr=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, CTRUN_FLAG=flag)) for r in range(2)]
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(flag + ".waiting") and time.monotonic() < deadline and procs[0].poll() is None:
+                time.sleep(0.01)
+            time.sleep(0.3)  # rank 0 is inside the barrier's wait
+            if sigint:
+                procs[0].send_signal(signal.SIGINT)
+                time.sleep(0.5)
+            open(flag + ".exit", "w").close()
+            err = procs[0].communicate(timeout=GROUP_TIMEOUT_S + 20)[1]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+    want = "KeyboardInterrupt" if sigint else "exited while this rank was waiting for it"
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    if "lost sys.stderr" in err or "Exception ignored" in err:
+        return f"an error surfaced at interpreter exit:\n{err[-1500:]}"
+    if "Traceback" not in err or want not in last:
+        return f"rank 0's traceback does not end in {want!r}:\n{err[-1500:]}"
+    return ""
 
 
 def run_ranks(mode, size, method, arg, deadline_s):
@@ -156,6 +202,14 @@ def main():
         codes = run_ranks("kill", 4, "tcp", str(reserve_port()), 90)
         print(f"kill: exit codes {codes} in {time.monotonic() - start:.1f}s (rank 3 killed itself)", flush=True)
         failed = codes[:3] != [0, 0, 0] or codes[3] != -signal.SIGKILL
+    elif mode == "peer_exit":
+        runs = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+        for sigint in (False, True):
+            bad = [why for why in (peer_exit_once(sigint) for _ in range(runs)) if why]
+            print(f"peer_exit{' after SIGINT' if sigint else ''}: {runs - len(bad)}/{runs} clean", flush=True)
+            if bad:
+                print(bad[0])
+            failed |= bool(bad)
     sys.exit(1 if failed else 0)
 
 

@@ -60,6 +60,18 @@ bool eventually(P pred, std::chrono::milliseconds limit = 5000ms) {
   return pred();
 }
 
+// c10d parameters whose endpoint is a port of 127.0.0.1 that was free a moment ago (the handlers host it).
+RendezvousParameters on_free_loopback_port() {
+  store::ServerOptions o;
+  o.host = "127.0.0.1";
+  store::Server probe(o);
+  probe.start();
+  RendezvousParameters p;
+  p.backend = "c10d";
+  p.endpoint = "127.0.0.1:" + std::to_string(probe.port());
+  return p;
+}
+
 }  // namespace
 
 TEST(C10dHandler, ConcurrentJoinsInThreadsGetOneConsistentRound) {
@@ -169,18 +181,8 @@ TEST(C10dHandler, WorkerStoreAddressIsRequired) {
 }
 
 TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
-  // Find a free port, then let the agents race to host it on 127.0.0.1: one binds, the others become clients.
-  std::uint16_t port = 0;
-  {
-    store::ServerOptions o;
-    o.host = "127.0.0.1";
-    store::Server probe(o);
-    probe.start();
-    port = probe.port();
-  }
-  RendezvousParameters p;
-  p.backend = "c10d";
-  p.endpoint = "127.0.0.1:" + std::to_string(port);
+  // A free port: the agents race to host it on 127.0.0.1; one binds, the others become clients.
+  RendezvousParameters p = on_free_loopback_port();
   p.run_id = "tcp";
   p.min_nodes = p.max_nodes = 3;
   p.config = parse_rdzv_conf("last_call_timeout=0.1,keep_alive_interval=0.2,read_timeout=5");
@@ -281,4 +283,36 @@ TEST(C10dHandler, WireRequestsPerAgentDoNotGrowWithTheNumberOfAgents) {
   // WAIT + GET) used 14-20, more as N grew.
   EXPECT_LE(large, 11.0) << small << " requests per agent at 8 agents, " << large << " at 64";
   EXPECT_LE(large, small + 1.0) << small << " requests per agent at 8 agents, " << large << " at 64";
+}
+
+// Issue 24 item 4: the job ended (both passed the exit barrier), and the node hosting the rendezvous store is gone
+// before the other one closes the run (its process ended: the store with it). The other's shutdown and teardown
+// must not wait read_timeout per store call (reconnecting to a port nobody listens on), and in particular not on a
+// heartbeat caught reconnecting.
+TEST(C10dHandler, ShutdownAfterTheHostIsGoneIsPrompt) {
+  RendezvousParameters p;
+  p.backend = "c10d";
+  p.endpoint = "127.0.0.1:0";  // the host binds port 0; the other node is given the port it got
+  p.run_id = "hostgone";
+  p.min_nodes = p.max_nodes = 2;
+  std::vector<std::unique_ptr<Handler>> hs;
+  for (const char* conf : {"is_host=1,last_call_timeout=0.1,keep_alive_interval=0.2,read_timeout=20",
+                           "is_host=0,last_call_timeout=0.1,keep_alive_interval=0.2,read_timeout=20"}) {
+    p.config = parse_rdzv_conf(conf);
+    hs.push_back(create_handler(p, NodeSpec{"127.0.0." + std::to_string(hs.size() + 2), 1, "default"}));
+    hs.back()->set_worker_store_address("127.0.0.1", 5000);
+    p.endpoint = hs.front()->served_store();
+  }
+  std::vector<std::future<RoundInfo>> fs;
+  for (auto& h : hs) fs.push_back(std::async(std::launch::async, [&h] { return h->next_rendezvous(); }));
+  for (auto& f : fs) f.get();
+  std::vector<std::future<bool>> barrier;
+  for (auto& h : hs) barrier.push_back(std::async(std::launch::async, [&h] { return h->exit_barrier(10s); }));
+  for (auto& b : barrier) ASSERT_TRUE(b.get());
+  hs[0].reset();                        // the host's process ended: its store with it
+  std::this_thread::sleep_for(1500ms);  // the other's heartbeats have found it gone and are reconnecting
+  const auto start = std::chrono::steady_clock::now();
+  hs[1]->shutdown();
+  hs[1].reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
 }

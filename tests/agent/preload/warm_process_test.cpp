@@ -114,13 +114,14 @@ class WarmTest : public ::testing::Test {
 
   // Starts a warm process for `argv` and runs the loop until it is ready or lost (bounded).
   void start(std::vector<std::string> modules, const std::vector<std::string>& argv, const std::string& cwd,
-             std::vector<std::string> env = parent_env()) {
+             std::vector<std::string> env = parent_env(), std::string program = "") {
     auto old = std::filesystem::current_path();
     std::filesystem::current_path(cwd);
     WarmOptions o;
     o.modules = std::move(modules);
     o.worker_argv = argv;
     o.env = std::move(env);
+    o.program = std::move(program);
     WarmEvents ev;
     ev.ready = [this] { ready_ = true; };
     ev.lost = [this](const std::string& why) { lost_ = why; };
@@ -358,6 +359,21 @@ TEST_F(WarmTest, WorkersDieWithTheWarmProcess) {
   EXPECT_NE(lost_->find("killed by SIGKILL"), std::string::npos) << *lost_;
   EXPECT_TRUE(run_until([&] { return !test::alive(a) && !test::alive(b); }, 5s)) << "workers outlived it";
   EXPECT_THROW(warm_->fork_worker(req), PreloadError);
+}
+
+// Its socket closes long before its exit status exists (a dying process under load): what it died of is still said,
+// and a fork request in between starts nothing and is refused at once.
+TEST_F(WarmTest, AClosedSocketWaitsForTheExitStatus) {
+  start({}, cmd({"probe.py"}), preload_dir(), parent_env({{"LINGER", "0.5"}}),
+        preload_dir() + "/warm_closes_then_exits.py");
+  ASSERT_TRUE(ready_) << *lost_;
+  std::this_thread::sleep_for(200ms);  // its socket is closed now, and it lives on for 0.4 s
+  EXPECT_THROW(warm_->fork_worker({cmd({"-c", "pass"}), parent_env()}), PreloadError);
+  const pid_t pid = warm_->pid();
+  ASSERT_TRUE(run_until([&] { return lost_.has_value(); }, 10s));
+  EXPECT_EQ(*lost_, "died (exit code 7)");
+  EXPECT_TRUE(warm_->reaped());
+  EXPECT_FALSE(test::alive(pid));
 }
 
 // kill -9 of the process that started the warm process (ctrun) leaves neither it nor its workers behind.

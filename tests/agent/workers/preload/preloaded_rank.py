@@ -23,7 +23,10 @@ with open(os.path.join(out_dir, "rank_%d_attempt_%d" % (rank, attempt)), "w") as
 if mode == "fail_once" and attempt == 0 and rank == 1:
     sys.exit(3)
 if mode == "kill_warm" and attempt == 0:
-    if rank == 0 and preloaded():
+    if not preloaded():  # the warm process did not fork it (under load, a fork request can time out): say so now
+        print("rank %d attempt 0 was not forked by the warm process: nothing to kill" % rank, file=sys.stderr)
+        sys.exit(4)
+    if rank == 0:
         os.kill(os.getppid(), 9)
     time.sleep(600)  # dies with the warm process (PR_SET_PDEATHSIG)
 if mode == "sleep":
