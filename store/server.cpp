@@ -422,9 +422,10 @@ class Server::Impl final : public detail::ReplySink {
       const std::size_t target =
           std::max(want, std::min<std::size_t>(std::max(c->need, c->in.capacity() * 2), opts.limits.max_request_bytes));
       if (keyspace.held_bytes() + io_bytes - c->accounted + target + c->out.inline_size() > opts.max_total_bytes) {
-        reject(c, Refused::kMemory, fmt::format("buffering its {}-byte partial request would exceed the server's memory limit of {} "
-                              "bytes (--max-total-bytes)",
-                              want, opts.max_total_bytes));
+        reject(c, Refused::kMemory,
+               fmt::format("buffering its {}-byte partial request would exceed the server's memory limit of {} "
+                           "bytes (--max-total-bytes)",
+                           want, opts.max_total_bytes));
         return;
       }
       c->in.reserve(target);
@@ -467,10 +468,11 @@ class Server::Impl final : public detail::ReplySink {
       }
       if (pr.status == protocol::ParseStatus::kError) {
         if (c->requests == 0 && *c->dialect == protocol::Dialect::kLegacy && rest[0] == 0)
-          reject(c, Refused::kBadRequest, fmt::format("its first bytes are neither torch >= 2.1's handshake (00 then the magic "
-                                "CE F7 85 3C) nor a valid torch <= 2.0 request ({}); wrong port or not a "
-                                "TCPStore client?",
-                                pr.error));
+          reject(c, Refused::kBadRequest,
+                 fmt::format("its first bytes are neither torch >= 2.1's handshake (00 then the magic "
+                             "CE F7 85 3C) nor a valid torch <= 2.0 request ({}); wrong port or not a "
+                             "TCPStore client?",
+                             pr.error));
         else
           reject(c, Refused::kBadRequest, pr.error);
         break;
@@ -688,8 +690,9 @@ class Server::Impl final : public detail::ReplySink {
   void check_memory(const ConnPtr& c) {
     if (c->closed || c->closing) return;
     if (keyspace.held_bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
-      reject(c, Refused::kMemory, fmt::format("buffering its {}-byte request would exceed the server's memory limit of {} bytes",
-                            c->in.size(), opts.max_total_bytes));
+      reject(c, Refused::kMemory,
+             fmt::format("buffering its {}-byte request would exceed the server's memory limit of {} bytes",
+                         c->in.size(), opts.max_total_bytes));
     }
   }
 
@@ -733,8 +736,8 @@ class Server::Impl final : public detail::ReplySink {
   ConnId next_id = 1;
   std::uint64_t io_bytes = 0;
   std::uint64_t accepted = 0;
-  std::uint64_t bytes_in = 0;   // read from clients
-  std::uint64_t bytes_out = 0;  // written to clients
+  std::uint64_t bytes_in = 0;                          // read from clients
+  std::uint64_t bytes_out = 0;                         // written to clients
   std::array<std::uint64_t, kRefusedKinds> refused{};  // connections refused or closed, by reason
   std::uint16_t bound_port = 0;
   std::thread thread;

@@ -61,14 +61,14 @@ const char* refused_name(Refused reason);
 struct ServerStats {
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_open = 0;
-  std::uint64_t connections_rejected = 0;  // the sum of `refused`
+  std::uint64_t connections_rejected = 0;                      // the sum of `refused`
   std::vector<std::pair<std::string, std::uint64_t>> refused;  // (refused_name, count) for every reason
   std::uint64_t bytes_in = 0;                                  // read from clients
   std::uint64_t bytes_out = 0;                                 // written to clients
   std::uint64_t keys = 0;
   std::uint64_t bytes = 0;  // bytes of keys + values held
   std::uint64_t pending_waits = 0;
-  std::uint64_t held_bytes = 0;  // everything counted against max_total_bytes
+  std::uint64_t held_bytes = 0;                            // everything counted against max_total_bytes
   std::vector<std::pair<std::string, std::uint64_t>> ops;  // (command name, count), every command seen
 };
 

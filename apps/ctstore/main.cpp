@@ -6,11 +6,13 @@
 //
 //   ctstore get|set|add|delete|list|wait|watch --endpoint HOST:PORT ...   (client verbs, client_verbs.cpp)
 //
-// SIGTERM / SIGINT: clean exit 0. A failure of the server loop (e.g. out of memory): exit 3 with a message. SIGUSR1 (or every --stats-interval seconds): one JSON line of counters on
-// stdout. --metrics-port: Prometheus metrics at http://HOST:PORT/metrics (apps/ctstore/store_metrics.cpp).
-// Signals are taken by an asio::signal_set on the main thread, so no work runs in a signal handler.
+// SIGTERM / SIGINT: clean exit 0. A failure of the server loop (e.g. out of memory): exit 3 with a message. SIGUSR1 (or
+// every --stats-interval seconds): one JSON line of counters on stdout. --metrics-port: Prometheus metrics at
+// http://HOST:PORT/metrics (apps/ctstore/store_metrics.cpp). Signals are taken by an asio::signal_set on the main
+// thread, so no work runs in a signal handler.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -89,9 +91,10 @@ int main(int argc, char** argv) {
                  "connections beyond this are accepted and closed at once; 0: the descriptor limit allows")
       ->capture_default_str();
   double request_timeout_s = 30;
-  app.add_option("--request-timeout", request_timeout_s,
-                 "close a connection whose request is still incomplete this many seconds after its first byte, plus 1 s per "
-                 "64 KiB received (0: never)")
+  app.add_option(
+         "--request-timeout", request_timeout_s,
+         "close a connection whose request is still incomplete this many seconds after its first byte, plus 1 s per "
+         "64 KiB received (0: never)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-pending-bytes", opts.max_pending_output_bytes,
@@ -155,7 +158,10 @@ int main(int argc, char** argv) {
     ctrun::metrics::EndpointOptions mo;
     mo.host = opts.host;
     mo.port = *metrics_port;
-    if (opts.partial_request_timeout.count() > 0) mo.request_timeout = opts.partial_request_timeout;
+    // --request-timeout bounds a scrape's request too, at most the endpoint's own 10 s (a scrape is one short
+    // request; common/metrics/endpoint.hpp).
+    if (opts.partial_request_timeout.count() > 0)
+      mo.request_timeout = std::min(mo.request_timeout, opts.partial_request_timeout);
     try {
       metrics = std::make_unique<ctrun::metrics::Endpoint>(mo, [&server, &opts] {
         return ctrun::ctstore::store_families(server.stats(), server.max_connections(), opts.max_total_bytes);

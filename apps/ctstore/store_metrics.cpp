@@ -13,14 +13,15 @@ metrics::Families store_families(const store::ServerStats& s, std::uint64_t max_
   out.push_back(counter("ctstore_received_bytes_total", "Bytes read from clients.").add(d(s.bytes_in)));
   out.push_back(counter("ctstore_sent_bytes_total", "Bytes written to clients.").add(d(s.bytes_out)));
   out.push_back(gauge("ctstore_connections", "Client connections open.").add(d(s.connections_open)));
-  out.push_back(counter("ctstore_connections_accepted_total", "Client connections accepted.")
-                    .add(d(s.connections_accepted)));
-  out.push_back(gauge("ctstore_connections_max", "The connection cap (--max-connections, or what the descriptor "
-                                                 "limit allows).")
+  out.push_back(
+      counter("ctstore_connections_accepted_total", "Client connections accepted.").add(d(s.connections_accepted)));
+  out.push_back(gauge("ctstore_connections_max",
+                      "The connection cap (--max-connections, or what the descriptor "
+                      "limit allows).")
                     .add(d(max_connections)));
-  auto& refused = out.emplace_back(counter(
-      "ctstore_refused_total",
-      "Connections turned away or closed for a limit or a bad request, by reason (docs/cli.md lists them)."));
+  auto& refused = out.emplace_back(
+      counter("ctstore_refused_total",
+              "Connections turned away or closed for a limit or a bad request, by reason (docs/cli.md lists them)."));
   for (const auto& [reason, n] : s.refused) refused.add(d(n), {{"reason", reason}});
   out.push_back(gauge("ctstore_keys", "Keys held.").add(d(s.keys)));
   out.push_back(gauge("ctstore_key_value_bytes", "Bytes of keys and values held.").add(d(s.bytes)));

@@ -40,8 +40,9 @@ std::string numeric_host(const std::string& given) {
   std::string out;
   for (const addrinfo* r = res; r != nullptr; r = r->ai_next) {
     char buf[INET6_ADDRSTRLEN] = {};
-    const void* addr = r->ai_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(r->ai_addr)->sin_addr)
-                                               : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(r->ai_addr)->sin6_addr);
+    const void* addr = r->ai_family == AF_INET
+                           ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(r->ai_addr)->sin_addr)
+                           : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(r->ai_addr)->sin6_addr);
     if (::inet_ntop(r->ai_family, addr, buf, sizeof buf) == nullptr) continue;
     if (out.empty() || r->ai_family == AF_INET) out = buf;
     if (r->ai_family == AF_INET) break;
@@ -113,20 +114,13 @@ Endpoint::Endpoint(EndpointOptions o, std::function<Families()> collect) : impl_
   const std::string where = listening_port(impl_->host, o.port);
   // civetweb's own bounds (see the header): worker threads, the queue of accepted connections, the listen
   // backlog, the request head's size and the time a request may take; no keep-alive.
-  std::vector<std::string> options = {"listening_ports",
-                                      where,
-                                      "num_threads",
-                                      std::to_string(o.threads),
-                                      "connection_queue",
-                                      std::to_string(o.queued),
-                                      "listen_backlog",
-                                      std::to_string(o.backlog),
-                                      "max_request_size",
-                                      std::to_string(o.max_request_bytes),
-                                      "request_timeout_ms",
-                                      std::to_string(o.request_timeout.count()),
-                                      "enable_keep_alive",
-                                      "no"};
+  std::vector<std::string> options = {"listening_ports",    where,
+                                      "num_threads",        std::to_string(o.threads),
+                                      "connection_queue",   std::to_string(o.queued),
+                                      "listen_backlog",     std::to_string(o.backlog),
+                                      "max_request_size",   std::to_string(o.max_request_bytes),
+                                      "request_timeout_ms", std::to_string(o.request_timeout.count()),
+                                      "enable_keep_alive",  "no"};
   try {
     impl_->exposer = std::make_unique<prometheus::Exposer>(std::move(options));
   } catch (const std::exception& e) {
@@ -170,8 +164,6 @@ bool available() { return false; }
 
 #endif
 
-std::string Endpoint::url() const {
-  return fmt::format("http://{}:{}/metrics", bracketed(impl_->host), impl_->port);
-}
+std::string Endpoint::url() const { return fmt::format("http://{}:{}/metrics", bracketed(impl_->host), impl_->port); }
 
 }  // namespace ctrun::metrics

@@ -6,8 +6,10 @@
 // Bounded as the store is (docs/cli.md "Metrics"): at most `threads` connections are served at once (civetweb's
 // worker threads), at most `queued` more accepted ones wait for a thread, further clients wait in the kernel's
 // listen backlog (`backlog`); one request per connection (no keep-alive); a request's head is at most
-// `max_request_bytes` (larger: 413 and the connection closed) and must arrive within `request_timeout` (a stalled
-// or trickling client is cut off then), which also bounds how long a reply may take to be written.
+// `max_request_bytes` (larger: an error reply and the connection closed) and must arrive within `request_timeout`
+// (a stalled or trickling client is cut off then; it also bounds writing the reply). A scrape is one short
+// request, so the timeout is short: a few stalled clients delay the next scrape by at most
+// ceil(stalled / threads) * request_timeout, and hold no memory beyond `threads` request buffers.
 // Built without prometheus-cpp (CTRUN_WITH_METRICS=OFF), the constructor throws saying so.
 
 #include <chrono>
@@ -23,11 +25,11 @@ namespace ctrun::metrics {
 struct EndpointOptions {
   std::string host = "0.0.0.0";  // as the store binds: an address or a name ("::" serves IPv6 and IPv4)
   std::uint16_t port = 0;        // 0: a free port, reported by port()
-  int threads = 2;
-  int queued = 8;
+  int threads = 4;
+  int queued = 16;
   int backlog = 16;
   std::size_t max_request_bytes = 8192;
-  std::chrono::milliseconds request_timeout{30000};
+  std::chrono::milliseconds request_timeout{10000};
 };
 
 class Endpoint {

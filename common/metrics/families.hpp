@@ -31,7 +31,9 @@ struct Family {
 
 using Families = std::vector<Family>;
 
-inline Family counter(std::string name, std::string help) { return {std::move(name), std::move(help), Type::kCounter, {}}; }
+inline Family counter(std::string name, std::string help) {
+  return {std::move(name), std::move(help), Type::kCounter, {}};
+}
 inline Family gauge(std::string name, std::string help) { return {std::move(name), std::move(help), Type::kGauge, {}}; }
 
 }  // namespace ctrun::metrics
