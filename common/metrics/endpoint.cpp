@@ -24,6 +24,9 @@ bool is_v6_literal(const std::string& host) {
   return ::inet_pton(AF_INET6, host.c_str(), &a) == 1;
 }
 
+std::string bracketed(const std::string& host) { return is_v6_literal(host) ? "[" + host + "]" : host; }
+
+#if CTRUN_WITH_METRICS
 // civetweb wants a numeric address: a host name is resolved as the store resolves it (IPv4 preferred, since
 // "localhost" often lists ::1 first while clients use 127.0.0.1).
 std::string numeric_host(const std::string& given) {
@@ -52,13 +55,13 @@ std::string numeric_host(const std::string& given) {
   return out;
 }
 
-std::string bracketed(const std::string& host) { return is_v6_literal(host) ? "[" + host + "]" : host; }
-
-// civetweb's listening_ports entry: "::" is both IPv6 and IPv4 ("+PORT"), as the store serves "::".
-std::string listening_port(const std::string& host, std::uint16_t port) {
-  if (host == "::") return fmt::format("+{}", port);
+// civetweb's listening_ports entry. Debian's civetweb is built without IPv6 (mg_check_feature(8) is 0): "::"
+// (every address, as the store serves it) becomes every IPv4 address; another IPv6 address fails to bind.
+std::string listening_port(std::string& host, std::uint16_t port) {
+  if (host == "::") host = "0.0.0.0";
   return fmt::format("{}:{}", bracketed(host), port);
 }
+#endif
 
 }  // namespace
 
@@ -125,9 +128,11 @@ Endpoint::Endpoint(EndpointOptions o, std::function<Families()> collect) : impl_
     impl_->exposer = std::make_unique<prometheus::Exposer>(std::move(options));
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format(
-        "cannot serve metrics on {}:{}: {}. Is another process using the port? Pick another --metrics-port, or 0 "
-        "for a free one.",
-        bracketed(impl_->host), o.port, e.what()));
+        "cannot serve metrics on {}:{}: {}. {}", bracketed(impl_->host), o.port, e.what(),
+        is_v6_literal(impl_->host)
+            ? "The metrics endpoint serves IPv4 only (Debian's civetweb has no IPv6): bind an IPv4 address, or '::' "
+              "for every IPv4 address."
+            : "Is another process using the port? Pick another --metrics-port, or 0 for a free one."));
   }
   const auto ports = impl_->exposer->GetListeningPorts();
   if (ports.empty()) throw std::runtime_error("metrics endpoint: civetweb reports no listening port");

@@ -23,7 +23,7 @@
 namespace ctrun::metrics {
 
 struct EndpointOptions {
-  std::string host = "0.0.0.0";  // as the store binds: an address or a name ("::" serves IPv6 and IPv4)
+  std::string host = "0.0.0.0";  // as the store binds: an IPv4 address or a name; "::" is every IPv4 address
   std::uint16_t port = 0;        // 0: a free port, reported by port()
   int threads = 4;
   int queued = 16;
