@@ -8,13 +8,12 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
-
-#include <spdlog/spdlog.h>
 #include "agent/agent_policy.hpp"
 #include "agent/event_log.hpp"
 #include "agent/exit_sequence.hpp"
@@ -23,6 +22,7 @@
 #include "agent/helper_lane.hpp"
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/log_layout.hpp"
+#include "agent/metrics/agent_metrics.hpp"
 #include "agent/preload/preload_spawner.hpp"
 #include "agent/process/escapees.hpp"
 #include "agent/process/file_timer.hpp"
@@ -36,11 +36,7 @@
 #include "rendezvous/round_agreement.hpp"
 
 namespace ctrun::agent {
-namespace {
-
 using SteadyClock = std::chrono::steady_clock;
-
-}  // namespace
 
 class Agent::Impl {
  public:
@@ -106,6 +102,7 @@ class Agent::Impl {
     log_->debug("{} + {} -> {} ({})", state_name(from), event_name(event), state_name(step.next),
                 action_name(step.action));
     state_ = step.next;
+    metrics_->on_step(from, event, step);
     act(step.action);
   }
 
@@ -455,6 +452,7 @@ class Agent::Impl {
                                            preload::make_worker_spawner(io_, config_, env_), subreaper_, std::move(cb));
     hang_ = std::make_unique<HangSupervisor>(io_, config_, env_, *group_, events_, lane_,
                                              [this] { return state_ == AgentState::kRunning; });
+    metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_);  // --metrics-port
   }
 
   void wait_for_death_signal() {
@@ -573,6 +571,7 @@ class Agent::Impl {
   std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
   std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
   std::unique_ptr<HangSupervisor> hang_;         // made with group_
+  std::unique_ptr<AgentMetrics> metrics_;        // made with group_ (watches it and hang_): before any deliver()
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;

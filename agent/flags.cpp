@@ -94,6 +94,9 @@ const std::vector<FlagSpec>& flag_table() {
        "failed (its stack dumped, the restart policy applied); 0: hangs are only reported (docs/hang.md)."},
       {"hang_report_after", "", K::kValue, "300", true, false,
        "Seconds of such a wait before ctrun reports it and dumps the local ranks' Python stacks."},
+      {"metrics_port", "", K::kValue, std::nullopt, true, false,
+       "Serve Prometheus metrics at http://ADDR:PORT/metrics, ADDR being where the workers' store binds (0: a free "
+       "port, in the log and the event log); off unless given."},
   };
   return table;
 }

@@ -64,6 +64,7 @@ struct HangSupervisor::Impl {
   rdzv::RoundInfo round;
   bool exchange_busy = false;
   std::map<int, std::string> stragglers;  // group ordinal -> the latest straggler line of that group
+  std::function<void(const hang::HangWatch&)> tick_listener;
   double last_exchange = -1e9;
 
   double now() const { return std::chrono::duration<double>(SteadyClock::now() - epoch).count(); }
@@ -120,6 +121,7 @@ struct HangSupervisor::Impl {
       events.emit(name, event);
     }
     if (status) status->publish(watch->table_text(), watch->table_json().dump());
+    if (tick_listener) tick_listener(*watch);
     exchange(t);
     for (int local_rank : out.fail_local_ranks) {
       for (const auto& w : group.workers()) {
@@ -215,6 +217,11 @@ void HangSupervisor::end_attempt() {
   impl_->timer.cancel();
   impl_->attempt = 0;
   impl_->watch->end_attempt();  // the attempt's region goes: its workers are gone
+  if (impl_->tick_listener) impl_->tick_listener(*impl_->watch);
+}
+
+void HangSupervisor::on_tick(std::function<void(const hang::HangWatch& watch)> listener) {
+  impl_->tick_listener = std::move(listener);
 }
 
 void HangSupervisor::stop() { impl_->timer.cancel(); }

@@ -25,6 +25,9 @@ class EventLog;
 class HelperLane;
 class LogLayout;
 class WorkerGroup;
+namespace hang {
+class HangWatch;
+}
 
 class HangSupervisor {
  public:
@@ -43,6 +46,9 @@ class HangSupervisor {
   // Every worker of the attempt exited: its region goes.
   void end_attempt();
   void stop();
+  // Called on the loop after every tick and when an attempt ends (the watch's local ranks are then empty): the
+  // agent's metrics read the watch there.
+  void on_tick(std::function<void(const hang::HangWatch& watch)> listener);
   // The stragglers found last in this job (one line per group, "rank R is last into ..."), for the failure summary.
   std::vector<std::string> stragglers() const;
 

@@ -88,6 +88,7 @@ struct LaunchConfig {
   std::optional<std::string> event_log;  // one JSON line per event
   bool propagate_exit_code = false;      // exit with the root cause's code instead of torchrun's 1
   std::vector<std::string> preload;      // --preload: modules a warm process imports once (agent/preload/)
+  std::optional<int> metrics_port;       // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
 
   // Clusters (docs/cli.md "Clusters").
   int initial_restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the first attempt (Slurm: SLURM_RESTART_COUNT)

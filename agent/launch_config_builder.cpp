@@ -310,6 +310,11 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   }
 
   c.event_log = v.get("event_log");
+  if (auto port = v.get("metrics_port")) {
+    const long long n = to_int("metrics_port", *port);
+    if (n < 0 || n > 65535) bad("metrics_port", "must be a port number, 0-65535 (0: a free port)");
+    c.metrics_port = static_cast<int>(n);
+  }
   c.propagate_exit_code = v.flag("propagate_exit_code");
   for (const auto& m : split(v.str("preload"), ',')) {
     if (m.empty()) continue;

@@ -39,18 +39,31 @@ std::uint16_t WorkerStore::port() const { return server_->port(); }
 void WorkerStore::clear() { server_->clear(); }
 std::uint64_t WorkerStore::keys() const { return server_->stats().keys; }
 
+std::string worker_store_bind_host(const LaunchConfig& config) {
+  const bool single = is_single_node(config);
+  const bool at_endpoint =
+      config.backend() == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
+  if (single && !at_endpoint) return config.local_addr.value_or(config.standalone ? "127.0.0.1" : config.master_addr);
+  if ((!single && config.backend() == rdzv::Backend::kStatic) || at_endpoint) {
+    // A numeric address of this machine is bound as given (several "nodes" of one machine on 127.0.0.x); a host
+    // name may resolve to another address here (127.0.1.1) than for the other nodes: bind every interface.
+    const auto ep = rdzv::static_endpoint(rendezvous_parameters(config));
+    return is_numeric_address(ep.host) && rdzv::is_local_host(ep.host) ? ep.host : "0.0.0.0";
+  }
+  return config.local_addr && !config.local_addr->empty() ? *config.local_addr : "0.0.0.0";
+}
+
 WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::FailureHandler on_failure) {
   WorkerStoreSite site;
   const bool single = is_single_node(config);
   site.static_multi_node = !single && config.backend() == rdzv::Backend::kStatic;
-  std::string bind_host;
+  const std::string bind_host = worker_store_bind_host(config);
   std::uint16_t port = 0;
   // torchrun's static backend serves its store at --rdzv-endpoint when one is given, for one node too.
   const bool at_endpoint =
       config.backend() == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
   if (single && !at_endpoint) {
-    site.host = config.local_addr.value_or(config.standalone ? "127.0.0.1" : config.master_addr);
-    bind_host = site.host;
+    site.host = bind_host;
     if (config.backend() == rdzv::Backend::kStatic && config.master_port)
       port = static_cast<std::uint16_t>(*config.master_port);
   } else if (site.static_multi_node || at_endpoint) {
@@ -58,14 +71,10 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
     // rendezvous and every worker of every node; the other nodes bind nothing.
     const auto ep = rdzv::static_endpoint(rendezvous_parameters(config));
     site.host = ep.host;
-    // A numeric address of this machine is bound as given (several "nodes" of one machine on 127.0.0.x); a host
-    // name may resolve to another address here (127.0.1.1) than for the other nodes: bind every interface.
-    bind_host = is_numeric_address(ep.host) && rdzv::is_local_host(ep.host) ? ep.host : "0.0.0.0";
     port = ep.port;
   } else {
     // c10d: an ephemeral port on this node's address; the round's group rank 0 publishes it as MASTER_ADDR:PORT.
     site.host = node_address(config);
-    bind_host = config.local_addr && !config.local_addr->empty() ? *config.local_addr : "0.0.0.0";
   }
   if (single && !at_endpoint && !config.standalone && !config.master_port &&
       config.backend() == rdzv::Backend::kStatic) {

@@ -47,4 +47,8 @@ struct WorkerStoreSite {
 // on this node's address. Throws std::runtime_error naming the address when the store cannot be bound.
 WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::FailureHandler on_failure);
 
+// The address this node's store binds for a config, by the rules above (on every node, whether or not it serves
+// the store); --metrics-port binds there too.
+std::string worker_store_bind_host(const LaunchConfig& config);
+
 }  // namespace ctrun::agent

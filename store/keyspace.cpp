@@ -39,13 +39,14 @@ bool Keyspace::fits(std::uint64_t growth, ConnId conn) {
   return ok();
 }
 
-bool Keyspace::reply_fits(ConnId conn, std::uint64_t reply_bytes, std::string& why) const {
+bool Keyspace::reply_fits(ConnId conn, std::uint64_t reply_bytes, Refusable& res, const char* what) const {
   const std::uint64_t pending = events_.unread_reply_bytes(conn);
   if (pending + reply_bytes <= max_reply_bytes_) return true;
-  why = fmt::format(
-      "its reply of {} bytes (plus {} unread) would exceed the limit of {} bytes of unread replies per "
+  res.kind = Refusal::kReplyBudget;
+  res.refused = fmt::format(
+      "{}: its reply of {} bytes (plus {} unread) would exceed the limit of {} bytes of unread replies per "
       "connection (--max-pending-bytes)",
-      reply_bytes, pending, max_reply_bytes_);
+      what, reply_bytes, pending, max_reply_bytes_);
   return false;
 }
 
@@ -166,9 +167,10 @@ void Keyspace::wake_one(const std::string& key) {
   if (list.empty()) waiters_.erase(w);
 }
 
-std::string Keyspace::too_big(const char* what) const {
-  return fmt::format("{} would exceed the server's memory limit of {} bytes (--max-total-bytes)", what,
-                     max_total_bytes_);
+void Keyspace::too_big(Refusable& res, const char* what) const {
+  res.kind = Refusal::kMemory;
+  res.refused =
+      fmt::format("{} would exceed the server's memory limit of {} bytes (--max-total-bytes)", what, max_total_bytes_);
 }
 
 // A big WAIT, kSliceKeys keys at a time. The registration exists from the first slice on (registering), so
@@ -184,7 +186,7 @@ WaitResult Keyspace::wait_slice(ConnId conn, const std::vector<std::string>& key
     fresh.cost = kEntryOverhead;
     if (!fits(fresh.cost, conn)) {
       slicing_.erase(conn);
-      res.refused = too_big("WAIT");
+      too_big(res, "WAIT");
       return res;
     }
     wait_bytes_ += fresh.cost;
@@ -197,7 +199,7 @@ WaitResult Keyspace::wait_slice(ConnId conn, const std::vector<std::string>& key
     if (!present(keys[i]) && !sl.seen.count(keys[i])) cost += keys[i].size() + kEntryOverhead;
   if (!fits(cost, conn)) {
     drop_wait(conn);
-    res.refused = too_big("WAIT");
+    too_big(res, "WAIT");
     return res;
   }
   for (std::size_t i = sl.pos; i < to; ++i) {
@@ -279,7 +281,7 @@ SetResult Keyspace::set(ConnId conn, const std::string& key, std::string_view va
                                : value.size() > it->second->bytes.size() ? value.size() - it->second->bytes.size()
                                                                          : 0;
   if (!fits(growth, conn)) {
-    res.refused = too_big("SET");
+    too_big(res, "SET");
     return res;
   }
   store(key, std::string(value));
@@ -290,7 +292,7 @@ SetResult Keyspace::append(ConnId conn, const std::string& key, std::string_view
   SetResult res;
   auto it = data_.find(key);
   if (!fits(it == data_.end() ? entry_cost(key.size(), value.size()) : value.size(), conn)) {
-    res.refused = too_big("APPEND");
+    too_big(res, "APPEND");
     return res;
   }
   if (it == data_.end()) {
@@ -323,14 +325,14 @@ CompareSetResult Keyspace::compare_set(ConnId conn, const std::string& key, std:
       return res;
     }
     if (!fits(entry_cost(key.size(), desired.size()) + desired.size(), conn)) {
-      res.refused = too_big("COMPARE_SET");
+      too_big(res, "COMPARE_SET");
       return res;
     }
     store(key, std::string(desired));  // wakes waiters, as the libuv server (the legacy one does not)
     res.stored = true;
   } else if (it->second->bytes == expected) {
     if (!fits(desired.size(), conn)) {
-      res.refused = too_big("COMPARE_SET");
+      too_big(res, "COMPARE_SET");
       return res;
     }
     store(key, std::string(desired));
@@ -344,9 +346,7 @@ GetResult Keyspace::get(ConnId conn, const std::string& key) {
   GetResult res;
   auto it = data_.find(key);
   if (it == data_.end()) return res;
-  std::string why;
-  if (!reply_fits(conn, 8 + it->second->bytes.size(), why)) {
-    res.refused = "GET: " + why;
+  if (!reply_fits(conn, 8 + it->second->bytes.size(), res, "GET")) {
     return res;
   }
   res.value = it->second;
@@ -364,7 +364,7 @@ AddResult Keyspace::add(ConnId conn, const std::string& key, std::int64_t delta)
   }
   std::string text = std::to_string(res.value);
   if (!fits(entry_cost(key.size(), text.size()), conn)) {
-    res.refused = too_big("ADD");
+    too_big(res, "ADD");
     return res;
   }
   store(key, std::move(text));
@@ -397,7 +397,7 @@ WaitResult Keyspace::wait(ConnId conn, const std::vector<std::string>& keys, boo
     return res;
   }
   if (!fits(cost, conn)) {
-    res.refused = too_big("WAIT");
+    too_big(res, "WAIT");
     return res;
   }
   register_wait(conn, std::move(missing), false, cost);  // answered later with exactly one STOP_WAITING
@@ -418,13 +418,11 @@ bool Keyspace::delete_key(const std::string& key) {
 MultiGetResult Keyspace::finish_multi_get(ConnId conn, std::vector<BlobPtr> values, std::uint64_t total,
                                           std::uint64_t copied, const std::string* missing_key) {
   MultiGetResult res;
-  std::string why;
-  if (!reply_fits(conn, total, why)) {
-    res.refused = "MULTI_GET: " + why;
+  if (!reply_fits(conn, total, res, "MULTI_GET")) {
     return res;
   }
   if (!fits(copied, conn)) {
-    res.refused = too_big("MULTI_GET");
+    too_big(res, "MULTI_GET");
     return res;
   }
   res.values = std::move(values);
@@ -511,7 +509,7 @@ MultiSetResult Keyspace::multi_set(ConnId conn, const std::vector<std::string>& 
   std::uint64_t growth = 0;
   for (std::size_t i = 0; i < keys.size(); ++i) growth += entry_cost(keys[i].size(), values[i].size());
   if (!fits(growth, conn)) {
-    res.refused = too_big("MULTI_SET");
+    too_big(res, "MULTI_SET");
     return res;
   }
   if (keys.size() > kSliceKeys) return multi_set_slice(conn, keys, values);
@@ -524,7 +522,7 @@ SetResult Keyspace::queue_push(ConnId conn, const std::string& key, std::string_
   auto q = queues_.find(key);
   const std::uint64_t growth = value.size() + (q == queues_.end() ? key.size() : 0);
   if (!fits(growth + kEntryOverhead * (q == queues_.end() ? 2 : 1), conn)) {
-    res.refused = too_big("QUEUE_PUSH");
+    too_big(res, "QUEUE_PUSH");
     return res;
   }
   if (q == queues_.end()) q = queues_.emplace(key, std::deque<BlobPtr>{}).first;
@@ -540,9 +538,7 @@ QueuePopResult Keyspace::queue_pop(ConnId conn, const std::string& key) {
   auto q = queues_.find(key);
   res.length = q == queues_.end() ? 0 : static_cast<std::int64_t>(q->second.size());
   if (res.length == 0) return res;
-  std::string why;
-  if (!reply_fits(conn, 16 + q->second.front()->bytes.size(), why)) {
-    res.refused = "QUEUE_POP: " + why;
+  if (!reply_fits(conn, 16 + q->second.front()->bytes.size(), res, "QUEUE_POP")) {
     return res;
   }
   res.value = std::move(q->second.front());
@@ -569,13 +565,11 @@ ListKeysResult Keyspace::list_keys(ConnId conn) {
   ListKeysResult res;
   std::uint64_t total = 8;
   for (const auto& [k, v] : data_) total += 8 + k.size();
-  std::string why;
-  if (!reply_fits(conn, total, why)) {
-    res.refused = "LIST_KEYS: " + why;
+  if (!reply_fits(conn, total, res, "LIST_KEYS")) {
     return res;
   }
   if (!fits(2 * total, conn)) {  // the list here, then the encoded reply
-    res.refused = too_big("LIST_KEYS");
+    too_big(res, "LIST_KEYS");
     return res;
   }
   res.keys.reserve(data_.size());
@@ -598,7 +592,7 @@ BarrierResult Keyspace::barrier(ConnId conn, const std::string& key, std::int64_
   std::string text = std::to_string(res.count);
   const std::uint64_t wait_cost = register_waiter ? key.size() + 2 * kEntryOverhead : 0;
   if (!fits(entry_cost(key.size(), text.size()) + wait_cost, conn)) {
-    res.refused = too_big("BARRIER");
+    too_big(res, "BARRIER");
     return res;
   }
   res.reached = res.count >= world_size;
@@ -616,7 +610,7 @@ SetResult Keyspace::watch(ConnId conn, const std::string& key) {
   const std::uint64_t cost = key.size() + 2 * kEntryOverhead;
   if (!fits(cost, conn)) {
     if (list.empty()) watchers_.erase(key);
-    res.refused = too_big("WATCH_KEY");
+    too_big(res, "WATCH_KEY");
     return res;
   }
   list.push_back(conn);

@@ -64,8 +64,15 @@ inline constexpr ConnId kLocalConn = 0;
 // ---- typed results, one per command ----
 // `refused` non-empty: the command was not done (a limit, a missing key where the protocol fails, a
 // non-integer ADD operand) and nothing changed; the text says which limit, for the log and the client.
+// Which limit or rule refused a command (ctstore's refused-requests metric counts them by kind).
+enum class Refusal : std::uint8_t {
+  kInvalid,      // the request itself: a missing key where the protocol fails, a non-integer ADD operand
+  kMemory,       // --max-total-bytes
+  kReplyBudget,  // --max-pending-bytes: the reply would pass the connection's unread-reply limit
+};
 struct Refusable {
   std::string refused;
+  Refusal kind = Refusal::kInvalid;
   bool ok() const { return refused.empty(); }
 };
 struct SetResult : Refusable {};  // SET, APPEND, QUEUE_PUSH, WATCH_KEY
@@ -221,7 +228,7 @@ class Keyspace {
   WaitResult wait_slice(ConnId conn, const std::vector<std::string>& keys);
   MultiSetResult multi_set_slice(ConnId conn, const std::vector<std::string>& keys,
                                  const std::vector<std::string>& values);
-  std::string too_big(const char* what) const;
+  void too_big(Refusable& res, const char* what) const;  // refused: the memory limit
   CheckResult check_slice(ConnId conn, const std::vector<std::string>& keys);
   MultiGetResult multi_get_slice(ConnId conn, const std::vector<std::string>& keys);
   // The reply budget and memory checks of a MULTI_GET whose values are gathered.
@@ -232,7 +239,8 @@ class Keyspace {
 
   bool present(const std::string& key) const;
   bool fits(std::uint64_t growth, ConnId conn);
-  bool reply_fits(ConnId conn, std::uint64_t reply_bytes, std::string& why) const;
+  // False with res refused (kReplyBudget, "WHAT: ...") when conn's unread replies would pass the limit.
+  bool reply_fits(ConnId conn, std::uint64_t reply_bytes, Refusable& res, const char* what) const;
   void retire(BlobPtr& b);    // the keyspace lets go of a value
   void release(ConnId conn);  // a pending WAIT or BARRIER is over: the owner is told
   void register_wait(ConnId conn, std::vector<std::string> missing, bool barrier, std::uint64_t cost);

@@ -53,6 +53,7 @@ constexpr int kReadsPerEvent = 4;
 constexpr std::size_t kSlowSenderBytesPerSecond = 64 * 1024;
 // Only connections holding at least this much unread reply are closed to make room for a writer.
 constexpr std::size_t kReclaimAtLeast = 64 * 1024;
+constexpr std::size_t kRefusedKinds = static_cast<std::size_t>(Refused::kRequestTimeout) + 1;
 
 int somaxconn() {
   std::ifstream f("/proc/sys/net/core/somaxconn");
@@ -96,6 +97,26 @@ struct Connection {
 using ConnPtr = std::shared_ptr<Connection>;
 
 }  // namespace
+
+const char* refused_name(Refused reason) {
+  switch (reason) {
+    case Refused::kConnectionCap:
+      return "connection_cap";
+    case Refused::kDescriptors:
+      return "descriptors";
+    case Refused::kBadRequest:
+      return "bad_request";
+    case Refused::kInvalidCommand:
+      return "invalid_command";
+    case Refused::kMemory:
+      return "memory_limit";
+    case Refused::kUnreadReplies:
+      return "unread_replies";
+    case Refused::kRequestTimeout:
+      return "request_timeout";
+  }
+  return "?";
+}
 
 class Server::Impl final : public detail::ReplySink {
  public:
@@ -228,7 +249,7 @@ class Server::Impl final : public detail::ReplySink {
     auto remote = s.remote_endpoint(ec);
     std::string peer = ec ? std::string("?") : endpoint_string(remote);
     if (conns.size() >= max_conns) {
-      ++rejected;
+      count(Refused::kConnectionCap);
       log->warn("TCPStore server: refusing connection from {}: already {} connections (--max-connections {})", peer,
                 conns.size(), max_conns);
       s.close(ec);
@@ -270,7 +291,7 @@ class Server::Impl final : public detail::ReplySink {
     int fd = ::accept4(acceptor.native_handle(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
     if (fd >= 0) {
       ::close(fd);
-      ++rejected;
+      count(Refused::kDescriptors);
       log->warn(
           "TCPStore server: refusing a connection: out of file descriptors ({} connections open; raise `ulimit -n` "
           "or lower --max-connections)",
@@ -300,7 +321,7 @@ class Server::Impl final : public detail::ReplySink {
             now - c->partial_since > partial_deadline(c->in.size()))
           stale.push_back(c);
       for (auto& c : stale) {
-        ++rejected;
+        count(Refused::kRequestTimeout);
         log->warn(
             "TCPStore server: closing connection from {}: a request still incomplete ({} bytes) {} ms after its "
             "first byte (--request-timeout {} ms, plus 1 s per {} bytes received)",
@@ -385,6 +406,7 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void on_bytes(const ConnPtr& c, const std::uint8_t* data, std::size_t n) {
+    bytes_in += n;
     // A request's clock starts with its first byte and does not restart with later ones: a sender trickling
     // one byte every 29 s is timed out like one that stalls. A large value sent slowly is not: the sweep
     // allows each buffered byte kSlowSenderBytesPerSecond of extra time on top of the timeout.
@@ -400,9 +422,10 @@ class Server::Impl final : public detail::ReplySink {
       const std::size_t target =
           std::max(want, std::min<std::size_t>(std::max(c->need, c->in.capacity() * 2), opts.limits.max_request_bytes));
       if (keyspace.held_bytes() + io_bytes - c->accounted + target + c->out.inline_size() > opts.max_total_bytes) {
-        reject(c, fmt::format("buffering its {}-byte partial request would exceed the server's memory limit of {} "
-                              "bytes (--max-total-bytes)",
-                              want, opts.max_total_bytes));
+        reject(c, Refused::kMemory,
+               fmt::format("buffering its {}-byte partial request would exceed the server's memory limit of {} "
+                           "bytes (--max-total-bytes)",
+                           want, opts.max_total_bytes));
         return;
       }
       c->in.reserve(target);
@@ -445,12 +468,13 @@ class Server::Impl final : public detail::ReplySink {
       }
       if (pr.status == protocol::ParseStatus::kError) {
         if (c->requests == 0 && *c->dialect == protocol::Dialect::kLegacy && rest[0] == 0)
-          reject(c, fmt::format("its first bytes are neither torch >= 2.1's handshake (00 then the magic "
-                                "CE F7 85 3C) nor a valid torch <= 2.0 request ({}); wrong port or not a "
-                                "TCPStore client?",
-                                pr.error));
+          reject(c, Refused::kBadRequest,
+                 fmt::format("its first bytes are neither torch >= 2.1's handshake (00 then the magic "
+                             "CE F7 85 3C) nor a valid torch <= 2.0 request ({}); wrong port or not a "
+                             "TCPStore client?",
+                             pr.error));
         else
-          reject(c, pr.error);
+          reject(c, Refused::kBadRequest, pr.error);
         break;
       }
       ++c->requests;
@@ -458,7 +482,7 @@ class Server::Impl final : public detail::ReplySink {
       ++ops[static_cast<std::size_t>(pr.request.command)];
       auto res = detail::execute(keyspace, *this, c->id, pr.request);
       if (res.close) {
-        reject(c, res.reason);
+        reject(c, refused_by(res.refusal), res.reason);
         break;
       }
       if (res.more) {
@@ -500,7 +524,7 @@ class Server::Impl final : public detail::ReplySink {
             "TCPStore server: closing connection from {}: {} bytes of replies unread (limit {}, "
             "--max-pending-bytes); a watcher or waiter that does not read its events?",
             c->peer, c->out.size(), opts.max_pending_output_bytes);
-        ++rejected;
+        count(Refused::kUnreadReplies);
         close_now(c);
         continue;
       }
@@ -543,6 +567,7 @@ class Server::Impl final : public detail::ReplySink {
         return;
       }
       c->out.consume(static_cast<std::size_t>(n));
+      bytes_out += static_cast<std::size_t>(n);
     }
     account(c);
     if (c->closing) {
@@ -562,7 +587,7 @@ class Server::Impl final : public detail::ReplySink {
       if (!victim || c->out.size() > victim->out.size()) victim = c;
     }
     if (!victim) return false;
-    ++rejected;
+    count(Refused::kUnreadReplies);
     log->warn(
         "TCPStore server: closing connection from {}: it holds {} bytes of unread replies and the server's memory "
         "limit of {} bytes (--max-total-bytes) is reached ({} more bytes wanted by another client)",
@@ -576,7 +601,7 @@ class Server::Impl final : public detail::ReplySink {
     auto res = detail::step(keyspace, *this, c->id, *c->slicing);
     if (res.close) {
       c->slicing.reset();
-      reject(c, res.reason);
+      reject(c, refused_by(res.refusal), res.reason);
     } else if (res.more) {
       asio::post(io, [this, c] { continue_slice(c); });
     } else {
@@ -608,9 +633,17 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   // ---- closing ----
+  void count(Refused reason) { ++refused[static_cast<std::size_t>(reason)]; }
+
+  static Refused refused_by(detail::Refusal r) {
+    return r == detail::Refusal::kMemory        ? Refused::kMemory
+           : r == detail::Refusal::kReplyBudget ? Refused::kUnreadReplies
+                                                : Refused::kInvalidCommand;
+  }
+
   // Fails the connection: logged with the peer, replies already queued still go out (bounded), then close.
-  void reject(const ConnPtr& c, const std::string& why) {
-    ++rejected;
+  void reject(const ConnPtr& c, Refused reason, const std::string& why) {
+    count(reason);
     log->warn("TCPStore server: closing connection from {}: {}", c->peer, why);
     keyspace.forget(c->id);
     begin_close(c);
@@ -657,8 +690,9 @@ class Server::Impl final : public detail::ReplySink {
   void check_memory(const ConnPtr& c) {
     if (c->closed || c->closing) return;
     if (keyspace.held_bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
-      reject(c, fmt::format("buffering its {}-byte request would exceed the server's memory limit of {} bytes",
-                            c->in.size(), opts.max_total_bytes));
+      reject(c, Refused::kMemory,
+             fmt::format("buffering its {}-byte request would exceed the server's memory limit of {} bytes",
+                         c->in.size(), opts.max_total_bytes));
     }
   }
 
@@ -666,7 +700,12 @@ class Server::Impl final : public detail::ReplySink {
     ServerStats s;
     s.connections_accepted = accepted;
     s.connections_open = conns.size();
-    s.connections_rejected = rejected;
+    for (std::size_t i = 0; i < kRefusedKinds; ++i) {
+      s.connections_rejected += refused[i];
+      s.refused.emplace_back(refused_name(static_cast<Refused>(i)), refused[i]);
+    }
+    s.bytes_in = bytes_in;
+    s.bytes_out = bytes_out;
     s.keys = keyspace.num_keys();
     s.bytes = keyspace.bytes();
     s.pending_waits = keyspace.pending_waits();
@@ -697,7 +736,9 @@ class Server::Impl final : public detail::ReplySink {
   ConnId next_id = 1;
   std::uint64_t io_bytes = 0;
   std::uint64_t accepted = 0;
-  std::uint64_t rejected = 0;
+  std::uint64_t bytes_in = 0;                          // read from clients
+  std::uint64_t bytes_out = 0;                         // written to clients
+  std::array<std::uint64_t, kRefusedKinds> refused{};  // connections refused or closed, by reason
   std::uint16_t bound_port = 0;
   std::thread thread;
   bool started = false;

@@ -39,15 +39,36 @@ struct ServerOptions {
   std::function<void(const std::string& what)> on_failure;
 };
 
-// Counters for ctstore's stats line and for tests.
+// Why the server turned a client away or closed its connection (one count per connection): over
+// --max-connections, out of descriptors, bytes that are no request, a command the keyspace refused as invalid
+// (a missing key where the protocol fails, a non-integer ADD), --max-total-bytes, unread replies past
+// --max-pending-bytes (or closed to make room when memory is full), a request incomplete past --request-timeout.
+enum class Refused : std::uint8_t {
+  kConnectionCap,
+  kDescriptors,
+  kBadRequest,
+  kInvalidCommand,
+  kMemory,
+  kUnreadReplies,
+  kRequestTimeout,  // the last
+};
+// "connection_cap", "descriptors", "bad_request", "invalid_command", "memory_limit", "unread_replies",
+// "request_timeout": ctstore's stats line and its metrics' `reason` label.
+const char* refused_name(Refused reason);
+
+// Counters for ctstore's stats line, its metrics and tests. Kept by the server's loop as plain counters (no
+// atomics on the hot path); stats() copies them on the loop.
 struct ServerStats {
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_open = 0;
-  std::uint64_t connections_rejected = 0;  // closed for a protocol/limit violation or over max_connections
+  std::uint64_t connections_rejected = 0;                      // the sum of `refused`
+  std::vector<std::pair<std::string, std::uint64_t>> refused;  // (refused_name, count) for every reason
+  std::uint64_t bytes_in = 0;                                  // read from clients
+  std::uint64_t bytes_out = 0;                                 // written to clients
   std::uint64_t keys = 0;
   std::uint64_t bytes = 0;  // bytes of keys + values held
   std::uint64_t pending_waits = 0;
-  std::uint64_t held_bytes = 0;  // everything counted against max_total_bytes
+  std::uint64_t held_bytes = 0;                            // everything counted against max_total_bytes
   std::vector<std::pair<std::string, std::uint64_t>> ops;  // (command name, count), every command seen
 };
 

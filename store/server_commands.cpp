@@ -17,9 +17,10 @@ const BlobPtr& empty_blob() {
   return b;
 }
 
-ExecResult closing(std::string reason) { return {true, std::move(reason), false}; }
+ExecResult closing(const Refusable& r) { return {true, r.refused, false, r.kind}; }
+ExecResult closing(std::string reason) { return closing(Refusable{std::move(reason)}); }
 
-ExecResult refused_or(const Refusable& r) { return r.ok() ? ExecResult{} : closing(r.refused); }
+ExecResult refused_or(const Refusable& r) { return r.ok() ? ExecResult{} : closing(r); }
 
 ExecResult checked(const CheckResult& c, ReplyBuffer& out) {
   if (c.more) return {.more = true};
@@ -35,7 +36,7 @@ ExecResult got_many(const MultiGetResult& res, ReplyBuffer& out) {
 }
 
 ExecResult waited(const WaitResult& w, ReplyBuffer& out) {
-  if (!w.ok()) return closing(w.refused);
+  if (!w.ok()) return closing(w);
   if (w.more) return {.more = true};
   if (w.ready) reply::stop_waiting(out);  // else registered: answered later with exactly one STOP_WAITING
   return {};
@@ -72,7 +73,7 @@ ExecResult step(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::Requ
   if (r.command == Command::kMultiGet) return got_many(ks.continue_multi_get(conn, r.keys), *out);
   if (r.command == Command::kMultiSet) {
     auto res = ks.continue_multi_set(conn, r.keys, r.values);
-    if (!res.ok()) return closing(res.refused);
+    if (!res.ok()) return closing(res);
     return {.more = res.more};
   }
   return {};
@@ -100,14 +101,14 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
 
     case Command::kCompareSet: {
       auto res = ks.compare_set(conn, r.keys[0], r.values[0], r.values[1]);
-      if (!res.ok()) return closing(res.refused);
+      if (!res.ok()) return closing(res);
       reply::value(*out, res.value);
       return {};
     }
 
     case Command::kGet: {
       auto res = ks.get(conn, r.keys[0]);
-      if (!res.ok()) return closing(res.refused);
+      if (!res.ok()) return closing(res);
       // Both legacy servers (1.13 and 2.x) fail a GET of a missing key by closing the connection (libuv
       // would send an empty value). Real clients always WAIT first, and the captures expect the close.
       if (!res.value) return closing(fmt::format("GET of missing key '{}'", printable_key(r.keys[0])));
@@ -119,7 +120,7 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
       // The reply is queued after the wake-ups store() does for other connections; each connection's
       // bytes stay in order, which is all a client sees.
       auto res = ks.add(conn, r.keys[0], r.integer);
-      if (!res.ok()) return closing(res.refused);  // no error frame in the protocol: the connection is closed
+      if (!res.ok()) return closing(res);  // no error frame in the protocol: the connection is closed
       reply::integer(*out, res.value);
       return {};
     }
@@ -136,7 +137,7 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
 
     case Command::kWatchKey: {
       auto res = ks.watch(conn, r.keys[0]);
-      if (!res.ok()) return closing(res.refused);
+      if (!res.ok()) return closing(res);
       reply::watch_registered(*out);
       return {};
     }
@@ -150,7 +151,7 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
 
     case Command::kMultiSet: {
       auto res = ks.multi_set(conn, r.keys, r.values);
-      if (!res.ok()) return closing(res.refused);
+      if (!res.ok()) return closing(res);
       return {.more = res.more};
     }
 
@@ -170,7 +171,7 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
 
     case Command::kQueuePop: {
       auto res = ks.queue_pop(conn, r.keys[0]);
-      if (!res.ok()) return closing(res.refused);
+      if (!res.ok()) return closing(res);
       reply::queue_pop(*out, res.length, &res.value);
       return {};
     }
@@ -181,14 +182,14 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
 
     case Command::kListKeys: {
       auto res = ks.list_keys(conn);
-      if (!res.ok()) return closing(res.refused);
+      if (!res.ok()) return closing(res);
       reply::list_keys(*out, res.keys);
       return {};
     }
 
     case Command::kBarrier: {
       auto res = ks.barrier(conn, r.keys[0], r.integer);
-      if (!res.ok()) return closing(res.refused);
+      if (!res.ok()) return closing(res);
       if (res.reached) reply::stop_waiting(*out);  // else released later with STOP_WAITING
       return {};
     }

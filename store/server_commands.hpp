@@ -32,6 +32,7 @@ struct ExecResult {
   // letting other connections run. Big WAITs and MULTI_SETs are executed in slices this way, so that one
   // request cannot hold the loop for long.
   bool more = false;
+  Refusal refusal = Refusal::kInvalid;  // with close: which limit or rule (the server counts refusals by it)
 };
 
 ExecResult execute(Keyspace& keyspace, ReplySink& sink, ConnId conn, const protocol::Request& request);

@@ -40,6 +40,7 @@ void HangWatch::note_output(int local_rank, double now_s) { last_output_[local_r
 void HangWatch::end_attempt() {
   region_.reset();
   workers_.clear();
+  last_local_.clear();
   dumps_.clear();
   fails_.clear();
 }

@@ -78,6 +78,8 @@ class HangWatch {
   std::string table_text() const;
   nlohmann::json table_json() const;
   const Detector& detector() const { return detector_; }
+  // This node's ranks as of the last tick (empty once the attempt ended): the agent's metrics.
+  const std::vector<RankRecord>& local_ranks() const { return last_local_; }
 
  private:
   std::vector<RankRecord> local_records() const;

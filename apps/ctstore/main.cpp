@@ -2,24 +2,31 @@
 // many agents. Serves both wire dialects (torch <= 2.0 and >= 2.1) on one port.
 //
 //   ctstore --port 29400 [--host ADDR] [--max-key-len N] [--max-value-len N] [--max-keys-per-request N]
-//           [--max-total-bytes N] [--max-connections N] [--stats-interval SEC]
+//           [--max-total-bytes N] [--max-connections N] [--stats-interval SEC] [--metrics-port PORT]
 //
 //   ctstore get|set|add|delete|list|wait|watch --endpoint HOST:PORT ...   (client verbs, client_verbs.cpp)
 //
-// SIGTERM / SIGINT: clean exit 0. A failure of the server loop (e.g. out of memory): exit 3 with a message. SIGUSR1 (or every --stats-interval seconds): one JSON line of counters on
-// stdout. Signals are taken by an asio::signal_set on the main thread, so no work runs in a signal handler.
+// SIGTERM / SIGINT: clean exit 0. A failure of the server loop (e.g. out of memory): exit 3 with a message. SIGUSR1 (or
+// every --stats-interval seconds): one JSON line of counters on stdout. --metrics-port: Prometheus metrics at
+// http://HOST:PORT/metrics (apps/ctstore/store_metrics.cpp). Signals are taken by an asio::signal_set on the main
+// thread, so no work runs in a signal handler.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
 #include "apps/ctstore/client_verbs.hpp"
+#include "apps/ctstore/store_metrics.hpp"
 #include "common/log.hpp"
+#include "common/metrics/endpoint.hpp"
 #include "common/version.hpp"
 #include "store/server.hpp"
 #include "store/store.hpp"
@@ -41,14 +48,19 @@ std::string stats_json(ctrun::store::Server& server) {
   auto s = server.stats();
   nlohmann::json ops = nlohmann::json::object();
   for (const auto& [name, n] : s.ops) ops[name] = n;
+  nlohmann::json refused = nlohmann::json::object();
+  for (const auto& [reason, n] : s.refused) refused[reason] = n;
   nlohmann::json j = {{"connections_open", s.connections_open},
                       {"connections_accepted", s.connections_accepted},
                       {"connections_rejected", s.connections_rejected},
+                      {"bytes_in", s.bytes_in},
+                      {"bytes_out", s.bytes_out},
                       {"keys", s.keys},
                       {"bytes", s.bytes},
                       {"pending_waits", s.pending_waits},
                       {"held_bytes", s.held_bytes},
-                      {"ops", ops}};
+                      {"ops", ops},
+                      {"refused", refused}};
   return j.dump();
 }
 
@@ -79,9 +91,10 @@ int main(int argc, char** argv) {
                  "connections beyond this are accepted and closed at once; 0: the descriptor limit allows")
       ->capture_default_str();
   double request_timeout_s = 30;
-  app.add_option("--request-timeout", request_timeout_s,
-                 "close a connection whose request is still incomplete this many seconds after its first byte, plus 1 s per "
-                 "64 KiB received (0: never)")
+  app.add_option(
+         "--request-timeout", request_timeout_s,
+         "close a connection whose request is still incomplete this many seconds after its first byte, plus 1 s per "
+         "64 KiB received (0: never)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--max-pending-bytes", opts.max_pending_output_bytes,
@@ -89,6 +102,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--stats-interval", stats_interval, "print a JSON stats line every SEC seconds (0: only on SIGUSR1)")
       ->check(CLI::NonNegativeNumber);
+  std::optional<std::uint16_t> metrics_port;
+  app.add_option("--metrics-port", metrics_port,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics on --host (0: a free port, printed on stdout); "
+                 "off unless given")
+      ->check(CLI::Range(0, 65535));
   app.set_version_flag("--version", ctrun::version_line("ctstore"), "Print the version and git revision and exit.");
   try {
     app.parse(argc, argv);
@@ -134,6 +152,29 @@ int main(int argc, char** argv) {
             server.max_connections());
   std::cout << "ctstore listening on " << shown << ":" << server.port() << std::endl;
 
+  // Scrapes run on the endpoint's own threads; stats() copies the server's counters on the store's loop.
+  std::unique_ptr<ctrun::metrics::Endpoint> metrics;
+  if (metrics_port) {
+    ctrun::metrics::EndpointOptions mo;
+    mo.host = opts.host;
+    mo.port = *metrics_port;
+    // --request-timeout bounds a scrape's request too, at most the endpoint's own 10 s (a scrape is one short
+    // request; common/metrics/endpoint.hpp).
+    if (opts.partial_request_timeout.count() > 0)
+      mo.request_timeout = std::min(mo.request_timeout, opts.partial_request_timeout);
+    try {
+      metrics = std::make_unique<ctrun::metrics::Endpoint>(mo, [&server, &opts] {
+        return ctrun::ctstore::store_families(server.stats(), server.max_connections(), opts.max_total_bytes);
+      });
+    } catch (const std::exception& e) {
+      log->error("{}", e.what());
+      server.stop();
+      return 1;
+    }
+    log->info("serving Prometheus metrics at {}", metrics->url());
+    std::cout << "ctstore metrics at " << metrics->url() << std::endl;
+  }
+
   bool stopping = false;
   std::function<void()> wait_signal = [&] {
     signals.async_wait([&](const boost::system::error_code& ec, int sig) {
@@ -162,6 +203,7 @@ int main(int argc, char** argv) {
   if (stats_interval > 0) tick();
 
   io.run();
+  metrics.reset();  // before the server: a scrape in progress asks the server's loop
   server.stop();
   if (failed) return 3;
   log->info("stopped");

@@ -257,6 +257,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"exit_barrier_timeout", "7"},
                                                      {"hang_timeout", "60"},
                                                      {"hang_report_after", "120"},
+                                                     {"metrics_port", "0"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",

@@ -43,6 +43,14 @@ enum V2 : char {
   kBarrier = 18,
 };
 
+// The count of one refusal reason in the server's stats (ctstore's ctstore_refused_total{reason}).
+std::uint64_t refused(const ServerStats& stats, const std::string& reason) {
+  for (const auto& [name, n] : stats.refused)
+    if (name == reason) return n;
+  ADD_FAILURE() << "no refusal reason " << reason;
+  return 0;
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -345,6 +353,27 @@ TEST_F(ServerTest, ViolationsCloseOnlyThatConnection) {
   ASSERT_TRUE(good.send_all(req(kGet, {"/k"})));
   EXPECT_EQ(read_bytes(good), "v");
   EXPECT_GE(server_->stats().connections_rejected, bad.size());
+  // Undecodable bytes are bad requests; the decoded VALIDATE with a wrong magic is an invalid command.
+  EXPECT_EQ(refused(server_->stats(), "bad_request"), bad.size() - 1);
+  EXPECT_EQ(refused(server_->stats(), "invalid_command"), 1u);
+}
+
+TEST_F(ServerTest, StatsCountBytesAndRefusalsByReason) {
+  auto a = v2();
+  ASSERT_TRUE(a.send_all(req(kSet, {"/k", std::string(500, 'v')})));
+  ASSERT_TRUE(a.send_all(req(kGet, {"/k"})));
+  EXPECT_EQ(read_bytes(a), std::string(500, 'v'));
+  auto s = server_->stats();
+  EXPECT_GE(s.bytes_in, 500u);   // the SET's value
+  EXPECT_GE(s.bytes_out, 500u);  // the GET's reply
+  // A GET of a missing key fails the protocol's way (the connection is closed): an invalid command.
+  auto b = v2();
+  ASSERT_TRUE(b.send_all(req(kGet, {"/missing"})));
+  ASSERT_TRUE(b.recv_until_close(5s).has_value());
+  s = server_->stats();
+  EXPECT_EQ(refused(s, "invalid_command"), 1u);
+  EXPECT_EQ(refused(s, "bad_request"), 0u);
+  EXPECT_EQ(s.connections_rejected, 1u);
 }
 
 TEST_F(ServerTest, OwnerAccessAndClear) {
@@ -456,6 +485,7 @@ TEST(ServerLimits, MaxConnectionsRefusesExtraConnections) {
   ASSERT_TRUE(rest.has_value());
   EXPECT_TRUE(rest->empty());
   EXPECT_EQ(s.stats().connections_rejected, 1u);
+  EXPECT_EQ(refused(s.stats(), "connection_cap"), 1u);
   ASSERT_TRUE(a.send_all(numkeys));
   EXPECT_EQ(a.recv_exact(8).size(), 8u);
 }
@@ -482,6 +512,7 @@ TEST(ServerLimits, MemoryLimitRejectsTheWriterOnly) {
   ASSERT_TRUE(ok.send_all(get));
   EXPECT_EQ(ok.recv_exact(9), std::string("\1\0\0\0\0\0\0\0v", 9));
   EXPECT_EQ(s.get_local("/big"), std::nullopt);
+  EXPECT_EQ(refused(s.stats(), "memory_limit"), 1u);
 }
 
 TEST(ServerLifecycle, StopIsIdempotentAndClosesClients) {
@@ -565,7 +596,7 @@ TEST_F(SlicedServerTest, BigWaitOnPresentKeysAnsweredAtOnceAndLaterRequestsFollo
   ASSERT_TRUE(s.send_all(many(kMultiSet, kKeys, "p", true) + many(kWait, kKeys, "p", false) + ping(5)));
   auto r = s.recv_exact(5);
   ASSERT_EQ(r.size(), 5u);
-  EXPECT_EQ(r[0], 0);                    // the WAIT's STOP_WAITING
+  EXPECT_EQ(r[0], 0);                                            // the WAIT's STOP_WAITING
   EXPECT_EQ(read_le64(r.substr(1) + std::string(4, '\0')), 5u);  // then the PING's echo
 }
 

@@ -47,12 +47,12 @@ fi
 
 export TORCH2_BIND=$repo
 cd "$repo"
-# CTRUN_BOOST_EXACT=OFF: trixie has Boost 1.83 (bookworm's build pins 1.81). No NCCL, no tests, no ccache (the
+# CTRUN_BOOST_EXACT=OFF: trixie has Boost 1.83 (bookworm's build pins 1.81). No NCCL, no metrics, no tests, no ccache (the
 # host's cache directory is not visible inside).
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 if ! "$TORCH2_ENV" run cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTRUN_BUILD_TESTS=OFF \
-  -DCTRUN_WITH_NCCL=OFF -DCTRUN_BOOST_EXACT=OFF -DCTRUN_CCACHE=CTRUN_CCACHE-NOTFOUND >"$log" 2>&1; then
+  -DCTRUN_WITH_NCCL=OFF -DCTRUN_BOOST_EXACT=OFF -DCTRUN_WITH_METRICS=OFF -DCTRUN_CCACHE=CTRUN_CCACHE-NOTFOUND >"$log" 2>&1; then
   cat "$log"
   echo "build_ctrun_torch26: configuring $build_dir in the chroot failed" >&2
   exit 1

@@ -1,0 +1,38 @@
+#pragma once
+// The agent's metrics (--metrics-port, docs/cli.md "Metrics"): its state, the local workers by state, restarts,
+// rendezvous rounds and the time spent in them, and, from the hang watch (agent/hang/), each local rank's
+// collective sequence, lag and hang state. Everything is recorded on the agent's loop into a snapshot under a
+// mutex (a few small copies, never a wait); scrapes read the snapshot on the endpoint's own threads
+// (common/metrics/endpoint.hpp), so a scrape can never stall the loop. Wiring: WorkerGroup hooks for exits and
+// starts, HangSupervisor::on_tick for the ranks, and on_step() from the loop's one place that changes state.
+
+#include <memory>
+
+#include "agent/agent_policy.hpp"
+#include "agent/launch_config.hpp"
+
+namespace ctrun::agent {
+
+class EventLog;
+class HangSupervisor;
+class WorkerGroup;
+
+class AgentMetrics {
+ public:
+  // Without --metrics-port nothing is served and every call is a no-op. With it: binds where the workers' store
+  // binds (worker_store_bind_host) on that port (0: a free one), says where in the log and the event log
+  // ("metrics" event), or throws std::runtime_error naming the address.
+  AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangSupervisor& hang, EventLog& events);
+  ~AgentMetrics();
+  AgentMetrics(const AgentMetrics&) = delete;
+  AgentMetrics& operator=(const AgentMetrics&) = delete;
+
+  // Every step the policy takes (state changes and actions): state, restarts, rounds, time in rendezvous.
+  void on_step(AgentState from, AgentEvent event, const AgentStep& step);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctrun::agent
