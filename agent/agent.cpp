@@ -1,7 +1,5 @@
 #include "agent/agent.hpp"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <csignal>
 #include <memory>
@@ -231,10 +229,7 @@ class Agent::Impl {
     log_->info("Starting ctrun agent: run_id={} nproc_per_node={} max_restarts={} nnodes={}:{} rdzv={} store={}",
                rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
                rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
-    if (!config_.no_python || config_.run_path) {
-      const WorkerPython python = worker_python(env_);
-      log_->info("workers' python: {} ({})", python.program, python.source);
-    }
+    if (!config_.no_python || config_.run_path) log_->info("workers' python: {}", describe(worker_python(env_)));
     events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
                                  {"nproc_per_node", config_.nproc_per_node},
                                  {"max_restarts", config_.max_restarts},

@@ -33,4 +33,6 @@ WorkerPython worker_python(const EnvLookup& env) {
   return choose_worker_python(env, ec ? std::filesystem::path() : exe);
 }
 
+std::string describe(const WorkerPython& python) { return python.program + " (" + python.source + ")"; }
+
 }  // namespace ctrun::agent

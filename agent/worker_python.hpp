@@ -24,4 +24,7 @@ WorkerPython choose_worker_python(const EnvLookup& env, const std::filesystem::p
 // The same for the running ctrun (/proc/self/exe).
 WorkerPython worker_python(const EnvLookup& env);
 
+// "PROGRAM (SOURCE)", as the agent logs it once.
+std::string describe(const WorkerPython& python);
+
 }  // namespace ctrun::agent
