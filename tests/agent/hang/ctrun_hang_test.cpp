@@ -151,10 +151,13 @@ TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
   EXPECT_NE(hang::http_get("127.0.0.1", port, "/").find("hang: rank 2"), std::string::npos);
   const auto sent = Clock::now();
   ::kill(p.pid(), SIGINT);
-  RunResult r = p.wait(std::chrono::seconds(30));
+  RunResult r = p.wait(std::chrono::seconds(60));
   const double took = std::chrono::duration<double>(Clock::now() - sent).count();
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_LT(took, 3.0) << "Ctrl-C during a detected hang ends everything (" << took << " s)\n" << r.err;
+  // What this guards against is a wait for the shutdown timeout (30 s: ranks blocked in the collective ignoring
+  // SIGINT, then SIGKILL). On a quiet machine it takes 0.4-0.6 s (docs/hang.md); under load, the ranks' own
+  // Python exits take seconds (3.3 s at load average 25), so the bound is well below 30 s, not a speed target.
+  EXPECT_LT(took, 15.0) << "Ctrl-C during a detected hang ends everything (" << took << " s)\n" << r.err;
   std::printf("Ctrl-C to exit: %.2f s\n", took);
 }
 
