@@ -71,9 +71,14 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
         self._spawn_processes()
 
 
-# Tests that pass with gloo on this machine but not with ctrun, and why (kept in sync with docs/comm.md).
-KNOWN_CTRUN_FAILURES = {
+# Tests that pass with gloo on this machine but not with ctrun, and why, by torch version (major.minor; kept in
+# sync with docs/comm.md). torch 2.6: tests/torch2 runs this file in the trixie chroot (`make torch2-dist-parity`).
+KNOWN_CTRUN_FAILURES_BY_TORCH = {
+    "1.13": {},
+    "2.6": {},
 }
+TORCH_MINOR = ".".join(torch.__version__.split(".")[:2])
+KNOWN_CTRUN_FAILURES = KNOWN_CTRUN_FAILURES_BY_TORCH.get(TORCH_MINOR, {})
 
 # Collective/p2p tests torch 1.13 gates to BACKEND == "gloo" at import (so a plugin backend skips them) that are
 # not CUDA-only: `--gloo-gated --subset gloo_gated` runs them on ctrun. (Found by comparing each test's
