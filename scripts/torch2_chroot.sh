@@ -6,7 +6,8 @@
 # chroot (${CHROOT_DIR}.lock, flock):
 #   exclusive  building the chroot, installing packages in it, unmounting leftovers, removing it;
 #   shared     every `run` (so every mount), held by the run's processes until they end.
-# It never deletes anything but through `remove`, which refuses while anything is mounted inside.
+# It deletes the chroot only through `remove` and when `prepare` finds a partial one (a build killed half-way, which
+# debootstrap and apt do not resume), both with the exclusive lock, and never while anything is mounted inside.
 #
 # usage (root):
 #   torch2_chroot.sh prepare STATUS_FILE  the `make test` step: build or reuse the chroot and the packages the
@@ -51,10 +52,13 @@ missing_packages() {
   done
 }
 mounted_inside() { grep -F " $CHROOT_DIR/" /proc/self/mounts | awk '{print $2}' || true; }
-live_runs() {  # pids of `torch2-env.sh run` processes, whoever started them (with or without this wrapper)
-  local d
+live_runs() {  # pids of `torch2-env.sh run` processes on this chroot, whoever started them (with or without this wrapper)
+  local d dir
   for d in /proc/[0-9]*; do
-    tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -qE '^(/bin/bash |bash )?[^ ]*torch2-env\.sh run ' && echo "${d#/proc/}"
+    tr '\0' ' ' 2>/dev/null <"$d/cmdline" | grep -qE '^(/bin/bash |bash )?[^ ]*torch2-env\.sh run ' || continue
+    dir=$(tr '\0' '\n' 2>/dev/null <"$d/environ" | sed -n 's/^CHROOT_DIR=//p')
+    dir=${dir:-/opt/torch2-chroot}
+    [ "${dir%/}" != "$CHROOT_DIR" ] || echo "${d#/proc/}"
   done
   return 0
 }
@@ -141,16 +145,19 @@ cmd_prepare() {
   reason=$(environment_reason)
   [ -z "$reason" ] || skip "$reason"
   t0=$(date +%s.%N)
+  # leftovers of a run or build killed with SIGKILL, when nobody uses the chroot
+  if lock -x -n; then HOLD=x; reclaim_locked; HOLD=; unlock; fi
   # The common case (built, nothing missing) takes no lock: waiting for the exclusive lock while other clones'
   # tests hold it shared would stall this step for as long as their tests run.
   if ! is_built || [ -n "$(missing_packages)" ]; then
     say "taking $LOCK (exclusive) to build or complete $CHROOT_DIR"
     lock -x || skip "$LOCK stayed locked for ${LOCK_WAIT} s (another build of the chroot?)"
     HOLD=x
+    reclaim_locked  # a killed build (debootstrap mounts /proc too) is resumed with nothing mounted
     if ! is_built; then
       say "building $CHROOT_DIR with $TORCH2_ENV build (3-10 min, ~1.3 GB; log: $log)"
-      run_child "$TORCH2_ENV" build >"$log" 2>&1 ||
-        skip "building the chroot failed: $(grep -v '^\s*$' "$log" | tail -n 1) (log: $log)"
+      : >"$log"
+      build_locked "$log" || skip "building the chroot failed: $(grep -v '^\s*$' "$log" | tail -n 1) (log: $log)"
       say "chroot built in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f", b-a}') s"
     fi
     cmd_packages >>"$log" 2>&1 || skip "installing $(missing_packages | tr '\n' ' ')in the chroot failed: $(tail -n 1 "$log") (log: $log)"
@@ -177,17 +184,43 @@ cmd_run() {
   exec "$TORCH2_ENV" run "$@"
 }
 
-cmd_remove() {
-  lock -x || { say "$LOCK stayed locked for ${LOCK_WAIT} s"; exit 1; }
-  HOLD=x
-  reclaim_locked
+# With the exclusive lock held. Refuses while anything is mounted inside and anything that does not look like a
+# debootstrap'ed tree (a directory someone else owns).
+remove_locked() {
   local m
+  reclaim_locked
   m=$(mounted_inside)
-  [ -z "$m" ] || { say "refusing to remove $CHROOT_DIR: still mounted: $m"; exit 1; }
-  [ -d "$CHROOT_DIR" ] || { say "$CHROOT_DIR does not exist"; return 0; }
+  [ -z "$m" ] || { say "refusing to remove $CHROOT_DIR: still mounted: $m"; return 1; }
+  [ -d "$CHROOT_DIR" ] || return 0
+  case "$CHROOT_DIR" in /|/opt|/usr|/var|/tmp|/home|/root|"") say "refusing to remove $CHROOT_DIR"; return 1 ;; esac
+  [ -d "$CHROOT_DIR/debootstrap" ] || [ -x "$CHROOT_DIR/usr/bin/apt-get" ] ||
+    { say "refusing to remove $CHROOT_DIR: not a debootstrap'ed tree"; return 1; }
   # --one-file-system: even a mount that appeared since would not be followed
   rm -rf --one-file-system "$CHROOT_DIR"
   say "removed $CHROOT_DIR"
+}
+
+cmd_remove() {
+  lock -x || { say "$LOCK stayed locked for ${LOCK_WAIT} s"; exit 1; }
+  HOLD=x
+  remove_locked
+}
+
+# With the exclusive lock held. debootstrap does not resume a run killed while it extracted or installed ("Tried
+# to extract package, but file already exists"), nor apt an interrupted dpkg: a partial chroot is removed and
+# built once more from nothing.
+build_locked() {
+  local log=$1
+  if [ -d "$CHROOT_DIR/debootstrap" ]; then
+    say "$CHROOT_DIR holds an interrupted debootstrap: starting over"
+    remove_locked || return 1
+  fi
+  run_child "$TORCH2_ENV" build >>"$log" 2>&1 && return 0
+  is_built && return 0
+  [ -d "$CHROOT_DIR/debootstrap" ] || [ -x "$CHROOT_DIR/usr/bin/apt-get" ] || return 1
+  say "building on the partial chroot failed ($(grep -v '^\s*$' "$log" | tail -n 1)): once more from nothing"
+  remove_locked || return 1
+  run_child "$TORCH2_ENV" build >>"$log" 2>&1
 }
 
 case "${1:-}" in
