@@ -84,7 +84,8 @@ reclaim_locked() {
     return 0
   fi
   say "unmounting leftovers of a killed run (count $users): $(mounted_inside | tr '\n' ' ')"
-  "$TORCH2_ENV" umount >/dev/null
+  "$TORCH2_ENV" umount >/dev/null || true  # its exit status is its closing `status`'s
+  [ -z "$(mounted_inside)" ] || say "still mounted: $(mounted_inside | tr '\n' ' ')"
 }
 
 # Long steps run in their own session so that SIGINT/SIGTERM reaches all of them (apt, dpkg, debootstrap, chroot)
@@ -113,6 +114,7 @@ on_signal() {
   exit "$1"
 }
 HOLD=
+trap 'say "unexpected failure (exit $?) at line $LINENO of $0"' ERR
 trap 'on_signal 130' INT
 trap 'on_signal 143' TERM
 
