@@ -24,7 +24,7 @@
 #   torch2_chroot.sh status               torch2-env.sh status
 # Env: CHROOT_DIR (default /opt/torch2-chroot), TORCH2_ENV (default ../shared/interop/torch2-env.sh from the
 # repository root), CTRUN_TORCH2=0 (prepare: skip on purpose), TORCH2_LOCK_WAIT (seconds, default 1800).
-set -euo pipefail
+set -Eeuo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 : "${TORCH2_ENV:=$(cd "$repo/.." && pwd)/shared/interop/torch2-env.sh}"
