@@ -104,7 +104,8 @@ on_signal() {
   if [ -n "$CHILD" ]; then
     kill -TERM -- "-$CHILD" 2>/dev/null || true
     local i
-    for i in $(seq 1 300); do kill -0 "$CHILD" 2>/dev/null || break; sleep 0.1; done
+    # the whole group, not only CHILD: torch2-env.sh undoes its mounts after its chroot'd child has ended
+    for i in $(seq 1 300); do kill -0 -- "-$CHILD" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$CHILD" 2>/dev/null || true
     wait "$CHILD" 2>/dev/null || true
   fi
