@@ -84,8 +84,14 @@ reclaim_locked() {
     return 0
   fi
   say "unmounting leftovers of a killed run (count $users): $(mounted_inside | tr '\n' ' ')"
-  "$TORCH2_ENV" umount >/dev/null || true  # its exit status is its closing `status`'s
-  [ -z "$(mounted_inside)" ] || say "still mounted: $(mounted_inside | tr '\n' ' ')"
+  "$TORCH2_ENV" umount >/dev/null || true
+  if [ -n "$(mounted_inside)" ]; then say "still mounted: $(mounted_inside | tr '\n' ' ')"; return 0; fi
+  # torch2-env.sh umount stops before it resets the count when nothing but its own /proc and /dev was mounted (its
+  # `findmnt | grep` finds nothing, which ends it under pipefail). A count left above 0 would make the next run
+  # skip mounting /proc and /dev: reset it, under torch2-env.sh's own state lock.
+  if [ "$(cat "$CHROOT_DIR/.torch2-env/users" 2>/dev/null || echo 0)" != 0 ]; then
+    (flock 7 && echo 0 >"$CHROOT_DIR/.torch2-env/users") 7>"$CHROOT_DIR/.torch2-env/lock"
+  fi
 }
 
 # Long steps run in their own session so that SIGINT/SIGTERM reaches all of them (apt, dpkg, debootstrap, chroot)
