@@ -1,12 +1,18 @@
 # Thin wrapper around CMake/CTest. The two contract commands are `make run` and `make test`.
 #   make run                 install missing deps, build (Release), run the demo under ctrun
-#   make test                install missing deps, build, run every test through ctest
+#   make test                install missing deps, build, build or reuse the torch 2.6 chroot (make torch2), run
+#                            every test through ctest
+#   make torch2              the torch 2.6 chroot (scripts/torch2_chroot.sh prepare: root, ~1.3 GB, 3-10 min the
+#                            first time, seconds after) and ctrun_torch built against torch 2.6 (build-torch2/);
+#                            where it cannot be made it says why and the torch2.* tests skip. CTRUN_TORCH2=0: skip.
 #   make BUILD_TYPE=Debug test       other build types: Debug, RelWithDebInfo
 #   make asan | tsan         the tests under ASan+UBSan / TSan (build-asan/, build-tsan/)
 #   make fuzz                build and briefly run the store codec fuzzer (clang + libFuzzer)
 #   make bench               build the benchmarks (see docs/benchmarks.md for how each is run)
 #   make torch-dist-suite    PyTorch's whole distributed_test.py on backend "ctrun" (TORCH_SUITE_BACKEND=gloo for
 #                            the reference run; about 20 s per test on a loaded 2-core machine: see docs/comm.md)
+#   make torch2-dist-parity  one-off: PyTorch 2.6's distributed_test.py collective/p2p subset on gloo and on
+#                            "ctrun" (torch 2.6 chroot); lists what passes with gloo and not with ctrun (docs/comm.md)
 
 BUILD_TYPE ?= Release
 BUILD_DIR  ?= build
@@ -15,7 +21,8 @@ CTEST_JOBS ?= 2
 CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 
-.PHONY: all deps configure build run test asan tsan fuzz bench format clean torch-dist-suite
+.PHONY: all deps configure build run test asan tsan fuzz bench format clean torch-dist-suite torch2 \
+        torch2-dist-parity
 
 all: build
 
@@ -31,8 +38,13 @@ build: configure
 run: build
 	@bash scripts/demo.sh $(BUILD_DIR)
 
-test: build
+test: build torch2
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(CTEST_JOBS) --timeout 600
+
+# A make step, not a test: the first build of the chroot takes minutes (ctest's limits are for tests). One lock
+# (/opt/torch2-chroot.lock) serialises building and mounting across clones; see scripts/torch2_chroot.sh.
+torch2: build
+	@bash scripts/torch2_chroot.sh prepare $(BUILD_DIR)/torch2-status
 
 asan:
 	@$(MAKE) test BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DCTRUN_SANITIZE=address,undefined $(CMAKE_ARGS)"
@@ -53,11 +65,14 @@ torch-dist-suite: build
 	@PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python $(PYTHON) tests/comm_torch/run_dist_suite.py \
 	  --backend $(TORCH_SUITE_BACKEND) --subset all --json $(BUILD_DIR)/torch-dist-suite-$(TORCH_SUITE_BACKEND).json
 
+torch2-dist-parity: torch2
+	@$(PYTHON) tests/torch2/dist_suite_parity26.py
+
 format:
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
 
 clean:
-	@rm -rf build build-asan build-tsan build-fuzz
+	@rm -rf build build-asan build-tsan build-fuzz build-torch2
 
 # Debian packages from the build directory (cmake/package.cmake): build/ctrun_<version>-1_<arch>.deb
 # (+ ctrun-nccl_... in CUDA builds). make install PREFIX=DIR installs into DIR (default /usr/local).

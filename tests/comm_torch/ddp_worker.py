@@ -1,6 +1,7 @@
 """DistributedDataParallel on CPU: backend "ctrun" trains a small model to the same parameters as gloo.
 
-Worker of `ctrun --standalone --nproc-per-node=4`. The default group is "ctrun"; a gloo group over the same
+Worker of `ctrun --standalone --nproc-per-node=4`. The default group is "ctrun" (or argv[1]: "cpu:ctrun" on torch
+2.x, "gloo" for the reference run, tests/torch2); a gloo group over the same
 ranks trains an identical copy (same seed, same data). With no hook, the allreduce hook and the fp16 compress
 hook, both copies must end with the same parameters (fp32 sums may be ordered differently: 1e-5 relative;
 fp16: comm sums in fp32 where gloo sums in fp16, so 1e-3).
@@ -34,7 +35,9 @@ def train(group, hook, rank):
 
 
 def main():
-    dist.init_process_group("ctrun")
+    backend = sys.argv[1] if len(sys.argv) > 1 else "ctrun"
+    dist.init_process_group(backend)
+    assert dist.get_backend() == backend, dist.get_backend()
     rank = dist.get_rank()
     ctrun_group = dist.group.WORLD
     gloo = dist.new_group(list(range(dist.get_world_size())), backend="gloo")
@@ -53,7 +56,7 @@ def main():
         everyone = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
         dist.all_gather(everyone, flat)
         assert all(torch.equal(e, flat) for e in everyone), f"hook={name}: ranks diverged"
-        print(f"rank {rank}: DDP hook={name}: same parameters as gloo", flush=True)
+        print(f"rank {rank}: {backend}: DDP hook={name}: same parameters as gloo", flush=True)
     dist.destroy_process_group()
 
 

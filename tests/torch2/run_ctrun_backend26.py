@@ -3,13 +3,14 @@
 Debian trixie chroot, then ctrun_backend26.py checks every op against gloo in the same job.
 
 usage: run_ctrun_backend26.py --ctrun BIN [--build-dir DIR]
-  1. build_ctrun_torch26.sh DIR (default build-torch2/; incremental: seconds when nothing changed)
+  1. the module built by `make test` (build_ctrun_torch26.sh DIR, default build-torch2/) must be there and not
+     older than its sources
   2. 4 ranks under `ctrun --standalone --nproc-per-node=4 --no-python chroot_python.sh`, backend "cpu:ctrun"
      (the device string; agent-store mode, the agent's TCPStore)
   3. 2 ranks with no launcher, backend "ctrun", init_method file:// (torch's FileStore)
   4. the same, rank 1 leaving after init: rank 0's all_reduce must raise RuntimeError within the 10 s timeout
-Runs on the host (any python3, no torch). Exit: 0 passed, 1 failed, 77 skipped (no chroot, not root, chroot
-without the build dependencies, CI without CTRUN_TORCH2_TESTS=1), with the reason.
+Runs on the host (any python3, no torch). Exit: 0 passed, 1 failed (or no up-to-date module), 77 skipped (the chroot
+cannot be made here: no root, no mirror, ...), with the reason.
 """
 import argparse
 import os
@@ -96,18 +97,14 @@ def no_launcher(a, world, backend, env, mode=None):
                    (f", {mode}" if mode else ""), out, err, code, world, backend, time.time() - t0)
 
 
-def build_module(a):
-    """build_ctrun_torch26.sh into a.build_dir: the workers' environment, or the exit code (skip, failure)."""
-    t0 = time.time()
-    b = subprocess.run([os.path.join(HERE, "build_ctrun_torch26.sh"), a.build_dir], env=t2.chroot_env(),
-                       capture_output=True, text=True, timeout=1500)
-    if b.returncode == t2.SKIP:
-        log(b.stdout.strip().splitlines()[-1] if b.stdout.strip() else "SKIP: build_ctrun_torch26.sh skipped")
-        return t2.SKIP
-    if b.returncode != 0:
-        log(f"FAIL building ctrun_torch against torch 2.6 (exit {b.returncode})\n{b.stdout[-6000:]}\n{b.stderr[-6000:]}")
+def module_env(a):
+    """The workers' environment with the ctrun_torch module `make test` built against torch 2.6
+    (build_ctrun_torch26.sh into a.build_dir), or an exit code: 1 when the module is missing or older than its
+    sources. The tests do not build it themselves: several of them run at once."""
+    problem = t2.module_problem(a.build_dir)
+    if problem:
+        log(f"FAIL: {problem}")
         return 1
-    log(f"ok   built {b.stdout.strip().splitlines()[-1]} in {time.time() - t0:.1f} s")
     # the module first on the path; the agent prepends the host build's python/ too, whose cpython-311 module
     # python 3.13 does not load
     return t2.chroot_env({"PYTHONPATH": os.path.join(a.build_dir, "python"), "GLOO_SOCKET_IFNAME": "lo",
@@ -125,7 +122,7 @@ def main():
         log(f"SKIP: {reason}")
         return t2.SKIP
     t0 = time.time()
-    env = build_module(a)
+    env = module_env(a)
     if not isinstance(env, dict):
         return env
     results = []

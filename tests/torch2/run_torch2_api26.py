@@ -35,7 +35,7 @@ def main():
         print(f"SKIP: {reason}", flush=True)
         return t2.SKIP
     t0 = time.time()
-    env = rb.build_module(a)
+    env = rb.module_env(a)
     if not isinstance(env, dict):
         return env
     try:

@@ -35,6 +35,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 TORCH2_ENV = os.environ.get("TORCH2_ENV", os.path.normpath(os.path.join(REPO, "..", "shared", "interop", "torch2-env.sh")))
 CHROOT_DIR = os.environ.get("CHROOT_DIR", "/opt/torch2-chroot")
 CHROOT_PY = os.path.join(HERE, "chroot_python.sh")
+CHROOT_SH = os.path.join(REPO, "scripts", "torch2_chroot.sh")  # the lock around the chroot (see that file)
 SKIP = 77
 JOB_TIMEOUT = 90
 
@@ -44,17 +45,41 @@ def log(msg):
 
 
 def skip_reason():
-    # The chroot mounts /proc and /dev on the host; CI (CI=true) runs it only when asked to.
-    if os.environ.get("CI") == "true" and os.environ.get("CTRUN_TORCH2_TESTS") != "1":
-        return "CI=true: the torch 2.6 chroot test runs in CI only with CTRUN_TORCH2_TESTS=1"
+    """Why the torch 2.6 tests cannot run here, or None. `make test` (scripts/torch2_chroot.sh prepare) writes its
+    verdict to $TORCH2_STATUS: "SKIP: <why the chroot cannot be made>", "FAIL: ..." or "ready: ...". Without it
+    (ctest run by hand), the chroot is checked directly."""
+    status = os.environ.get("TORCH2_STATUS")
+    if status and os.path.exists(status):
+        with open(status) as f:
+            line = f.read().strip()
+        if line.startswith("SKIP: "):
+            return line[len("SKIP: "):] + " (make test's torch 2.6 step)"
     if not os.path.isdir(CHROOT_DIR):
-        return f"{CHROOT_DIR} does not exist (build it with: {TORCH2_ENV} build, as root, ~1.3 GB)"
+        return f"{CHROOT_DIR} does not exist (make test builds it, or: scripts/torch2_chroot.sh prepare FILE, as root)"
     if not os.path.exists(os.path.join(CHROOT_DIR, "usr/bin/python3")):
         return f"{CHROOT_DIR} is not a built torch 2.6 chroot"
     if os.geteuid() != 0:
         return "the torch 2.6 chroot needs root (chroot, mount)"
     if not os.access(TORCH2_ENV, os.X_OK):
         return f"{TORCH2_ENV} not found"
+    return None
+
+
+def module_problem(build_dir=None):
+    """Why the ctrun_torch module built for torch 2.6 cannot be used, or None: missing, or older than a source
+    file it is built from (the tests do not rebuild it: several run at once; `make test` does)."""
+    build_dir = build_dir or os.path.join(REPO, "build-torch2")
+    sos = [f for f in os.listdir(os.path.join(build_dir, "python")) if f.startswith("ctrun_torch") and
+           f.endswith(".so")] if os.path.isdir(os.path.join(build_dir, "python")) else []
+    rebuild = f"build it: make test, or tests/torch2/build_ctrun_torch26.sh {build_dir}"
+    if not sos:
+        return f"no ctrun_torch module for torch 2.6 in {build_dir}/python ({rebuild})"
+    built = os.path.getmtime(os.path.join(build_dir, "python", sos[0]))
+    for top in ("comm", "store", "common"):
+        for d, _, files in os.walk(os.path.join(REPO, top)):
+            for f in files:
+                if f.endswith((".cpp", ".hpp", "CMakeLists.txt")) and os.path.getmtime(os.path.join(d, f)) > built:
+                    return f"{os.path.join(d, f)} is newer than the torch 2.6 module ({rebuild})"
     return None
 
 
@@ -354,33 +379,12 @@ def case_multinode(a):
     return good
 
 
-def torch2_env_runs():
-    """Pids of live `torch2-env.sh run` processes (any user of the chroot, ours or not)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(a.endswith(b"torch2-env.sh") for a in argv[:2]) and b"run" in argv[1:3]:
-            pids.append(int(d))
-    return pids
-
-
 def reclaim_leaked_mounts():
-    """torch2-env.sh counts its active runs to know when to unmount /proc and /dev. A run whose bash gets SIGTERM
-    while it is already cleaning up (ctrun stops the surviving workers' groups when one fails, which is exactly
-    when the others exit too) leaves the count one too high, and the chroot stays mounted. When no run is alive
-    at all, any count is such a leak: reset it with `torch2-env.sh umount`."""
-    try:
-        with open(os.path.join(CHROOT_DIR, ".torch2-env", "users")) as f:
-            users = int(f.read().strip() or 0)
-    except (OSError, ValueError):
-        return
-    if users > 0 and not torch2_env_runs():
-        subprocess.run([TORCH2_ENV, "umount"], env=chroot_env(), stdout=subprocess.DEVNULL)
-        log(f"note: torch2-env.sh counted {users} active run(s) with none alive; unmounted the chroot")
+    """A run of torch2-env.sh killed hard (SIGKILL) leaves its mount count behind and the chroot mounted. The
+    wrapper unmounts such leftovers only when no one uses the chroot (its lock is free, no run is alive)."""
+    r = subprocess.run([CHROOT_SH, "reclaim"], env=chroot_env(), capture_output=True, text=True)
+    if "unmounting" in r.stderr:
+        log("note: " + r.stderr.strip())
 
 
 CASES = {"ops": case_ops, "gloo": case_gloo, "ctrun": case_ctrun, "restart": case_restart,

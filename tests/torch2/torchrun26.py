@@ -3,23 +3,13 @@
 usage: python3 torchrun26.py [torchrun args...]    (inside the torch 2.6 chroot)
 
 Debian's 2.6 is built without libuv, but torchrun and its c10d rendezvous create TCPStores with the default
-use_libuv=True, which that build rejects. This makes use_libuv=False the default, then runs torchrun's main.
-Used to check that a real torch 2.6 *agent* can use ctstore as its --rdzv-endpoint (c10d backend).
+use_libuv=True, which that build rejects: no_libuv26 makes use_libuv=False the default, then this runs torchrun's
+main. Used to check that a real torch 2.6 *agent* can use ctstore as its --rdzv-endpoint (c10d backend), and that
+it launches workers on backend "ctrun" (run_programs26.py).
 """
 import sys
 
-import torch.distributed as dist
-
-_Base = dist.TCPStore
-
-
-class TCPStore(_Base):
-    def __init__(self, *args, use_libuv=False, **kwargs):
-        super().__init__(*args, use_libuv=use_libuv, **kwargs)
-
-
-dist.TCPStore = TCPStore
-sys.modules["torch.distributed.rendezvous"].TCPStore = TCPStore
-from torch.distributed.run import main  # noqa: E402  (imports the elastic modules after the patch)
+import no_libuv26  # noqa: F401  (before torchrun's elastic modules are imported)
+from torch.distributed.run import main  # noqa: E402
 
 sys.exit(main())
