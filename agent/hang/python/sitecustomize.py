@@ -51,13 +51,23 @@ def ctrun_worker_started():
     _ctrun_register_stack_dumps()
 
 
+def _is_ctrun_copy(path):
+    """Another copy of this file (a second build's python dir on PYTHONPATH, e.g. build/ and build-torch2/): not
+    the one this file shadows; running it would run this search again, without end."""
+    try:
+        with open(path) as f:
+            return f.readline().startswith("# ctrun's sitecustomize")
+    except OSError:
+        return False
+
+
 def _ctrun_run_shadowed_sitecustomize():
     here = os.path.dirname(os.path.abspath(__file__))
     for d in sys.path:
         if not d or os.path.abspath(d) == here:
             continue
         candidate = os.path.join(d, "sitecustomize.py")
-        if os.path.isfile(candidate):
+        if os.path.isfile(candidate) and not _is_ctrun_copy(candidate):
             import importlib.util
 
             spec = importlib.util.spec_from_file_location("_ctrun_shadowed_sitecustomize", candidate)

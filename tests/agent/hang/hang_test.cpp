@@ -415,6 +415,29 @@ TEST(HangStacks, DumpsARealPythonWorkerWithNoCodeInIt) {
   std::remove(path.c_str());
 }
 
+// Two builds' python dirs on PYTHONPATH (build/ and build-torch2/ both hold a copy of ctrun's sitecustomize): the
+// second copy is not the sitecustomize ctrun's shadows (running it recursed without end); the real one runs once.
+TEST(HangStacks, ASecondCopyOfCtrunsSitecustomizeIsNotTheShadowedOne) {
+  const std::string python = CTRUN_TORCH_PYTHON;
+  if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no python3";
+  const fs::path dir = fs::path(::testing::TempDir()) / ("sitecustomize_copies_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "copy");
+  fs::create_directories(dir / "user");
+  fs::copy_file(std::string(CTRUN_SOURCE_DIR) + "/agent/hang/python/sitecustomize.py", dir / "copy/sitecustomize.py");
+  std::ofstream(dir / "user/sitecustomize.py") << "open('" << (dir / "ran").string() << "', 'a').write('x')\n";
+  const std::string cmd = "PYTHONPATH=" + std::string(CTRUN_SOURCE_DIR) +
+                          "/agent/hang/python:" + (dir / "copy").string() + ":" + (dir / "user").string() + " " +
+                          python + " -c 'print(1)' > " + (dir / "out").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::ifstream out(dir / "out"), ran(dir / "ran");
+  const std::string printed((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  const std::string marks((std::istreambuf_iterator<char>(ran)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(printed, "1\n") << "nothing but the program's output";
+  EXPECT_EQ(marks, "x") << "the user's sitecustomize runs once";
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ctrun::agent::hang
 
