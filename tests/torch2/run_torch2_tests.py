@@ -261,7 +261,14 @@ def case_gloo(a):
 def run_ctrun(a, args, extra_env=None):
     env = chroot_env(dict({"GLOO_SOCKET_IFNAME": "lo"}, **(extra_env or {})))
     t0 = time.time()
-    r = subprocess.run([a.ctrun] + args, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT * 2)
+    try:
+        r = subprocess.run([a.ctrun] + args, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT * 2)
+    except subprocess.TimeoutExpired as e:
+        # what ctrun printed until it was killed: where it stopped (its workers die with it, PR_SET_PDEATHSIG)
+        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (e.stdout, e.stderr))
+        log(f"ctrun {' '.join(args[:6])} ... did not end within {JOB_TIMEOUT * 2} s\n--- stdout\n{out[-5000:]}"
+            f"\n--- stderr\n{err[-5000:]}")
+        r = subprocess.CompletedProcess([a.ctrun] + args, -1, out, err)
     return r, time.time() - t0
 
 
