@@ -16,6 +16,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import ctrun_torch  # noqa: F401
 
+# One write(2) per printed line: the ranks share one pipe, and under `python -u` (as ctrun and torchrun start them)
+# print() writes the text and its newline separately, so another rank's line could land in between (seen once:
+# "...okrank 3: ..."). Line buffering over the unbuffered binary layer writes each short line whole.
+sys.stdout.reconfigure(line_buffering=True, write_through=False)
+
 
 def train(group, hook, rank):
     torch.manual_seed(0)

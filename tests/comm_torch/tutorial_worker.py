@@ -13,6 +13,11 @@ import torch.distributed as dist
 
 import ctrun_torch  # noqa: F401  registers backend "ctrun"
 
+# One write(2) per printed line: the ranks share one pipe, and under `python -u` (as ctrun and torchrun start them)
+# print() writes the text and its newline separately, so another rank's line could land in between (seen once:
+# "...okrank 3: ..."). Line buffering over the unbuffered binary layer writes each short line whole.
+sys.stdout.reconfigure(line_buffering=True, write_through=False)
+
 BACKEND = sys.argv[1] if len(sys.argv) > 1 else "ctrun"
 ON_GLOO = BACKEND.split(":")[-1] == "gloo"  # the reference run: the default group lacks what gloo lacks
 
