@@ -111,18 +111,31 @@ def module_env(a):
                           "PYTHONWARNINGS": "ignore::FutureWarning"})
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_driver_args(description, add=lambda p: None):
+    """--ctrun and --build-dir, which every driver of jobs on the 2.6 module takes, plus its own (`add`)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--ctrun", required=True)
     p.add_argument("--build-dir", default=os.path.join(t2.REPO, "build-torch2"))
+    add(p)
     a = p.parse_args()
     a.build_dir = os.path.abspath(a.build_dir)
+    return a
+
+
+def ready_env(a):
+    """The workers' environment (module_env), or the exit code to return: SKIP, with the reason, where the chroot
+    cannot be used; 1 when the module is missing or stale."""
     reason = t2.skip_reason()
     if reason:
         log(f"SKIP: {reason}")
         return t2.SKIP
+    return module_env(a)
+
+
+def main():
+    a = parse_driver_args(__doc__.split("\n")[0])
     t0 = time.time()
-    env = module_env(a)
+    env = ready_env(a)
     if not isinstance(env, dict):
         return env
     results = []

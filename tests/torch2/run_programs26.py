@@ -12,7 +12,6 @@ usage: run_programs26.py --ctrun BIN [--build-dir DIR] [--only gloo|cpu:ctrun|to
 Runs on the host (any python3, no torch). Exit: 0 passed, 1 failed (or no up-to-date module), 77 skipped (the chroot
 cannot be made here), with the reason.
 """
-import argparse
 import os
 import re
 import subprocess
@@ -60,17 +59,9 @@ def job(label, argv, env, worker, backend):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ctrun", required=True)
-    p.add_argument("--build-dir", default=os.path.join(t2.REPO, "build-torch2"))
-    p.add_argument("--only", choices=["gloo", "cpu:ctrun", "torchrun"])
-    a = p.parse_args()
-    a.build_dir = os.path.abspath(a.build_dir)
-    reason = t2.skip_reason()
-    if reason:
-        print(f"SKIP: {reason}", flush=True)
-        return t2.SKIP
-    env = rb.module_env(a)
+    a = rb.parse_driver_args(__doc__.split("\n")[0],
+                             lambda p: p.add_argument("--only", choices=["gloo", "cpu:ctrun", "torchrun"]))
+    env = rb.ready_env(a)
     if not isinstance(env, dict):
         return env
     t0 = time.time()

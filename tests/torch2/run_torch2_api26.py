@@ -10,7 +10,6 @@ usage: run_torch2_api26.py --ctrun BIN [--build-dir DIR] [--world N]
 Runs on the host (any python3, no torch). Exit: 0 passed, 1 failed, 77 skipped (no chroot, not root, chroot without
 the build dependencies, CI without CTRUN_TORCH2_TESTS=1), with the reason.
 """
-import argparse
 import os
 import sys
 import time
@@ -24,18 +23,9 @@ WORKER = os.path.join(HERE, "torch2_api26.py")
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ctrun", required=True)
-    p.add_argument("--build-dir", default=os.path.join(t2.REPO, "build-torch2"))
-    p.add_argument("--world", type=int, default=4)
-    a = p.parse_args()
-    a.build_dir = os.path.abspath(a.build_dir)
-    reason = t2.skip_reason()
-    if reason:
-        print(f"SKIP: {reason}", flush=True)
-        return t2.SKIP
+    a = rb.parse_driver_args(__doc__.split("\n")[0], lambda p: p.add_argument("--world", type=int, default=4))
     t0 = time.time()
-    env = rb.module_env(a)
+    env = rb.ready_env(a)
     if not isinstance(env, dict):
         return env
     try:
