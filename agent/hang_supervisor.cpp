@@ -59,6 +59,7 @@ struct HangSupervisor::Impl {
   boost::asio::steady_timer timer;
   std::unique_ptr<hang::HangWatch> watch;
   std::unique_ptr<hang::StatusServer> status;
+  std::string status_port_file;  // removed when the agent ends, so that `ctrun --status` finds live jobs only
   SteadyClock::time_point epoch = SteadyClock::now();
   std::uint64_t attempt = 0;  // the attempt being watched; 0: none
   rdzv::RoundInfo round;
@@ -66,6 +67,11 @@ struct HangSupervisor::Impl {
   std::map<int, std::string> stragglers;  // group ordinal -> the latest straggler line of that group
   std::function<void(const hang::HangWatch&)> tick_listener;
   double last_exchange = -1e9;
+
+  ~Impl() {
+    std::error_code ec;
+    if (!status_port_file.empty()) std::filesystem::remove(status_port_file, ec);
+  }
 
   double now() const { return std::chrono::duration<double>(SteadyClock::now() - epoch).count(); }
   bool watching(std::uint64_t a) const { return a != 0 && a == attempt && running(); }
@@ -190,9 +196,12 @@ void HangSupervisor::start_status_server(const LogLayout& layout) {
     impl_->status = std::make_unique<hang::StatusServer>();
     if (layout.enabled()) {
       std::filesystem::create_directories(layout.run_dir());
-      std::ofstream(layout.run_dir() + "/status_port") << impl_->status->port() << "\n";
+      impl_->status_port_file = layout.run_dir() + "/status_port";
+      std::ofstream(impl_->status_port_file) << impl_->status->port() << "\n";
     }
-    impl_->log->info("live view of the job: curl http://127.0.0.1:{}/ (or /status.json)", impl_->status->port());
+    impl_->log->info("live view of the job: ctrun --status {} (or curl http://127.0.0.1:{}/, /status.json)",
+                     layout.enabled() ? layout.run_dir() : "127.0.0.1:" + std::to_string(impl_->status->port()),
+                     impl_->status->port());
   } catch (const std::exception& e) {
     impl_->log->warn("no live view: {}", e.what());
   }

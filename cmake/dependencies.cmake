@@ -24,6 +24,9 @@ if(CTRUN_WITH_METRICS)
                         "does), or configure with -DCTRUN_WITH_METRICS=OFF to build ctrun and ctstore without "
                         "--metrics-port")
   endif()
+  # common/http (the live view and `ctrun --status`): civetweb and libcurl, which prometheus-cpp-dev depends on.
+  find_package(civetweb CONFIG REQUIRED)
+  find_package(CURL REQUIRED)
 endif()
 if(CTRUN_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -15,6 +15,7 @@
 #include "agent/multihost/launcher.hpp"
 #include "agent/multihost/stdin_watch.hpp"
 #include "agent/nproc.hpp"
+#include "agent/status_client.hpp"
 #include "common/log.hpp"
 
 namespace {
@@ -32,6 +33,8 @@ int main(int argc, char** argv) {
   using namespace ctrun::agent;
   std::vector<std::string> args(argv + 1, argv + argc);
   auto env = process_env();
+  // `ctrun --status ...` reads a running job's live table; it starts nothing.
+  if (!args.empty() && args.front() == "--status") return status_main({args.begin() + 1, args.end()}, env);
   auto log = ctrun::log::get("agent");
   LaunchConfig config;
   try {

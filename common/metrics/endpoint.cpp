@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/http/server.hpp"
 #include "common/log.hpp"
 
 #if CTRUN_WITH_METRICS
@@ -55,12 +56,8 @@ std::string numeric_host(const std::string& given) {
   return out;
 }
 
-// civetweb's listening_ports entry. Debian's civetweb is built without IPv6 (mg_check_feature(8) is 0): "::"
-// (every address, as the store serves it) becomes every IPv4 address; another IPv6 address fails to bind.
-std::string listening_port(std::string& host, std::uint16_t port) {
-  if (host == "::") host = "0.0.0.0";
-  return fmt::format("{}:{}", bracketed(host), port);
-}
+// Debian's civetweb is built without IPv6 (mg_check_feature(8) is 0): "::" (every address, as the store serves it)
+// becomes every IPv4 address; another IPv6 address fails to bind.
 #endif
 
 }  // namespace
@@ -114,16 +111,11 @@ struct Endpoint::Impl {
 
 Endpoint::Endpoint(EndpointOptions o, std::function<Families()> collect) : impl_(std::make_unique<Impl>()) {
   impl_->host = numeric_host(o.host);
-  const std::string where = listening_port(impl_->host, o.port);
-  // civetweb's own bounds (see the header): worker threads, the queue of accepted connections, the listen
-  // backlog, the request head's size and the time a request may take; no keep-alive.
-  std::vector<std::string> options = {"listening_ports",    where,
-                                      "num_threads",        std::to_string(o.threads),
-                                      "connection_queue",   std::to_string(o.queued),
-                                      "listen_backlog",     std::to_string(o.backlog),
-                                      "max_request_size",   std::to_string(o.max_request_bytes),
-                                      "request_timeout_ms", std::to_string(o.request_timeout.count()),
-                                      "enable_keep_alive",  "no"};
+  if (impl_->host == "::") impl_->host = "0.0.0.0";  // Debian's civetweb has no IPv6: every IPv4 address
+  // civetweb's own bounds (see the header), set as for every civetweb server of ctrun (common/http).
+  std::vector<std::string> options = http::civetweb_options(
+      bracketed(impl_->host), o.port,
+      http::ServerBounds{o.threads, o.queued, o.backlog, o.max_request_bytes, o.request_timeout});
   try {
     impl_->exposer = std::make_unique<prometheus::Exposer>(std::move(options));
   } catch (const std::exception& e) {
@@ -143,7 +135,7 @@ Endpoint::Endpoint(EndpointOptions o, std::function<Families()> collect) : impl_
 
 Endpoint::~Endpoint() {
   // The Exposer first: its threads stop (a scrape in progress ends) before the collector and its owner go.
-  if (impl_) impl_->exposer.reset();
+  if (impl_ && impl_->exposer) http::stop_promptly([this] { impl_->exposer.reset(); }, impl_->host, impl_->port);
 }
 
 std::uint16_t Endpoint::port() const { return impl_->port; }

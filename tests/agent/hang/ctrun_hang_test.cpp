@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../run_ctrun.hpp"
-#include "agent/hang/status_server.hpp"
+#include "common/http/client.hpp"
 
 namespace ctrun::agent::test {
 namespace {
@@ -144,11 +144,20 @@ TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
   }
   ASSERT_FALSE(port_file.empty());
   const int port = std::stoi(read_file(port_file));
-  auto table = nlohmann::json::parse(hang::http_get("127.0.0.1", port, "/status.json"));
+  auto table = nlohmann::json::parse(http::get("127.0.0.1", port, "/status.json"));
   ASSERT_EQ(table["ranks"].size(), 4u) << table.dump();
   EXPECT_EQ(table["ranks"][2]["groups"][0]["state"], "between_ops") << table.dump();
   EXPECT_EQ(table["hangs"].size(), 1u) << table.dump();
-  EXPECT_NE(hang::http_get("127.0.0.1", port, "/").find("hang: rank 2"), std::string::npos);
+  EXPECT_NE(http::get("127.0.0.1", port, "/").find("hang: rank 2"), std::string::npos);
+  // `ctrun --status` finds the job from its log dir (and from HOST:PORT), as text and as JSON.
+  RunResult text = run_ctrun({"--status", dir + "/logs"}, {}, std::chrono::seconds(30));
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("hang: rank 2"), std::string::npos) << text.out;
+  RunResult as_json =
+      run_ctrun({"--status", "--json", "127.0.0.1:" + std::to_string(port)}, {}, std::chrono::seconds(30));
+  EXPECT_EQ(as_json.exit_code, 0) << as_json.err;
+  EXPECT_EQ(nlohmann::json::parse(as_json.out, nullptr, false).value("ranks", nlohmann::json::array()).size(), 4u)
+      << as_json.out;
   const auto sent = Clock::now();
   ::kill(p.pid(), SIGINT);
   RunResult r = p.wait(std::chrono::seconds(60));
@@ -159,6 +168,11 @@ TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
   // Python exits take seconds (3.3 s at load average 25), so the bound is well below 30 s, not a speed target.
   EXPECT_LT(took, 15.0) << "Ctrl-C during a detected hang ends everything (" << took << " s)\n" << r.err;
   std::printf("Ctrl-C to exit: %.2f s\n", took);
+  // The ended job's port file is gone: `ctrun --status` says that no job answered (exit 1), naming where it looked.
+  EXPECT_FALSE(fs::exists(port_file)) << port_file;
+  RunResult after = run_ctrun({"--status", dir + "/logs"}, {}, std::chrono::seconds(30));
+  EXPECT_EQ(after.exit_code, 1) << after.out;
+  EXPECT_NE(after.err.find("no running job answered under " + dir + "/logs"), std::string::npos) << after.err;
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "agent/hang/summary.hpp"
 #include "agent/hang/table.hpp"
 #include "agent/hang/watch.hpp"
+#include "common/http/client.hpp"
 #include "common/progress.hpp"
 #include "common/worker_env.hpp"
 
@@ -548,11 +549,11 @@ TEST(HangStatusServer, ServesTheLatestSnapshotAsTextAndJson) {
   StatusServer server;
   ASSERT_GT(server.port(), 0);
   server.publish("rank 0 in op\n", R"({"ranks":[{"rank":0}]})");
-  EXPECT_EQ(http_get("127.0.0.1", server.port(), "/"), "rank 0 in op\n");
-  EXPECT_EQ(http_get("127.0.0.1", server.port(), "/status.json"), "{\"ranks\":[{\"rank\":0}]}\n");
+  EXPECT_EQ(http::get("127.0.0.1", server.port(), "/"), "rank 0 in op\n");
+  EXPECT_EQ(http::get("127.0.0.1", server.port(), "/status.json"), "{\"ranks\":[{\"rank\":0}]}\n");
   server.publish("rank 0 between ops\n", "{}");
-  EXPECT_EQ(http_get("127.0.0.1", server.port(), "/"), "rank 0 between ops\n");
-  EXPECT_THROW(http_get("127.0.0.1", server.port(), "/nope"), std::runtime_error);
+  EXPECT_EQ(http::get("127.0.0.1", server.port(), "/"), "rank 0 between ops\n");
+  EXPECT_THROW(http::get("127.0.0.1", server.port(), "/nope"), std::runtime_error);
   // A client that connects and sends nothing holds the server for at most its 2 s deadline.
   const int idle = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -560,7 +561,7 @@ TEST(HangStatusServer, ServesTheLatestSnapshotAsTextAndJson) {
   a.sin_port = htons(static_cast<std::uint16_t>(server.port()));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(http_get("127.0.0.1", server.port(), "/", 4000), "rank 0 between ops\n");
+  EXPECT_EQ(http::get("127.0.0.1", server.port(), "/", 4000), "rank 0 between ops\n");
   ::close(idle);
 }
 

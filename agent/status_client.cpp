@@ -1,0 +1,124 @@
+#include "agent/status_client.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "common/http/client.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kUsage = "usage: ctrun --status [--json] [LOG_DIR | RUN_DIR | HOST:PORT]";
+constexpr int kTimeoutMs = 3000;
+
+std::optional<StatusTarget> from_port_file(const fs::path& file) {
+  std::ifstream in(file);
+  int port = 0;
+  if (!(in >> port) || port <= 0 || port > 65535) return std::nullopt;  // being written, or not ours
+  return StatusTarget{"127.0.0.1", port, file.string()};
+}
+
+// Every <dir>/*/status_port, newest first (a run dir's file is written when its agent starts).
+void add_runs_of(const fs::path& dir, std::vector<std::pair<fs::file_time_type, fs::path>>& files) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path file = it->path() / "status_port";
+    std::error_code ec2;
+    const auto when = fs::last_write_time(file, ec2);
+    if (!ec2) files.emplace_back(when, file);
+  }
+}
+
+std::optional<StatusTarget> host_port(const std::string& target) {
+  const auto colon = target.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == target.size()) return std::nullopt;
+  const std::string digits = target.substr(colon + 1);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) || digits.size() > 5)
+    return std::nullopt;
+  const int port = std::stoi(digits);
+  if (port <= 0 || port > 65535) return std::nullopt;
+  std::string host = target.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return StatusTarget{host, port, target};
+}
+
+}  // namespace
+
+std::vector<StatusTarget> status_targets(const std::optional<std::string>& target, const std::string& tmpdir) {
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  std::error_code ec;
+  if (!target) {
+    for (fs::directory_iterator it(tmpdir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().filename().string().starts_with("torchelastic_")) add_runs_of(it->path(), files);
+    }
+  } else if (fs::is_directory(*target, ec)) {
+    if (auto own = from_port_file(fs::path(*target) / "status_port")) return {*own};  // a run dir
+    add_runs_of(*target, files);                                                      // a log dir
+  } else if (auto hp = host_port(*target)) {
+    return {*hp};
+  } else {
+    throw UsageError("'" + *target + "' is neither a directory (a --log-dir or one run in it) nor HOST:PORT");
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<StatusTarget> out;
+  for (const auto& [when, file] : files) {
+    if (auto t = from_port_file(file)) out.push_back(*t);
+  }
+  return out;
+}
+
+int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
+  bool json = false;
+  std::optional<std::string> target;
+  for (const auto& a : args) {
+    if (a == "-h" || a == "--help") {
+      std::printf(
+          "%s\n\nPrint a running job's live table: every rank's state, current collective and its number, "
+          "time in it,\nrestarts and lag (docs/hang.md). Without a target: the newest running job under the "
+          "default log\nbase ($TMPDIR or /tmp). --json: the same as JSON.\n",
+          kUsage);
+      return 0;
+    }
+    if (a == "--json") {
+      json = true;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "%s\nctrun: error: unrecognized argument: %s\n", kUsage, a.c_str());
+      return 2;
+    } else if (target) {
+      std::fprintf(stderr, "%s\nctrun: error: one target at most (got '%s' and '%s')\n", kUsage, target->c_str(),
+                   a.c_str());
+      return 2;
+    } else {
+      target = a;
+    }
+  }
+  const auto tmp = env("TMPDIR");
+  const std::string base = tmp && !tmp->empty() ? *tmp : "/tmp";
+  std::vector<StatusTarget> targets;
+  try {
+    targets = status_targets(target, base);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s\nctrun: error: %s\n", kUsage, e.what());
+    return 2;
+  }
+  std::string failures;
+  for (const auto& t : targets) {
+    try {
+      const std::string body = http::get(t.host, t.port, json ? "/status.json" : "/", kTimeoutMs);
+      std::fwrite(body.data(), 1, body.size(), stdout);
+      return 0;
+    } catch (const std::exception& e) {
+      failures += "\n  " + t.source + ": " + e.what();  // a job that ended: its agent is gone
+    }
+  }
+  const std::string where = target ? *target : "the default log base (" + base + ")";
+  std::fprintf(stderr, "ctrun --status: no running job answered under %s%s\n", where.c_str(),
+               failures.empty() ? " (no status_port file: is the job running with a log dir?)" : failures.c_str());
+  return 1;
+}
+
+}  // namespace ctrun::agent
