@@ -129,7 +129,7 @@ TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
   if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
   const std::string dir = fresh_dir("ctrun_hang_report");
   auto env = kEnv;
-  env["HANG_RANK"] = "2";
+  env.emplace("HANG_RANK", "2");  // (not operator[]=: GCC 12 warns falsely of -Wrestrict once this test inlines it)
   CtrunProcess p(args(dir, {"--hang-report-after", "2"}), env);
   const auto t0 = Clock::now();
   while (events_named(dir + "/events.jsonl", "hang_suspected").empty() && Clock::now() - t0 < std::chrono::seconds(60))
