@@ -56,8 +56,8 @@ struct Lexer {
     }
     app.footer(
         "SCRIPT [script args...]: the worker program; every word after SCRIPT is passed to it untouched.\n\n"
-        "ctrun --status [--json] [LOG_DIR|RUN_DIR|HOST:PORT]: print a running job's live table (every rank's\n"
-        "collective, time in it, restarts, lag) and start nothing.\n\n"
+        "ctrun --status [--json|--stacks] [LOG_DIR|RUN_DIR|HOST:PORT]: print a running job's live table (every\n"
+        "rank's collective, time in it, restarts, lag), or its ranks' Python stacks now; start nothing.\n\n"
         "Each worker gets torchrun's environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
         "ROLE_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_RUN_ID, ...\n\n"
         "Environment: PET_<FLAG> sets a flag (precedence: command line, --config file, PET_*, default);\n"

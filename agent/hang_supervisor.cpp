@@ -3,13 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
@@ -60,6 +63,9 @@ struct HangSupervisor::Impl {
   std::unique_ptr<hang::HangWatch> watch;
   std::unique_ptr<hang::StatusServer> status;
   std::string status_port_file;  // removed when the agent ends, so that `ctrun --status` finds live jobs only
+  // GET /stacks: the server threads waiting for the open on-demand request, answered on the loop by a tick.
+  std::vector<std::shared_ptr<std::promise<std::string>>> stack_waiters;
+  std::shared_ptr<std::atomic<bool>> closing = std::make_shared<std::atomic<bool>>(false);
   SteadyClock::time_point epoch = SteadyClock::now();
   std::uint64_t attempt = 0;  // the attempt being watched; 0: none
   rdzv::RoundInfo round;
@@ -69,6 +75,8 @@ struct HangSupervisor::Impl {
   double last_exchange = -1e9;
 
   ~Impl() {
+    closing->store(true);  // a /stacks request in flight stops waiting (within its 100 ms slice)
+    answer_stack_waiters("ctrun is ending\n");
     std::error_code ec;
     if (!status_port_file.empty()) std::filesystem::remove(status_port_file, ec);
   }
@@ -104,6 +112,32 @@ struct HangSupervisor::Impl {
     group.add_hooks(std::move(hooks));
   }
 
+  void answer_stack_waiters(const std::string& text) {
+    for (auto& p : stack_waiters) p->set_value(text);
+    stack_waiters.clear();
+  }
+
+  // GET /stacks, on a server thread: the request goes onto the loop (the watch is the loop's), the answer comes
+  // from a later tick (at most dump_wait_s, 2 s, after the request). Bounded here by 10 s and by the agent's end.
+  std::string stacks_on_demand() {
+    auto promise = std::make_shared<std::promise<std::string>>();
+    auto answer = promise->get_future();
+    boost::asio::post(timer.get_executor(), [this, promise, closing = closing] {
+      if (closing->load()) return;  // `this` is going: the promise breaks, the waiter sees it
+      if (!watching(attempt)) {
+        promise->set_value("no workers are running on this node (between attempts, or before the first)\n");
+        return;
+      }
+      stack_waiters.push_back(promise);
+      watch->request_stacks(now());
+    });
+    for (int slice = 0; slice < 100; ++slice) {
+      if (answer.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) return answer.get();
+      if (closing->load()) return "ctrun is ending\n";
+    }
+    return "no answer from the agent's loop within 10 s\n";
+  }
+
   // Twice a second while the attempt runs.
   void schedule_tick() {
     timer.expires_after(std::chrono::milliseconds(500));
@@ -126,6 +160,7 @@ struct HangSupervisor::Impl {
       event.erase("event");
       events.emit(name, event);
     }
+    if (out.requested_stacks) answer_stack_waiters(*out.requested_stacks);
     if (status) status->publish(watch->table_text(), watch->table_json().dump());
     if (tick_listener) tick_listener(*watch);
     exchange(t);
@@ -193,7 +228,7 @@ HangSupervisor::~HangSupervisor() = default;
 
 void HangSupervisor::start_status_server(const LogLayout& layout) {
   try {
-    impl_->status = std::make_unique<hang::StatusServer>();
+    impl_->status = std::make_unique<hang::StatusServer>([impl = impl_.get()] { return impl->stacks_on_demand(); });
     if (layout.enabled()) {
       std::filesystem::create_directories(layout.run_dir());
       impl_->status_port_file = layout.run_dir() + "/status_port";
@@ -226,6 +261,7 @@ void HangSupervisor::end_attempt() {
   impl_->timer.cancel();
   impl_->attempt = 0;
   impl_->watch->end_attempt();  // the attempt's region goes: its workers are gone
+  impl_->answer_stack_waiters("the attempt ended before every stack came in\n");
   if (impl_->tick_listener) impl_->tick_listener(*impl_->watch);
 }
 

@@ -12,8 +12,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kUsage = "usage: ctrun --status [--json] [LOG_DIR | RUN_DIR | HOST:PORT]";
+constexpr const char* kUsage = "usage: ctrun --status [--json | --stacks] [LOG_DIR | RUN_DIR | HOST:PORT]";
 constexpr int kTimeoutMs = 3000;
+constexpr int kStacksTimeoutMs = 15000;  // the agent answers within its 2 s dump wait, or 10 s at most
 
 std::optional<StatusTarget> from_port_file(const fs::path& file) {
   std::ifstream in(file);
@@ -72,19 +73,22 @@ std::vector<StatusTarget> status_targets(const std::optional<std::string>& targe
 }
 
 int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
-  bool json = false;
+  bool json = false, stacks = false;
   std::optional<std::string> target;
   for (const auto& a : args) {
     if (a == "-h" || a == "--help") {
       std::printf(
           "%s\n\nPrint a running job's live table: every rank's state, current collective and its number, "
           "time in it,\nrestarts and lag (docs/hang.md). Without a target: the newest running job under the "
-          "default log\nbase ($TMPDIR or /tmp). --json: the same as JSON.\n",
+          "default log\nbase ($TMPDIR or /tmp). --json: the same as JSON. --stacks: every local rank's Python "
+          "stack now\n(any Python worker, whatever its backend).\n",
           kUsage);
       return 0;
     }
     if (a == "--json") {
       json = true;
+    } else if (a == "--stacks") {
+      stacks = true;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "%s\nctrun: error: unrecognized argument: %s\n", kUsage, a.c_str());
       return 2;
@@ -95,6 +99,10 @@ int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
     } else {
       target = a;
     }
+  }
+  if (json && stacks) {
+    std::fprintf(stderr, "%s\nctrun: error: --json and --stacks do not go together (stacks are text)\n", kUsage);
+    return 2;
   }
   const auto tmp = env("TMPDIR");
   const std::string base = tmp && !tmp->empty() ? *tmp : "/tmp";
@@ -108,7 +116,8 @@ int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
   std::string failures;
   for (const auto& t : targets) {
     try {
-      const std::string body = http::get(t.host, t.port, json ? "/status.json" : "/", kTimeoutMs);
+      const std::string body = stacks ? http::get(t.host, t.port, "/stacks", kStacksTimeoutMs)
+                                      : http::get(t.host, t.port, json ? "/status.json" : "/", kTimeoutMs);
       std::fwrite(body.data(), 1, body.size(), stdout);
       return 0;
     } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
 #pragma once
-// `ctrun --status [--json] [LOG_DIR | RUN_DIR | HOST:PORT]`: print a running job's live table (docs/hang.md), the
-// text of GET / or, with --json, GET /status.json from the agent's StatusServer. The agent writes its port into
+// `ctrun --status [--json | --stacks] [LOG_DIR | RUN_DIR | HOST:PORT]`: print a running job's live table
+// (docs/hang.md), the text of GET / or, with --json, GET /status.json from the agent's StatusServer; with --stacks,
+// GET /stacks: every local rank's Python stack, dumped on request. The agent writes its port into
 // <run dir>/status_port and removes it when it ends; without a target ctrun looks in the default log base
 // ($TMPDIR or /tmp, torchelastic_*/), newest run first, and asks each until one answers.
 

@@ -19,9 +19,13 @@ struct StatusServer::State {
   }
 };
 
-StatusServer::StatusServer(const std::string& host, int port) : state_(std::make_shared<State>()) {
+StatusServer::StatusServer(std::function<std::string()> stacks, const std::string& host, int port)
+    : state_(std::make_shared<State>()) {
   State* s = state_.get();
   http::Routes routes = {{"/", [s] { return s->answer(false); }}, {"/status.json", [s] { return s->answer(true); }}};
+  if (stacks) {
+    routes["/stacks"] = [stacks = std::move(stacks)] { return http::Reply{"text/plain; charset=utf-8", stacks()}; };
+  }
   s->server = std::make_unique<http::Server>(host, static_cast<std::uint16_t>(port), std::move(routes));
 }
 

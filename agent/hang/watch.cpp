@@ -18,6 +18,8 @@ void HangWatch::begin_attempt(int attempt, int restarts) {
   dumps_.clear();
   fails_.clear();
   failed_.clear();
+  asked_.clear();
+  asking_ = false;
   quiet_ = QuietWatch();
   quiet_reported_ = false;
   region_ = std::make_unique<Region>(config_.agent_pid, attempt, config_.local_ranks, config_.shm_dir);
@@ -43,6 +45,8 @@ void HangWatch::end_attempt() {
   last_local_.clear();
   dumps_.clear();
   fails_.clear();
+  asked_.clear();
+  asking_ = false;
 }
 
 std::vector<RankRecord> HangWatch::local_records() const {
@@ -67,6 +71,60 @@ void HangWatch::request_dumps(double now_s) {
     if (request_dump(w.pid, w.stack_file) != DumpRequest::kSent) continue;
     dumps_[w.local_rank] = PendingDump{offset, now_s + config_.dump_wait_s, false, ""};
   }
+}
+
+void HangWatch::request_stacks(double now_s) {
+  if (asking_) return;
+  asking_ = true;
+  asked_until_s_ = now_s + config_.dump_wait_s;
+  asked_.clear();
+  for (const auto& w : workers_) {
+    AskedStack a{w, 0, "", ""};
+    if (w.stack_file.empty()) {
+      a.why_none = "no stack file: ctrun runs with --log-dir /dev/null";
+    } else {
+      a.offset = file_size(w.stack_file);
+      const DumpRequest r = request_dump(w.pid, w.stack_file);
+      if (r == DumpRequest::kNoHandler) {
+        a.why_none =
+            "no stack handler: not a Python worker with ctrun's sitecustomize.py on its path (python -S or -I, a "
+            "PYTHONPATH of its own, a C++ worker), or still starting";
+      } else if (r == DumpRequest::kGone) {
+        a.why_none = "the worker has exited";
+      }
+    }
+    asked_.push_back(std::move(a));
+  }
+}
+
+std::optional<std::string> HangWatch::collect_asked(double now_s) {
+  if (!asking_) return std::nullopt;
+  bool complete = true;
+  for (auto& a : asked_) {
+    if (!a.why_none.empty() || !a.text.empty()) continue;
+    auto head = read_head(a.worker.stack_file, a.worker.pid);
+    a.text = last_dump(a.worker.stack_file, a.offset, head ? head->ident : 0);
+    complete &= !a.text.empty();
+  }
+  if (!complete && now_s < asked_until_s_) return std::nullopt;
+  std::string out = asked_.empty() ? "no workers are running on this node\n" : "";
+  for (const auto& a : asked_) {
+    out += "stack of rank " + std::to_string(a.worker.global_rank) + " (host " + config_.host + ", local_rank " +
+           std::to_string(a.worker.local_rank) + ", pid " + std::to_string(a.worker.pid) + "):\n";
+    if (!a.text.empty()) {
+      out += a.text;
+    } else {
+      out += "(" +
+             (a.why_none.empty() ? "no stack was written within " + human_seconds(config_.dump_wait_s) +
+                                       " (is it stopped, or in uninterruptible I/O?)"
+                                 : a.why_none) +
+             ")\n";
+    }
+    if (out.back() != '\n') out += '\n';
+  }
+  asking_ = false;
+  asked_.clear();
+  return out;
 }
 
 WatchOutput HangWatch::tick(double now_s) {
@@ -173,6 +231,7 @@ WatchOutput HangWatch::tick(double now_s) {
     if (d != dumps_.end()) out.failure_stacks[it->first] = d->second.text;
     it = fails_.erase(it);
   }
+  out.requested_stacks = collect_asked(now_s);
   return out;
 }
 

@@ -47,6 +47,7 @@ struct WatchOutput {
   std::vector<std::string> stacks;            // "stack of rank 2 (...):\n<dump>" for the console
   std::map<int, std::string> failure_notes;   // local rank -> what its error file and the failure summary say
   std::map<int, std::string> failure_stacks;  // local rank -> its stack (the error file's py_callstack)
+  std::optional<std::string> requested_stacks;  // request_stacks()' answer, once complete
 };
 
 class HangWatch {
@@ -65,6 +66,11 @@ class HangWatch {
   void end_attempt();
 
   WatchOutput tick(double now_s);
+
+  // On demand (`ctrun --status --stacks`, for any worker, torch's own gloo/NCCL included): asks every local worker
+  // for its Python stack now. A later tick's WatchOutput::requested_stacks has every rank's, each once written or
+  // with the reason it has none (after dump_wait_s). A request while one is open joins it.
+  void request_stacks(double now_s);
 
   // This node's summary (records as of the last tick) and whether it is due for publishing.
   std::optional<std::string> summary_due(double now_s, int nodes);
@@ -112,6 +118,16 @@ class HangWatch {
   };
   std::map<int, PendingFail> fails_;  // verdicts waiting for their culprit's stack (by local rank)
   std::set<int> failed_;              // local ranks already handed out to fail (this attempt)
+  struct AskedStack {
+    LocalWorker worker;
+    std::uint64_t offset = 0;
+    std::string why_none;  // set when no dump was asked for (or it never came)
+    std::string text;
+  };
+  std::vector<AskedStack> asked_;  // request_stacks()' open request, by local worker
+  double asked_until_s_ = 0;
+  bool asking_ = false;
+  std::optional<std::string> collect_asked(double now_s);
 };
 
 }  // namespace ctrun::agent::hang

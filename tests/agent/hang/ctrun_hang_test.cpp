@@ -158,6 +158,12 @@ TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
   EXPECT_EQ(as_json.exit_code, 0) << as_json.err;
   EXPECT_EQ(nlohmann::json::parse(as_json.out, nullptr, false).value("ranks", nlohmann::json::array()).size(), 4u)
       << as_json.out;
+  // `ctrun --status --stacks`: every rank's Python stack now; rank 2 sleeps on line 32 of the worker.
+  RunResult stacks = run_ctrun({"--status", "--stacks", dir + "/logs"}, {}, std::chrono::seconds(30));
+  EXPECT_EQ(stacks.exit_code, 0) << stacks.err;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(stacks.out.find("stack of rank " + std::to_string(rank) + " "), std::string::npos) << stacks.out;
+  EXPECT_NE(stacks.out.find("hang_worker.py\", line 32 in <module>"), std::string::npos) << stacks.out;
   const auto sent = Clock::now();
   ::kill(p.pid(), SIGINT);
   RunResult r = p.wait(std::chrono::seconds(60));

@@ -488,6 +488,51 @@ WatchConfig watch_config(const std::string& host, int pid) {
   return c;
 }
 
+// `ctrun --status --stacks`: every local rank's stack on request, whatever its backend (this worker has no
+// records at all), with the reason for a rank that has none.
+TEST(HangWatch, StacksOnRequestForEveryLocalRank) {
+  const std::string python = CTRUN_TORCH_PYTHON;
+  if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no python3";
+  const std::string stacks = ::testing::TempDir() + "/stack_on_request.txt";
+  std::remove(stacks.c_str());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("PYTHONPATH", (std::string(CTRUN_SOURCE_DIR) + "/agent/hang/python").c_str(), 1);
+    ::setenv(worker_env::kStackFile, stacks.c_str(), 1);
+    ::setenv(worker_env::kStackSignal, std::to_string(stack_signal()).c_str(), 1);
+    ::execl(python.c_str(), python.c_str(), "-c", "import time\ntime.sleep(30)  # line 2\n", nullptr);
+    ::_exit(127);
+  }
+  for (int i = 0; i < 100 && !read_head(stacks, pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(read_head(stacks, pid)) << "the worker never registered its handler";
+  HangWatch watch(watch_config("vm", 1000003));
+  watch.begin_attempt(0, 0);
+  EXPECT_FALSE(watch.tick(0).requested_stacks) << "nothing asked, nothing answered";
+  // Rank 1 is this test process: no handler, so it is never sent the signal.
+  watch.set_workers({{0, 0, pid, stacks}, {1, 1, static_cast<int>(::getpid()), stacks}});
+  watch.request_stacks(0);
+  watch.request_stacks(0.1);  // joins the open request
+  std::optional<std::string> answer;
+  for (int i = 0; i < 50 && !(answer = watch.tick(0.1).requested_stacks); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(answer) << "every dump came in well before dump_wait_s";
+  EXPECT_NE(answer->find("stack of rank 0 (host vm, local_rank 0, pid " + std::to_string(pid) + "):"),
+            std::string::npos)
+      << *answer;
+  EXPECT_NE(answer->find("line 2 in <module>"), std::string::npos) << *answer;
+  EXPECT_NE(answer->find("stack of rank 1 (host vm, local_rank 1"), std::string::npos) << *answer;
+  EXPECT_NE(answer->find("(no stack handler: not a Python worker"), std::string::npos) << *answer;
+  EXPECT_FALSE(watch.tick(0.2).requested_stacks) << "answered once";
+  // No workers: said so at once.
+  watch.set_workers({});
+  watch.request_stacks(1);
+  EXPECT_EQ(watch.tick(1).requested_stacks.value_or(""), "no workers are running on this node\n");
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  watch.end_attempt();
+  std::remove(stacks.c_str());
+}
+
 TEST(HangWatch, OnOneNodeTheVerdictFailsTheLocalCulprit) {
   HangWatch watch(watch_config("vm", 1000001));
   watch.begin_attempt(0, 0);
