@@ -147,7 +147,7 @@ SlotWriter claim_slot(std::uint64_t group_id, int group_rank, int group_size) {
   for (Slot& s : a.row->slots) {
     std::int32_t free = 0;
     if (!s.identity.pid.compare_exchange_strong(free, pid, std::memory_order_acq_rel)) continue;
-    // A fresh group: its issue and run parts start from zero (a slot may have served a destroyed group).
+    // A fresh group: its issue, run and p2p parts start from zero (a slot may have served a destroyed group).
     begin_write(s.issue);
     s.issue.issued.store(0, std::memory_order_relaxed);
     end_write(s.issue);
@@ -161,6 +161,10 @@ SlotWriter claim_slot(std::uint64_t group_id, int group_rank, int group_size) {
     s.run.busy_ns.store(0, std::memory_order_relaxed);
     s.run.outcome.store(0, std::memory_order_relaxed);
     end_write(s.run);
+    begin_write(s.p2p);
+    s.p2p.pending.store(0, std::memory_order_relaxed);
+    s.p2p.completed.store(0, std::memory_order_relaxed);
+    end_write(s.p2p);
     begin_write(s.identity);
     s.identity.global_rank.store(env_int(worker_env::kRank), std::memory_order_relaxed);
     s.identity.group_rank.store(group_rank, std::memory_order_relaxed);

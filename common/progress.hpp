@@ -16,7 +16,10 @@
 // snapshot without ever blocking the writer.
 //   identity: written at claim/release by the thread creating the group;
 //   issue:    written when an op is issued (the caller's thread, under the backend's queue lock);
-//   run:      written when the backend's worker thread starts an op, waits for a peer, and finishes it.
+//   run:      written when the backend's worker thread starts an op, waits for a peer, and finishes it;
+//   p2p:      written by that same worker thread when its pending point-to-point ops change: how many, and the
+//             oldest one (send or recv, peer, bytes, since when). Point-to-point ops are not numbered collectives:
+//             the agent shows them and reports a long wait in one, never counts them into collective hangs.
 // Times are CLOCK_MONOTONIC nanoseconds (vDSO, no syscall): readers on this host turn them into durations; only
 // durations leave the node (hosts' clocks differ).
 
@@ -31,8 +34,8 @@
 namespace ctrun::progress {
 
 inline constexpr std::uint32_t kMagic = 0x52505443;  // "CTPR" little-endian
-inline constexpr std::uint32_t kVersion = 1;
-inline constexpr int kMaxGroups = 32;  // slots per local rank (Megatron-style jobs create ~10-20 groups)
+inline constexpr std::uint32_t kVersion = 2;         // 2: the p2p part
+inline constexpr int kMaxGroups = 32;                // slots per local rank (Megatron-style jobs create ~10-20 groups)
 inline constexpr int kMaxLocalRanks = 4096;
 
 // What the run part says the rank is doing in the group.
@@ -102,10 +105,24 @@ struct alignas(64) Run {
   U32 outcome;    // Outcome of the last finished op
 };
 
+// Values of P2p::kind for the oldest pending point-to-point op.
+enum class P2pKind : std::uint32_t { kSend = 0, kRecv = 1 };
+
+struct alignas(64) P2p {
+  U32 version;
+  U32 pending;    // point-to-point ops posted and not finished (0: the fields below are stale)
+  U32 kind;       // P2pKind of the oldest pending one
+  I32 peer;       // its peer's group rank
+  U64 bytes;      // its size
+  I64 since_ns;   // when it was posted
+  U64 completed;  // point-to-point ops finished so far
+};
+
 struct Slot {
   Identity identity;
   Issue issue;
   Run run;
+  P2p p2p;
 };
 
 struct alignas(64) RowHeader {
@@ -234,11 +251,35 @@ class SlotWriter {
     end_write(r);
   }
 
+  // The worker's pending point-to-point ops now: `pending` of them, the oldest posted at `since_ns`; `completed`
+  // so far. Writes only when something changed, so a loop may call it on every turn.
+  void p2p(std::uint32_t pending, P2pKind kind, int peer, std::uint64_t bytes, std::int64_t since_ns,
+           std::uint64_t completed) {
+    if (!slot_) return;
+    if (pending == p2p_pending_ && (pending == 0 || since_ns == p2p_since_) && completed == p2p_completed_) return;
+    p2p_pending_ = pending;
+    p2p_since_ = since_ns;
+    p2p_completed_ = completed;
+    P2p& p = slot_->p2p;
+    begin_write(p);
+    p.pending.store(pending, std::memory_order_relaxed);
+    p.kind.store(static_cast<std::uint32_t>(kind), std::memory_order_relaxed);
+    p.peer.store(peer, std::memory_order_relaxed);
+    p.bytes.store(bytes, std::memory_order_relaxed);
+    p.since_ns.store(since_ns, std::memory_order_relaxed);
+    p.completed.store(completed, std::memory_order_relaxed);
+    end_write(p);
+  }
+
   Slot* slot() const { return slot_; }
 
  private:
   Slot* slot_ = nullptr;
   std::int64_t started_ns_ = 0;  // the worker thread's own copy (only it writes the run part)
+  // What the p2p part says now (the worker thread's own copy: only it writes that part).
+  std::uint32_t p2p_pending_ = 0;
+  std::int64_t p2p_since_ = 0;
+  std::uint64_t p2p_completed_ = 0;
 };
 
 // ---- the agent side: making one ----

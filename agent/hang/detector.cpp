@@ -26,6 +26,16 @@ const GroupRecord* blocked_elsewhere(const RankRecord& r, std::uint64_t except) 
   return out;
 }
 
+// The global rank of group rank `group_rank` of group `id`, from whichever member's record is seen; -1 if none.
+int global_rank_of(const std::map<std::uint64_t, std::vector<Seen>>& groups, std::uint64_t id, int group_rank) {
+  auto it = groups.find(id);
+  if (it == groups.end()) return -1;
+  for (const auto& m : it->second) {
+    if (m.group->group_rank == group_rank) return m.rank->global_rank;
+  }
+  return -1;
+}
+
 }  // namespace
 
 Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
@@ -34,6 +44,40 @@ Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
   for (const auto& r : ranks) {
     for (const auto& g : r.groups) groups[g.group_id].push_back({&r, &g});
   }
+
+  // ---- point-to-point waits ----
+  std::map<std::pair<int, std::uint64_t>, P2pEpisode> still;
+  for (const auto& r : ranks) {
+    for (const auto& g : r.groups) {
+      const auto key = std::make_pair(r.global_rank, g.group_id);
+      auto ep = p2p_.find(key);
+      const bool same_op = ep != p2p_.end() && g.p2p_pending > 0 && g.p2p_done == ep->second.done;
+      if (ep != p2p_.end() && !same_op && ep->second.reported) {
+        P2pFinding f = ep->second.last;
+        f.kind = P2pFinding::Kind::kResolved;
+        out.p2p.push_back(f);
+      }
+      if (g.p2p_pending == 0) continue;
+      P2pEpisode e = same_op ? ep->second : P2pEpisode{.done = g.p2p_done};
+      P2pFinding f;
+      f.global_rank = r.global_rank;
+      f.group_id = g.group_id;
+      f.group_ordinal = g.ordinal;
+      f.recv = g.p2p_recv;
+      f.peer_group_rank = g.p2p_peer;
+      f.peer = global_rank_of(groups, g.group_id, g.p2p_peer);
+      f.bytes = g.p2p_bytes;
+      f.pending = g.p2p_pending;
+      f.waited_s = g.p2p_s;
+      if (!e.reported && f.waited_s >= config_.report_after_s) {
+        e.reported = true;
+        out.p2p.push_back(f);
+      }
+      e.last = f;
+      still[key] = e;
+    }
+  }
+  p2p_ = std::move(still);
 
   // ---- hangs ----
   for (auto it = episodes_.begin(); it != episodes_.end();) {
@@ -103,6 +147,13 @@ Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
           c.blocked_in_group = b->ordinal;
           c.blocked_in_seq = b->seq;
           c.blocked_in_op = b->op;
+        } else {
+          for (const auto& other : m.rank->groups) {
+            if (other.p2p_pending == 0 || other.p2p_s < config_.report_after_s) continue;
+            c.p2p_group = other.ordinal;
+            c.p2p_recv = other.p2p_recv;
+            c.p2p_peer = global_rank_of(groups, other.group_id, other.p2p_peer);
+          }
         }
         f.culprits.push_back(c);
       }
@@ -232,6 +283,14 @@ Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
 double Detector::lag_of(int global_rank) const {
   auto it = lag_.find(global_rank);
   return it == lag_.end() ? 0 : it->second;
+}
+
+std::vector<P2pFinding> Detector::open_p2p_waits() const {
+  std::vector<P2pFinding> out;
+  for (const auto& [key, e] : p2p_) {
+    if (e.reported) out.push_back(e.last);
+  }
+  return out;
 }
 
 std::vector<HangFinding> Detector::open_hangs() const {

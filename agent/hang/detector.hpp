@@ -19,6 +19,11 @@
 // nobody. Five minutes keeps the report clear of most healthy pauses while saving most of those 30 min; and by
 // default a report only logs and dumps stacks, it never kills (--hang-timeout makes it a failure).
 //
+// Point-to-point wait: a rank whose oldest pending send or recv has been pending report_after_s is reported once
+// (naming its peer; the wording says what the peer is doing), and "resolved" when that op finishes. Report only,
+// never a verdict, even with hang_timeout_s: pipeline schedules wait in recvs by design, and a p2p wait that
+// holds up a collective is named by the collective rule (its culprit "itself waiting in recv from rank N").
+//
 // Straggler: a rank that arrives last into collectives waits least inside them, while the others wait for it.
 // Over each window of straggler_every_s, per group, each rank's mean time inside an op (busy / ops) is compared:
 // the rank with the least is the last to arrive, and the others' median minus its own is its lag per op. It is
@@ -54,6 +59,11 @@ struct Member {
   int blocked_in_group = -1;
   std::uint64_t blocked_in_seq = 0;
   std::uint32_t blocked_in_op = 0;
+  // Else waiting in a point-to-point op pending longer than report_after_s: recv (else send), its group's
+  // ordinal and the peer's global rank (-1 unknown); p2p_group is -1 when not.
+  int p2p_group = -1;
+  bool p2p_recv = false;
+  int p2p_peer = -1;
 };
 
 struct HangFinding {
@@ -73,6 +83,20 @@ struct HangFinding {
   std::vector<int> to_fail;      // kVerdict: global ranks to treat as failed
 };
 
+struct P2pFinding {
+  enum class Kind { kReport, kResolved };
+  Kind kind = Kind::kReport;
+  int global_rank = -1;  // the rank waiting
+  std::uint64_t group_id = 0;
+  int group_ordinal = 0;  // in the waiting rank's numbering
+  bool recv = false;      // a recv (else a send)
+  int peer_group_rank = -1;
+  int peer = -1;  // the peer's global rank (-1: no record of it seen)
+  std::uint64_t bytes = 0;
+  std::uint32_t pending = 0;  // its point-to-point ops pending in that group
+  double waited_s = 0;        // how long the oldest has been pending (kResolved: the episode's length)
+};
+
 struct StragglerFinding {
   std::uint64_t group_id = 0;
   int group_ordinal = 0;
@@ -86,6 +110,7 @@ struct StragglerFinding {
 struct Findings {
   std::vector<HangFinding> hangs;
   std::vector<StragglerFinding> stragglers;
+  std::vector<P2pFinding> p2p;
 };
 
 class Detector {
@@ -99,6 +124,7 @@ class Detector {
   double lag_of(int global_rank) const;
   // The episodes reported and still open (the failure summary names them).
   std::vector<HangFinding> open_hangs() const;
+  std::vector<P2pFinding> open_p2p_waits() const;
   const DetectorConfig& config() const { return config_; }
 
  private:
@@ -111,6 +137,11 @@ class Detector {
     double waited_s = 0;
     HangFinding last;
   };
+  struct P2pEpisode {
+    std::uint64_t done = 0;  // the rank's finished p2p ops when it began: one more ends it
+    bool reported = false;
+    P2pFinding last;
+  };
   struct Window {
     double start_s = -1;
     std::map<int, std::pair<std::uint64_t, double>> at_start;  // global rank -> (done, busy_s)
@@ -118,9 +149,10 @@ class Detector {
   };
 
   DetectorConfig config_;
-  std::map<std::uint64_t, Episode> episodes_;  // by group id
-  std::map<std::uint64_t, Window> windows_;    // by group id
-  std::map<int, double> lag_;                  // global rank -> lag (max over its groups)
+  std::map<std::uint64_t, Episode> episodes_;                // by group id
+  std::map<std::uint64_t, Window> windows_;                  // by group id
+  std::map<std::pair<int, std::uint64_t>, P2pEpisode> p2p_;  // by (global rank, group id)
+  std::map<int, double> lag_;                                // global rank -> lag (max over its groups)
 };
 
 // Non-comm workers (torch's own gloo/NCCL): ctrun cannot read their collectives, only whether each rank still

@@ -28,6 +28,13 @@ struct GroupRecord {
   std::uint64_t done = 0;    // ops finished
   std::uint64_t failed = 0;  // of which failed
   double busy_s = 0;         // total time inside ops
+  // Point-to-point ops (not numbered collectives): how many are pending, the oldest of them, how many finished.
+  std::uint32_t p2p_pending = 0;
+  bool p2p_recv = false;  // the oldest pending is a recv (else a send)
+  int p2p_peer = -1;      // its peer's group rank
+  std::uint64_t p2p_bytes = 0;
+  double p2p_s = 0;  // how long the oldest has been pending
+  std::uint64_t p2p_done = 0;
 
   // Has this rank entered (issued) collective #k of the group?
   bool entered(std::uint64_t k) const { return issued > k; }

@@ -66,7 +66,27 @@ RankRecord Region::read(int local_rank) const {
                      r.busy_ns.load(std::memory_order_relaxed),  r.since_ns.load(std::memory_order_relaxed),
                      r.wait_peer.load(std::memory_order_relaxed)};
     });
+    struct P2pCopy {
+      std::uint32_t pending, kind;
+      std::int32_t peer;
+      std::uint64_t bytes;
+      std::int64_t since_ns;
+      std::uint64_t completed;
+    };
+    auto p2p = progress::read_consistent(s.p2p, [](const progress::P2p& p) {
+      return P2pCopy{p.pending.load(std::memory_order_relaxed),  p.kind.load(std::memory_order_relaxed),
+                     p.peer.load(std::memory_order_relaxed),     p.bytes.load(std::memory_order_relaxed),
+                     p.since_ns.load(std::memory_order_relaxed), p.completed.load(std::memory_order_relaxed)};
+    });
     if (!issue || !run) continue;
+    if (p2p && p2p->pending > 0) {
+      g.p2p_pending = p2p->pending;
+      g.p2p_recv = p2p->kind == static_cast<std::uint32_t>(progress::P2pKind::kRecv);
+      g.p2p_peer = p2p->peer;
+      g.p2p_bytes = p2p->bytes;
+      g.p2p_s = seconds(std::max<std::int64_t>(0, now - p2p->since_ns));
+    }
+    if (p2p) g.p2p_done = p2p->completed;
     g.issued = *issue;
     g.running = run->state == static_cast<std::uint32_t>(progress::RunState::kRunning);
     g.seq = run->seq;

@@ -18,7 +18,9 @@ std::string group_line(const GroupRecord& g) {
   std::ostringstream o;
   o << "g " << g.group_id << ' ' << g.group_rank << ' ' << g.group_size << ' ' << g.ordinal << ' ' << g.issued << ' '
     << (g.running ? 1 : 0) << ' ' << g.seq << ' ' << g.op << ' ' << g.dtype << ' ' << g.bytes << ' ' << ms(g.in_state_s)
-    << ' ' << g.wait_peer << ' ' << g.wait_step << ' ' << g.done << ' ' << g.failed << ' ' << ms(g.busy_s) << '\n';
+    << ' ' << g.wait_peer << ' ' << g.wait_step << ' ' << g.done << ' ' << g.failed << ' ' << ms(g.busy_s) << ' '
+    << g.p2p_pending << ' ' << (g.p2p_recv ? 1 : 0) << ' ' << g.p2p_peer << ' ' << g.p2p_bytes << ' ' << ms(g.p2p_s)
+    << ' ' << g.p2p_done << '\n';
   return o.str();
 }
 
@@ -89,6 +91,14 @@ std::optional<NodeSummary> decode(const std::string& text) {
             g.dtype >> g.bytes >> in_state_ms >> g.wait_peer >> g.wait_step >> g.done >> g.failed >> busy_ms)) {
         return std::nullopt;
       }
+      // The p2p fields came later: a line without them (an older agent's) leaves them at their defaults.
+      int recv = 0;
+      long long p2p_ms = 0;
+      if (l >> g.p2p_pending) {
+        if (!(l >> recv >> g.p2p_peer >> g.p2p_bytes >> p2p_ms >> g.p2p_done)) return std::nullopt;
+        g.p2p_recv = recv != 0;
+        g.p2p_s = static_cast<double>(p2p_ms) / 1000;
+      }
       g.running = running != 0;
       g.in_state_s = static_cast<double>(in_state_ms) / 1000;
       g.busy_s = static_cast<double>(busy_ms) / 1000;
@@ -108,6 +118,7 @@ std::string content_of(NodeSummary s) {
     for (auto& g : r.groups) {
       g.in_state_s = 0;
       g.busy_s = 0;  // follows done, which is compared
+      g.p2p_s = 0;
     }
   }
   return encode(s);
@@ -141,7 +152,10 @@ std::vector<RankRecord> RemoteView::ranks(double now_s) const {
   for (const auto& [node, held] : nodes_) {
     const double age = std::max(0.0, now_s - held.fetched_s);
     for (RankRecord r : held.summary.ranks) {
-      for (auto& g : r.groups) g.in_state_s += age;
+      for (auto& g : r.groups) {
+        g.in_state_s += age;
+        if (g.p2p_pending > 0) g.p2p_s += age;
+      }
       out.push_back(std::move(r));
     }
   }

@@ -36,16 +36,52 @@ std::string who(const Member& m, const std::vector<RankRecord>& ranks) {
   return out;
 }
 
-// The group a rank's table row shows: the op it has waited in longest, else its most recent group.
+// The group a rank's table row shows: the op it has waited in longest, else the point-to-point op pending
+// longest, else its most recent group.
 const GroupRecord* shown_group(const RankRecord& r) {
   const GroupRecord* out = nullptr;
+  auto rank_of = [](const GroupRecord& g) { return g.running ? 2 : g.p2p_pending > 0 ? 1 : 0; };
   for (const auto& g : r.groups) {
-    if (!out || (g.running && (!out->running || g.in_state_s > out->in_state_s)) ||
-        (!g.running && !out->running && g.in_state_s < out->in_state_s)) {
+    const int a = rank_of(g), b = out ? rank_of(*out) : -1;
+    if (a > b || (a == b && a == 2 && g.in_state_s > out->in_state_s) || (a == b && a == 1 && g.p2p_s > out->p2p_s) ||
+        (a == b && a == 0 && g.in_state_s < out->in_state_s)) {
       out = &g;
     }
   }
   return out;
+}
+
+// The global rank of group rank `group_rank` of group `id`, from any rank's record; -1 if none is seen.
+int global_rank_in(const std::vector<RankRecord>& ranks, std::uint64_t id, int group_rank) {
+  for (const auto& r : ranks) {
+    for (const auto& g : r.groups) {
+      if (g.group_id == id && g.group_rank == group_rank) return r.global_rank;
+    }
+  }
+  return -1;
+}
+
+// "recv from 2", "send to 5" (a peer with no record seen: "recv from group rank 3").
+std::string p2p_words(bool recv, int peer, int peer_group_rank) {
+  return std::string(recv ? "recv from " : "send to ") +
+         (peer >= 0 ? "rank " + std::to_string(peer) : "group rank " + std::to_string(peer_group_rank));
+}
+
+// What a rank is doing, for a p2p report's peer: "inside all_reduce #7 of group 0 for 3.0 s", "itself waiting
+// in recv from rank 1 for 5 min 0 s", "between ops for 2.0 s", "no record seen".
+std::string doing(const RankRecord* r, const std::vector<RankRecord>& ranks) {
+  if (!r) return "no record seen";
+  const GroupRecord* g = shown_group(*r);
+  if (!g) return "no groups";
+  if (g->running) {
+    return "inside " + progress::op_name(g->op) + " #" + std::to_string(g->seq) + " of group " +
+           std::to_string(g->ordinal) + " for " + human_seconds(g->in_state_s);
+  }
+  if (g->p2p_pending > 0) {
+    return "itself waiting in " + p2p_words(g->p2p_recv, global_rank_in(ranks, g->group_id, g->p2p_peer), g->p2p_peer) +
+           " for " + human_seconds(g->p2p_s);
+  }
+  return "between ops for " + human_seconds(g->in_state_s);
 }
 
 }  // namespace
@@ -82,6 +118,10 @@ std::string describe(const HangFinding& f, const std::vector<RankRecord>& ranks)
       if (c.blocked_in_group >= 0) {
         out += " (itself waiting in " + progress::op_name(c.blocked_in_op) + " #" + std::to_string(c.blocked_in_seq) +
                " of group " + std::to_string(c.blocked_in_group) + ")";
+      } else if (c.p2p_group >= 0) {
+        out += " (itself waiting in " + std::string(c.p2p_recv ? "recv from " : "send to ") +
+               (c.p2p_peer >= 0 ? "rank " + std::to_string(c.p2p_peer) : "a peer with no record") + " of group " +
+               std::to_string(c.p2p_group) + ")";
       }
     }
     out += (f.culprits.size() == 1 ? " has" : " have") + std::string(" not entered ") + op + "; " +
@@ -89,6 +129,30 @@ std::string describe(const HangFinding& f, const std::vector<RankRecord>& ranks)
            (f.waiting.size() == 1 ? " has" : " have") + " waited " + waited;
   }
   return out;
+}
+
+std::string describe(const P2pFinding& f, const std::vector<RankRecord>& ranks) {
+  const std::string op = p2p_words(f.recv, f.peer, f.peer_group_rank) + " of group " + std::to_string(f.group_ordinal);
+  Member m;
+  m.global_rank = f.global_rank;
+  if (f.kind == P2pFinding::Kind::kResolved)
+    return who(m, ranks) + ": " + op + " finished after " + human_seconds(f.waited_s);
+  return who(m, ranks) + " has waited " + human_seconds(f.waited_s) + " in " + op + " (" + std::to_string(f.bytes) +
+         " bytes" + (f.pending > 1 ? ", " + std::to_string(f.pending) + " point-to-point ops pending" : "") +
+         "); rank " + (f.peer >= 0 ? std::to_string(f.peer) : "?") + ": " +
+         doing(f.peer >= 0 ? find_rank(ranks, f.peer) : nullptr, ranks);
+}
+
+nlohmann::json to_json(const P2pFinding& f) {
+  return {{"event", f.kind == P2pFinding::Kind::kReport ? "p2p_wait" : "p2p_wait_resolved"},
+          {"rank", f.global_rank},
+          {"group", f.group_ordinal},
+          {"op", f.recv ? "recv" : "send"},
+          {"peer", f.peer},
+          {"peer_group_rank", f.peer_group_rank},
+          {"bytes", f.bytes},
+          {"pending", f.pending},
+          {"waited_s", std::round(f.waited_s * 1000) / 1000}};
 }
 
 std::string describe(const StragglerFinding& f) {
@@ -143,17 +207,27 @@ nlohmann::json table_json(const std::vector<RankRecord>& ranks, const Detector& 
   for (const RankRecord* r : sorted) {
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : r->groups) {
-      groups.push_back({{"group", g.ordinal},
-                        {"group_rank", g.group_rank},
-                        {"group_size", g.group_size},
-                        {"state", g.running ? "in_op" : "between_ops"},
-                        {"op", progress::op_name(g.op)},
-                        {"seq", g.seq},
-                        {"issued", g.issued},
-                        {"in_state_s", std::round(g.in_state_s * 1000) / 1000},
-                        {"wait_peer", g.wait_peer},
-                        {"done", g.done},
-                        {"failed", g.failed}});
+      nlohmann::json group{{"group", g.ordinal},
+                           {"group_rank", g.group_rank},
+                           {"group_size", g.group_size},
+                           {"state", g.running ? "in_op" : "between_ops"},
+                           {"op", progress::op_name(g.op)},
+                           {"seq", g.seq},
+                           {"issued", g.issued},
+                           {"in_state_s", std::round(g.in_state_s * 1000) / 1000},
+                           {"wait_peer", g.wait_peer},
+                           {"done", g.done},
+                           {"failed", g.failed},
+                           {"p2p_done", g.p2p_done}};
+      if (g.p2p_pending > 0) {
+        group["p2p"] = {{"pending", g.p2p_pending},
+                        {"op", g.p2p_recv ? "recv" : "send"},
+                        {"peer", global_rank_in(ranks, g.group_id, g.p2p_peer)},
+                        {"peer_group_rank", g.p2p_peer},
+                        {"bytes", g.p2p_bytes},
+                        {"waited_s", std::round(g.p2p_s * 1000) / 1000}};
+      }
+      groups.push_back(group);
     }
     rows.push_back({{"rank", r->global_rank},
                     {"host", r->host},
@@ -166,7 +240,9 @@ nlohmann::json table_json(const std::vector<RankRecord>& ranks, const Detector& 
   }
   nlohmann::json hangs = nlohmann::json::array();
   for (const auto& h : detector.open_hangs()) hangs.push_back(to_json(h));
-  return {{"ranks", rows}, {"hangs", hangs}};
+  nlohmann::json p2p = nlohmann::json::array();
+  for (const auto& w : detector.open_p2p_waits()) p2p.push_back(to_json(w));
+  return {{"ranks", rows}, {"hangs", hangs}, {"p2p_waits", p2p}};
 }
 
 std::string table_text(const std::vector<RankRecord>& ranks, const Detector& detector) {
@@ -180,17 +256,25 @@ std::string table_text(const std::vector<RankRecord>& ranks, const Detector& det
   out += line;
   for (const RankRecord* r : sorted) {
     const GroupRecord* g = shown_group(*r);
+    const bool p2p = g && !g->running && g->p2p_pending > 0;
+    const std::string op =
+        !g    ? "-"
+        : p2p ? (g->p2p_recv ? "recv<-" : "send->") + std::to_string(global_rank_in(ranks, g->group_id, g->p2p_peer))
+              : progress::op_name(g->op);
     std::snprintf(line, sizeof line, "%-5d %-16s %-5d %-8d %-11s %-5s %-14s %-6s %-12s %-8d %s\n", r->global_rank,
                   r->host.substr(0, 16).c_str(), r->local_rank, r->pid,
                   !g           ? "no groups"
                   : g->running ? "in op"
+                  : p2p        ? "in p2p"
                                : "between ops",
-                  g ? std::to_string(g->ordinal).c_str() : "-", g ? progress::op_name(g->op).c_str() : "-",
-                  g ? std::to_string(g->seq).c_str() : "-", g ? human_seconds(g->in_state_s).c_str() : "-", r->restarts,
+                  g ? std::to_string(g->ordinal).c_str() : "-", op.c_str(),
+                  g && !p2p ? std::to_string(g->seq).c_str() : "-",
+                  g ? human_seconds(p2p ? g->p2p_s : g->in_state_s).c_str() : "-", r->restarts,
                   human_seconds(detector.lag_of(r->global_rank)).c_str());
     out += line;
   }
   for (const auto& h : detector.open_hangs()) out += "hang: " + describe(h, ranks) + "\n";
+  for (const auto& w : detector.open_p2p_waits()) out += "p2p wait: " + describe(w, ranks) + "\n";
   return out;
 }
 

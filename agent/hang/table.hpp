@@ -19,9 +19,14 @@ std::string describe(const HangFinding& finding, const std::vector<RankRecord>& 
 // "rank 2 is last into the collectives of group 0: 0.50 s per op behind the others' median (120 ops in 60 s;
 // median over recent windows 0.49 s)"
 std::string describe(const StragglerFinding& finding);
+// "rank 3 (host vm, local_rank 3, pid 4712) has waited 5 min 0 s in recv from rank 2 of group 0 (4096 bytes);
+// rank 2: inside all_reduce #7 of group 1 for 5 min 0 s" (resolved: "...: recv from rank 2 of group 0 finished
+// after 6 min 1 s").
+std::string describe(const P2pFinding& finding, const std::vector<RankRecord>& ranks);
 
 nlohmann::json to_json(const HangFinding& finding);
 nlohmann::json to_json(const StragglerFinding& finding);
+nlohmann::json to_json(const P2pFinding& finding);
 
 // The live table. `lag_of` from the detector (seconds per op).
 std::string table_text(const std::vector<RankRecord>& ranks, const Detector& detector);

@@ -173,6 +173,17 @@ WatchOutput HangWatch::tick(double now_s) {
       }
     }
   }
+  for (const auto& w : f.p2p) {
+    out.events.push_back(to_json(w));
+    if (w.kind == P2pFinding::Kind::kResolved) {
+      out.infos.push_back(describe(w, all));
+      continue;
+    }
+    out.warnings.push_back(describe(w, all) + " (possible hang; reported after " +
+                           human_seconds(config_.detector.report_after_s) +
+                           ", never acted on: point-to-point waits are only reported)");
+    request_dumps(now_s);
+  }
   for (const auto& s : f.stragglers) {
     out.infos.push_back(describe(s));
     out.stragglers[s.group_ordinal] = out.infos.back();

@@ -39,14 +39,14 @@ struct LocalWorker {
 };
 
 struct WatchOutput {
-  std::vector<std::string> warnings;          // hang reports, verdicts, quiet jobs: the log and the console
-  std::vector<std::string> infos;             // stragglers, hangs resolved: the log
-  std::map<int, std::string> stragglers;      // group ordinal -> this tick's straggler line (also in infos)
-  std::vector<nlohmann::json> events;         // the JSON event log
-  std::vector<int> fail_local_ranks;          // a verdict's culprits on this node: treat them as failed workers
-  std::vector<std::string> stacks;            // "stack of rank 2 (...):\n<dump>" for the console
-  std::map<int, std::string> failure_notes;   // local rank -> what its error file and the failure summary say
-  std::map<int, std::string> failure_stacks;  // local rank -> its stack (the error file's py_callstack)
+  std::vector<std::string> warnings;            // hang reports, verdicts, quiet jobs: the log and the console
+  std::vector<std::string> infos;               // stragglers, hangs resolved: the log
+  std::map<int, std::string> stragglers;        // group ordinal -> this tick's straggler line (also in infos)
+  std::vector<nlohmann::json> events;           // the JSON event log
+  std::vector<int> fail_local_ranks;            // a verdict's culprits on this node: treat them as failed workers
+  std::vector<std::string> stacks;              // "stack of rank 2 (...):\n<dump>" for the console
+  std::map<int, std::string> failure_notes;     // local rank -> what its error file and the failure summary say
+  std::map<int, std::string> failure_stacks;    // local rank -> its stack (the error file's py_callstack)
   std::optional<std::string> requested_stacks;  // request_stacks()' answer, once complete
 };
 

@@ -195,10 +195,11 @@ class CpuBackend final : public Backend {
     std::uint64_t seq = 0;                   // the collective's number (0 for other tasks)
   };
 
-  // A p2p request the worker watches for its deadline.
+  // A p2p request the worker watches for its deadline (and the progress record shows while it is pending).
   struct PendingP2P {
     transport::RequestPtr request;
     Clock::time_point deadline;
+    std::int64_t posted_ns = 0;  // CLOCK_MONOTONIC, for the progress record (0 when records are off)
   };
 
   // The group's collectives are numbered in issue order (under the queue lock, which is also the order they run
@@ -288,7 +289,8 @@ class CpuBackend final : public Backend {
         if (--batch->remaining == 0) work->complete(batch->error);
       };
       messenger_->post(r);
-      if (!r->finished) p2p_.push_back({r, deadline});
+      if (!r->finished) p2p_.push_back({r, deadline, progress_.enabled() ? progress::now_ns() : 0});
+      ++p2p_posted_;
     }
   }
 
@@ -336,6 +338,25 @@ class CpuBackend final : public Backend {
     }
   }
 
+  // The progress record's p2p part: how many p2p ops are pending and the oldest (the record writes only when
+  // that changed). On the worker thread, the one writer of that part.
+  void note_p2p() {
+    if (!progress_.enabled()) return;
+    std::uint32_t pending = 0;
+    const PendingP2P* oldest = nullptr;
+    for (const auto& p : p2p_) {
+      if (p.request->finished) continue;
+      ++pending;
+      if (!oldest) oldest = &p;
+    }
+    const auto completed = p2p_posted_ - pending;
+    if (!oldest) return progress_.p2p(0, progress::P2pKind::kSend, -1, 0, 0, completed);
+    const auto& r = *oldest->request;
+    progress_.p2p(pending,
+                  r.kind == transport::Request::Kind::kRecv ? progress::P2pKind::kRecv : progress::P2pKind::kSend,
+                  r.peer, r.bytes, oldest->posted_ns, completed);
+  }
+
   Clock::time_point next_p2p_deadline() const {
     auto t = Clock::now() + std::chrono::seconds(1);
     for (const auto& p : p2p_) t = std::min(t, p.deadline);
@@ -359,6 +380,7 @@ class CpuBackend final : public Backend {
       if (task) {
         in_transport_wait_.store(false);
         execute(*task);
+        note_p2p();
         continue;
       }
       if (messenger_->has_pending()) {
@@ -366,6 +388,7 @@ class CpuBackend final : public Backend {
         if (stopping && (!messenger_->has_pending_sends() || Clock::now() >= stop_deadline_)) break;
         try {
           expire_p2p();
+          note_p2p();
           idle_progress(token, stopping);
         } catch (const std::exception& e) {
           // Nothing may escape the worker thread: fail everything pending instead.
@@ -374,6 +397,7 @@ class CpuBackend final : public Backend {
         continue;
       }
       in_transport_wait_.store(false);
+      note_p2p();  // nothing pending any more: the record says so before the worker sleeps
       std::unique_lock lock(mutex_);
       if (stopping_ && queue_.empty()) break;
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
@@ -424,6 +448,7 @@ class CpuBackend final : public Backend {
   std::uint64_t seq_ = 0;  // the group's collective counter (guarded by mutex_)
   progress::SlotWriter progress_;
   std::vector<PendingP2P> p2p_;
+  std::uint64_t p2p_posted_ = 0;  // p2p ops posted (the worker thread's): completed = posted - pending
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -37,6 +37,10 @@ struct Seen {
   int group_rank = -1, wait_peer = -1;
   bool running = false;
   std::uint32_t op = 0;
+  std::uint32_t p2p_pending = 0, p2p_kind = 0;
+  int p2p_peer = -1;
+  std::uint64_t p2p_bytes = 0, p2p_completed = 0;
+  std::int64_t p2p_since_ns = 0;
 };
 
 // The slots in use, as the agent would read them.
@@ -56,6 +60,12 @@ std::vector<Seen> slots() {
     v.busy_ns = s.run.busy_ns.load();
     v.wait_peer = s.run.wait_peer.load();
     v.op = s.run.op.load();
+    v.p2p_pending = s.p2p.pending.load();
+    v.p2p_kind = s.p2p.kind.load();
+    v.p2p_peer = s.p2p.peer.load();
+    v.p2p_bytes = s.p2p.bytes.load();
+    v.p2p_completed = s.p2p.completed.load();
+    v.p2p_since_ns = s.p2p.since_ns.load();
     out.push_back(v);
   }
   return out;
@@ -103,6 +113,59 @@ TEST_P(ProgressRecords, NameTheOpEveryRankIsInAndWhomItWaitsFor) {
   });
   EXPECT_TRUE(checked);
   EXPECT_TRUE(slots().empty()) << "destroyed groups free their slots";
+}
+
+// Point-to-point ops: the worker thread records how many are pending and the oldest (recv or send, peer, bytes,
+// since when), and how many finished; they are not numbered collectives.
+TEST_P(ProgressRecords, ShowThePendingPointToPointOp) {
+  ASSERT_NE(region(), nullptr);
+  ProcessGroupOptions options;
+  options.transport = GetParam();
+  options.timeout = std::chrono::seconds(20);
+  std::atomic<bool> rank0_go{false};
+  std::atomic<bool> checked{false};
+  testing::run_ranks(2, options, [&](int rank, ProcessGroup& pg) {
+    std::vector<float> v(32, 1.0f);
+    pg.barrier();
+    if (rank == 1) {
+      // Rank 1 waits in a recv from rank 0, which sends late.
+      const std::int64_t before = progress::now_ns();
+      auto work = pg.irecv(Buffer(v), 0, 7);
+      std::this_thread::sleep_for(milliseconds(300));
+      std::vector<Seen> now = slots();
+      ASSERT_EQ(now.size(), 2u);
+      const Seen& mine = now[0].group_rank == 1 ? now[0] : now[1];
+      const Seen& sender = now[0].group_rank == 1 ? now[1] : now[0];
+      EXPECT_EQ(mine.p2p_pending, 1u);
+      EXPECT_EQ(mine.p2p_kind, static_cast<std::uint32_t>(progress::P2pKind::kRecv));
+      EXPECT_EQ(mine.p2p_peer, 0);
+      EXPECT_EQ(mine.p2p_bytes, 128u);
+      EXPECT_GE(mine.p2p_since_ns, before);
+      EXPECT_FALSE(mine.running) << "not a collective";
+      EXPECT_EQ(mine.issued, 1u) << "the barrier only: p2p ops are not numbered";
+      EXPECT_EQ(sender.p2p_pending, 0u);
+      checked = true;
+      rank0_go = true;
+      work->wait();
+      // The worker writes the record on its next turn after completing the recv: give it a moment.
+      auto mine_now = [] {
+        std::vector<Seen> s = slots();
+        return s.size() == 2 ? (s[0].group_rank == 1 ? s[0] : s[1]) : Seen{};
+      };
+      Seen after = mine_now();
+      for (int i = 0; i < 200 && after.p2p_pending != 0; ++i) {
+        std::this_thread::sleep_for(milliseconds(10));
+        after = mine_now();
+      }
+      EXPECT_EQ(after.p2p_pending, 0u) << "the record says done once the recv finished";
+      EXPECT_EQ(after.p2p_completed, 1u);
+    } else {
+      while (!rank0_go) std::this_thread::sleep_for(milliseconds(5));
+      pg.send(Buffer(v), 1, 7);
+    }
+    pg.barrier();
+  });
+  EXPECT_TRUE(checked);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ProgressRecords, ::testing::Values("tcp", "shm"));

@@ -105,6 +105,29 @@ TEST(CtrunHang, ASlowButProgressingRankIsNeverHungAndIsTheStraggler) {
   for (const auto& s : stragglers) EXPECT_EQ(s["rank"], 1) << s.dump();
 }
 
+// Point-to-point: rank 1 waits in a recv while rank 0 sleeps before sending. Reported naming both (with a hang
+// timeout set: never failed for it), resolved once the send comes, and the job ends well.
+TEST(CtrunHang, ALongRecvIsReportedNeverFailedAndResolved) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_p2p");
+  auto env = kEnv;
+  env.emplace("P2P_WAIT", "6");
+  const std::vector<std::string> a = {
+      "--standalone",        "--nproc-per-node", "2", "--log-dir",           dir + "/logs", "--event-log",
+      dir + "/events.jsonl", "--hang-timeout",   "3", "--hang-report-after", "2",           worker()};
+  RunResult r = run_ctrun(a, env, std::chrono::seconds(90));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto waits = events_named(dir + "/events.jsonl", "p2p_wait");
+  ASSERT_EQ(waits.size(), 1u) << r.err;
+  EXPECT_EQ(waits[0]["rank"], 1);
+  EXPECT_EQ(waits[0]["op"], "recv");
+  EXPECT_EQ(waits[0]["peer"], 0);
+  EXPECT_EQ(events_named(dir + "/events.jsonl", "p2p_wait_resolved").size(), 1u) << r.err;
+  EXPECT_TRUE(events_named(dir + "/events.jsonl", "hang_failed").empty()) << r.err;
+  EXPECT_NE(r.err.find("in recv from rank 0 of group 0 (16 bytes); rank 0: between ops for"), std::string::npos)
+      << r.err;
+}
+
 // A job that dies after a straggler was seen: the failure summary is followed by that straggler.
 TEST(CtrunHang, AFailedJobsSummaryNamesTheStraggler) {
   if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";

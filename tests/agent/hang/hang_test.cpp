@@ -251,6 +251,38 @@ TEST(HangSummary, RoundTripsAndStaysBounded) {
   EXPECT_FALSE(decode("garbage"));
 }
 
+TEST(HangSummary, CarriesPointToPointWaitsAndReadsLinesWithoutThem) {
+  NodeSummary s;
+  s.host = "b";
+  s.ranks = {rank_in(3, 4, 2, false, 1)};
+  GroupRecord& g = s.ranks[0].groups[0];
+  g.p2p_pending = 2;
+  g.p2p_recv = true;
+  g.p2p_peer = 2;
+  g.p2p_bytes = 4096;
+  g.p2p_s = 7.25;
+  g.p2p_done = 11;
+  auto back = decode(encode(s));
+  ASSERT_TRUE(back);
+  const GroupRecord& b = back->ranks[0].groups[0];
+  EXPECT_EQ(b.p2p_pending, 2u);
+  EXPECT_TRUE(b.p2p_recv);
+  EXPECT_EQ(b.p2p_peer, 2);
+  EXPECT_EQ(b.p2p_bytes, 4096u);
+  EXPECT_NEAR(b.p2p_s, 7.25, 1e-9);
+  EXPECT_EQ(b.p2p_done, 11u);
+  // A group line of an agent built before the p2p fields: read, with none pending.
+  auto old = decode("P1 1 0 a\nr 0 0 100 0\ng 77 0 2 0 3 0 2 2 0 16 1000 -1 0 3 0 12\n");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->ranks[0].groups[0].p2p_pending, 0u);
+  EXPECT_EQ(old->ranks[0].groups[0].issued, 3u);
+  // Remote ages advance the pending p2p op's wait too.
+  RemoteView v;
+  s.counter = 1;
+  v.update("node1", s, 100);
+  EXPECT_NEAR(v.ranks(110)[0].groups[0].p2p_s, 17.25, 1e-9);
+}
+
 TEST(HangSummary, PacerWritesOnChangeAtABoundedRate) {
   PublishPacer p;
   p.min_interval_s = 2;
@@ -292,6 +324,89 @@ TEST(HangTable, TextAndJsonShowEveryRank) {
   EXPECT_EQ(j["hangs"][0]["not_entered"][0]["rank"], 2);
 }
 
+// A pipeline: rank 1 waits in a recv from rank 0 while rank 0 is inside all_reduce #5 of another group.
+std::vector<RankRecord> rank1_in_recv(double waited, std::uint64_t p2p_done = 4) {
+  std::vector<RankRecord> ranks = {rank_in(0, 2, 5, false, 1), rank_in(1, 2, 5, false, waited)};
+  GroupRecord& g = ranks[1].groups[0];
+  g.p2p_pending = 1;
+  g.p2p_recv = true;
+  g.p2p_peer = 0;
+  g.p2p_bytes = 4096;
+  g.p2p_s = waited;
+  g.p2p_done = p2p_done;
+  GroupRecord other = rank_in(0, 1, 6, true, waited).groups[0];  // a group of its own: no collective hang
+  other.group_id = 88;
+  other.ordinal = 1;
+  ranks[0].groups.push_back(other);
+  return ranks;
+}
+
+TEST(HangDetector, ALongPointToPointWaitIsReportedOnceNeverFailedAndResolved) {
+  Detector d({.report_after_s = 10, .hang_timeout_s = 20});
+  EXPECT_TRUE(d.observe(0, rank1_in_recv(9)).p2p.empty());
+  Findings f = d.observe(1, rank1_in_recv(10.5));
+  ASSERT_EQ(f.p2p.size(), 1u);
+  const P2pFinding& w = f.p2p[0];
+  EXPECT_EQ(w.kind, P2pFinding::Kind::kReport);
+  EXPECT_EQ(w.global_rank, 1);
+  EXPECT_TRUE(w.recv);
+  EXPECT_EQ(w.peer, 0);
+  EXPECT_EQ(describe(w, rank1_in_recv(10.5)),
+            "rank 1 (host vm, local_rank 1, pid 4712) has waited 10.5 s in recv from rank 0 of group 0 (4096 bytes); "
+            "rank 0: inside all_reduce #5 of group 1 for 10.5 s");
+  EXPECT_EQ(to_json(w)["event"], "p2p_wait");
+  EXPECT_TRUE(f.hangs.empty()) << "no collective is waited in by the group's members";
+  Findings later = d.observe(2, rank1_in_recv(25));
+  EXPECT_TRUE(later.p2p.empty()) << "reported once";
+  EXPECT_TRUE(later.hangs.empty()) << "never a verdict: point-to-point waits are only reported";
+  EXPECT_EQ(d.open_p2p_waits().size(), 1u);
+  EXPECT_NE(table_text(rank1_in_recv(25), d).find("p2p wait: rank 1"), std::string::npos);
+  // The recv finished (one more p2p op done; another pending since 0.1 s): resolved.
+  Findings done = d.observe(3, rank1_in_recv(0.1, 5));
+  ASSERT_EQ(done.p2p.size(), 1u);
+  EXPECT_EQ(done.p2p[0].kind, P2pFinding::Kind::kResolved);
+  EXPECT_EQ(to_json(done.p2p[0])["event"], "p2p_wait_resolved");
+  EXPECT_TRUE(d.open_p2p_waits().empty());
+}
+
+TEST(HangDetector, ACulpritWaitingInAPointToPointOpSaysSo) {
+  // Ranks 0,1,3 wait in all_reduce #3; rank 2 has not entered it: it waits in a recv from rank 1 (group 1).
+  Detector d({.report_after_s = 10});
+  auto ranks = rank2_missing(12);
+  GroupRecord pipe = rank_in(2, 4, 0, false, 12).groups[0];
+  pipe.group_id = 99;
+  pipe.ordinal = 1;
+  pipe.p2p_pending = 1;
+  pipe.p2p_recv = true;
+  pipe.p2p_peer = 0;
+  pipe.p2p_s = 12;
+  ranks[2].groups.push_back(pipe);
+  GroupRecord pipe1 = pipe;
+  pipe1.group_rank = 0;
+  pipe1.p2p_pending = 0;
+  ranks[1].groups.push_back(pipe1);
+  Findings f = d.observe(0, ranks);
+  ASSERT_EQ(f.hangs.size(), 1u);
+  EXPECT_NE(describe(f.hangs[0], ranks)
+                .find("rank 2 (host vm, local_rank 2, pid 4713) (itself waiting in recv from "
+                      "rank 1 of group 1) has not entered all_reduce #3 of group 0"),
+            std::string::npos)
+      << describe(f.hangs[0], ranks);
+}
+
+TEST(HangTable, APendingPointToPointOpIsShownWithItsPeer) {
+  Detector d({.report_after_s = 10});
+  auto ranks = rank1_in_recv(3);
+  d.observe(0, ranks);
+  const std::string text = table_text(ranks, d);
+  EXPECT_NE(text.find("in p2p      0     recv<-0"), std::string::npos) << text;
+  auto j = table_json(ranks, d);
+  EXPECT_EQ(j["ranks"][1]["groups"][0]["p2p"]["op"], "recv");
+  EXPECT_EQ(j["ranks"][1]["groups"][0]["p2p"]["peer"], 0);
+  EXPECT_EQ(j["ranks"][1]["groups"][0]["p2p"]["waited_s"], 3.0);
+  EXPECT_TRUE(j["p2p_waits"].empty()) << "3 s is below the report threshold";
+}
+
 // ---- real memory ----
 
 TEST(HangRegion, ReadsWhatTheWriterCommUsesWrites) {
@@ -325,6 +440,16 @@ TEST(HangRegion, ReadsWhatTheWriterCommUsesWrites) {
   EXPECT_EQ(g.wait_peer, 0);
   EXPECT_EQ(g.wait_step, 1u);
   EXPECT_GE(g.in_state_s, 0.015);
+  EXPECT_EQ(g.p2p_pending, 0u);
+  // A pending send to group rank 0, posted 20 ms ago, after 3 finished p2p ops.
+  w.p2p(1, progress::P2pKind::kSend, 0, 512, progress::now_ns() - 20'000'000, 3);
+  const GroupRecord p = region.read(1).groups.at(0);
+  EXPECT_EQ(p.p2p_pending, 1u);
+  EXPECT_FALSE(p.p2p_recv);
+  EXPECT_EQ(p.p2p_peer, 0);
+  EXPECT_EQ(p.p2p_bytes, 512u);
+  EXPECT_GE(p.p2p_s, 0.015);
+  EXPECT_EQ(p.p2p_done, 3u);
   EXPECT_TRUE(region.read(0).groups.empty());
 }
 

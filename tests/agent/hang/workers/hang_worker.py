@@ -1,7 +1,7 @@
 # A torch worker on backend "ctrun": three all_reduces, then rank HANG_RANK sleeps before the fourth (#3) while
 # the others enter it (only in attempt HANG_ATTEMPT when set). SLOW_RANK sleeps SLOW_S before each of STEPS
-# all_reduces. HANG_GROUP_RANK=N: the hanging rank is local rank 1 of group rank N's node instead.
-# Rendezvous: file:// at HANG_STORE_FILE when set, else env:// (under ctrun).
+# all_reduces. HANG_GROUP_RANK=N: the hanging rank is local rank 1 of group rank N's node instead. P2P_WAIT=S: rank
+# 1 then receives from rank 0, which sends after S s. Rendezvous: file:// at HANG_STORE_FILE if set, else env://.
 import os
 import sys
 import time
@@ -30,6 +30,12 @@ for step in range(steps):
     dist.all_reduce(t)
 if rank == hang_rank:
     time.sleep(120)  # the sleeping line
+if float(os.environ.get("P2P_WAIT", "0")) > 0:  # rank 1 waits in a recv while rank 0 sends late
+    if rank == 0:
+        time.sleep(float(os.environ["P2P_WAIT"]))
+        dist.send(t, 1)
+    elif rank == 1:
+        dist.recv(t, 0)
 dist.all_reduce(t)
 print("rank %d done" % rank, flush=True)
 if rank == int(os.environ.get("FAIL_AT_END", "-1")):
