@@ -2,7 +2,8 @@
 //
 //   progress_bench                    ns per op of the records a collective writes (issued + running +
 //                                     finished), and of one waiting() note, alone and with a reader polling
-//                                     every slot every millisecond (the agent reads far less often)
+//                                     every slot every millisecond (the agent reads far less often); the p2p
+//                                     part: a worker's turn with nothing changed, and one op posted and completed
 //   progress_bench --make-region PATH N    creates a region with N rows at PATH (for progress_ab.sh) and exits
 #include <algorithm>
 #include <atomic>
@@ -68,9 +69,18 @@ int main(int argc, char** argv) {
     (void)t;
   };
   auto wait_note = [&](std::size_t i) { w.waiting(static_cast<int>(i & 3)); };
+  // comm's worker per turn: unchanged p2p state (the common case: returns at once), and one post + completion.
+  auto p2p_same = [&](std::size_t) { w.p2p(0, ctrun::progress::P2pKind::kSend, -1, 0, 0, 0); };
+  std::uint64_t p2p_done = 0;
+  auto p2p_op = [&](std::size_t) {
+    w.p2p(1, ctrun::progress::P2pKind::kRecv, 1, 8, ctrun::progress::now_ns(), p2p_done);
+    w.p2p(0, ctrun::progress::P2pKind::kSend, -1, 0, 0, ++p2p_done);
+  };
   const double clock_ns = ns_per(kOps, now_only);
   const double op_ns = ns_per(kOps, op);
   const double wait_ns = ns_per(kOps, wait_note);
+  const double p2p_same_ns = ns_per(kOps, p2p_same);
+  const double p2p_op_ns = ns_per(kOps, p2p_op);
 
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> reads{0};
@@ -96,6 +106,8 @@ int main(int argc, char** argv) {
   std::printf("  with a reader polling every slot each ms  %6.1f ns  (%llu slot reads)\n", op_read_ns,
               static_cast<unsigned long long>(reads.load()));
   std::printf("one waiting() note (before a blocking wait) %6.1f ns\n", wait_ns);
+  std::printf("p2p record, nothing changed (worker's turn) %6.1f ns\n", p2p_same_ns);
+  std::printf("p2p records of one op (posted+completed)    %6.1f ns  (1 clock read included)\n", p2p_op_ns);
   ctrun::progress::unmap_region(region);
   return 0;
 }
