@@ -17,9 +17,6 @@ ALLOWED = {
     "agent": {"common", "store", "rendezvous"},
     "comm": {"common", "store"},
 }
-# Known cycles waiting for their fix elsewhere, as {module, module}: reported as notes, not failures. Remove an
-# entry with its fix.
-KNOWN = [{"comm/nccl/nccl_backend", "comm/nccl/staging_backend"}]
 SOURCE = re.compile(r"\.(c|cc|cpp|cu|h|hpp)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -118,9 +115,6 @@ def main():
                     if a != b and a in scc and b in scc:
                         errors.append(f"{path}:{line}: {a}/ includes {target}, and {b}/ includes {a}/ back")
         for scc in cycles(inside):
-            if scc in KNOWN:
-                print(f"note: known cycle, fixed elsewhere: {', '.join(sorted(scc))}")
-                continue
             for mod in sorted(scc):
                 for path, line, target in mods[mod]:
                     if os.path.splitext(target)[0] in scc and os.path.splitext(target)[0] != mod:

@@ -180,7 +180,8 @@ std::unique_ptr<Backend> make_nccl_backend(BackendContext context) {
   // unchanged with --backend nccl; device buffers go straight to NCCL.
   return std::make_unique<StagingBackend>(
       std::move(context), StagingBackend::Direction::kToDevice,
-      [](BackendContext ctx) { return std::make_unique<NcclBackend>(std::move(ctx)); });
+      [](BackendContext ctx) { return std::make_unique<NcclBackend>(std::move(ctx)); },
+      [](Backend& inner) { return static_cast<NcclBackend&>(inner).device(); });
 }
 
 }  // namespace ctrun::comm::nccl

@@ -18,9 +18,6 @@ std::unique_ptr<Backend> make_nccl_backend(BackendContext context);
 // The CUDA device an nccl backend runs on (where its buffers must live); -1 for other backends.
 int device_of(Backend& backend);
 
-// Wraps a host backend (e.g. "cpu") so its ops also accept CUDA buffers: they are copied through pinned host
-// memory (after the caller's current stream) and copied back when the op finished. Buffers already on the host
-// go straight through.
-std::unique_ptr<Backend> make_cuda_staging_backend(BackendContext context, const BackendFactory& make_host_backend);
+// (The staging factory of host backends is in comm/nccl/staging.hpp.)
 
 }  // namespace ctrun::comm::nccl

@@ -6,6 +6,7 @@
 
 #include "comm/backend.hpp"
 #include "comm/nccl/nccl_backend.hpp"
+#include "comm/nccl/staging.hpp"
 
 namespace ctrun::comm::nccl {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "comm/nccl/cuda_check.hpp"
 #include "comm/nccl/device_memory.hpp"
-#include "comm/nccl/nccl_backend.hpp"
+#include "comm/nccl/staging.hpp"
 #include "comm/nccl/stream.hpp"
 
 namespace ctrun::comm::nccl {
@@ -27,9 +27,10 @@ void add_device(std::vector<int>& devices, int device) {
 
 }  // namespace
 
-StagingBackend::StagingBackend(BackendContext context, Direction direction, const BackendFactory& make_inner)
+StagingBackend::StagingBackend(BackendContext context, Direction direction, const BackendFactory& make_inner,
+                               const std::function<int(Backend&)>& device_of_inner)
     : Backend(context), direction_(direction), inner_(make_inner(unwrap_parent(std::move(context)))) {
-  if (direction_ == Direction::kToDevice) device_ = device_of(*inner_);
+  if (direction_ == Direction::kToDevice && device_of_inner) device_ = device_of_inner(*inner_);
 }
 
 StagingBackend::~StagingBackend() {

@@ -9,6 +9,7 @@
 // for the wrapped op (polling its Work) and does the copy back, so async ops stay async.
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,7 +28,9 @@ class StagingBackend final : public Backend {
  public:
   enum class Direction { kToHost, kToDevice };
 
-  StagingBackend(BackendContext context, Direction direction, const BackendFactory& make_inner);
+  // kToDevice: `device_of_inner` says which GPU the wrapped backend runs on (where staged copies go).
+  StagingBackend(BackendContext context, Direction direction, const BackendFactory& make_inner,
+                 const std::function<int(Backend&)>& device_of_inner = {});
   ~StagingBackend() override;
 
   std::string_view name() const override { return inner_->name(); }
