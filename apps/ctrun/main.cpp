@@ -1,6 +1,7 @@
 // ctrun [options] SCRIPT [script args...]: torchrun's command line, one node or many, no orphaned workers.
 // Exit codes: 0 success, 1 a worker failed (or --propagate-exit-code: its code), 2 a bad command line.
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -34,7 +35,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto env = process_env();
   // `ctrun --status ...` reads a running job's live table; it starts nothing.
-  if (!args.empty() && args.front() == "--status") return status_main({args.begin() + 1, args.end()}, env);
+  if (!args.empty() && args.front().starts_with("--status")) {
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (args.front().starts_with("--status=")) rest.insert(rest.begin(), args.front().substr(9));
+    if (args.front() == "--status" || args.front().starts_with("--status=")) return status_main(rest, env);
+  }
   auto log = ctrun::log::get("agent");
   LaunchConfig config;
   try {
@@ -59,7 +64,9 @@ int main(int argc, char** argv) {
     std::fputs(help.what(), stdout);
     return 0;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "%s\nctrun: error: %s\n", usage_line().c_str(), e.what());
+    const bool status_later = std::find(args.begin(), args.end(), "--status") != args.end();
+    std::fprintf(stderr, "%s\nctrun: error: %s%s\n", usage_line().c_str(), e.what(),
+                 status_later ? " (--status goes first: ctrun --status [--json|--stacks] [TARGET])" : "");
     return 2;
   }
   // What Slurm / MPI / Kubeflow variables decided, in one line (explicit flags always win).

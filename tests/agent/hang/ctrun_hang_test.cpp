@@ -199,7 +199,7 @@ TEST(CtrunHang, ReportedNotKilledLiveViewAndCtrlC) {
   std::printf("Ctrl-C to exit: %.2f s\n", took);
   // The ended job's port file is gone: `ctrun --status` says that no job answered (exit 1), naming where it looked.
   EXPECT_FALSE(fs::exists(port_file)) << port_file;
-  RunResult after = run_ctrun({"--status", dir + "/logs"}, {}, std::chrono::seconds(30));
+  RunResult after = run_ctrun({"--status=" + dir + "/logs"}, {}, std::chrono::seconds(30));
   EXPECT_EQ(after.exit_code, 1) << after.out;
   EXPECT_NE(after.err.find("no running job answered under " + dir + "/logs"), std::string::npos) << after.err;
 }
