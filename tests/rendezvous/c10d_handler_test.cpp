@@ -60,18 +60,6 @@ bool eventually(P pred, std::chrono::milliseconds limit = 5000ms) {
   return pred();
 }
 
-// c10d parameters whose endpoint is a port of 127.0.0.1 that was free a moment ago (the handlers host it).
-RendezvousParameters on_free_loopback_port() {
-  store::ServerOptions o;
-  o.host = "127.0.0.1";
-  store::Server probe(o);
-  probe.start();
-  RendezvousParameters p;
-  p.backend = "c10d";
-  p.endpoint = "127.0.0.1:" + std::to_string(probe.port());
-  return p;
-}
-
 }  // namespace
 
 TEST(C10dHandler, ConcurrentJoinsInThreadsGetOneConsistentRound) {
@@ -181,8 +169,12 @@ TEST(C10dHandler, WorkerStoreAddressIsRequired) {
 }
 
 TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
-  // A free port: the agents race to host it on 127.0.0.1; one binds, the others become clients.
-  RendezvousParameters p = on_free_loopback_port();
+  // The first agent hosts on a port the OS picks; the others are given that port, find it taken when they try to
+  // host it on 127.0.0.1 too, and become its clients (never a port found free and released: under load another
+  // process can take it in between).
+  RendezvousParameters p;
+  p.backend = "c10d";
+  p.endpoint = "127.0.0.1:0";
   p.run_id = "tcp";
   p.min_nodes = p.max_nodes = 3;
   p.config = parse_rdzv_conf("last_call_timeout=0.1,keep_alive_interval=0.2,read_timeout=5");
@@ -190,7 +182,9 @@ TEST(C10dHandler, OverRealTcpStoreHostedByTheFirstAgent) {
   for (int i = 0; i < 3; ++i) {
     hs.push_back(create_handler(p, NodeSpec{"127.0.0." + std::to_string(i + 2), 2, "default"}));
     hs.back()->set_worker_store_address("127.0.0." + std::to_string(i + 2), 5000 + i);
+    p.endpoint = hs.front()->served_store();
   }
+  EXPECT_TRUE(hs[1]->served_store().empty() && hs[2]->served_store().empty()) << "one host, two clients";
   std::vector<std::future<RoundInfo>> fs;
   for (auto& h : hs) fs.push_back(std::async(std::launch::async, [&h] { return h->next_rendezvous(); }));
   std::set<int> ranks;
