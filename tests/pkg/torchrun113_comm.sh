@@ -11,13 +11,19 @@ bin=$1; torchrun=$2; python=${3:-python3}
 out=$(mktemp /tmp/ctrun-torchrun113.XXXXXX)
 trap 'rm -f "$out"' EXIT
 # torchrun's default static rendezvous: the workers use the agent's store (TORCHELASTIC_USE_AGENT_STORE=True),
-# torch 1.13's own TCPStore server. A free port instead of 29500 (other tests run at the same time).
-port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# torch 1.13's own TCPStore server, on a port reserved for this run instead of 29500 (other tests run at the same
+# time): $reserve holds it bound but not listening (as tests/common/ports.py) while torchrun, which binds it with
+# SO_REUSEADDR, runs; nothing else can take it in between, as it could a port found free and released.
+reserve="import os, socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', 0))
+os.set_inheritable(s.fileno(), True)
+port = str(s.getsockname()[1])
+os.execvp(sys.argv[1], [a.replace('@PORT@', port) for a in sys.argv[1:]])"
 # No CTRUN_* variable: the dialect must be found, not told. Bounded: comm would otherwise wait for its timeout.
 unset_ctrun=$(env | sed -n 's/^\(CTRUN_[A-Za-z0-9_]*\)=.*/-u \1/p')
 # shellcheck disable=SC2086
-env $unset_ctrun timeout -k 5 150 "$python" "$torchrun" --nproc_per_node=2 --master_addr=127.0.0.1 \
-  --master_port="$port" --no_python sh -c 'echo "agent store: $TORCHELASTIC_USE_AGENT_STORE"; exec "$0"' \
+env $unset_ctrun timeout -k 5 150 "$python" -c "$reserve" "$python" "$torchrun" --nproc_per_node=2 \
+  --master_addr=127.0.0.1 --master_port=@PORT@ --no_python sh -c 'echo "agent store: $TORCHELASTIC_USE_AGENT_STORE"; exec "$0"' \
   "$bin/example_train" >"$out" 2>&1 && rc=0 || rc=$?
 cat "$out"
 [ "$rc" = 0 ] || { echo "FAIL: torchrun 1.13 + example_train exited $rc"; exit 1; }
