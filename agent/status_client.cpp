@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "common/http/client.hpp"
+#include "rendezvous/parameters.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -34,17 +35,15 @@ void add_runs_of(const fs::path& dir, std::vector<std::pair<fs::file_time_type, 
   }
 }
 
+// HOST:PORT (an IPv6 host bracketed), read as --rdzv-endpoint is; nullopt for anything else or port 0.
 std::optional<StatusTarget> host_port(const std::string& target) {
-  const auto colon = target.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == target.size()) return std::nullopt;
-  const std::string digits = target.substr(colon + 1);
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) || digits.size() > 5)
+  try {
+    const auto ep = rdzv::parse_endpoint(target, 0);
+    if (ep.port == 0) return std::nullopt;
+    return StatusTarget{ep.host, ep.port, target};
+  } catch (const std::invalid_argument&) {
     return std::nullopt;
-  const int port = std::stoi(digits);
-  if (port <= 0 || port > 65535) return std::nullopt;
-  std::string host = target.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return StatusTarget{host, port, target};
+  }
 }
 
 }  // namespace
