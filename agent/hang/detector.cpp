@@ -26,16 +26,6 @@ const GroupRecord* blocked_elsewhere(const RankRecord& r, std::uint64_t except) 
   return out;
 }
 
-// The global rank of group rank `group_rank` of group `id`, from whichever member's record is seen; -1 if none.
-int global_rank_of(const std::map<std::uint64_t, std::vector<Seen>>& groups, std::uint64_t id, int group_rank) {
-  auto it = groups.find(id);
-  if (it == groups.end()) return -1;
-  for (const auto& m : it->second) {
-    if (m.group->group_rank == group_rank) return m.rank->global_rank;
-  }
-  return -1;
-}
-
 }  // namespace
 
 Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
@@ -65,7 +55,7 @@ Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
       f.group_ordinal = g.ordinal;
       f.recv = g.p2p_recv;
       f.peer_group_rank = g.p2p_peer;
-      f.peer = global_rank_of(groups, g.group_id, g.p2p_peer);
+      f.peer = global_rank_of(ranks, g.group_id, g.p2p_peer);
       f.bytes = g.p2p_bytes;
       f.pending = g.p2p_pending;
       f.waited_s = g.p2p_s;
@@ -152,7 +142,7 @@ Findings Detector::observe(double now_s, const std::vector<RankRecord>& ranks) {
             if (other.p2p_pending == 0 || other.p2p_s < config_.report_after_s) continue;
             c.p2p_group = other.ordinal;
             c.p2p_recv = other.p2p_recv;
-            c.p2p_peer = global_rank_of(groups, other.group_id, other.p2p_peer);
+            c.p2p_peer = global_rank_of(ranks, other.group_id, other.p2p_peer);
           }
         }
         f.culprits.push_back(c);

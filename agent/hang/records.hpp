@@ -50,4 +50,15 @@ struct RankRecord {
   std::vector<GroupRecord> groups;
 };
 
+// The global rank of group rank `group_rank` of group `group_id`, from whichever rank's record of that group shows
+// it; -1 when none is seen.
+inline int global_rank_of(const std::vector<RankRecord>& ranks, std::uint64_t group_id, int group_rank) {
+  for (const auto& r : ranks) {
+    for (const auto& g : r.groups) {
+      if (g.group_id == group_id && g.group_rank == group_rank) return r.global_rank;
+    }
+  }
+  return -1;
+}
+
 }  // namespace ctrun::agent::hang

@@ -51,16 +51,6 @@ const GroupRecord* shown_group(const RankRecord& r) {
   return out;
 }
 
-// The global rank of group rank `group_rank` of group `id`, from any rank's record; -1 if none is seen.
-int global_rank_in(const std::vector<RankRecord>& ranks, std::uint64_t id, int group_rank) {
-  for (const auto& r : ranks) {
-    for (const auto& g : r.groups) {
-      if (g.group_id == id && g.group_rank == group_rank) return r.global_rank;
-    }
-  }
-  return -1;
-}
-
 // "recv from 2", "send to 5" (a peer with no record seen: "recv from group rank 3").
 std::string p2p_words(bool recv, int peer, int peer_group_rank) {
   return std::string(recv ? "recv from " : "send to ") +
@@ -78,7 +68,7 @@ std::string doing(const RankRecord* r, const std::vector<RankRecord>& ranks) {
            std::to_string(g->ordinal) + " for " + human_seconds(g->in_state_s);
   }
   if (g->p2p_pending > 0) {
-    return "itself waiting in " + p2p_words(g->p2p_recv, global_rank_in(ranks, g->group_id, g->p2p_peer), g->p2p_peer) +
+    return "itself waiting in " + p2p_words(g->p2p_recv, global_rank_of(ranks, g->group_id, g->p2p_peer), g->p2p_peer) +
            " for " + human_seconds(g->p2p_s);
   }
   return "between ops for " + human_seconds(g->in_state_s);
@@ -222,7 +212,7 @@ nlohmann::json table_json(const std::vector<RankRecord>& ranks, const Detector& 
       if (g.p2p_pending > 0) {
         group["p2p"] = {{"pending", g.p2p_pending},
                         {"op", g.p2p_recv ? "recv" : "send"},
-                        {"peer", global_rank_in(ranks, g.group_id, g.p2p_peer)},
+                        {"peer", global_rank_of(ranks, g.group_id, g.p2p_peer)},
                         {"peer_group_rank", g.p2p_peer},
                         {"bytes", g.p2p_bytes},
                         {"waited_s", std::round(g.p2p_s * 1000) / 1000}};
@@ -259,7 +249,7 @@ std::string table_text(const std::vector<RankRecord>& ranks, const Detector& det
     const bool p2p = g && !g->running && g->p2p_pending > 0;
     const std::string op =
         !g    ? "-"
-        : p2p ? (g->p2p_recv ? "recv<-" : "send->") + std::to_string(global_rank_in(ranks, g->group_id, g->p2p_peer))
+        : p2p ? (g->p2p_recv ? "recv<-" : "send->") + std::to_string(global_rank_of(ranks, g->group_id, g->p2p_peer))
               : progress::op_name(g->op);
     std::snprintf(line, sizeof line, "%-5d %-16s %-5d %-8d %-11s %-5s %-14s %-6s %-12s %-8d %s\n", r->global_rank,
                   r->host.substr(0, 16).c_str(), r->local_rank, r->pid,
