@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -52,6 +53,20 @@ bool catches_signal(int pid, int sig) {
     return sig >= 1 && sig <= 64 && (mask >> (sig - 1)) & 1;
   }
   return false;
+}
+
+bool dump_in_progress(int pid, int thread, int sig) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(thread) + "/status");
+  std::string line;
+  bool found = false;
+  while (std::getline(in, line)) {
+    for (const char* field : {"SigPnd:", "ShdPnd:", "SigBlk:"}) {
+      if (!line.starts_with(field)) continue;
+      const unsigned long long mask = std::strtoull(line.c_str() + std::strlen(field), nullptr, 16);
+      found |= sig >= 1 && sig <= 64 && ((mask >> (sig - 1)) & 1);
+    }
+  }
+  return found;  // false too when the thread is gone: nothing more will be written
 }
 
 std::optional<StackFileHead> read_head(const std::string& stack_file, int pid) {

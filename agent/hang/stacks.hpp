@@ -38,6 +38,11 @@ enum class DumpRequest { kSent, kNoHandler, kGone };
 // (or not started far enough yet); nothing was sent.
 DumpRequest request_dump(int pid, const std::string& stack_file);
 
+// Whether a dump asked of `thread` (read_head's) of `pid` is still coming: the signal is pending there, or blocked
+// because its handler is writing the dump (faulthandler's handler, registered without chain, runs with its signal
+// blocked). Read a dump only once this is false: a dump caught mid-write is cut short.
+bool dump_in_progress(int pid, int thread, int sig);
+
 // The size of the file now (a dump requested later starts past it).
 std::uint64_t file_size(const std::string& path);
 // The dump written past `offset`, without the block of ctrun's own sleeping thread (at most max_bytes from the

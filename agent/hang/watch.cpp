@@ -73,6 +73,17 @@ void HangWatch::request_dumps(double now_s) {
   }
 }
 
+namespace {
+
+// The dump a worker wrote past `offset`, once it is all written (empty while it is not, or none came).
+std::string finished_dump(const LocalWorker& w, std::uint64_t offset) {
+  auto head = read_head(w.stack_file, w.pid);
+  if (!head || dump_in_progress(w.pid, head->thread, stack_signal())) return {};
+  return last_dump(w.stack_file, offset, head->ident);
+}
+
+}  // namespace
+
 void HangWatch::request_stacks(double now_s) {
   if (asking_) return;
   asking_ = true;
@@ -102,8 +113,7 @@ std::optional<std::string> HangWatch::collect_asked(double now_s) {
   bool complete = true;
   for (auto& a : asked_) {
     if (!a.why_none.empty() || !a.text.empty()) continue;
-    auto head = read_head(a.worker.stack_file, a.worker.pid);
-    a.text = last_dump(a.worker.stack_file, a.offset, head ? head->ident : 0);
+    a.text = finished_dump(a.worker, a.offset);
     complete &= !a.text.empty();
   }
   if (!complete && now_s < asked_until_s_) return std::nullopt;
@@ -220,8 +230,7 @@ WatchOutput HangWatch::tick(double now_s) {
     if (!d.show) continue;
     for (const auto& w : workers_) {
       if (w.local_rank != it->first) continue;
-      auto head = read_head(w.stack_file, w.pid);
-      const std::string dump = last_dump(w.stack_file, d.offset, head ? head->ident : 0);
+      const std::string dump = finished_dump(w, d.offset);
       if (!dump.empty() || now_s >= d.until_s) {
         out.stacks.push_back(d.title + "\n" + (dump.empty() ? "(no stack was written)\n" : dump));
         d.show = false;
