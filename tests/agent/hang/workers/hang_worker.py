@@ -36,6 +36,7 @@ if float(os.environ.get("P2P_WAIT", "0")) > 0:  # rank 1 waits in a recv while r
         dist.send(t, 1)
     elif rank == 1:
         dist.recv(t, 0)
+    time.sleep(2)  # alive past the agent's next ticks (0.5 s apart), which see the recv finished
 dist.all_reduce(t)
 print("rank %d done" % rank, flush=True)
 if rank == int(os.environ.get("FAIL_AT_END", "-1")):
