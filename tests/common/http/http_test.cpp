@@ -89,6 +89,23 @@ TEST(HttpServer, StalledClientsAreCutOffAfterTheRequestTimeout) {
   ::close(b);
 }
 
+// A hostile client: a request head past max_request_bytes costs that client its connection; others are served.
+TEST(HttpServer, AnOversizeRequestLosesItsConnectionOnly) {
+  if (!available()) GTEST_SKIP() << "built with -DCTRUN_WITH_METRICS=OFF: no civetweb/libcurl";
+  Server server("127.0.0.1", 0, {{"/", [] { return Reply{"text/plain", "ok"}; }}});
+  const int fd = connect_idle(server.port());
+  const std::string head = "GET / HTTP/1.1\r\nX-Big: " + std::string(64 * 1024, 'a') + "\r\n\r\n";
+  (void)::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+  std::string reply;
+  char buf[4096];
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+  EXPECT_EQ(reply.find("200 OK"), std::string::npos) << reply;
+  ::close(fd);
+  EXPECT_EQ(get("127.0.0.1", server.port(), "/"), "ok");
+}
+
 TEST(HttpClient, SaysWhatFailed) {
   if (!available()) GTEST_SKIP() << "built with -DCTRUN_WITH_METRICS=OFF: no civetweb/libcurl";
   // A port bound and listened on by nobody: refused at once.
