@@ -76,6 +76,7 @@ struct HangSupervisor::Impl {
 
   ~Impl() {
     closing->store(true);  // a /stacks request in flight stops waiting (within its 100 ms slice)
+    status.reset();        // its threads stop before the members they use go
     answer_stack_waiters("ctrun is ending\n");
     std::error_code ec;
     if (!status_port_file.empty()) std::filesystem::remove(status_port_file, ec);
@@ -120,6 +121,7 @@ struct HangSupervisor::Impl {
   // GET /stacks, on a server thread: the request goes onto the loop (the watch is the loop's), the answer comes
   // from a later tick (at most dump_wait_s, 2 s, after the request). Bounded here by 10 s and by the agent's end.
   std::string stacks_on_demand() {
+    const auto ending = closing;
     auto promise = std::make_shared<std::promise<std::string>>();
     auto answer = promise->get_future();
     boost::asio::post(timer.get_executor(), [this, promise, closing = closing] {
@@ -133,7 +135,7 @@ struct HangSupervisor::Impl {
     });
     for (int slice = 0; slice < 100; ++slice) {
       if (answer.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) return answer.get();
-      if (closing->load()) return "ctrun is ending\n";
+      if (ending->load()) return "ctrun is ending\n";
     }
     return "no answer from the agent's loop within 10 s\n";
   }
