@@ -62,7 +62,7 @@ bench: build
 
 TORCH_SUITE_BACKEND ?= ctrun
 torch-dist-suite: build
-	@PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python $(PYTHON) tests/comm_torch/run_dist_suite.py \
+	@PYTHONPATH=$(CURDIR)/$(BUILD_DIR)/python $(PYTHON) tests/comm/torch/run_dist_suite.py \
 	  --backend $(TORCH_SUITE_BACKEND) --subset all --json $(BUILD_DIR)/torch-dist-suite-$(TORCH_SUITE_BACKEND).json
 
 torch2-dist-parity: torch2

@@ -8,7 +8,7 @@ programs find their companions relative to themselves (docs/install.md):
   <site-packages>/ctrun_torch*.so             `import ctrun_torch`: torch.distributed backend "ctrun"
 ctrun_torch is built against the torch of the python that runs this build (sys.executable, -DCTRUN_TORCH_PYTHON):
 the environment's own, whose ABI it must match. ctrun in an environment's bin/ starts its workers with that
-environment's python (agent/worker_python.hpp).
+environment's python (agent/launch/worker_python.hpp).
 
 Cheap to repeat: only those targets are built (no tests, benchmarks or man pages), in build-pip/ of the source tree,
 reused by the next `pip install .` (pip builds in place), and through ccache when it is installed.

@@ -6,15 +6,15 @@
 #include <memory>
 #include <string>
 
-#include "agent/command_line.hpp"
-#include "agent/launch_config.hpp"
+#include "agent/base/command_line.hpp"
+#include "agent/base/launch_config.hpp"
 #include "rendezvous/handler.hpp"
 
 namespace ctrun::agent {
 
 class Agent {
  public:
-  // nproc_per_node must already be resolved (agent/nproc.hpp).
+  // nproc_per_node must already be resolved (agent/config/nproc.hpp).
   Agent(LaunchConfig config, EnvLookup env);
   // With a given rendezvous handler instead of the one the config asks for (tests, embedding).
   Agent(LaunchConfig config, EnvLookup env, std::unique_ptr<rdzv::Handler> handler);

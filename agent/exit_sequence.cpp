@@ -4,11 +4,11 @@
 
 #include <cstdio>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
-#include "agent/event_log.hpp"
-#include "agent/helper_lane.hpp"
+#include "agent/base/event_log.hpp"
+#include "agent/base/helper_lane.hpp"
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/log_sink.hpp"
 #include "common/log.hpp"

@@ -6,6 +6,8 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include "common/text.hpp"
+
 namespace ctrun::log {
 namespace {
 
@@ -16,8 +18,7 @@ std::shared_ptr<spdlog::sinks::sink> g_sink;  // use_sink(); null: stderr
 spdlog::level::level_enum level_from_env() {
   for (const char* var : {"CTRUN_LOG_LEVEL", "LOGLEVEL"}) {
     if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
-      std::string s(v);
-      for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string s = text::lower(v);
       if (s == "warning") s = "warn";
       if (s == "fatal") s = "critical";
       auto lvl = spdlog::level::from_str(s);

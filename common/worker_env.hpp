@@ -1,8 +1,8 @@
 #pragma once
-// The worker environment contract, in one place: the variables the agent (agent/worker_env.cpp) writes into every
-// worker's environment, exactly as torchrun's LocalElasticAgent names them, and what comm reads back from them
-// (once per group, into comm::Config::worker, comm/config.hpp). The writer and the readers both use these names and
-// helpers, so the two sides cannot drift apart.
+// The worker environment contract, in one place: the variables the agent (agent/launch/worker_invocation.cpp) writes
+// into every worker's environment, exactly as torchrun's LocalElasticAgent names them, and what comm reads back from
+// them (once per group, into comm::Config::worker, comm/config.hpp). The writer and the readers both use these names
+// and helpers, so the two sides cannot drift apart.
 
 #include <optional>
 #include <string>

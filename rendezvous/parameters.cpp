@@ -8,24 +8,14 @@
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
+
 namespace ctrun::rdzv {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 template <typename T>
 std::optional<T> parse_number(std::string_view s) {
-  s = trim(s);
+  s = text::trim(s);
   T value{};
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
@@ -43,7 +33,7 @@ int parse_node_count(std::string_view s, std::string_view whole) {
 std::optional<bool> RendezvousParameters::get_as_bool(const std::string& key) const {
   auto it = config.find(key);
   if (it == config.end()) return std::nullopt;
-  auto v = lower(trim(it->second));
+  auto v = text::lower(text::trim(it->second));
   if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") return true;
   if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") return false;
   throw std::invalid_argument(
@@ -89,7 +79,7 @@ std::pair<int, int> parse_nnodes(std::string_view value) {
 }
 
 Endpoint parse_endpoint(std::string_view value, std::uint16_t default_port) {
-  value = trim(value);
+  value = text::trim(value);
   if (value.empty()) throw std::invalid_argument("--rdzv-endpoint is empty; use host[:port]");
   Endpoint ep;
   std::string_view port_part;
@@ -130,7 +120,7 @@ Endpoint static_endpoint(const RendezvousParameters& params) {
 // torchrun's _parse_rendezvous_config: split on ',', then on the first '='; empty key or value is an error.
 std::map<std::string, std::string> parse_rdzv_conf(std::string_view value) {
   std::map<std::string, std::string> out;
-  if (trim(value).empty()) return out;
+  if (text::trim(value).empty()) return out;
   std::size_t start = 0;
   while (start <= value.size()) {
     auto comma = value.find(',', start);
@@ -138,8 +128,8 @@ std::map<std::string, std::string> parse_rdzv_conf(std::string_view value) {
     auto eq = item.find('=');
     if (eq == std::string_view::npos)
       throw std::invalid_argument(fmt::format("--rdzv-conf '{}': '{}' is not key=value", value, item));
-    auto key = trim(item.substr(0, eq));
-    auto val = trim(item.substr(eq + 1));
+    auto key = text::trim(item.substr(0, eq));
+    auto val = text::trim(item.substr(eq + 1));
     if (key.empty()) throw std::invalid_argument(fmt::format("--rdzv-conf '{}': empty key in '{}'", value, item));
     if (val.empty()) throw std::invalid_argument(fmt::format("--rdzv-conf '{}': empty value for '{}'", value, key));
     out[std::string(key)] = std::string(val);

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fails when an #include runs back up: between components (common <- store <- rendezvous <- agent <- apps;
-store <- comm) or inside one (two files, or sub-folders, that include each other, directly or around a cycle).
+store <- comm) or inside one (two files, or sub-folders, that include each other, directly or around a cycle),
+and when a room of the agent includes the agent's top floor instead of its ground, agent/base/ (GROUND below).
 
 A file's module is its path without the extension (x.hpp and x.cpp are one module). Usage:
 check_includes.py [ROOT]; exit 0 when the graph is clean, 1 with every offending include (file:line) otherwise.
@@ -17,6 +18,10 @@ ALLOWED = {
     "agent": {"common", "store", "rendezvous"},
     "comm": {"common", "store"},
 }
+# A component with many sub-folders ("rooms") names one of them as their only common ground: a room may include
+# that folder and other rooms (around no cycle), never a file of the component's top floor, which holds what
+# orchestrates the rooms; the ground itself includes no other room.
+GROUND = {"agent": "agent/base"}
 SOURCE = re.compile(r"\.(c|cc|cpp|cu|h|hpp)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -99,8 +104,23 @@ def main():
                     errors.append(f"{path}:{line}: {comp}/ includes {target}, a layer above it")
         for mod in mods:
             inside.setdefault(mod, set())
+        ground = GROUND.get(comp)
+        if ground:
+            for mod in sorted(mods):
+                folder = os.path.dirname(mod)
+                if folder == comp:
+                    continue
+                for path, line, target in mods[mod]:
+                    to = os.path.dirname(target)
+                    if target.split("/", 1)[0] != comp or to == folder:
+                        continue
+                    if to == comp:
+                        errors.append(f"{path}:{line}: {folder}/ includes {target}, a file of {comp}/'s top floor; "
+                                      f"the rooms share only {ground}/")
+                    elif folder == ground:
+                        errors.append(f"{path}:{line}: {ground}/ includes {target}; the ground includes no room")
         # Sub-folders of one component (agent/logs, agent/process) must not include each other around a cycle
-        # either; the component's own top folder is the common ground they all may use.
+        # either.
         folders = {}
         for mod, targets in inside.items():
             for t in targets:

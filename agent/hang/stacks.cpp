@@ -16,17 +16,6 @@ namespace ctrun::agent::hang {
 
 int stack_signal() { return SIGRTMIN + 2; }
 
-std::optional<std::string> sitecustomize_dir() {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path prefix = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path();
-  if (ec) return std::nullopt;
-  for (const fs::path& dir : {prefix / "python", prefix / "share" / "ctrun" / "python"}) {
-    if (fs::exists(dir / "sitecustomize.py", ec)) return dir.string();
-  }
-  return std::nullopt;
-}
-
 std::optional<double> cpu_seconds(int pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text;

@@ -12,10 +12,6 @@
 
 namespace ctrun::agent::hang {
 
-// The directory holding ctrun's sitecustomize.py: <exe>/../python (a build tree) or <exe>/../share/ctrun/python
-// (installed); nullopt when neither has it (no stack dumps then).
-std::optional<std::string> sitecustomize_dir();
-
 // SIGRTMIN+2: real-time, so never SIGUSR1/2 (forwarded for preemption) and not the two glibc keeps for itself.
 int stack_signal();
 

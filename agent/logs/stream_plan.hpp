@@ -3,7 +3,7 @@
 // tee = file + prefixed console; redirect = file only; otherwise the console as-is, or /dev/null for ranks
 // the filter hides. Files only exist when logging is enabled (not --log-dir /dev/null).
 
-#include "agent/launch_config.hpp"
+#include "agent/base/launch_config.hpp"
 
 namespace ctrun::agent {
 

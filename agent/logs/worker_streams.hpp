@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/launch_config.hpp"
+#include "agent/base/launch_config.hpp"
 
 namespace boost::asio {
 class io_context;

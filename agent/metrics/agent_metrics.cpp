@@ -11,11 +11,11 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/event_log.hpp"
+#include "agent/base/event_log.hpp"
+#include "agent/hang/supervisor.hpp"
 #include "agent/hang/watch.hpp"
-#include "agent/hang_supervisor.hpp"
+#include "agent/launch/worker_store.hpp"
 #include "agent/process/worker_group.hpp"
-#include "agent/worker_store.hpp"
 #include "common/log.hpp"
 #include "common/metrics/endpoint.hpp"
 

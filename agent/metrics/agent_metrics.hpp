@@ -8,8 +8,8 @@
 
 #include <memory>
 
-#include "agent/agent_policy.hpp"
-#include "agent/launch_config.hpp"
+#include "agent/base/launch_config.hpp"
+#include "agent/policy/agent_policy.hpp"
 
 namespace ctrun::agent {
 

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/text.hpp"
+
 namespace ctrun::agent::multihost {
 namespace {
 
@@ -18,15 +20,6 @@ std::optional<int> small_int(const std::string& text) {
   if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < 0 || v > (1 << 16))
     return std::nullopt;
   return v;
-}
-
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::string cur;
-  std::istringstream in(text);
-  while (std::getline(in, cur, sep)) out.push_back(cur);
-  if (!text.empty() && text.back() == sep) out.emplace_back();
-  return out;
 }
 
 void check_name(const std::string& name, const std::string& where) {
@@ -49,13 +42,14 @@ void add_unique(std::vector<Host>& hosts, Host h, const std::string& where) {
 // `host1:0,2@host2` -> host -> slots (empty: the whole host).
 std::map<std::string, std::vector<int>> parse_filter(const std::string& flag, const std::string& text) {
   std::map<std::string, std::vector<int>> out;
-  for (const auto& item : split(text, '@')) {
+  if (text.empty()) return out;
+  for (const auto& item : text::split(text, '@')) {
     auto colon = item.find(':');
     std::string name = item.substr(0, colon);
     check_name(name, flag);
     std::vector<int> slots;
-    if (colon != std::string::npos) {
-      for (const auto& s : split(item.substr(colon + 1), ',')) {
+    if (colon != std::string::npos && colon + 1 < item.size()) {
+      for (const auto& s : text::split(item.substr(colon + 1), ',')) {
         auto v = small_int(s);
         if (!v) throw std::invalid_argument(flag + ": '" + s + "' in '" + item + "' is not a slot index");
         slots.push_back(*v);
@@ -119,7 +113,8 @@ std::vector<Host> read_hostfile(const std::string& path) {
 
 std::vector<Host> parse_host_list(const std::string& text) {
   std::vector<Host> hosts;
-  for (const auto& item : split(text, ',')) {
+  if (text.empty()) return hosts;
+  for (const auto& item : text::split(text, ',')) {
     Host h;
     auto colon = item.rfind(':');
     h.name = item.substr(0, colon);

@@ -19,9 +19,10 @@
 #include <set>
 #include <sstream>
 
-#include "agent/flags.hpp"
-#include "agent/launch_config_builder.hpp"
+#include "agent/config/flags.hpp"
+#include "agent/config/launch_config_builder.hpp"
 #include "agent/logs/write_all.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::agent::multihost {
 namespace {
@@ -37,14 +38,6 @@ const std::set<std::string> kLauncherOnly = {"hostfile",           "hosts", "inc
                                              "exit_on_stdin_close"};
 
 std::string default_port(const std::string& backend) { return backend == "c10d" ? "29400" : "29500"; }
-
-std::vector<std::string> split_words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> out;
-  std::string w;
-  while (in >> w) out.push_back(w);
-  return out;
-}
 
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -391,7 +384,7 @@ int run_multihost(const LaunchConfig& config, const CommandLine& cli, const EnvL
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) self = "ctrun";
   auto plans = plan_launch(cli, hosts, self, random_run_id(), exported);
-  std::vector<std::string> ssh = split_words(config.multihost.ssh);
+  std::vector<std::string> ssh = text::split_words(config.multihost.ssh);
   std::string summary;
   for (const auto& p : plans) {
     summary += (summary.empty() ? "" : ", ") + p.host + (p.nproc > 0 ? " (" + std::to_string(p.nproc) + ")" : "");

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/command_line.hpp"
-#include "agent/launch_config.hpp"
+#include "agent/base/command_line.hpp"
+#include "agent/base/launch_config.hpp"
 #include "agent/multihost/hostfile.hpp"
 #include "agent/multihost/remote_command.hpp"
 

@@ -1,6 +1,7 @@
 #include "agent/multihost/remote_command.hpp"
 
-#include "agent/command_line.hpp"
+#include "agent/base/command_line.hpp"
+#include "common/text.hpp"
 
 #include <cctype>
 #include <fstream>
@@ -80,7 +81,7 @@ EnvVars parse_env_file(const std::string& text, const std::string& source) {
 
 EnvVars parse_exports(const std::string& text, const cluster::EnvLookup& env) {
   EnvVars vars;
-  for (const auto& item : split_escaped_commas(text)) {
+  for (const auto& item : text::split_escaped(text, ',')) {
     auto eq = item.find('=');
     std::string name = item.substr(0, eq);
     if (!valid_name(name)) throw std::invalid_argument("--export: '" + name + "' is not a variable name");

@@ -46,7 +46,7 @@ def _send(sock, *fields):
 
 
 class Program:
-    """The part of a worker's argv after the interpreter, as ctrun builds it (agent/worker_env.cpp)."""
+    """The part of a worker's argv after the interpreter, as ctrun builds it (agent/launch/worker_invocation.cpp)."""
 
     def __init__(self, argv):
         if len(argv) < 3 or argv[1] != b"-u":

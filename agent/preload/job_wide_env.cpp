@@ -41,7 +41,7 @@ std::map<std::string_view, std::string_view> job_wide_values(const std::vector<s
 }  // namespace
 
 bool is_job_wide_variable(std::string_view name) {
-  // torch's NCCL Flight Recorder settings (agent/worker_env.cpp sets them per rank) are read when a
+  // torch's NCCL Flight Recorder settings (agent/launch/worker_invocation.cpp sets them per rank) are read when a
   // ProcessGroupNCCL is made, after the fork: not at import.
   for (auto n : {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_DUMP_ON_TIMEOUT",
                  "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE"}) {

@@ -1,7 +1,7 @@
 #include "agent/preload/preload_plan.hpp"
 
+#include "agent/launch/worker_invocation.hpp"
 #include "agent/preload/job_wide_env.hpp"
-#include "agent/worker_env.hpp"
 
 namespace ctrun::agent::preload {
 

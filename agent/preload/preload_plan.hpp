@@ -7,8 +7,8 @@
 #include <variant>
 #include <vector>
 
-#include "agent/command_line.hpp"
-#include "agent/launch_config.hpp"
+#include "agent/base/command_line.hpp"
+#include "agent/base/launch_config.hpp"
 #include "agent/preload/warm_process.hpp"
 
 namespace ctrun::agent::preload {

@@ -16,6 +16,7 @@
 #include "agent/preload/warm_process.hpp"
 #include "agent/process/guardian.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 extern char** environ;
 
@@ -25,15 +26,6 @@ namespace {
 // How long an attempt waits for the imports before it starts cold: a cold worker would import as long, but an
 // import that never ends (a module waiting on the network) must not hold the job.
 constexpr std::chrono::seconds kReadyPatience{120};
-
-std::string joined(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += ',';
-    out += s;
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -46,7 +38,7 @@ class PreloadSpawner::Impl : public std::enable_shared_from_this<Impl> {
     wait_for_cold_children();
     auto plan = plan_warm_process(config, config.preload, env, environ);
     if (auto* why = std::get_if<std::string>(&plan)) {
-      log_->warn("--preload {}: {}; every worker starts cold", joined(config.preload), *why);
+      log_->warn("--preload {}: {}; every worker starts cold", text::join(config.preload, ","), *why);
       return;
     }
     WarmEvents events;
@@ -62,12 +54,12 @@ class PreloadSpawner::Impl : public std::enable_shared_from_this<Impl> {
     try {
       warm_ = std::make_unique<WarmProcess>(io_, std::get<WarmOptions>(std::move(plan)), std::move(events));
     } catch (const PreloadError& e) {
-      log_->warn("--preload {}: {}; every worker starts cold", joined(config.preload), e.what());
+      log_->warn("--preload {}: {}; every worker starts cold", text::join(config.preload, ","), e.what());
       return;
     }
     guardian_watch(warm_->pid());  // it leads its own process group: killed with the workers if ctrun dies
     started_ = std::chrono::steady_clock::now();
-    log_->info("--preload: the warm process (pid {}) imports {}", warm_->pid(), joined(config.preload));
+    log_->info("--preload: the warm process (pid {}) imports {}", warm_->pid(), text::join(config.preload, ","));
   }
 
   ~Impl() {

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/cli.hpp"
-#include "agent/launch_config.hpp"
+#include "agent/base/launch_config.hpp"
+#include "agent/config/cli.hpp"
 #include "agent/process/worker_spawner.hpp"
 
 namespace boost::asio {

@@ -21,8 +21,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "agent/base/signal_names.hpp"
 #include "agent/process/worker_process.hpp"
-#include "agent/signal_names.hpp"
 
 #ifndef CTRUN_INSTALL_PYTHONDIR
 #define CTRUN_INSTALL_PYTHONDIR "lib/python3/dist-packages"

@@ -1,7 +1,7 @@
 #pragma once
 // The warm process of `ctrun --preload` (issue 23): one Python interpreter per node, the workers' own
-// (agent/worker_python.hpp), that imports the preloaded modules once and then forks each worker, so a worker starts
-// with its imports done (tens of milliseconds instead of seconds, and copy-on-write pages shared between ranks).
+// (agent/launch/worker_python.hpp), that imports the preloaded modules once and then forks each worker, so a worker
+// starts with its imports done (tens of milliseconds instead of seconds, and copy-on-write pages shared between ranks).
 // The Python side is agent/preload/ctrun_warm.py (shipped next to ctrun_torch: <build>/python, or the installed
 // Python directory); its docstring says why workers are reaped by the warm process and reported here rather than
 // adopted by ctrun, and what a forked worker can tell apart from a cold one.

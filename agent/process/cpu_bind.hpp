@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/launch_config.hpp"
+#include "agent/base/launch_config.hpp"
 
 namespace ctrun::agent {
 

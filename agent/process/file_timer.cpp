@@ -18,10 +18,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/event_log.hpp"
+#include "agent/base/event_log.hpp"
+#include "agent/base/signal_names.hpp"
 #include "agent/logs/line_splitter.hpp"
 #include "agent/process/worker_group.hpp"
-#include "agent/signal_names.hpp"
 #include "common/log.hpp"
 #include "common/worker_env.hpp"
 

@@ -13,15 +13,15 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
-#include "agent/event_log.hpp"
+#include "agent/base/event_log.hpp"
+#include "agent/base/signal_names.hpp"
+#include "agent/launch/worker_invocation.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/logs/worker_streams.hpp"
 #include "agent/process/cpu_bind.hpp"
 #include "agent/process/escapees.hpp"
 #include "agent/process/guardian.hpp"
 #include "agent/process/worker_spawner.hpp"
-#include "agent/signal_names.hpp"
-#include "agent/worker_env.hpp"
 #include "common/log.hpp"
 
 extern char** environ;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/command_line.hpp"
-#include "agent/launch_config.hpp"
+#include "agent/base/command_line.hpp"
+#include "agent/base/launch_config.hpp"
 #include "rendezvous/handler.hpp"
 
 namespace boost::asio {

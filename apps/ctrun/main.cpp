@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "agent/agent.hpp"
-#include "agent/cli.hpp"
-#include "agent/dry_run.hpp"
-#include "agent/process/escapees.hpp"
-#include "agent/process/guardian.hpp"
+#include "agent/config/cli.hpp"
+#include "agent/config/dry_run.hpp"
+#include "agent/config/nproc.hpp"
+#include "agent/hang/status_client.hpp"
 #include "agent/logs/log_sink.hpp"
 #include "agent/multihost/launcher.hpp"
 #include "agent/multihost/stdin_watch.hpp"
-#include "agent/nproc.hpp"
-#include "agent/status_client.hpp"
+#include "agent/process/escapees.hpp"
+#include "agent/process/guardian.hpp"
 #include "common/log.hpp"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "agent/agent.hpp"
-#include "agent/launch_config_builder.hpp"
+#include "agent/config/launch_config_builder.hpp"
 
 namespace ctrun::agent {
 namespace {

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/command_line.hpp"
+#include "agent/base/command_line.hpp"
 
 namespace ctrun::agent::test {
 

@@ -6,7 +6,7 @@ usage: python3 no_libuv26.py SCRIPT [ARGS...]     (inside the torch 2.6 chroot; 
 Debian's 2.6 is built without libuv, but torch makes TCPStores with the default use_libuv=True (torchrun, its c10d
 rendezvous, and init_process_group in agent-store mode through torch.distributed.rendezvous, which does not read
 USE_LIBUV), and that build rejects them before connecting. Upstream builds send the same bytes either way: the
-flag only picks the server's implementation. This lets unchanged programs (tests/comm_torch's workers) run there.
+flag only picks the server's implementation. This lets unchanged programs (tests/comm/torch's workers) run there.
 """
 import runpy
 import sys

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch 2.6's own distributed_test.py on backend "ctrun": tests/comm_torch/run_dist_suite.py (the same driver
+"""PyTorch 2.6's own distributed_test.py on backend "ctrun": tests/comm/torch/run_dist_suite.py (the same driver
 as for torch 1.13) run by the torch 2.6 chroot's python3, with the ctrun_torch module that `make test` built
 against torch 2.6 (build-torch2/python).
 
@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run_torch2_tests as t2  # noqa: E402  (skip rules, module check, chroot environment)
 
-SUITE = os.path.join(t2.REPO, "tests", "comm_torch", "run_dist_suite.py")
+SUITE = os.path.join(t2.REPO, "tests", "comm", "torch", "run_dist_suite.py")
 
 
 def main(argv):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Real programs on torch 2.6 (ctest `torch2.programs`): tests/comm_torch's PyTorch tutorial programs
+"""Real programs on torch 2.6 (ctest `torch2.programs`): tests/comm/torch's PyTorch tutorial programs
 (tutorial_worker.py) and DDP (ddp_worker.py), unchanged, with 4 ranks in the torch 2.6 chroot:
 
   1. under ctrun, default group "gloo" (the reference run: the same programs on torch's own backend)
@@ -23,7 +23,7 @@ sys.path.insert(0, HERE)
 import run_ctrun_backend26 as rb  # noqa: E402  (the module's environment)
 import run_torch2_tests as t2  # noqa: E402  (skip rules, chroot environment)
 
-COMM_TORCH = os.path.join(t2.REPO, "tests", "comm_torch")
+COMM_TORCH = os.path.join(t2.REPO, "tests", "comm", "torch")
 NO_LIBUV = os.path.join(HERE, "no_libuv26.py")
 WORLD = 4
 JOB_TIMEOUT = 400  # 4 ranks importing torch in the chroot: ~20-60 s idle, minutes on a loaded 2-core machine

@@ -14,6 +14,7 @@
 
 #include "comm/backend.hpp"
 #include "comm/process_group.hpp"
+#include "common/text.hpp"
 #include "gloo_peer.hpp"
 #include "measure.hpp"
 #include "spawn.hpp"
@@ -22,16 +23,6 @@
 namespace {
 
 using ctrun::bench::Row;
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 std::size_t parse_size(const std::string& s) {
   char* end = nullptr;
@@ -116,9 +107,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "tcp", "shm"}));
   CLI11_PARSE(app, argc, argv);
 
-  const auto ops = split(ops_arg);
+  const auto ops = ctrun::text::split_nonempty(ops_arg, ',');
   std::vector<std::size_t> sizes;
-  for (const auto& s : split(sizes_arg)) sizes.push_back(parse_size(s));
+  for (const auto& s : ctrun::text::split_nonempty(sizes_arg, ',')) sizes.push_back(parse_size(s));
   for (const auto& op : ops) {
     if (op != "all_reduce" && op != "all_gather" && op != "broadcast" && op != "reduce_scatter" && op != "reduce") {
       std::fprintf(stderr, "ctbench: unknown op '%s'\n", op.c_str());
@@ -177,19 +168,20 @@ int main(int argc, char** argv) {
   std::printf("\n# ctbench summary: %d ranks, ctrun::comm backend %s vs torch 1.13 gloo, float32\n", nproc,
               backend.c_str());
   std::printf("# memcpy (1 thread, 64 MiB): %.2f GB/s; %d threads at once: %.2f GB/s in all (best of before/after)\n",
-              memcpy_bw,
-              copy_threads, copy_bw);
+              memcpy_bw, copy_threads, copy_bw);
   if (!shm_floor) {
-    std::printf("# %%floor = TCP floor / ctrun's time; floor = bare blocking sockets between the same rank "
-                "processes, comm's socket options, moving the bytes a bandwidth-optimal algorithm must move: a ring of "
-                "2(n-1)/n S per rank (all_reduce) or (n-1)/n S (all_gather, reduce_scatter), a chain of S from rank 0 "
-                "(broadcast); best of several passes\n");
+    std::printf(
+        "# %%floor = TCP floor / ctrun's time; floor = bare blocking sockets between the same rank "
+        "processes, comm's socket options, moving the bytes a bandwidth-optimal algorithm must move: a ring of "
+        "2(n-1)/n S per rank (all_reduce) or (n-1)/n S (all_gather, reduce_scatter), a chain of S from rank 0 "
+        "(broadcast); best of several passes\n");
   }
   if (shm_floor) {
-    std::printf("# %%floor = floor time / ctrun's time; floor = n ranks x the bytes each must read+write in its own "
-                "buffers (all_reduce 2S, all_gather and reduce_scatter S+S/n, broadcast S) at %.2f GB/s x 2 "
-                "(meaningful where buffers exceed the caches: >= 16 MiB)\n",
-                copy_bw);
+    std::printf(
+        "# %%floor = floor time / ctrun's time; floor = n ranks x the bytes each must read+write in its own "
+        "buffers (all_reduce 2S, all_gather and reduce_scatter S+S/n, broadcast S) at %.2f GB/s x 2 "
+        "(meaningful where buffers exceed the caches: >= 16 MiB)\n",
+        copy_bw);
   }
   if (!no_gloo && gloo.empty()) std::printf("# gloo peer unavailable: %s\n", why.c_str());
   std::printf("%-15s %12s | %12s %9s %9s %6s %7s | %12s %9s %9s | %8s %8s\n", "op", "bytes", "ctrun_us", "algbw",

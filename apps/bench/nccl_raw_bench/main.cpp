@@ -20,6 +20,7 @@
 
 #include "comm/nccl/device_memory.hpp"
 #include "comm/process_group.hpp"
+#include "common/text.hpp"
 #include "raw_nccl.hpp"
 #include "store/memory_store.hpp"
 
@@ -34,15 +35,6 @@ struct Point {
   double raw_us = 0;
   double comm_us = 0;
 };
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 std::size_t parse_size(const std::string& s) {
   char* end = nullptr;
@@ -136,12 +128,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Point> plan;
-  for (const auto& op : split(ops_arg)) {
+  for (const auto& op : ctrun::text::split_nonempty(ops_arg, ',')) {
     if (op != "all_reduce" && op != "all_gather" && op != "broadcast" && op != "reduce_scatter" && op != "reduce") {
       std::fprintf(stderr, "nccl_raw_bench: unknown op '%s'\n", op.c_str());
       return 2;
     }
-    for (const auto& s : split(sizes_arg)) plan.push_back({op, std::max<std::size_t>(parse_size(s), 4), 0, 0});
+    for (const auto& s : ctrun::text::split_nonempty(sizes_arg, ','))
+      plan.push_back({op, std::max<std::size_t>(parse_size(s), 4), 0, 0});
   }
 
   if (std::string why = ctrun::comm::nccl::cuda_unavailable_reason(); !why.empty()) {

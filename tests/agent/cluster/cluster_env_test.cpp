@@ -3,11 +3,11 @@
 
 #include <map>
 
-#include "agent/cli.hpp"
 #include "agent/cluster/cluster_env.hpp"
 #include "agent/cluster/kubeflow_env.hpp"
 #include "agent/cluster/mpi_env.hpp"
 #include "agent/cluster/slurm_env.hpp"
+#include "agent/config/cli.hpp"
 
 namespace ctrun::agent::cluster {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "agent/launch_config_builder.hpp"
+#include "agent/config/launch_config_builder.hpp"
 #include "agent/logs/line_splitter.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/logs/stream_plan.hpp"

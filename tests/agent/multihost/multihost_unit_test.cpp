@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "agent/cli.hpp"
+#include "agent/config/cli.hpp"
 #include "agent/multihost/hostfile.hpp"
 #include "agent/multihost/launcher.hpp"
 #include "agent/multihost/remote_command.hpp"

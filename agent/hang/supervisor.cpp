@@ -1,0 +1,282 @@
+#include "agent/hang/supervisor.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "agent/base/event_log.hpp"
+#include "agent/base/helper_lane.hpp"
+#include "agent/hang/region.hpp"
+#include "agent/hang/stacks.hpp"
+#include "agent/hang/status_server.hpp"
+#include "agent/hang/watch.hpp"
+#include "agent/logs/log_layout.hpp"
+#include "agent/process/worker_group.hpp"
+#include "agent/process/worker_process.hpp"
+#include "agent/report/error_file.hpp"
+#include "common/hostname.hpp"
+#include "common/log.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string stack_file_of(const Worker& w) {
+  return w.error_file.empty() ? "" : (std::filesystem::path(w.error_file).parent_path() / "stacks.txt").string();
+}
+
+}  // namespace
+
+struct HangSupervisor::Impl {
+  Impl(boost::asio::io_context& io, const LaunchConfig& c, EnvLookup e, WorkerGroup& g, EventLog& ev, HelperLane& l,
+       std::function<bool()> r)
+      : config(c),
+        env(std::move(e)),
+        group(g),
+        events(ev),
+        lane(l),
+        running(std::move(r)),
+        log(ctrun::log::get("agent")),
+        timer(io) {}
+
+  const LaunchConfig& config;
+  EnvLookup env;
+  WorkerGroup& group;
+  EventLog& events;
+  HelperLane& lane;
+  std::function<bool()> running;
+  std::shared_ptr<spdlog::logger> log;
+  boost::asio::steady_timer timer;
+  std::unique_ptr<hang::HangWatch> watch;
+  std::unique_ptr<hang::StatusServer> status;
+  std::string status_port_file;  // removed when the agent ends, so that `ctrun --status` finds live jobs only
+  // GET /stacks: the server threads waiting for the open on-demand request, answered on the loop by a tick.
+  std::vector<std::shared_ptr<std::promise<std::string>>> stack_waiters;
+  std::shared_ptr<std::atomic<bool>> closing = std::make_shared<std::atomic<bool>>(false);
+  SteadyClock::time_point epoch = SteadyClock::now();
+  std::uint64_t attempt = 0;  // the attempt being watched; 0: none
+  rdzv::RoundInfo round;
+  bool exchange_busy = false;
+  std::map<int, std::string> stragglers;  // group ordinal -> the latest straggler line of that group
+  std::function<void(const hang::HangWatch&)> tick_listener;
+  double last_exchange = -1e9;
+
+  ~Impl() {
+    closing->store(true);  // a /stacks request in flight stops waiting (within its 100 ms slice)
+    status.reset();        // its threads stop before the members they use go
+    answer_stack_waiters("ctrun is ending\n");
+    std::error_code ec;
+    if (!status_port_file.empty()) std::filesystem::remove(status_port_file, ec);
+  }
+
+  double now() const { return std::chrono::duration<double>(SteadyClock::now() - epoch).count(); }
+  bool watching(std::uint64_t a) const { return a != 0 && a == attempt && running(); }
+
+  void make_watch() {
+    for (const auto& path : hang::sweep_stale_regions()) log->info("removed {} (left by a killed ctrun)", path);
+    hang::WatchConfig wc;
+    wc.detector.report_after_s = config.hang_report_after;
+    wc.detector.hang_timeout_s = config.hang_timeout;
+    // The straggler window (default 300 s); tests shorten it.
+    if (auto every = env("CTRUN_STRAGGLER_INTERVAL")) wc.detector.straggler_every_s = std::atof(every->c_str());
+    wc.host = host::short_name();
+    wc.agent_pid = static_cast<int>(::getpid());
+    wc.local_ranks = std::max(config.nproc_per_node, 1);
+    watch = std::make_unique<hang::HangWatch>(wc);
+    WorkerHooks hooks;
+    hooks.before_start = [this](const Worker& w, std::map<std::string, std::string>& worker_env) {
+      const std::string stacks = stack_file_of(w);
+      for (auto& [k, v] : watch->env_for(w.local_rank, stacks)) worker_env[k] = v;
+      // ctrun's sitecustomize.py (stack dumps with no code in the worker) is first on every worker's PYTHONPATH
+      // already: agent/launch/worker_invocation.cpp (python_dirs()), so that preloaded and cold workers get the same.
+    };
+    hooks.after_start = [this](const std::vector<Worker>& workers) {
+      std::vector<hang::LocalWorker> local;
+      for (const auto& w : workers) {
+        if (w.pid > 0) local.push_back({w.local_rank, w.global_rank, static_cast<int>(w.pid), stack_file_of(w)});
+      }
+      watch->set_workers(std::move(local));
+    };
+    group.add_hooks(std::move(hooks));
+  }
+
+  void answer_stack_waiters(const std::string& text) {
+    for (auto& p : stack_waiters) p->set_value(text);
+    stack_waiters.clear();
+  }
+
+  // GET /stacks, on a server thread: the request goes onto the loop (the watch is the loop's), the answer comes
+  // from a later tick (at most dump_wait_s, 2 s, after the request). Bounded here by 10 s and by the agent's end.
+  std::string stacks_on_demand() {
+    const auto ending = closing;
+    auto promise = std::make_shared<std::promise<std::string>>();
+    auto answer = promise->get_future();
+    boost::asio::post(timer.get_executor(), [this, promise, closing = closing] {
+      if (closing->load()) return;  // `this` is going: the promise breaks, the waiter sees it
+      if (!watching(attempt)) {
+        promise->set_value("no workers are running on this node (between attempts, or before the first)\n");
+        return;
+      }
+      stack_waiters.push_back(promise);
+      watch->request_stacks(now());
+    });
+    for (int slice = 0; slice < 100; ++slice) {
+      if (answer.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) return answer.get();
+      if (ending->load()) return "ctrun is ending\n";
+    }
+    return "no answer from the agent's loop within 10 s\n";
+  }
+
+  // Twice a second while the attempt runs.
+  void schedule_tick() {
+    timer.expires_after(std::chrono::milliseconds(500));
+    timer.async_wait([this, a = attempt](const boost::system::error_code& ec) {
+      if (ec || !watching(a)) return;
+      tick();
+      schedule_tick();
+    });
+  }
+
+  void tick() {
+    const double t = now();
+    hang::WatchOutput out = watch->tick(t);
+    for (const auto& line : out.warnings) log->warn("{}", line);
+    for (const auto& line : out.infos) log->info("{}", line);
+    for (const auto& [group, line] : out.stragglers) stragglers[group] = line;
+    for (const auto& stack : out.stacks) log->warn("{}", stack);
+    for (auto event : out.events) {
+      const std::string name = event.value("event", "hang");
+      event.erase("event");
+      events.emit(name, event);
+    }
+    if (out.requested_stacks) answer_stack_waiters(*out.requested_stacks);
+    if (status) status->publish(watch->table_text(), watch->table_json().dump());
+    if (tick_listener) tick_listener(*watch);
+    exchange(t);
+    for (int local_rank : out.fail_local_ranks) {
+      for (const auto& w : group.workers()) {
+        if (w.local_rank != local_rank || !w.running) continue;
+        const std::string& note = out.failure_notes[local_rank];
+        write_hang_error_file(w.error_file, "hang: " + note, out.failure_stacks[local_rank]);
+        log->error("treating rank {} (pid {}) as failed: {}", w.global_rank, w.pid, note);
+        events.emit("hang_failed", {{"rank", w.global_rank}, {"local_rank", local_rank}, {"pid", w.pid}});
+        signal_group(w.pid, SIGKILL);  // its exit is a failure like any other: the restart policy applies
+      }
+    }
+  }
+
+  // Several nodes: each agent writes its summary into the round's store (paced by HangWatch: at most 20 writes per
+  // second from the whole job); the agent of group rank 0 reads every node's and publishes its verdicts in one
+  // key, which the others read. On the helper lane, one exchange at a time; 2N store ops per interval.
+  void exchange(double t) {
+    if (round.group_world_size <= 1 || !round.store || exchange_busy) return;
+    // Reads every max(2 s, nodes / 20) s; this node's summary only when it changed (or once a minute).
+    if (t - last_exchange < std::max(2.0, static_cast<double>(round.group_world_size) / 20.0)) return;
+    last_exchange = t;
+    const std::string text = watch->summary_due(t, round.group_world_size).value_or("");
+    exchange_busy = true;
+    const bool aggregator = round.group_rank == 0;
+    const std::string verdicts = aggregator ? watch->verdicts_text() : std::string();
+    lane.run(BlockingCall::kProgress,
+             [this, store = round.store, text, verdicts, aggregator, me = round.group_rank,
+              nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
+               std::map<std::string, std::string> summaries;
+               std::string remote_verdicts;
+               try {
+                 if (!text.empty()) store->set("progress/node/" + std::to_string(me), text);
+                 if (aggregator) {
+                   store->set("progress/verdicts", verdicts);
+                   for (int n = 0; n < nodes; ++n) {
+                     const std::string key = "progress/node/" + std::to_string(n);
+                     if (n != me && store->check({key})) summaries[std::to_string(n)] = store->get(key);
+                   }
+                 } else if (store->check({"progress/verdicts"})) {
+                   remote_verdicts = store->get("progress/verdicts");
+                 }
+               } catch (const std::exception& e) {
+                 log->debug("progress summary exchange failed: {}", e.what());
+               }
+               return [this, summaries = std::move(summaries), remote_verdicts, a]() {
+                 exchange_busy = false;
+                 if (!watching(a)) return;
+                 const double t2 = now();
+                 for (const auto& [node, summary] : summaries) watch->remote(node, summary, t2);
+                 if (!remote_verdicts.empty()) watch->remote_verdicts(remote_verdicts, t2);
+               };
+             });
+  }
+};
+
+HangSupervisor::HangSupervisor(boost::asio::io_context& io, const LaunchConfig& config, EnvLookup env,
+                               WorkerGroup& group, EventLog& events, HelperLane& lane, std::function<bool()> running)
+    : impl_(std::make_unique<Impl>(io, config, std::move(env), group, events, lane, std::move(running))) {
+  impl_->make_watch();
+}
+
+HangSupervisor::~HangSupervisor() = default;
+
+void HangSupervisor::start_status_server(const LogLayout& layout) {
+  try {
+    impl_->status = std::make_unique<hang::StatusServer>([impl = impl_.get()] { return impl->stacks_on_demand(); });
+    if (layout.enabled()) {
+      std::filesystem::create_directories(layout.run_dir());
+      impl_->status_port_file = layout.run_dir() + "/status_port";
+      std::ofstream(impl_->status_port_file) << impl_->status->port() << "\n";
+    }
+    impl_->log->info("live view of the job: ctrun --status {} (or curl http://127.0.0.1:{}/, /status.json)",
+                     layout.enabled() ? layout.run_dir() : "127.0.0.1:" + std::to_string(impl_->status->port()),
+                     impl_->status->port());
+  } catch (const std::exception& e) {
+    impl_->log->warn("no live view: {}", e.what());
+  }
+}
+
+void HangSupervisor::begin_attempt(std::uint64_t attempt_seq, int restart_count) {
+  impl_->attempt = 0;
+  try {
+    impl_->watch->begin_attempt(static_cast<int>(attempt_seq), restart_count);
+  } catch (const std::exception& e) {
+    impl_->log->warn("hang detection is off for this attempt: {}", e.what());
+  }
+  impl_->attempt = attempt_seq;
+}
+
+void HangSupervisor::attempt_started(const rdzv::RoundInfo& round) {
+  impl_->round = round;
+  impl_->schedule_tick();
+}
+
+void HangSupervisor::end_attempt() {
+  impl_->timer.cancel();
+  impl_->attempt = 0;
+  impl_->watch->end_attempt();  // the attempt's region goes: its workers are gone
+  impl_->answer_stack_waiters("the attempt ended before every stack came in\n");
+  if (impl_->tick_listener) impl_->tick_listener(*impl_->watch);
+}
+
+void HangSupervisor::on_tick(std::function<void(const hang::HangWatch& watch)> listener) {
+  impl_->tick_listener = std::move(listener);
+}
+
+void HangSupervisor::stop() { impl_->timer.cancel(); }
+
+std::vector<std::string> HangSupervisor::stragglers() const {
+  std::vector<std::string> out;
+  for (const auto& [group, line] : impl_->stragglers) out.push_back(line);
+  return out;
+}
+
+}  // namespace ctrun::agent

@@ -1,0 +1,60 @@
+#pragma once
+// The agent's side of hang and straggler detection (agent/hang/, docs/hang.md), apart from its loop: one HangWatch
+// per agent fed by the WorkerGroup's hooks (each worker's progress-region row, stack file and sitecustomize), a
+// tick on the loop twice a second while an attempt runs (shared memory and /proc only, never a blocking call), the
+// paced exchange of node summaries through the round's store on the helper lane, the live view, and the verdicts:
+// a culprit of this node gets a hang error file and SIGKILL, and the restart policy does the rest.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/base/command_line.hpp"
+#include "agent/base/launch_config.hpp"
+#include "rendezvous/handler.hpp"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace ctrun::agent {
+
+class EventLog;
+class HelperLane;
+class LogLayout;
+class WorkerGroup;
+namespace hang {
+class HangWatch;
+}
+
+class HangSupervisor {
+ public:
+  // `running`: whether the agent's attempt is still running (ticks stop otherwise).
+  HangSupervisor(boost::asio::io_context& io, const LaunchConfig& config, EnvLookup env, WorkerGroup& group,
+                 EventLog& events, HelperLane& lane, std::function<bool()> running);
+  ~HangSupervisor();
+  HangSupervisor(const HangSupervisor&) = delete;
+  HangSupervisor& operator=(const HangSupervisor&) = delete;
+
+  // The live view: GET / and /status.json on 127.0.0.1 (port in <run dir>/status_port). Never fatal.
+  void start_status_server(const LogLayout& layout);
+  // An attempt's workers are about to start (its region is created) / were started (ticks begin).
+  void begin_attempt(std::uint64_t attempt_seq, int restart_count);
+  void attempt_started(const rdzv::RoundInfo& round);
+  // Every worker of the attempt exited: its region goes.
+  void end_attempt();
+  void stop();
+  // Called on the loop after every tick and when an attempt ends (the watch's local ranks are then empty): the
+  // agent's metrics read the watch there.
+  void on_tick(std::function<void(const hang::HangWatch& watch)> listener);
+  // The stragglers found last in this job (one line per group, "rank R is last into ..."), for the failure summary.
+  std::vector<std::string> stragglers() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ctrun::agent

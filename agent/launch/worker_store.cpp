@@ -1,0 +1,107 @@
+#include "agent/launch/worker_store.hpp"
+
+#include <arpa/inet.h>
+
+#include <stdexcept>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "agent/launch/rendezvous_factory.hpp"
+#include "common/log.hpp"
+#include "rendezvous/factory.hpp"
+#include "store/server.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+constexpr std::uint16_t kTorchrunMasterPort = 29500;
+
+bool is_numeric_address(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+}  // namespace
+
+WorkerStore::WorkerStore(const std::string& host, std::uint16_t port, FailureHandler on_failure) {
+  store::ServerOptions options;
+  options.host = host;
+  options.port = port;
+  options.on_failure = std::move(on_failure);
+  server_ = std::make_unique<store::Server>(options);
+  server_->start();
+}
+
+WorkerStore::~WorkerStore() { server_->stop(); }
+
+std::uint16_t WorkerStore::port() const { return server_->port(); }
+void WorkerStore::clear() { server_->clear(); }
+std::uint64_t WorkerStore::keys() const { return server_->stats().keys; }
+
+std::string worker_store_bind_host(const LaunchConfig& config) {
+  const bool single = is_single_node(config);
+  const bool at_endpoint =
+      config.backend() == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
+  if (single && !at_endpoint) return config.local_addr.value_or(config.standalone ? "127.0.0.1" : config.master_addr);
+  if ((!single && config.backend() == rdzv::Backend::kStatic) || at_endpoint) {
+    // A numeric address of this machine is bound as given (several "nodes" of one machine on 127.0.0.x); a host
+    // name may resolve to another address here (127.0.1.1) than for the other nodes: bind every interface.
+    const auto ep = rdzv::static_endpoint(rendezvous_parameters(config));
+    return is_numeric_address(ep.host) && rdzv::is_local_host(ep.host) ? ep.host : "0.0.0.0";
+  }
+  return config.local_addr && !config.local_addr->empty() ? *config.local_addr : "0.0.0.0";
+}
+
+WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::FailureHandler on_failure) {
+  WorkerStoreSite site;
+  const bool single = is_single_node(config);
+  site.static_multi_node = !single && config.backend() == rdzv::Backend::kStatic;
+  const std::string bind_host = worker_store_bind_host(config);
+  std::uint16_t port = 0;
+  // torchrun's static backend serves its store at --rdzv-endpoint when one is given, for one node too.
+  const bool at_endpoint =
+      config.backend() == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
+  if (single && !at_endpoint) {
+    site.host = bind_host;
+    if (config.backend() == rdzv::Backend::kStatic && config.master_port)
+      port = static_cast<std::uint16_t>(*config.master_port);
+  } else if (site.static_multi_node || at_endpoint) {
+    // As torchrun's static backend: node rank 0 serves one store at the master address (or the endpoint) for the
+    // rendezvous and every worker of every node; the other nodes bind nothing.
+    const auto ep = rdzv::static_endpoint(rendezvous_parameters(config));
+    site.host = ep.host;
+    port = ep.port;
+  } else {
+    // c10d: an ephemeral port on this node's address; the round's group rank 0 publishes it as MASTER_ADDR:PORT.
+    site.host = node_address(config);
+  }
+  if (single && !at_endpoint && !config.standalone && !config.master_port &&
+      config.backend() == rdzv::Backend::kStatic) {
+    // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
+    // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
+    try {
+      site.store = std::make_unique<WorkerStore>(bind_host, kTorchrunMasterPort, on_failure);
+      return site;
+    } catch (const std::exception& e) {
+      ctrun::log::get("agent")->warn(
+          "port {} (torchrun's default MASTER_PORT) is taken on {} ({}); the workers' store takes a free port "
+          "instead: pass --master-port or --standalone to choose",
+          kTorchrunMasterPort, bind_host, e.what());
+    }
+  }
+  if (!site.static_multi_node || config.node_rank == 0) {
+    try {
+      site.store = std::make_unique<WorkerStore>(bind_host, port, on_failure);
+    } catch (const std::exception& e) {
+      // Static node rank 0: the port is the job's MASTER_PORT; never share it with whoever else holds it.
+      throw std::runtime_error("cannot start the workers' store on " + bind_host + ":" + std::to_string(port) + ": " +
+                               e.what() +
+                               ". If another process holds that port, stop it or choose a free one with "
+                               "--master-port (the same on every node)");
+    }
+  }
+  return site;
+}
+
+}  // namespace ctrun::agent
