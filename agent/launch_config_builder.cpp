@@ -12,7 +12,7 @@
 #include "agent/flags.hpp"
 #include "agent/rendezvous_factory.hpp"
 #include "agent/signal_names.hpp"
-#include "rendezvous/etcd/etcd_client.hpp"
+#include "rendezvous/etcd/etcd_options.hpp"
 
 namespace ctrun::agent {
 namespace {
