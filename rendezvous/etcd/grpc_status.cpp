@@ -1,45 +1,20 @@
 #include "rendezvous/etcd/grpc_status.hpp"
 
+#include <cstddef>
+#include <iterator>
+
 namespace ctrun::rdzv::etcd {
 
 const char* grpc_status_name(GrpcStatus status) {
-  switch (status) {
-    case GrpcStatus::kOk:
-      return "OK";
-    case GrpcStatus::kCancelled:
-      return "CANCELLED";
-    case GrpcStatus::kUnknown:
-      return "UNKNOWN";
-    case GrpcStatus::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case GrpcStatus::kDeadlineExceeded:
-      return "DEADLINE_EXCEEDED";
-    case GrpcStatus::kNotFound:
-      return "NOT_FOUND";
-    case GrpcStatus::kAlreadyExists:
-      return "ALREADY_EXISTS";
-    case GrpcStatus::kPermissionDenied:
-      return "PERMISSION_DENIED";
-    case GrpcStatus::kResourceExhausted:
-      return "RESOURCE_EXHAUSTED";
-    case GrpcStatus::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case GrpcStatus::kAborted:
-      return "ABORTED";
-    case GrpcStatus::kOutOfRange:
-      return "OUT_OF_RANGE";
-    case GrpcStatus::kUnimplemented:
-      return "UNIMPLEMENTED";
-    case GrpcStatus::kInternal:
-      return "INTERNAL";
-    case GrpcStatus::kUnavailable:
-      return "UNAVAILABLE";
-    case GrpcStatus::kDataLoss:
-      return "DATA_LOSS";
-    case GrpcStatus::kUnauthenticated:
-      return "UNAUTHENTICATED";
-  }
-  return "UNKNOWN_CODE";
+  // Indexed by code: gRPC numbers its codes 0 to 16 without gaps.
+  static constexpr const char* kNames[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(GrpcStatus::kUnauthenticated) + 1);
+  const auto code = static_cast<std::size_t>(status);
+  return code < std::size(kNames) ? kNames[code] : "UNKNOWN_CODE";
 }
 
 bool is_request_error(GrpcStatus status) {
