@@ -13,7 +13,7 @@
 #include "agent/config/flags.hpp"
 #include "agent/launch/rendezvous_factory.hpp"
 #include "common/text.hpp"
-#include "rendezvous/etcd/etcd_client.hpp"
+#include "rendezvous/etcd/etcd_options.hpp"
 
 namespace ctrun::agent {
 namespace {

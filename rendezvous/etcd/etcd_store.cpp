@@ -64,7 +64,7 @@ auto EtcdStore::with_lease(F write) {
   try {
     return write(id);
   } catch (const EtcdError& e) {
-    if (!lease_ || e.code() != EtcdError::kNotFound) throw;
+    if (!lease_ || e.code() != GrpcStatus::kNotFound) throw;
     return write(lease_->renew(id));
   }
 }

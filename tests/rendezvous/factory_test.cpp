@@ -11,6 +11,11 @@ TEST(Factory, RejectsUnknownBackendAndBadNodeCounts) {
   EXPECT_THROW(create_handler(p, NodeSpec{}), std::invalid_argument);
   p.backend = "c10d";
   EXPECT_THROW(create_handler(p, NodeSpec{}), std::invalid_argument);  // no endpoint
+  p.backend = "etcd-v2";                                               // etcd's v2 API is gone from etcd 3.6
+  p.endpoint = "a:1";
+  EXPECT_THROW(create_handler(p, NodeSpec{}), std::invalid_argument);
+  p.backend = "c10d";
+  p.endpoint.clear();
   p.min_nodes = 3;
   p.max_nodes = 2;
   EXPECT_THROW(create_handler(p, NodeSpec{}), std::invalid_argument);

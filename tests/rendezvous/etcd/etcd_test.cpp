@@ -38,40 +38,11 @@ std::shared_ptr<etcd::EtcdStore> store_on(const std::string& endpoints,
   return std::make_shared<etcd::EtcdStore>(std::make_shared<etcd::Client>(options(endpoints)), lease, 5s);
 }
 
-TEST(EtcdOptions, ParsesEndpointsAndTls) {
-  RendezvousParameters p;
-  p.endpoint = "127.0.0.1:2379,http://node2,[::1]:4001";
-  auto o = etcd::parse_options(p);
-  ASSERT_EQ(o.endpoints.size(), 3u);
-  EXPECT_EQ(o.endpoints[1].host, "node2");
-  EXPECT_EQ(o.endpoints[1].port, etcd::kDefaultPort);
-  EXPECT_EQ(o.endpoints[2].host, "::1");
-  EXPECT_FALSE(o.https);
-  p.endpoint = "https://a:1";
-  p.config = {{"cacert", "/ca.pem"}, {"cert", "/c.pem"}, {"key", "/k.pem"}, {"lease_ttl", "30"}};
-  o = etcd::parse_options(p);
-  EXPECT_TRUE(o.https);
-  EXPECT_EQ(o.cacert, "/ca.pem");
-  EXPECT_EQ(o.lease_ttl, 30s);
-  p.config = {{"protocol", "http"}};  // contradicts https://
-  EXPECT_THROW(etcd::parse_options(p), std::invalid_argument);
-  p.endpoint = "a:1";
-  p.config = {{"cert", "/c.pem"}, {"protocol", "https"}};  // cert without key
-  EXPECT_THROW(etcd::parse_options(p), std::invalid_argument);
-  p.config = {};
-  p.endpoint = "a:1,,b:2";
-  EXPECT_THROW(etcd::parse_options(p), std::invalid_argument);
-  p.endpoint = "a:1";
-  p.backend = "etcd-v2";
-  EXPECT_THROW(create_handler(p, NodeSpec{"n", 1, "default"}), std::invalid_argument);
-}
-
 TEST(EtcdStore, KeyLayout) {
   Keys k("job");
   EXPECT_EQ(etcd::EtcdStore::to_etcd(k.joined(3)), "/ctrun/job/r3/joined");
   EXPECT_EQ(etcd::EtcdStore::to_etcd(k.lease()), "/ctrun/job/lease");
   EXPECT_EQ(etcd::EtcdStore::from_etcd("/ctrun/job/r3/joined"), k.joined(3));
-  EXPECT_EQ(etcd::prefix_end("/ctrun/"), "/ctrun0");
 }
 
 TEST(EtcdClient, KvTxnLeaseAndWatch) {

@@ -1,0 +1,110 @@
+#include "rendezvous/etcd/etcd_options.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <stdexcept>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace ctrun::rdzv::etcd {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && s.front() == ' ') s.erase(0, 1);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+// Every comma-separated item, empty ones too (they are refused later, with the whole flag in the message).
+std::vector<std::string> split_items(const std::string& list) {
+  std::vector<std::string> items;
+  for (std::size_t start = 0;;) {
+    auto comma = list.find(',', start);
+    items.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return items;
+    start = comma + 1;
+  }
+}
+
+// Strips "http://" or "https://" (and trailing slashes) off item; returns the scheme found, "" for none.
+std::string take_scheme(std::string& item) {
+  for (std::string_view prefix : {"http://", "https://"}) {
+    if (lower(item).rfind(prefix, 0) != 0) continue;
+    item.erase(0, prefix.size());
+    while (!item.empty() && item.back() == '/') item.pop_back();
+    return std::string(prefix.substr(0, prefix.size() - 3));
+  }
+  return {};
+}
+
+// The endpoints of --rdzv-endpoint, and the one scheme they name ("" when none does).
+std::string parse_endpoints(const std::string& flag, std::vector<Endpoint>& endpoints) {
+  if (flag.find_first_not_of(' ') == std::string::npos)
+    throw std::invalid_argument(
+        "--rdzv-backend etcd needs --rdzv-endpoint host:port[,host:port...] (etcd client URLs)");
+  std::string scheme;
+  for (auto item : split_items(flag)) {
+    item = trimmed(item);
+    if (auto this_scheme = take_scheme(item); !this_scheme.empty()) {
+      if (!scheme.empty() && scheme != this_scheme)
+        throw std::invalid_argument(fmt::format("--rdzv-endpoint '{}': mixes http and https", flag));
+      scheme = this_scheme;
+    }
+    if (item.empty())
+      throw std::invalid_argument(
+          fmt::format("--rdzv-endpoint '{}': empty endpoint; use host:port[,host:port...]", flag));
+    endpoints.push_back(parse_endpoint(item, kDefaultPort));
+    if (endpoints.back().port == 0)
+      throw std::invalid_argument(fmt::format("--rdzv-endpoint '{}': port 0 is not an etcd endpoint", flag));
+  }
+  return scheme;
+}
+
+// --rdzv-conf protocol=, lower-cased; "" when not given.
+std::string parse_protocol(const RendezvousParameters& p) {
+  auto protocol = p.config.count("protocol") ? lower(p.config.at("protocol")) : std::string();
+  if (!protocol.empty() && protocol != "http" && protocol != "https")
+    throw std::invalid_argument(fmt::format("--rdzv-conf protocol='{}': use http or https", protocol));
+  return protocol;
+}
+
+// Plain HTTP or TLS (protocol= or the endpoints' scheme), and TLS's files (cacert=, cert=, key=).
+void parse_tls(const RendezvousParameters& p, const std::string& protocol, const std::string& scheme, Options& o) {
+  if (!protocol.empty() && !scheme.empty() && protocol != scheme)
+    throw std::invalid_argument(
+        fmt::format("--rdzv-conf protocol={} contradicts --rdzv-endpoint '{}'", protocol, p.endpoint));
+  o.https = (protocol.empty() ? scheme : protocol) == "https";
+  for (auto [key, field] : {std::pair{"cacert", &o.cacert}, {"cert", &o.cert}, {"key", &o.key}}) {
+    if (!p.config.count(key)) continue;
+    if (!o.https) throw std::invalid_argument(fmt::format("--rdzv-conf {}= needs protocol=https", key));
+    *field = p.config.at(key);
+  }
+  if (o.cert.empty() != o.key.empty())
+    throw std::invalid_argument("--rdzv-conf cert= and key= go together (the client certificate and its key)");
+}
+
+}  // namespace
+
+Options parse_options(const RendezvousParameters& p) {
+  Options o;
+  const auto protocol = parse_protocol(p);
+  const auto scheme = parse_endpoints(p.endpoint, o.endpoints);
+  parse_tls(p, protocol, scheme, o);
+  if (auto t = p.get_as_seconds("read_timeout")) {
+    if (t->count() <= 0) throw std::invalid_argument("--rdzv-conf read_timeout must be positive");
+    o.request_timeout = *t;
+  }
+  if (auto t = p.get_as_seconds("lease_ttl")) {
+    if (*t < std::chrono::seconds(2)) throw std::invalid_argument("--rdzv-conf lease_ttl must be at least 2 s");
+    o.lease_ttl = std::chrono::ceil<std::chrono::seconds>(*t);
+  }
+  return o;
+}
+
+}  // namespace ctrun::rdzv::etcd

@@ -1,0 +1,73 @@
+#pragma once
+// HTTP/1.1 to one etcd member, plain or TLS, every step bounded by a deadline: a POST and its answer, or a POST
+// whose answer streams (a watch), read line by line. Beast, Asio and OpenSSL stay in etcd_transport.cpp.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "rendezvous/etcd/etcd_options.hpp"
+#include "rendezvous/parameters.hpp"
+#include "store/store.hpp"
+
+namespace ctrun::rdzv::etcd {
+
+struct HttpAnswer {
+  unsigned status = 0;
+  std::string body;
+  bool keep_alive = false;  // false: the member closes the connection after this answer
+};
+
+// A streamed request answered with an error status instead of a stream; the answer is read whole.
+class HttpErrorAnswer : public std::runtime_error {
+ public:
+  HttpErrorAnswer(unsigned status, std::string body)
+      : std::runtime_error("HTTP " + std::to_string(status)), status(status), body(std::move(body)) {}
+  unsigned status;
+  std::string body;
+};
+
+// What every TLS connection of a client trusts and shows: the CA (or the system's), the client certificate and key.
+class TlsContext {
+ public:
+  // Throws store::StoreError naming the file that cannot be loaded.
+  explicit TlsContext(const Options& options);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+ private:
+  friend class Connection;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One open connection. Any exception leaves it half-used: drop it then. Not thread-safe.
+class Connection {
+ public:
+  // Connects (and shakes hands when tls is set) by `deadline`. Throws TransientError when the member cannot be
+  // reached; store::StoreError when TLS refuses its certificate (every member would, every time).
+  Connection(const Endpoint& endpoint, TlsContext* tls, store::Clock::time_point deadline);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // POST body (JSON) to target and read the answer, by deadline; TransientError on a transport failure.
+  HttpAnswer post(const std::string& target, const std::string& body, store::Clock::time_point deadline);
+
+  // POST whose answer streams: calls on_line for every non-blank line until it returns true (then true), or until
+  // the deadline passes (false). Throws HttpErrorAnswer for an error status, TransientError when the stream breaks.
+  bool post_streamed(const std::string& target, const std::string& body, store::Clock::time_point deadline,
+                     const std::function<bool(const std::string&)>& on_line);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// HTTP bytes this process exchanged with etcd so far (requests, answers, watch bodies).
+std::uint64_t http_bytes_exchanged();
+
+}  // namespace ctrun::rdzv::etcd
