@@ -1,41 +1,19 @@
 #include "rendezvous/etcd/etcd_options.hpp"
 
-#include <algorithm>
-#include <cctype>
 #include <stdexcept>
 #include <string_view>
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
+
 namespace ctrun::rdzv::etcd {
 namespace {
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-std::string trimmed(std::string s) {
-  while (!s.empty() && s.front() == ' ') s.erase(0, 1);
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
-
-// Every comma-separated item, empty ones too (they are refused later, with the whole flag in the message).
-std::vector<std::string> split_items(const std::string& list) {
-  std::vector<std::string> items;
-  for (std::size_t start = 0;;) {
-    auto comma = list.find(',', start);
-    items.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return items;
-    start = comma + 1;
-  }
-}
 
 // Strips "http://" or "https://" (and trailing slashes) off item; returns the scheme found, "" for none.
 std::string take_scheme(std::string& item) {
   for (std::string_view prefix : {"http://", "https://"}) {
-    if (lower(item).rfind(prefix, 0) != 0) continue;
+    if (text::lower(item).rfind(prefix, 0) != 0) continue;
     item.erase(0, prefix.size());
     while (!item.empty() && item.back() == '/') item.pop_back();
     return std::string(prefix.substr(0, prefix.size() - 3));
@@ -49,8 +27,8 @@ std::string parse_endpoints(const std::string& flag, std::vector<Endpoint>& endp
     throw std::invalid_argument(
         "--rdzv-backend etcd needs --rdzv-endpoint host:port[,host:port...] (etcd client URLs)");
   std::string scheme;
-  for (auto item : split_items(flag)) {
-    item = trimmed(item);
+  for (auto item : text::split(flag, ',')) {
+    item = text::trim(item);
     if (auto this_scheme = take_scheme(item); !this_scheme.empty()) {
       if (!scheme.empty() && scheme != this_scheme)
         throw std::invalid_argument(fmt::format("--rdzv-endpoint '{}': mixes http and https", flag));
@@ -68,7 +46,7 @@ std::string parse_endpoints(const std::string& flag, std::vector<Endpoint>& endp
 
 // --rdzv-conf protocol=, lower-cased; "" when not given.
 std::string parse_protocol(const RendezvousParameters& p) {
-  auto protocol = p.config.count("protocol") ? lower(p.config.at("protocol")) : std::string();
+  auto protocol = p.config.count("protocol") ? text::lower(p.config.at("protocol")) : std::string();
   if (!protocol.empty() && protocol != "http" && protocol != "https")
     throw std::invalid_argument(fmt::format("--rdzv-conf protocol='{}': use http or https", protocol));
   return protocol;
