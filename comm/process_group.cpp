@@ -7,6 +7,7 @@
 #include <set>
 
 #include "comm/init/init_method.hpp"
+#include "comm/tags.hpp"
 #include "store/prefix_store.hpp"
 
 namespace ctrun::comm {
@@ -188,13 +189,16 @@ void check_self_pairs(const Backend& backend, const std::vector<P2POp>& ops, int
   if (sends.empty() && recvs.empty()) return;
   const std::string self = "batch_isend_irecv: rank " + std::to_string(rank) + " sends to or receives from itself; ";
   if (!backend.supports_self_p2p()) {
-    throw InvalidArgumentError(self + "send/recv to self is supported on backend nccl only (in one batch, each send "
-                                      "to self paired with a receive from self); copy the buffer locally instead");
+    throw InvalidArgumentError(self +
+                               "send/recv to self is supported on backend nccl only (in one batch, each send "
+                               "to self paired with a receive from self); copy the buffer locally instead");
   }
   if (sends != recvs) {
-    throw InvalidArgumentError(self + "every send to self needs a receive from self of the same size in the same "
-                                      "batch (" + std::to_string(sends.size()) + " sends, " +
-                               std::to_string(recvs.size()) + " receives, paired in order)");
+    throw InvalidArgumentError(self +
+                               "every send to self needs a receive from self of the same size in the same "
+                               "batch (" +
+                               std::to_string(sends.size()) + " sends, " + std::to_string(recvs.size()) +
+                               " receives, paired in order)");
   }
 }
 }  // namespace
@@ -208,7 +212,11 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp> ops) {
       throw InvalidArgumentError(std::string(what) + ": peer rank " + std::to_string(op.peer) +
                                  " is out of range for a group of size " + std::to_string(size()));
     }
-    if (op.tag < 0) throw InvalidArgumentError(std::string(what) + ": tag must be >= 0");
+    if (op.tag < 0 || op.tag > kMaxUserTag) {
+      throw InvalidArgumentError(std::string(what) + ": tag " + std::to_string(op.tag) +
+                                 (op.tag < 0 ? " is negative" : " is reserved for comm's own messages") +
+                                 "; use a tag in 0.." + std::to_string(kMaxUserTag));
+    }
   }
   check_self_pairs(*backend_, ops, rank_);
   return backend_->batch_p2p(std::move(ops));

@@ -18,6 +18,7 @@
 #include "comm/backend.hpp"
 #include "comm/buffer.hpp"
 #include "comm/options.hpp"
+#include "comm/tags.hpp"
 #include "comm/types.hpp"
 #include "comm/work.hpp"
 #include "store/store.hpp"
@@ -62,7 +63,8 @@ class ProcessGroup {
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks);
   std::shared_ptr<ProcessGroup> new_group(std::vector<int> ranks, ProcessGroupOptions options);
 
-  // Point to point. Sends and receives with the same (peer, tag) match in order.
+  // Point to point. Sends and receives with the same (peer, tag) match in order. Tags: 0 .. kMaxUserTag
+  // (comm/tags.hpp); the ones above are comm's own, and refused with InvalidArgumentError.
   void send(Buffer buffer, int dst, int tag = 0);
   void recv(Buffer buffer, int src, int tag = 0);
   WorkPtr isend(Buffer buffer, int dst, int tag = 0);
@@ -113,6 +115,10 @@ class ProcessGroup {
 
   void barrier();
   WorkPtr barrier_async();
+  // gloo's monitored barrier: rank 0 waits up to `timeout` (zero: the group's) for every other rank, then releases
+  // them; it throws TimeoutError naming the first rank that did not arrive (wait_all_ranks: every such rank).
+  // Runs over point-to-point messages with tags reserved for it (comm/tags.hpp).
+  void monitored_barrier(Duration timeout = Duration::zero(), bool wait_all_ranks = false);
 
   // Fails pending ops and releases the backend; later ops throw CommError. Called by the destructor.
   void shutdown();

@@ -33,7 +33,8 @@
 namespace ctrun::comm::transport {
 
 // Tag layout: bit 63 = collective; bits 48..55 op kind; bits 40..47 dtype; bits 0..39 sequence number.
-// User point-to-point tags are non-negative ints (bit 63 clear). kAbortTag carries an abort reason.
+// Point-to-point tags are non-negative ints (bit 63 clear): the users' and comm's own (comm/tags.hpp). kAbortTag
+// carries an abort reason.
 inline constexpr std::uint64_t kCollectiveBit = 1ull << 63;
 inline constexpr std::uint64_t kAbortTag = ~0ull;
 std::uint64_t collective_tag(int op_kind, DataType dtype, std::uint64_t seq);

@@ -1,6 +1,7 @@
 """init_process_group("ctrun") with every init method and no launcher; a rank killed mid-all_reduce.
 
-  python3 init_and_failure_test.py init      env://, tcp://, file://, store=   (2 ranks each)
+  python3 init_and_failure_test.py init      env://, tcp://, file://, store=   (2 ranks each); a reserved p2p
+                                             tag is refused, monitored_barrier passes
   python3 init_and_failure_test.py torchrun  examples/torch_ctrun_backend.py under torch's own launcher
                                              ($TORCHRUN_PY, 2 ranks, PYTHONPATH set)
   python3 init_and_failure_test.py kill      4 ranks; rank 3 SIGKILLs itself inside a stream of all_reduces; the
@@ -62,6 +63,15 @@ def worker(mode, rank, size, method, arg):
         dist.all_reduce(t)
         assert torch.equal(t, torch.full((5,), float(size * (size + 1) // 2))), t
         dist.barrier()
+        # A tag comm keeps for its own messages is refused on the caller, naming the tags users have.
+        try:
+            dist.send(torch.ones(1), dst=1 - rank, tag=0x7FFFFFF0)
+            return 5
+        except RuntimeError as e:
+            if "use a tag in 0..2147483631" not in str(e):
+                raise
+        # monitored_barrier runs over those tags (torch 1.13's dist.monitored_barrier takes gloo only: the group's).
+        dist.distributed_c10d._get_default_group().monitored_barrier(timeout=timeout)
         print(f"rank {rank}: {method}:// ok", flush=True)
         dist.destroy_process_group()
         return 0
