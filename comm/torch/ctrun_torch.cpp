@@ -66,6 +66,10 @@ PYBIND11_MODULE(ctrun_torch, m) {
   m.attr("torch_version") = TORCH_VERSION;
   ctrun::comm::torch_backend::python_main_thread =
       py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  // Before Python finalizes, every group's completion thread finishes the Python work in hand (work.hpp).
+  py::module_::import("atexit").attr("register")(
+      py::cpp_function([] { ctrun::comm::torch_backend::Completers::instance().at_python_exit(); },
+                       py::call_guard<py::gil_scoped_release>()));
   auto backend = py::module_::import("torch.distributed").attr("Backend");
   if (!py::hasattr(backend, "CTRUN")) {
     auto creator = m.attr("create_process_group");

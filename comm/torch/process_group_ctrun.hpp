@@ -29,6 +29,7 @@ class ProcessGroupCtrun final : public BaseGroup {
     ProcessGroupOptions options;
     options.timeout = timeout;
     group_ = CommGroup::from_store(std::make_shared<StoreAdapter>(store), "ctrun", rank, size, options);
+    Completers::instance().add(completer_);
     completer_thread_ = std::thread([c = completer_] { c->loop(); });
   }
 

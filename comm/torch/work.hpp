@@ -8,9 +8,11 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "comm/torch/python_runtime.hpp"
 #include "comm/torch/torch_types.hpp"
@@ -141,11 +143,20 @@ class CtrunWork final : public c10d::Work {
 // Completes futures: ops of one group complete in issue order (collectives) or soon after (p2p, posted at once),
 // so one thread waiting on them in order completes every future promptly. Its state is shared with the thread,
 // which may outlive the group when the group's last reference goes in a future's callback on this very thread.
+//
+// Completing a future runs Python (its callbacks, e.g. DDP's fp16 hook decompressing), and so does dropping the
+// last reference to a work (freeing those callbacks' closures and tensors' Python objects). Once Python finalizes,
+// a thread that asks for the GIL is ended by pthread_exit, whose unwinding through these C++ frames ends the whole
+// process in std::terminate. So before Python finalizes (at_python_exit, from an atexit hook) the completion in
+// progress is let finish and every later one is skipped: the process is ending and no Python code waits any more.
 struct Completer {
   std::mutex mutex;
-  std::condition_variable cv;
+  std::condition_variable cv;       // pending or stopping changed
+  std::condition_variable idle_cv;  // completing became false
   std::deque<c10::intrusive_ptr<CtrunWork>> pending;
   bool stopping = false;
+  bool python_exiting = false;
+  bool completing = false;  // a future's completion, or the drop of its work, runs now
 
   void push(c10::intrusive_ptr<CtrunWork> w) {
     {
@@ -160,6 +171,12 @@ struct Completer {
       stopping = true;
     }
     cv.notify_all();
+  }
+  // With the GIL released: returns once no completion runs and none will start.
+  void at_python_exit() {
+    std::unique_lock<std::mutex> lock(mutex);
+    python_exiting = true;
+    idle_cv.wait(lock, [&] { return !completing; });
   }
   void loop() {
     for (;;) {
@@ -177,8 +194,52 @@ struct Completer {
         } catch (...) {
         }
       }
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (python_exiting) {
+          (void)w.release();  // never freed: freeing may run Python, which is finalizing
+          continue;
+        }
+        completing = true;
+      }
       w->finalize();
+      w.reset();
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        completing = false;
+      }
+      idle_cv.notify_all();
     }
+  }
+};
+
+// Every group's completer, so that one atexit hook can quiesce them all before Python finalizes.
+struct Completers {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<Completer>> live;
+  bool python_exiting = false;
+
+  static Completers& instance() {
+    static auto* completers = new Completers;  // never destroyed: completion threads may outlive static teardown
+    return *completers;
+  }
+  void add(const std::shared_ptr<Completer>& c) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::erase_if(live, [](const auto& w) { return w.expired(); });
+    if (python_exiting) c->python_exiting = true;  // not yet shared with its thread
+    live.push_back(c);
+  }
+  // The atexit hook, called with the GIL released.
+  void at_python_exit() {
+    std::vector<std::shared_ptr<Completer>> now;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      python_exiting = true;
+      for (const auto& w : live) {
+        if (auto c = w.lock()) now.push_back(std::move(c));
+      }
+    }
+    for (const auto& c : now) c->at_python_exit();
   }
 };
 
