@@ -56,7 +56,7 @@ foreach(_h ${_ctrun_public_headers})
 endforeach()
 set(_ctrun_include_dirs $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:${CTRUN_INSTALL_INCLUDEDIR}>
                         $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-# The build-tree libraries export their include directory too (add_subdirectory(ctrun) users, issue 16), and
+# The build-tree libraries export their include directory too (add_subdirectory(ctrun) users), and
 # are position independent so that the shared libraries and Python modules can be made from them.
 foreach(_t ctrun_common ctrun_store ctrun_comm ctrun_comm_nccl)
   if(TARGET ${_t})

@@ -1,6 +1,6 @@
 #pragma once
 // Progress records: where every local rank is in its collectives, in memory the local agent can read while the
-// job runs (issue 22: hangs and stragglers found and named). The agent creates one region per attempt (a file
+// job runs (so hangs and stragglers are found and named: docs/hang.md). The agent creates one region per attempt (a file
 // under /dev/shm whose name carries the agent's pid and the attempt, see region_path) and names it in every
 // worker's environment (worker_env::kProgressFile). comm maps it once per process and, per op, writes a few
 // plain stores into the slot of (this local rank, this group): no syscall, lock or allocation per op.

@@ -33,7 +33,7 @@ inline constexpr const char* kSignalsToHandle = "TORCHELASTIC_SIGNALS_TO_HANDLE"
 // (agent/process/file_timer.hpp), which every worker gets.
 inline constexpr const char* kEnableFileTimer = "TORCHELASTIC_ENABLE_FILE_TIMER";
 inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
-// ctrun's own (issue 22): the progress region of this attempt (common/progress.hpp), which comm writes its
+// ctrun's own: the progress region of this attempt (common/progress.hpp), which comm writes its
 // collectives' progress into; and the file a Python worker's stack is dumped into on kStackDumpSignal (the
 // sitecustomize.py ctrun puts on PYTHONPATH registers it with faulthandler).
 inline constexpr const char* kProgressFile = "CTRUN_PROGRESS_FILE";

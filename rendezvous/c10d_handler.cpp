@@ -40,7 +40,7 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
                                       config_.max_nodes));
   // A heartbeat that cannot reach the store within its interval is missed anyway. Reconnecting for read_timeout
   // instead would hold stop_heartbeats(), and so the end of the job, that long per try once the store is gone (its
-  // host agent exited after the exit barrier): issue 24 item 4.
+  // host agent exited after the exit barrier).
   if (auto* tcp = dynamic_cast<store::TcpStore*>(hb_store_.get()))
     tcp->set_connect_timeout(std::max<store::Duration>(config_.settings.keep_alive_interval, std::chrono::seconds(1)));
   heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });

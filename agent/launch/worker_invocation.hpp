@@ -1,6 +1,6 @@
 #pragma once
 // The environment and command of each worker, computed exactly as torchrun's LocalElasticAgent does
-// (reference §2, §1.3 step 6). Pure functions of the config, the round and the parent environment.
+// (torch/distributed/elastic/agent/server/local_elastic_agent.py, _start_workers). Pure functions of the config, the round and the parent environment.
 
 #include <map>
 #include <optional>

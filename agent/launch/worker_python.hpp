@@ -1,5 +1,5 @@
 #pragma once
-// Which python runs the workers (issue 25), decided here only: PYTHON_EXEC when set; else, when ctrun itself
+// Which python runs the workers, decided here only: PYTHON_EXEC when set; else, when ctrun itself
 // lives in the bin/ of a virtual or conda environment (`pip install .` there), that environment's python, as
 // torchrun runs its workers with its own interpreter; else python3 on PATH. worker_argv()
 // (agent/launch/worker_invocation.hpp) and so --preload's warm process and --dry-run take argv[0] from here; the agent

@@ -1,5 +1,5 @@
 #pragma once
-// The warm process of `ctrun --preload` (issue 23): one Python interpreter per node, the workers' own
+// The warm process of `ctrun --preload` (docs/preload.md): one Python interpreter per node, the workers' own
 // (agent/launch/worker_python.hpp), that imports the preloaded modules once and then forks each worker, so a worker
 // starts with its imports done (tens of milliseconds instead of seconds, and copy-on-write pages shared between ranks).
 // The Python side is agent/preload/ctrun_warm.py (shipped next to ctrun_torch: <build>/python, or the installed

@@ -1,5 +1,5 @@
 #pragma once
-// A failed worker and torchrun's failure summary (ChildFailedError.format_msg, reference §3.11), byte for
+// A failed worker and torchrun's failure summary (ChildFailedError.format_msg in torch/distributed/elastic/multiprocessing/errors), byte for
 // byte, plus the signal name after the exit code as newer torchrun prints it.
 
 #include <sys/types.h>

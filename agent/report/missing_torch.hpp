@@ -1,5 +1,5 @@
 #pragma once
-// Issue 24 item 7: a newcomer's first `ctrun train.py` dies of `No module named 'torch'` because python3 on PATH
+// A newcomer's first `ctrun train.py` dies of `No module named 'torch'` because python3 on PATH
 // is not the python that has torch. When workers failed that way and PYTHON_EXEC is unset, the failure summary
 // is followed by a line saying which python ran them and which python on this machine has torch.
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 24 item 3, repeated: Ctrl-C (SIGINT to the launcher) of a 4-rank torch job on backend "ctrun" looping over
+# Repeated: Ctrl-C (SIGINT to the launcher) of a 4-rank torch job on backend "ctrun" looping over
 # barrier + all_reduce on shm, under ctrun and under torch 1.13's torchrun (which reaps its workers late, so an
 # exited rank stays a zombie for a while). Prints per launcher: runs, worst and median seconds from the signal
 # to the launcher's exit, and how many runs printed "lost sys.stderr" (an error surfacing at interpreter exit).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 24 item 4, repeated: two c10d agents on one machine (127.0.0.2 hosts the rendezvous store, 127.0.0.3),
+"""Repeated: two c10d agents on one machine (127.0.0.2 hosts the rendezvous store, 127.0.0.3),
 --max-restarts 1, the DDP-tutorial-style snapshot trainer (tests/integration/workers/snapshot_train.py); node B's
 worker SIGKILLs itself mid-training, both groups restart and resume from the snapshot, training ends. Every run must
 end with both agents exiting 0 within --timeout seconds. On a hang: gdb backtraces of every thread of the stuck

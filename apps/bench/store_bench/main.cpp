@@ -5,7 +5,7 @@
 //     own efficiency) and "threads" (a TcpStore client thread per connection: realistic clients);
 //   - a connection storm: N connections at once, each sending ADD "init/" 1, time until every reply arrived;
 //   - server RSS with N idle connections (VmRSS after the storm minus before, per connection).
-// Prints a side-by-side table with the ratio and whether the targets of issue 3 are met.
+// Prints a side-by-side table with the ratio and whether the targets in docs/benchmarks.md are met.
 // Usage: store_bench [--duration-ms 1000] [--rounds 3] [--connections 1,16,64] [--load events,threads]
 //                    [--load-threads 1] [--storm 4000] [--repeats 3]
 
@@ -209,7 +209,7 @@ int run(int argc, char** argv) {
         }
         std::fflush(stdout);
       }
-      // Targets of issue 3.
+      // The targets docs/benchmarks.md states.
       bool ops_ok = true;
       for (auto op : ops)
         for (int conns : conn_counts)

@@ -46,7 +46,7 @@ void resolve(const std::string& host, const std::string& port, bool passive, Add
 // Kernel socket buffers (Options::buffer_bytes). 0, the default, keeps the kernel's autotuning (as gloo does):
 // on loopback it was as fast as or faster than fixed 1-4 MiB buffers for 1-64 MiB collectives (fixed 4 MiB
 // buffers, doubled by the kernel, let up to 8 MiB of skbs queue per socket and push them out of the caches;
-// docs/benchmarks.md, issue 17), and on a real network it grows the window to the path's bandwidth-delay product
+// docs/benchmarks.md), and on a real network it grows the window to the path's bandwidth-delay product
 // up to net.ipv4.tcp_{w,r}mem, where a fixed size caps it. A fixed size is capped by net.core.{w,r}mem_max.
 // Set before connect()/listen(), so that the window scale negotiated at the handshake covers the buffer.
 void set_buffers(int fd, std::size_t buffer_bytes) {

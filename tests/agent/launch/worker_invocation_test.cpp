@@ -1,4 +1,4 @@
-// Worker env and command, as torchrun computes them (reference §2).
+// Worker env and command, as torchrun computes them (local_elastic_agent.py).
 #include <gtest/gtest.h>
 
 #include "agent/launch/local_rendezvous.hpp"

@@ -13,7 +13,7 @@
   python3 init_and_failure_test.py peer_exit [RUNS]  2 ranks (shm); rank 1 exits while rank 0 waits in a barrier,
                                              rank 0 does not catch: its traceback ends in the RuntimeError; then
                                              the same with a SIGINT to rank 0 first: KeyboardInterrupt from the
-                                             call. Neither prints "lost sys.stderr" or "Exception ignored" (issue 24)
+                                             call. Neither prints "lost sys.stderr" or "Exception ignored"
 
 Ranks are plain subprocesses of this driver (no ctrun, no torchrun), every one killed by PID at the end.
 Exit 0 pass, 1 fail, 77 skip (no torch or no ctrun_torch module).
