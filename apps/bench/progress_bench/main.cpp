@@ -1,4 +1,4 @@
-// progress_bench: what comm's progress records cost per op (issue 22).
+// progress_bench: what comm's progress records cost per op (docs/hang.md).
 //
 //   progress_bench                    ns per op of the records a collective writes (issued + running +
 //                                     finished), and of one waiting() note, alone and with a reader polling
