@@ -117,7 +117,7 @@ class Agent::Impl {
                    remaining_restarts_, config_.max_restarts);
         --remaining_restarts_;
         ++restart_count_;
-        events_.emit("restart", {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
+        events_.emit(Event::kRestart, {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
         return join_round();
       case AgentAction::kSpawnWorkers:
         return spawn_group();
@@ -159,7 +159,7 @@ class Agent::Impl {
       if (state_ == AgentState::kDone || agent_failed_) return;
       agent_failed_ = true;
       log_->error("the agent itself failed: {}; stopping the job", why);
-      events_.emit("agent_failure", {{"error", why}});
+      events_.emit(Event::kAgentFailure, {{"error", why}});
       if (death_signal_ != 0) return;  // already stopping for a signal
       death_signal_ = SIGTERM;
       deliver(AgentEvent::kSignal);
@@ -212,7 +212,7 @@ class Agent::Impl {
       return [this, h = std::move(given), code, error]() mutable {
         if (code != 0) {
           log_->error("{}", error);
-          events_.emit("rendezvous_failed", {{"error", error}});
+          events_.emit(Event::kRendezvousFailed, {{"error", error}});
           exit_code_ = code;
           return deliver(AgentEvent::kRendezvousFailed);
         }
@@ -230,12 +230,12 @@ class Agent::Impl {
                rdzv_->run_id(), config_.nproc_per_node, config_.max_restarts, config_.min_nodes, config_.max_nodes,
                rdzv_->backend(), store_ ? store_host_ + ":" + std::to_string(store_->port()) : "(node rank 0's)");
     if (!config_.no_python || config_.run_path) log_->info("workers' python: {}", describe(worker_python(env_)));
-    events_.emit("agent_start", {{"run_id", rdzv_->run_id()},
-                                 {"nproc_per_node", config_.nproc_per_node},
-                                 {"max_restarts", config_.max_restarts},
-                                 {"master_addr", store_host_},
-                                 {"master_port", store_ ? store_->port() : 0},
-                                 {"rdzv_store", rdzv_->served_store()}});
+    events_.emit(Event::kAgentStart, {{"run_id", rdzv_->run_id()},
+                                      {"nproc_per_node", config_.nproc_per_node},
+                                      {"max_restarts", config_.max_restarts},
+                                      {"master_addr", store_host_},
+                                      {"master_port", store_ ? store_->port() : 0},
+                                      {"rdzv_store", rdzv_->served_store()}});
     deliver(AgentEvent::kHandlerReady);
   }
 
@@ -273,7 +273,7 @@ class Agent::Impl {
           // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
           if (!last_round_end_.empty()) error += " (the previous round ended: " + last_round_end_ + ")";
           log_->error("rendezvous failed: {}", error);
-          events_.emit("rendezvous_failed", {{"error", error}});
+          events_.emit(Event::kRendezvousFailed, {{"error", error}});
           exit_code_ = 1;
           return deliver(AgentEvent::kRendezvousFailed);
         }
@@ -316,7 +316,7 @@ class Agent::Impl {
           "restarted, restart the job with a new --rdzv-id; otherwise check the --rdzv-endpoint host",
           std::chrono::duration_cast<std::chrono::seconds>(join_timeout).count(), last_round_end_);
       log_->error("rendezvous failed: {}", error);
-      events_.emit("rendezvous_failed", {{"error", error}});
+      events_.emit(Event::kRendezvousFailed, {{"error", error}});
       exit_code_ = 1;
       deliver(AgentEvent::kRendezvousFailed);
     });
@@ -330,10 +330,10 @@ class Agent::Impl {
           round_.round, rdzv_->run_id(), round_.group_world_size, round_.global_world_size, round_.group_rank,
           round_.base_global_rank, round_.base_global_rank + config_.nproc_per_node - 1);
     }
-    events_.emit("rendezvous", {{"round", round_.round},
-                                {"group_rank", round_.group_rank},
-                                {"group_world_size", round_.group_world_size},
-                                {"world_size", round_.global_world_size}});
+    events_.emit(Event::kRendezvous, {{"round", round_.round},
+                                      {"group_rank", round_.group_rank},
+                                      {"group_world_size", round_.group_world_size},
+                                      {"world_size", round_.global_world_size}});
     // --preload: the warm process may still be importing; the loop goes on (signals honoured) until it is ready.
     awaiting_start_ = attempt_seq_;
     group_->when_ready([this, attempt = attempt_seq_] {
@@ -365,7 +365,7 @@ class Agent::Impl {
           if (!check.changed()) return watch_membership();
           log_->warn("Membership changed ({}); restarting worker group into a new round",
                      check.reason.empty() ? std::to_string(check.waiting) + " node(s) waiting" : check.reason);
-          events_.emit("membership_change", {{"nodes_waiting", check.waiting}, {"reason", check.reason}});
+          events_.emit(Event::kMembershipChange, {{"nodes_waiting", check.waiting}, {"reason", check.reason}});
           membership_changed_ = true;
           store_lost_ = check.store_lost;
           last_round_end_ = check.reason;
@@ -445,7 +445,7 @@ class Agent::Impl {
     // --preload: the warm process starts now, so that it imports while the first round forms.
     group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_,
                                            preload::make_worker_spawner(io_, config_, env_), subreaper_, std::move(cb));
-    hang_ = std::make_unique<HangSupervisor>(io_, config_, env_, *group_, events_, lane_,
+    hang_ = std::make_unique<HangSupervisor>(io_, config_, *group_, events_, lane_,
                                              [this] { return state_ == AgentState::kRunning; });
     metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_);  // --metrics-port
   }
@@ -489,13 +489,13 @@ class Agent::Impl {
     if (death_signal_ != 0) {
       // A second signal: the user insists; do not wait out the shutdown timeout.
       log_->warn("Received {} again, killing workers now", signal_name(sig));
-      events_.emit("signal", {{"signal", signal_name(sig)}, {"again", true}});
+      events_.emit(Event::kSignal, {{"signal", signal_name(sig)}, {"again", true}});
       return deliver(AgentEvent::kSignalAgain);
     }
     death_signal_ = sig;
     log_->warn("Received {} death signal, shutting down workers (agent state: {})", signal_name(sig),
                state_name(state_));
-    events_.emit("signal", {{"signal", signal_name(sig)}, {"state", state_name(state_)}});
+    events_.emit(Event::kSignal, {{"signal", signal_name(sig)}, {"state", state_name(state_)}});
     deliver(AgentEvent::kSignal);
     check_group_exited();
   }

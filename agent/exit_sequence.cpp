@@ -27,9 +27,9 @@ void end_output_or_exit(ConsoleSink& console, EventLog& events, HelperLane& lane
         "{} line(s) of worker output were not shown on the console (it did not keep up); the log files have every "
         "line",
         dropped);
-    events.emit("console_dropped", {{"lines", dropped}});
+    events.emit(Event::kConsoleDropped, {{"lines", dropped}});
   }
-  events.emit("shutdown", {{"exit_code", exit_code}});
+  events.emit(Event::kShutdown, {{"exit_code", exit_code}});
   // The round the helper was joining or held when a signal came is left first, within the leave budget.
   const bool abandon_pending = lane.abandon_pending();
   if (abandon_pending)

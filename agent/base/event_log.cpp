@@ -8,6 +8,64 @@
 #include <nlohmann/json.hpp>
 
 namespace ctrun::agent {
+namespace {
+
+using E = Event;
+constexpr EventKind kCatalogue[] = {
+    {E::kAgentStart, "agent_start",
+     "the agent is up: `run_id`, `nproc_per_node`, `max_restarts`, `master_addr`/`master_port` (where this node's "
+     "workers' store listens), `rdzv_store` (the `host:port` of the rendezvous store this agent serves, empty when "
+     "another process serves it)"},
+    {E::kRendezvous, "rendezvous", "a round formed: `round`, `group_rank`, `group_world_size`, `world_size`"},
+    {E::kRendezvousFailed, "rendezvous_failed", "joining or agreeing on a round failed: `error`"},
+    {E::kMembershipChange, "membership_change",
+     "nodes wait to join or a member left, so the round ends: `nodes_waiting`, `reason`"},
+    {E::kWorkerStart, "worker_start", "a worker started: `local_rank`, `rank`, `pid`, `restart_count`"},
+    {E::kWorkerExit, "worker_exit",
+     "a worker exited: `local_rank`, `rank`, `pid`, `exitcode`, `restart_count`, and `signal` when a signal killed it"},
+    {E::kRestart, "restart", "the group restarts: `restart_count`, `remaining_restarts`"},
+    {E::kSignal, "signal",
+     "the agent got a death signal: `signal`, and the agent's `state` (or `again`: a second one, which hurries the "
+     "end)"},
+    {E::kSignalForwarded, "signal_forwarded", "a signal passed on to the workers: `signal`, `pids`"},
+    {E::kEscapeesKilled, "escapees_killed", "processes that left their worker's process group killed: `count`"},
+    {E::kFileTimerExpired, "file_timer_expired",
+     "a worker overstayed its torch `FileTimerClient` timer: `pid`, `local_rank`, `rank`, `scope_id`, `signal`, "
+     "`overdue_s`"},
+    {E::kAgentFailure, "agent_failure", "the agent itself failed (its workers are stopped): `error`"},
+    {E::kFailed, "failed", "no restarts left: the first failure, `rank`, `exitcode`"},
+    {E::kConsoleDropped, "console_dropped", "console lines dropped because the console did not keep up: `lines`"},
+    {E::kShutdown, "shutdown", "the agent ends: `exit_code`"},
+    {E::kMetrics, "metrics", "with `--metrics-port`: the endpoint's `url`, `host`, `port`"},
+    {E::kHangSuspected, "hang_suspected",
+     "a collective waited `--hang-report-after`: `group`, `group_size`, `op`, `dtype`, `bytes`, `seq`, "
+     "`not_entered`, `waiting`, `waited_s`, `waited_for`, `to_fail`"},
+    {E::kHangTimeout, "hang_timeout", "a collective waited `--hang-timeout`: the verdict, fields as `hang_suspected`"},
+    {E::kHangResolved, "hang_resolved",
+     "a reported collective went on: fields as `hang_suspected`, `waited_s` how long it lasted"},
+    {E::kHangFailed, "hang_failed", "a verdict's culprit of this node killed: `rank`, `local_rank`, `pid`"},
+    {E::kP2pWait, "p2p_wait",
+     "a send or recv pending `--hang-report-after`: `rank`, `group`, `op`, `peer`, `peer_group_rank`, `bytes`, "
+     "`pending`, `waited_s`"},
+    {E::kP2pWaitResolved, "p2p_wait_resolved", "a reported send or recv finished: fields as `p2p_wait`"},
+    {E::kStraggler, "straggler",
+     "the rank last into a group's collectives over a window: `group`, `rank`, `lag_s`, `median_lag_s`, `ops`, "
+     "`window_s`"},
+    {E::kQuiet, "quiet",
+     "workers without ctrun's collectives used no CPU and wrote nothing for `--hang-report-after`: `quiet_s`"},
+};
+
+}  // namespace
+
+std::span<const EventKind> event_catalogue() { return kCatalogue; }
+
+std::string_view event_name(Event event) { return kCatalogue[static_cast<std::size_t>(event)].name; }
+
+std::string event_catalogue_markdown() {
+  std::string out;
+  for (const auto& k : kCatalogue) out += "- `" + std::string(k.name) + "`: " + std::string(k.doc) + "\n";
+  return out;
+}
 
 EventLog::EventLog(const std::optional<std::string>& path) {
   if (!path) return;
@@ -22,10 +80,10 @@ EventLog::~EventLog() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
-void EventLog::emit(const std::string& event, const nlohmann::json& fields) {
+void EventLog::emit(Event event, const nlohmann::json& fields) {
   if (file_ == nullptr) return;
   nlohmann::json line = fields.is_object() ? fields : nlohmann::json::object();
-  line["event"] = event;
+  line["event"] = event_name(event);
   auto now = std::chrono::system_clock::now().time_since_epoch();
   line["time"] = std::chrono::duration<double>(now).count();
   std::string text = line.dump() + "\n";

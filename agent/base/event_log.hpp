@@ -1,15 +1,57 @@
 #pragma once
-// --event-log FILE: one JSON object per line for every agent event (rendezvous, worker start, worker exit
-// with code or signal, restart, shutdown), each with "event", "time" (epoch seconds, float) and details.
-// Written and flushed per event so a tail -f or a scheduler sees it at once.
+// --event-log FILE: one JSON object per line for every agent event, each with "event" (its name in the catalogue
+// below), "time" (epoch seconds, float) and details. Written and flushed per event so a tail -f or a scheduler
+// sees it at once. The catalogue is the whole vocabulary: every part of the agent emits one of these kinds, and
+// docs/cli.md's list of events is generated from it (tests/agent/base/event_log_test.cpp checks it).
 
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json_fwd.hpp>
 
 namespace ctrun::agent {
+
+enum class Event {
+  kAgentStart,
+  kRendezvous,
+  kRendezvousFailed,
+  kMembershipChange,
+  kWorkerStart,
+  kWorkerExit,
+  kRestart,
+  kSignal,
+  kSignalForwarded,
+  kEscapeesKilled,
+  kFileTimerExpired,
+  kAgentFailure,
+  kFailed,
+  kConsoleDropped,
+  kShutdown,
+  kMetrics,
+  kHangSuspected,
+  kHangTimeout,
+  kHangResolved,
+  kHangFailed,
+  kP2pWait,
+  kP2pWaitResolved,
+  kStraggler,
+  kQuiet,
+};
+
+struct EventKind {
+  Event event;
+  std::string_view name;  // the "event" field
+  std::string_view doc;   // one line: when it is written and what it carries
+};
+
+// Every kind, in the enum's order.
+std::span<const EventKind> event_catalogue();
+std::string_view event_name(Event event);
+// The catalogue as the Markdown list docs/cli.md carries.
+std::string event_catalogue_markdown();
 
 class EventLog {
  public:
@@ -19,7 +61,7 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
 
   bool enabled() const { return file_ != nullptr; }
-  void emit(const std::string& event, const nlohmann::json& fields);
+  void emit(Event event, const nlohmann::json& fields);
 
  private:
   std::FILE* file_ = nullptr;

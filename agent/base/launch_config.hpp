@@ -79,8 +79,9 @@ struct LaunchConfig {
   // unless --signals-to-handle names them (then they stop the job like SIGTERM).
   std::vector<int> forwarded_signal_numbers;
   double exit_barrier_timeout = 300.0;
-  double hang_timeout = 0.0;         // --hang-timeout: 0 = hangs are reported, never a failure (docs/hang.md)
-  double hang_report_after = 300.0;  // --hang-report-after
+  double hang_timeout = 0.0;          // --hang-timeout: 0 = hangs are reported, never a failure (docs/hang.md)
+  double hang_report_after = 300.0;   // --hang-report-after
+  double straggler_interval = 300.0;  // CTRUN_STRAGGLER_INTERVAL: the straggler window, seconds (tests shorten it)
   bool dry_run = false;  // print what would run, start nothing  // seconds a node that succeeded waits for the others
                          // (torchrun: 300)
 

@@ -292,6 +292,21 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
   if (!(c.hang_timeout >= 0)) bad("hang_timeout", "must be >= 0 seconds (0: report hangs only)");
   c.hang_report_after = to_double("hang_report_after", v.str("hang_report_after"));
   if (!(c.hang_report_after > 0)) bad("hang_report_after", "must be > 0 seconds");
+  if (auto every = env("CTRUN_STRAGGLER_INTERVAL")) {
+    // An environment variable, not a flag: its own wording, the same rule as the flags' seconds.
+    double seconds = 0;
+    try {
+      std::size_t used = 0;
+      seconds = std::stod(*every, &used);
+      if (used != every->size()) seconds = 0;
+    } catch (const std::exception&) {
+    }
+    if (!(seconds > 0)) {
+      throw UsageError("CTRUN_STRAGGLER_INTERVAL must be a number of seconds > 0 (the straggler window), got '" +
+                       *every + "'");
+    }
+    c.straggler_interval = seconds;
+  }
   c.dry_run = v.flag("dry_run");
   c.forwarded_signal_numbers.clear();
   for (int sig : {SIGUSR1, SIGUSR2}) {

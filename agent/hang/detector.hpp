@@ -1,6 +1,6 @@
 #pragma once
 // The hang and straggler detector: a pure function of the ranks' records over time (no clock, no I/O; the
-// caller passes `now`), so the rules below are table-tested with a fake clock (tests/agent/hang_test.cpp), as
+// caller passes `now`), so the rules below are table-tested with a fake clock (tests/agent/hang/detector_test.cpp), as
 // agent_policy and rendezvous/join_op are.
 //
 // Hang: in a group, the ranks furthest along are inside collective #k, and some member has not entered #k
@@ -11,7 +11,8 @@
 // finishes (a stall inside the op: a lost peer, a wedged device), the report names the peers they wait for.
 // A member with no record is named by group rank and never failed; once its record arrives (another node's
 // summary), the report and verdict are given again with its name.
-// When the group moves on after a report, a "resolved" finding says after how long.
+// When the group moves on after a report, a "resolved" finding says after how long (one `resolve` step for
+// every kind of episode).
 //
 // Why report_after_s defaults to 300 s: healthy jobs wait too (rank 0 writing a checkpoint or evaluating while
 // the others sit in a barrier, a slow first batch, ranks started late on a loaded machine): those pauses are
@@ -134,7 +135,6 @@ class Detector {
     bool verdict = false;
     int unseen = 0;           // culprits with no record when last looked at
     std::vector<int> failed;  // the verdict's to_fail
-    double waited_s = 0;
     HangFinding last;
   };
   struct P2pEpisode {
@@ -147,6 +147,23 @@ class Detector {
     std::map<int, std::pair<std::uint64_t, double>> at_start;  // global rank -> (done, busy_s)
     std::map<int, std::deque<double>> lags;                    // global rank -> its lags when it was last
   };
+  struct Seen {
+    const RankRecord* rank;
+    const GroupRecord* group;
+  };
+  using Groups = std::map<std::uint64_t, std::vector<Seen>>;  // by group id: the members with a record
+
+  // The three rules, each over this look's records and its own episodes.
+  void watch_p2p(const std::vector<RankRecord>& ranks, std::vector<P2pFinding>& out);
+  void watch_hangs(const std::vector<RankRecord>& ranks, const Groups& groups, std::vector<HangFinding>& out);
+  void watch_stragglers(double now_s, const Groups& groups, std::vector<StragglerFinding>& out);
+  // One group's hang rule: the finding for the op its furthest members are in, carried into its episode.
+  void watch_hang(std::uint64_t id, const std::vector<Seen>& members, const std::vector<RankRecord>& ranks,
+                  std::vector<HangFinding>& out);
+  void advance(Episode& e, HangFinding f, bool all_in, std::vector<HangFinding>& out) const;
+  Member culprit(const Seen& m, std::uint64_t group_id, const std::vector<RankRecord>& ranks) const;
+  std::optional<StragglerFinding> close_window(double now_s, std::uint64_t id, const std::vector<Seen>& members,
+                                               Window& w);
 
   DetectorConfig config_;
   std::map<std::uint64_t, Episode> episodes_;                // by group id

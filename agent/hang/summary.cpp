@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "common/text.hpp"
+
 namespace ctrun::agent::hang {
 namespace {
 
@@ -25,6 +27,28 @@ std::string group_line(const GroupRecord& g) {
 }
 
 }  // namespace
+
+std::string encode(const Verdicts& v) {
+  if (v.ranks.empty()) return {};
+  std::string out;
+  for (int r : v.ranks) out += std::to_string(r) + " ";
+  out += "\n";
+  for (const auto& note : v.notes) out += note + "\n";
+  return out;
+}
+
+std::optional<Verdicts> decode_verdicts(const std::string& text) {
+  const auto lines = text::split(text, '\n');
+  if (lines.size() < 2) return std::nullopt;  // no line end: nothing published
+  Verdicts v;
+  std::istringstream ranks(lines[0]);
+  for (int g = 0; ranks >> g;) v.ranks.push_back(g);
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    if (!lines[i].empty()) v.notes.push_back(lines[i]);
+  }
+  if (v.ranks.empty()) return std::nullopt;
+  return v;
+}
 
 std::string encode(const NodeSummary& s, std::size_t max_bytes) {
   // The host name goes last on its line: it is the only field that could hold a space.

@@ -36,6 +36,17 @@ std::string encode(const NodeSummary& summary, std::size_t max_bytes = kMaxSumma
 // nullopt when `text` is not a summary of this version (a reader then ignores that node's records).
 std::optional<NodeSummary> decode(const std::string& text);
 
+// The verdicts the agent of group rank 0 publishes for the others (one key): the global ranks to fail and, one
+// per verdict, the words for why. Encoded as the ranks on the first line ("3 5 "), then one note per line;
+// empty when there is none.
+struct Verdicts {
+  std::vector<int> ranks;
+  std::vector<std::string> notes;
+};
+std::string encode(const Verdicts& verdicts);
+// nullopt when `text` holds no verdict.
+std::optional<Verdicts> decode_verdicts(const std::string& text);
+
 // When a node publishes: when its records changed in more than their ages, at most every
 // max(min_interval_s, nodes / max_writes_per_s) seconds (so the store, etcd included, sees at most
 // max_writes_per_s summary writes per second from the whole job), and at least every heartbeat_s.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -14,14 +13,16 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <nlohmann/json.hpp>
 
 #include "agent/base/event_log.hpp"
 #include "agent/base/helper_lane.hpp"
+#include "agent/hang/keys.hpp"
 #include "agent/hang/region.hpp"
 #include "agent/hang/stacks.hpp"
 #include "agent/hang/status_server.hpp"
+#include "agent/hang/table.hpp"
 #include "agent/hang/watch.hpp"
+#include "agent/hang/wording.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/process/worker_group.hpp"
 #include "agent/process/worker_process.hpp"
@@ -41,19 +42,11 @@ std::string stack_file_of(const Worker& w) {
 }  // namespace
 
 struct HangSupervisor::Impl {
-  Impl(boost::asio::io_context& io, const LaunchConfig& c, EnvLookup e, WorkerGroup& g, EventLog& ev, HelperLane& l,
+  Impl(boost::asio::io_context& io, const LaunchConfig& c, WorkerGroup& g, EventLog& ev, HelperLane& l,
        std::function<bool()> r)
-      : config(c),
-        env(std::move(e)),
-        group(g),
-        events(ev),
-        lane(l),
-        running(std::move(r)),
-        log(ctrun::log::get("agent")),
-        timer(io) {}
+      : config(c), group(g), events(ev), lane(l), running(std::move(r)), log(ctrun::log::get("agent")), timer(io) {}
 
   const LaunchConfig& config;
-  EnvLookup env;
   WorkerGroup& group;
   EventLog& events;
   HelperLane& lane;
@@ -90,8 +83,7 @@ struct HangSupervisor::Impl {
     hang::WatchConfig wc;
     wc.detector.report_after_s = config.hang_report_after;
     wc.detector.hang_timeout_s = config.hang_timeout;
-    // The straggler window (default 300 s); tests shorten it.
-    if (auto every = env("CTRUN_STRAGGLER_INTERVAL")) wc.detector.straggler_every_s = std::atof(every->c_str());
+    wc.detector.straggler_every_s = config.straggler_interval;
     wc.host = host::short_name();
     wc.agent_pid = static_cast<int>(::getpid());
     wc.local_ranks = std::max(config.nproc_per_node, 1);
@@ -153,28 +145,44 @@ struct HangSupervisor::Impl {
   void tick() {
     const double t = now();
     hang::WatchOutput out = watch->tick(t);
-    for (const auto& line : out.warnings) log->warn("{}", line);
-    for (const auto& line : out.infos) log->info("{}", line);
-    for (const auto& [group, line] : out.stragglers) stragglers[group] = line;
-    for (const auto& stack : out.stacks) log->warn("{}", stack);
-    for (auto event : out.events) {
-      const std::string name = event.value("event", "hang");
-      event.erase("event");
-      events.emit(name, event);
+    say(out);
+    if (out.requested_stacks) {
+      answer_stack_waiters(
+          hang::requested_stacks_words(*out.requested_stacks, watch->config().host, watch->config().dump_wait_s));
     }
-    if (out.requested_stacks) answer_stack_waiters(*out.requested_stacks);
-    if (status) status->publish(watch->table_text(), watch->table_json().dump());
+    if (status) {
+      status->publish(hang::table_text(watch->ranks(), watch->detector()),
+                      hang::table_json(watch->ranks(), watch->detector()).dump());
+    }
     if (tick_listener) tick_listener(*watch);
     exchange(t);
-    for (int local_rank : out.fail_local_ranks) {
-      for (const auto& w : group.workers()) {
-        if (w.local_rank != local_rank || !w.running) continue;
-        const std::string& note = out.failure_notes[local_rank];
-        write_hang_error_file(w.error_file, "hang: " + note, out.failure_stacks[local_rank]);
-        log->error("treating rank {} (pid {}) as failed: {}", w.global_rank, w.pid, note);
-        events.emit("hang_failed", {{"rank", w.global_rank}, {"local_rank", local_rank}, {"pid", w.pid}});
-        signal_group(w.pid, SIGKILL);  // its exit is a failure like any other: the restart policy applies
+    for (const auto& failure : out.failures) fail(failure);
+  }
+
+  // What the tick found: the log, the console, the event log, and the stragglers the failure summary names.
+  void say(const hang::WatchOutput& out) {
+    for (const auto& s : hang::say(out, watch->ranks(), watch->config().detector)) {
+      if (s.warning) {
+        log->warn("{}", s.line);
+      } else {
+        log->info("{}", s.line);
       }
+      events.emit(s.event, s.fields);
+    }
+    for (const auto& s : out.findings.stragglers) stragglers[s.group_ordinal] = hang::describe(s);
+    for (const auto& stack : out.stacks) log->warn("{}", hang::stack_words(stack));
+  }
+
+  // A verdict's culprit of this node: its error file, then SIGKILL; its exit is a failure like any other, so the
+  // restart policy applies.
+  void fail(const hang::Failure& failure) {
+    const std::string note = hang::failure_note(failure, watch->ranks(), watch->config().detector);
+    for (const auto& w : group.workers()) {
+      if (w.local_rank != failure.worker.local_rank || !w.running) continue;
+      write_hang_error_file(w.error_file, "hang: " + note, failure.stack);
+      log->error("treating rank {} (pid {}) as failed: {}", w.global_rank, w.pid, note);
+      events.emit(Event::kHangFailed, {{"rank", w.global_rank}, {"local_rank", w.local_rank}, {"pid", w.pid}});
+      signal_group(w.pid, SIGKILL);
     }
   }
 
@@ -189,22 +197,23 @@ struct HangSupervisor::Impl {
     const std::string text = watch->summary_due(t, round.group_world_size).value_or("");
     exchange_busy = true;
     const bool aggregator = round.group_rank == 0;
-    const std::string verdicts = aggregator ? watch->verdicts_text() : std::string();
+    const std::string verdicts =
+        aggregator ? hang::encode(hang::verdicts_of(watch->detector(), watch->ranks())) : std::string();
     lane.run(BlockingCall::kProgress,
              [this, store = round.store, text, verdicts, aggregator, me = round.group_rank,
               nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
                std::map<std::string, std::string> summaries;
                std::string remote_verdicts;
                try {
-                 if (!text.empty()) store->set("progress/node/" + std::to_string(me), text);
+                 if (!text.empty()) store->set(hang::keys::node_summary(me), text);
                  if (aggregator) {
-                   store->set("progress/verdicts", verdicts);
+                   store->set(hang::keys::verdicts(), verdicts);
                    for (int n = 0; n < nodes; ++n) {
-                     const std::string key = "progress/node/" + std::to_string(n);
+                     const std::string key = hang::keys::node_summary(n);
                      if (n != me && store->check({key})) summaries[std::to_string(n)] = store->get(key);
                    }
-                 } else if (store->check({"progress/verdicts"})) {
-                   remote_verdicts = store->get("progress/verdicts");
+                 } else if (store->check({hang::keys::verdicts()})) {
+                   remote_verdicts = store->get(hang::keys::verdicts());
                  }
                } catch (const std::exception& e) {
                  log->debug("progress summary exchange failed: {}", e.what());
@@ -214,15 +223,15 @@ struct HangSupervisor::Impl {
                  if (!watching(a)) return;
                  const double t2 = now();
                  for (const auto& [node, summary] : summaries) watch->remote(node, summary, t2);
-                 if (!remote_verdicts.empty()) watch->remote_verdicts(remote_verdicts, t2);
+                 if (auto v = hang::decode_verdicts(remote_verdicts)) watch->remote_verdicts(*v, t2);
                };
              });
   }
 };
 
-HangSupervisor::HangSupervisor(boost::asio::io_context& io, const LaunchConfig& config, EnvLookup env,
-                               WorkerGroup& group, EventLog& events, HelperLane& lane, std::function<bool()> running)
-    : impl_(std::make_unique<Impl>(io, config, std::move(env), group, events, lane, std::move(running))) {
+HangSupervisor::HangSupervisor(boost::asio::io_context& io, const LaunchConfig& config, WorkerGroup& group,
+                               EventLog& events, HelperLane& lane, std::function<bool()> running)
+    : impl_(std::make_unique<Impl>(io, config, group, events, lane, std::move(running))) {
   impl_->make_watch();
 }
 

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "agent/base/command_line.hpp"
 #include "agent/base/launch_config.hpp"
 #include "rendezvous/handler.hpp"
 
@@ -32,8 +31,8 @@ class HangWatch;
 class HangSupervisor {
  public:
   // `running`: whether the agent's attempt is still running (ticks stop otherwise).
-  HangSupervisor(boost::asio::io_context& io, const LaunchConfig& config, EnvLookup env, WorkerGroup& group,
-                 EventLog& events, HelperLane& lane, std::function<bool()> running);
+  HangSupervisor(boost::asio::io_context& io, const LaunchConfig& config, WorkerGroup& group, EventLog& events,
+                 HelperLane& lane, std::function<bool()> running);
   ~HangSupervisor();
   HangSupervisor(const HangSupervisor&) = delete;
   HangSupervisor& operator=(const HangSupervisor&) = delete;

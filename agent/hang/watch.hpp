@@ -5,7 +5,8 @@
 // blocks) it runs the detector over the local records and the other nodes' summaries, asks the local Python
 // workers for stack dumps at a report, collects them on later ticks, and says which local ranks a verdict
 // fails (only the culprit's own agent acts on it). Store I/O (publishing this node's summary, fetching the
-// others') stays with the caller's helper thread: summary() and remote() are the two ends.
+// others') stays with the caller's helper thread: summary() and remote() are the two ends. What a tick finds
+// comes out typed; agent/hang/wording.hpp is the one place that words it.
 
 #include <map>
 #include <memory>
@@ -13,8 +14,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "agent/hang/detector.hpp"
 #include "agent/hang/region.hpp"
@@ -38,16 +37,35 @@ struct LocalWorker {
   std::string stack_file;
 };
 
+// Why a rank's stack is missing.
+enum class NoStack {
+  kNone,         // it is there
+  kNoStackFile,  // ctrun runs with --log-dir /dev/null
+  kNoHandler,    // not a Python worker with ctrun's sitecustomize, or still starting
+  kExited,       // the worker has exited
+  kNotWritten,   // asked, but nothing came within dump_wait_s
+};
+
+struct RankStack {
+  LocalWorker worker;
+  std::string text;  // the dump; empty when `none` says why not
+  NoStack none = NoStack::kNone;
+};
+
+// A local rank to treat as failed: whose verdict (this node's, or group rank 0's agent's) and its stack.
+struct Failure {
+  LocalWorker worker;
+  std::optional<HangFinding> verdict;  // this node's verdict
+  std::string remote_note;             // else: the verdict as group rank 0's agent worded it
+  std::string stack;                   // as collected (empty: none came)
+};
+
 struct WatchOutput {
-  std::vector<std::string> warnings;            // hang reports, verdicts, quiet jobs: the log and the console
-  std::vector<std::string> infos;               // stragglers, hangs resolved: the log
-  std::map<int, std::string> stragglers;        // group ordinal -> this tick's straggler line (also in infos)
-  std::vector<nlohmann::json> events;           // the JSON event log
-  std::vector<int> fail_local_ranks;            // a verdict's culprits on this node: treat them as failed workers
-  std::vector<std::string> stacks;              // "stack of rank 2 (...):\n<dump>" for the console
-  std::map<int, std::string> failure_notes;     // local rank -> what its error file and the failure summary say
-  std::map<int, std::string> failure_stacks;    // local rank -> its stack (the error file's py_callstack)
-  std::optional<std::string> requested_stacks;  // request_stacks()' answer, once complete
+  Findings findings;              // this tick's hangs, point-to-point waits and stragglers
+  std::optional<double> quiet_s;  // workers without records: no CPU time nor output for this long (said once)
+  std::vector<RankStack> stacks;  // the culprits' stacks, once written (or given up), for the console
+  std::vector<Failure> failures;  // a verdict's culprits on this node: treat them as failed workers
+  std::optional<std::vector<RankStack>> requested_stacks;  // request_stacks()' answer, once complete
 };
 
 class HangWatch {
@@ -76,20 +94,32 @@ class HangWatch {
   std::optional<std::string> summary_due(double now_s, int nodes);
   void remote(const std::string& node, const std::string& summary_text, double now_s);
 
-  // Several nodes: the agent of group rank 0 sees every rank and publishes its verdicts (verdicts_text, one key);
+  // Several nodes: the agent of group rank 0 sees every rank and publishes its verdicts (verdicts_of(), one key);
   // every other agent reads them (remote_verdicts) and fails those of its own ranks, as for a local verdict.
-  std::string verdicts_text() const;
-  void remote_verdicts(const std::string& text, double now_s);
+  void remote_verdicts(const Verdicts& verdicts, double now_s);
 
-  std::string table_text() const;
-  nlohmann::json table_json() const;
+  const WatchConfig& config() const { return config_; }
   const Detector& detector() const { return detector_; }
+  // Every rank of the job seen at the last tick (this node's and the other nodes' summaries): the live table.
+  const std::vector<RankRecord>& ranks() const { return last_all_; }
   // This node's ranks as of the last tick (empty once the attempt ended): the agent's metrics.
   const std::vector<RankRecord>& local_ranks() const { return last_local_; }
 
  private:
+  // The parts of a tick, in its order.
+  void read_records(double now_s);
+  void act_on(const Findings& findings, double now_s);
+  std::optional<double> watch_quiet(double now_s);
+  std::vector<RankStack> collect_shown_stacks(double now_s);
+  std::vector<Failure> due_failures(double now_s);
+  std::optional<std::vector<RankStack>> collect_asked(double now_s);
+
   std::vector<RankRecord> local_records() const;
   void request_dumps(double now_s);
+  // Puts a culprit's dump (asked for) onto the console once written, once per attempt.
+  void show_dump(const LocalWorker& worker);
+  const LocalWorker* worker_of(int global_rank) const;
+  const LocalWorker* worker_at(int local_rank) const;
 
   WatchConfig config_;
   Detector detector_;
@@ -107,27 +137,25 @@ class HangWatch {
   struct PendingDump {
     std::uint64_t offset = 0;
     double until_s = 0;
-    bool show = false;  // a culprit's: onto the console
-    std::string title;
-    std::string text;  // what was collected
+    bool show = false;   // a culprit's, not on the console yet
+    bool shown = false;  // marked for the console once already
+    std::string text;    // what was collected
   };
   std::map<int, PendingDump> dumps_;  // by local rank
   struct PendingFail {
     double due_s = 0;  // fail by then even without a stack
-    std::string note;
+    std::optional<HangFinding> verdict;
+    std::string remote_note;
   };
   std::map<int, PendingFail> fails_;  // verdicts waiting for their culprit's stack (by local rank)
   std::set<int> failed_;              // local ranks already handed out to fail (this attempt)
   struct AskedStack {
-    LocalWorker worker;
     std::uint64_t offset = 0;
-    std::string why_none;  // set when no dump was asked for (or it never came)
-    std::string text;
+    RankStack stack;
   };
   std::vector<AskedStack> asked_;  // request_stacks()' open request, by local worker
   double asked_until_s_ = 0;
   bool asking_ = false;
-  std::optional<std::string> collect_asked(double now_s);
 };
 
 }  // namespace ctrun::agent::hang

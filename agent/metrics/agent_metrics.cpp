@@ -182,7 +182,8 @@ AgentMetrics::AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangS
   options.port = static_cast<std::uint16_t>(*config.metrics_port);
   impl_->endpoint = std::make_unique<metrics::Endpoint>(options, [impl = impl_.get()] { return impl->collect(); });
   log::get("agent")->info("serving Prometheus metrics at {}", impl_->endpoint->url());
-  events.emit("metrics", {{"url", impl_->endpoint->url()}, {"host", options.host}, {"port", impl_->endpoint->port()}});
+  events.emit(Event::kMetrics,
+              {{"url", impl_->endpoint->url()}, {"host", options.host}, {"port", impl_->endpoint->port()}});
   WorkerHooks hooks;
   hooks.after_start = [impl = impl_.get()](const std::vector<Worker>&) { impl->count_workers(); };
   hooks.on_exit = [impl = impl_.get()](const Worker& w) { impl->on_exit(w); };

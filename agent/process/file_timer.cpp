@@ -264,12 +264,12 @@ std::unique_ptr<FileTimerServer> attach_file_timer(
       log->error("worker pid {} (local_rank {}, rank {}) overstayed its timer '{}' by {:.2f} s (no signal asked)",
                  e.pid, local_rank, rank, e.scope_id, e.overdue);
     }
-    events.emit("file_timer_expired", {{"pid", e.pid},
-                                       {"local_rank", local_rank},
-                                       {"rank", rank},
-                                       {"scope_id", e.scope_id},
-                                       {"signal", e.signal},
-                                       {"overdue_s", e.overdue}});
+    events.emit(Event::kFileTimerExpired, {{"pid", e.pid},
+                                           {"local_rank", local_rank},
+                                           {"rank", rank},
+                                           {"scope_id", e.scope_id},
+                                           {"signal", e.signal},
+                                           {"overdue_s", e.overdue}});
   });
   WorkerHooks hooks;
   hooks.before_start = [path](const Worker&, std::map<std::string, std::string>& e) {

@@ -149,7 +149,7 @@ class WorkerGroup::Impl {
       pids.push_back(w.pid);
     }
     log_->info("Received {}: forwarded to {} worker(s)", signal_name(sig), pids.size());
-    events_.emit("signal_forwarded", {{"signal", signal_name(sig)}, {"pids", pids}});
+    events_.emit(Event::kSignalForwarded, {{"signal", signal_name(sig)}, {"pids", pids}});
   }
 
   void forget_ended_groups() {
@@ -167,7 +167,7 @@ class WorkerGroup::Impl {
     if (token && !token->empty()) n += signal_marked_processes(*token, SIGKILL, spawner_->helpers());
     if (n > 0) {
       log_->warn("killed {} process(es) of the worker group that had left its process group (setsid or daemon)", n);
-      events_.emit("escapees_killed", {{"count", n}});
+      events_.emit(Event::kEscapeesKilled, {{"count", n}});
     }
   }
 
@@ -226,10 +226,10 @@ class WorkerGroup::Impl {
     }
     for (int fd : fds.to_close) ::close(fd);
     w.running = true;
-    events_.emit("worker_start", {{"local_rank", w.local_rank},
-                                  {"rank", w.global_rank},
-                                  {"pid", w.pid},
-                                  {"restart_count", attempt_.restart_count}});
+    events_.emit(Event::kWorkerStart, {{"local_rank", w.local_rank},
+                                       {"rank", w.global_rank},
+                                       {"pid", w.pid},
+                                       {"restart_count", attempt_.restart_count}});
     return started;
   }
 
@@ -288,7 +288,7 @@ class WorkerGroup::Impl {
                          {"exitcode", w.exitcode},
                          {"restart_count", attempt_.restart_count}};
     if (w.exitcode < 0) ev["signal"] = signal_name(-w.exitcode);
-    events_.emit("worker_exit", ev);
+    events_.emit(Event::kWorkerExit, ev);
     for (const auto& h : hooks_) {
       if (h.on_exit) h.on_exit(w);
     }

@@ -85,6 +85,15 @@ TEST(Cli, ShutdownTimeoutFromTorchEnv) {
   EXPECT_THROW(parse({"--shutdown-timeout", "-1", "t.py"}), UsageError);
 }
 
+// The hang stack's straggler window comes in here, once, with the flags: the hang stack reads no environment.
+TEST(Cli, StragglerIntervalFromItsVariableOrAUsageError) {
+  EXPECT_DOUBLE_EQ(parse({"t.py"}).straggler_interval, 300.0);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"CTRUN_STRAGGLER_INTERVAL", "2"}}).straggler_interval, 2.0);
+  for (const char* bad : {"", "0", "-1", "2s", "x"}) {
+    EXPECT_THROW(parse({"t.py"}, {{"CTRUN_STRAGGLER_INTERVAL", bad}}), UsageError) << "'" << bad << "'";
+  }
+}
+
 TEST(Cli, UnambiguousLongPrefixesAsArgparse) {
   auto c = parse({"--nproc=2", "--max-r", "4", "--stand", "t.py", "--nproc=9"});
   EXPECT_EQ(c.nproc_per_node_spec, "2");
