@@ -108,14 +108,13 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-}  // namespace
-
 struct Launcher {
   std::string name;
   std::vector<std::string> argv;
   std::vector<double> gaps;
-  int failed_runs = 0;
 };
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--worker") == 0) return worker_main();
@@ -157,14 +156,13 @@ int main(int argc, char** argv) {
   auto ctrun_cmd = [&](const std::string& bin) {
     return std::vector<std::string>{bin, "--nproc-per-node=" + n, "--max-restarts", r, "--no-python"};
   };
-  std::vector<Launcher> launchers = {{"ctrun", ctrun_cmd(ctrun), {}, 0}};
-  if (!baseline.empty()) launchers.push_back({"baseline", ctrun_cmd(baseline), {}, 0});
+  std::vector<Launcher> launchers = {{"ctrun", ctrun_cmd(ctrun), {}}};
+  if (!baseline.empty()) launchers.push_back({"baseline", ctrun_cmd(baseline), {}});
   if (!no_torchrun) {
     launchers.push_back(
         {"torchrun",
          {python, torchrun, "--nproc_per_node=" + n, "--max_restarts", r, "--monitor_interval", "0.1", "--no_python"},
-         {},
-         0});
+         {}});
   }
   bool ok = true;
   for (int i = 0; i < repeat; ++i) {
@@ -177,7 +175,6 @@ int main(int argc, char** argv) {
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || g.size() != static_cast<size_t>(restarts)) {
         std::printf("warning: %s did not complete every restart (exit status %d, %zu gaps)\n", l.name.c_str(), status,
                     g.size());
-        ++l.failed_runs;
         ok = false;
       }
       l.gaps.insert(l.gaps.end(), g.begin(), g.end());
