@@ -12,22 +12,6 @@ find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
-# --metrics-port of ctrun and ctstore (common/metrics/): prometheus-cpp (core + pull, which serves HTTP through
-# civetweb), Debian's prometheus-cpp-dev. Required unless CTRUN_WITH_METRICS=OFF, which builds both programs without
-# the flag's endpoint (--metrics-port then fails with a message saying so): for builds where the package is missing
-# (tests/torch2's chroot builds only the torch module).
-option(CTRUN_WITH_METRICS "Serve Prometheus metrics (--metrics-port); needs prometheus-cpp-dev" ON)
-if(CTRUN_WITH_METRICS)
-  find_package(prometheus-cpp CONFIG)
-  if(NOT prometheus-cpp_FOUND)
-    message(FATAL_ERROR "prometheus-cpp not found: install Debian's prometheus-cpp-dev (scripts/install-deps.sh "
-                        "does), or configure with -DCTRUN_WITH_METRICS=OFF to build ctrun and ctstore without "
-                        "--metrics-port")
-  endif()
-  # common/http (the live view and `ctrun --status`): civetweb and libcurl, which prometheus-cpp-dev depends on.
-  find_package(civetweb CONFIG REQUIRED)
-  find_package(CURL REQUIRED)
-endif()
 if(CTRUN_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

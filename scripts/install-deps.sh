@@ -19,8 +19,6 @@ packages=(
   help2man                  # man pages of ctrun and ctstore from their --help (make deb, make install)
   etcd-server etcd-client   # the etcd rendezvous backend's tests and benchmark (client: debugging)
   libssl-dev openssl        # etcd over https (Asio ssl), test certificates
-  prometheus-cpp-dev        # --metrics-port of ctrun and ctstore (common/metrics: prometheus-cpp over civetweb)
-  libcivetweb-dev libcurl4-openssl-dev  # the agent's live view and `ctrun --status` (common/http)
   prometheus                # promtool and a real Prometheus server for the metrics tests
 )
 

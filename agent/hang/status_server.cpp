@@ -1,42 +1,45 @@
 #include "agent/hang/status_server.hpp"
 
 #include <cstdint>
-#include <mutex>
 
 #include "common/http/server.hpp"
 
 namespace ctrun::agent::hang {
 
 struct StatusServer::State {
-  std::mutex mutex;
-  std::string text = "no snapshot yet\n";
-  std::string json = "{}";
-  std::unique_ptr<http::Server> server;  // last member: stopped before the snapshot it reads goes
-
-  http::Reply answer(bool as_json) {
-    std::lock_guard lock(mutex);
-    return as_json ? http::Reply{"application/json", json + "\n"} : http::Reply{"text/plain; charset=utf-8", text};
-  }
+  // Shared with the routes: a route still queued on the loop when the server goes reads a valid snapshot.
+  std::shared_ptr<std::pair<std::string, std::string>> snapshot =
+      std::make_shared<std::pair<std::string, std::string>>("no snapshot yet\n", "{}");
+  std::unique_ptr<http::Server> server;
 };
 
-StatusServer::StatusServer(std::function<std::string()> stacks, const std::string& host, int port)
-    : state_(std::make_shared<State>()) {
-  State* s = state_.get();
-  http::Routes routes = {{"/", [s] { return s->answer(false); }}, {"/status.json", [s] { return s->answer(true); }}};
+StatusServer::StatusServer(boost::asio::io_context& io, std::function<void(StacksAnswer)> stacks,
+                           const std::string& host, int port)
+    : state_(std::make_unique<State>()) {
+  auto snapshot = state_->snapshot;
+  http::Routes routes = {{"/", http::answer_now([snapshot] {
+                            return http::Reply{"text/plain; charset=utf-8", snapshot->first};
+                          })},
+                         {"/status.json", http::answer_now([snapshot] {
+                            return http::Reply{"application/json", snapshot->second + "\n"};
+                          })}};
   if (stacks) {
-    routes["/stacks"] = [stacks = std::move(stacks)] { return http::Reply{"text/plain; charset=utf-8", stacks()}; };
+    routes["/stacks"] = [stacks = std::move(stacks)](http::Respond respond) {
+      stacks([respond = std::move(respond)](std::string text) {
+        respond(http::Reply{"text/plain; charset=utf-8", std::move(text)});
+      });
+    };
   }
-  s->server = std::make_unique<http::Server>(host, static_cast<std::uint16_t>(port), std::move(routes));
+  state_->server = std::make_unique<http::Server>(io, host, static_cast<std::uint16_t>(port), std::move(routes));
 }
 
-StatusServer::~StatusServer() { state_->server.reset(); }
+StatusServer::~StatusServer() = default;
 
 int StatusServer::port() const { return state_->server->port(); }
 
 void StatusServer::publish(std::string text, std::string json) {
-  std::lock_guard lock(state_->mutex);
-  state_->text = std::move(text);
-  state_->json = std::move(json);
+  state_->snapshot->first = std::move(text);
+  state_->snapshot->second = std::move(json);
 }
 
 }  // namespace ctrun::agent::hang

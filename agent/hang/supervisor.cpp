@@ -6,12 +6,10 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <map>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "agent/base/event_log.hpp"
@@ -44,8 +42,16 @@ std::string stack_file_of(const Worker& w) {
 struct HangSupervisor::Impl {
   Impl(boost::asio::io_context& io, const LaunchConfig& c, WorkerGroup& g, EventLog& ev, HelperLane& l,
        std::function<bool()> r)
-      : config(c), group(g), events(ev), lane(l), running(std::move(r)), log(ctrun::log::get("agent")), timer(io) {}
+      : io(io),
+        config(c),
+        group(g),
+        events(ev),
+        lane(l),
+        running(std::move(r)),
+        log(ctrun::log::get("agent")),
+        timer(io) {}
 
+  boost::asio::io_context& io;
   const LaunchConfig& config;
   WorkerGroup& group;
   EventLog& events;
@@ -56,9 +62,9 @@ struct HangSupervisor::Impl {
   std::unique_ptr<hang::HangWatch> watch;
   std::unique_ptr<hang::StatusServer> status;
   std::string status_port_file;  // removed when the agent ends, so that `ctrun --status` finds live jobs only
-  // GET /stacks: the server threads waiting for the open on-demand request, answered on the loop by a tick.
-  std::vector<std::shared_ptr<std::promise<std::string>>> stack_waiters;
-  std::shared_ptr<std::atomic<bool>> closing = std::make_shared<std::atomic<bool>>(false);
+  // GET /stacks: the requests waiting for the open on-demand dump, answered by a tick (or when the attempt or the
+  // agent ends; the server answers 503 for one that waits past its reply timeout, 10 s).
+  std::vector<hang::StatusServer::StacksAnswer> stack_waiters;
   SteadyClock::time_point epoch = SteadyClock::now();
   std::uint64_t attempt = 0;  // the attempt being watched; 0: none
   rdzv::RoundInfo round;
@@ -68,8 +74,7 @@ struct HangSupervisor::Impl {
   double last_exchange = -1e9;
 
   ~Impl() {
-    closing->store(true);  // a /stacks request in flight stops waiting (within its 100 ms slice)
-    status.reset();        // its threads stop before the members they use go
+    status.reset();  // its connections close: the routes, which use the members below, are called no more
     answer_stack_waiters("ctrun is ending\n");
     std::error_code ec;
     if (!status_port_file.empty()) std::filesystem::remove(status_port_file, ec);
@@ -106,30 +111,19 @@ struct HangSupervisor::Impl {
   }
 
   void answer_stack_waiters(const std::string& text) {
-    for (auto& p : stack_waiters) p->set_value(text);
+    for (auto& answer : stack_waiters) answer(text);
     stack_waiters.clear();
   }
 
-  // GET /stacks, on a server thread: the request goes onto the loop (the watch is the loop's), the answer comes
-  // from a later tick (at most dump_wait_s, 2 s, after the request). Bounded here by 10 s and by the agent's end.
-  std::string stacks_on_demand() {
-    const auto ending = closing;
-    auto promise = std::make_shared<std::promise<std::string>>();
-    auto answer = promise->get_future();
-    boost::asio::post(timer.get_executor(), [this, promise, closing = closing] {
-      if (closing->load()) return;  // `this` is going: the promise breaks, the waiter sees it
-      if (!watching(attempt)) {
-        promise->set_value("no workers are running on this node (between attempts, or before the first)\n");
-        return;
-      }
-      stack_waiters.push_back(promise);
-      watch->request_stacks(now());
-    });
-    for (int slice = 0; slice < 100; ++slice) {
-      if (answer.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) return answer.get();
-      if (ending->load()) return "ctrun is ending\n";
+  // GET /stacks, on the loop: the watch asks every rank for its stack, and a later tick answers (at most dump_wait_s,
+  // 2 s, after the request).
+  void stacks_on_demand(hang::StatusServer::StacksAnswer answer) {
+    if (!watching(attempt)) {
+      answer("no workers are running on this node (between attempts, or before the first)\n");
+      return;
     }
-    return "no answer from the agent's loop within 10 s\n";
+    stack_waiters.push_back(std::move(answer));
+    watch->request_stacks(now());
   }
 
   // Twice a second while the attempt runs.
@@ -239,7 +233,9 @@ HangSupervisor::~HangSupervisor() = default;
 
 void HangSupervisor::start_status_server(const LogLayout& layout) {
   try {
-    impl_->status = std::make_unique<hang::StatusServer>([impl = impl_.get()] { return impl->stacks_on_demand(); });
+    impl_->status = std::make_unique<hang::StatusServer>(
+        impl_->io,
+        [impl = impl_.get()](hang::StatusServer::StacksAnswer answer) { impl->stacks_on_demand(std::move(answer)); });
     if (layout.enabled()) {
       std::filesystem::create_directories(layout.run_dir());
       impl_->status_port_file = layout.run_dir() + "/status_port";

@@ -192,7 +192,7 @@ AgentMetrics::AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangS
 }
 
 AgentMetrics::~AgentMetrics() {
-  if (impl_) impl_->endpoint.reset();  // its threads stop before the snapshot goes
+  if (impl_) impl_->endpoint.reset();  // its thread stops before the snapshot goes
 }
 
 void AgentMetrics::on_step(AgentState from, AgentEvent event, const AgentStep& step) {

@@ -2,7 +2,7 @@
 // The agent's metrics (--metrics-port, docs/cli.md "Metrics"): its state, the local workers by state, restarts,
 // rendezvous rounds and the time spent in them, and, from the hang watch (agent/hang/), each local rank's
 // collective sequence, lag and hang state. Everything is recorded on the agent's loop into a snapshot under a
-// mutex (a few small copies, never a wait); scrapes read the snapshot on the endpoint's own threads
+// mutex (a few small copies, never a wait); scrapes read the snapshot on the endpoint's own thread
 // (common/metrics/endpoint.hpp), so a scrape can never stall the loop. Wiring: WorkerGroup hooks for exits and
 // starts, HangSupervisor::on_tick for the ranks, and on_step() from the loop's one place that changes state.
 

@@ -22,7 +22,8 @@ inline constexpr const char* kJobTokenVariable = "CTRUN_JOB_TOKEN";
 // A fresh token for this ctrun ("<pid>-<64 random bits in hex>").
 std::string make_job_token();
 
-// Sends sig to every process (other than the caller and `spare`) whose environment holds CTRUN_JOB_TOKEN=token.
+// Sends sig to every process (other than the caller and `spare`) whose environment holds CTRUN_JOB_TOKEN=token:
+// the caller's descendants when it is a subreaper (where every descendant stays), otherwise every process.
 // Returns how many were signalled. Async-signal-unsafe (allocates); fine in the guardian, which is single-threaded.
 // `spare`: ctrun's own helpers that carry the mark and outlive an attempt (--preload's warm process).
 int signal_marked_processes(const std::string& token, int sig, const std::vector<pid_t>& spare = {});

@@ -1,68 +1,63 @@
 #include "common/http/client.hpp"
 
-#include <memory>
+#include <chrono>
 #include <stdexcept>
 
 #include <fmt/format.h>
-
-#if CTRUN_WITH_METRICS
-#include <curl/curl.h>
-#endif
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
 namespace ctrun::http {
-
-#if CTRUN_WITH_METRICS
-
 namespace {
 
-constexpr std::size_t kMaxBody = 64 << 20;  // the live view of the largest job is far smaller
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
 
-std::size_t append(char* data, std::size_t size, std::size_t count, void* out) {
-  auto* body = static_cast<std::string*>(out);
-  if (body->size() + size * count > kMaxBody) return 0;  // libcurl then fails the transfer
-  body->append(data, size * count);
-  return size * count;
-}
+constexpr std::size_t kMaxBody = 64 << 20;  // the live view of the largest job is far smaller
 
 }  // namespace
 
 std::string get(const std::string& host, int port, const std::string& path, int timeout_ms) {
-  static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);  // once, thread-safe (a static)
-  if (init != CURLE_OK) throw std::runtime_error("libcurl failed to initialise");
-  const std::string where = fmt::format("{}:{}", host, port);
+  const std::string where = fmt::format("{}:{}", host.find(':') != std::string::npos ? "[" + host + "]" : host, port);
   const std::string url = fmt::format("http://{}{}", where, path);
-  std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
-  if (!curl) throw std::runtime_error("libcurl: cannot make a request");
-  std::string body;
-  char error[CURL_ERROR_SIZE] = {};
-  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_ms));
-  curl_easy_setopt(curl.get(), CURLOPT_NOSIGNAL, 1L);  // no SIGALRM for the name lookup's timeout
-  curl_easy_setopt(curl.get(), CURLOPT_NOPROXY, "*");  // the job is reached directly, whatever http_proxy says
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, append);
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl.get(), CURLOPT_ERRORBUFFER, error);
-  const CURLcode rc = curl_easy_perform(curl.get());
-  if (rc != CURLE_OK) {
-    throw std::runtime_error(fmt::format("GET {} failed: {}", url, error[0] != '\0' ? error : curl_easy_strerror(rc)));
+  auto failed = [&](const std::string& why) { return std::runtime_error(fmt::format("GET {} failed: {}", url, why)); };
+
+  asio::io_context io(1);
+  boost::system::error_code ec;
+  const auto endpoints = tcp::resolver(io).resolve(host, std::to_string(port), ec);
+  if (ec) throw failed("cannot resolve '" + host + "': " + ec.message());
+  // Asynchronous steps on a loop of this call's own: the stream's deadline bounds connect, write and read together.
+  beast::tcp_stream stream(io);
+  stream.expires_after(std::chrono::milliseconds(timeout_ms));
+  bhttp::request<bhttp::empty_body> request{bhttp::verb::get, path, 11};
+  request.set(bhttp::field::host, where);
+  request.set(bhttp::field::user_agent, "ctrun");
+  request.keep_alive(false);
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(kMaxBody);
+  beast::error_code result;
+  stream.async_connect(endpoints, [&](beast::error_code e, const tcp::endpoint&) {
+    if (e) return void(result = e);
+    bhttp::async_write(stream, request, [&](beast::error_code e2, std::size_t) {
+      if (e2) return void(result = e2);
+      bhttp::async_read(stream, buffer, parser, [&](beast::error_code e3, std::size_t) { result = e3; });
+    });
+  });
+  io.run();
+  if (result == beast::error::timeout) throw failed(fmt::format("no reply within {} ms", timeout_ms));
+  if (result) throw failed(result.message());
+  const auto& response = parser.get();
+  if (response.result() != bhttp::status::ok) {
+    const std::string& body = response.body();
+    throw std::runtime_error(fmt::format("{} answered {} to GET {}: {}", where, response.result_int(), path,
+                                         body.substr(0, body.find('\n'))));
   }
-  long status = 0;
-  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
-  if (status != 200) {
-    throw std::runtime_error(
-        fmt::format("{} answered {} to GET {}: {}", where, status, path, body.substr(0, body.find('\n'))));
-  }
-  return body;
+  return response.body();
 }
-
-#else
-
-std::string get(const std::string& host, int port, const std::string& path, int) {
-  throw std::runtime_error(
-      fmt::format("cannot GET http://{}:{}{}: this build has no HTTP client (configured with -DCTRUN_WITH_METRICS=OFF)",
-                  host, port, path));
-}
-
-#endif
 
 }  // namespace ctrun::http

@@ -1,5 +1,6 @@
 #pragma once
-// One bounded HTTP GET (libcurl): `ctrun --status` and tests read the agent's live view with it.
+// One bounded HTTP GET (Boost.Beast, synchronous for its caller): `ctrun --status` and tests read the agent's live
+// view with it.
 
 #include <string>
 

@@ -1,13 +1,14 @@
 #pragma once
-// A small HTTP server for read-only views (the agent's live table of its job): GET routes answered from the
-// owner's snapshot on civetweb's own threads, so a client never runs on the owner's event loop. civetweb is the
-// library prometheus-cpp serves /metrics with (common/metrics/endpoint.*); both take their bounds from
-// `ServerBounds` through civetweb_options().
+// A small HTTP server for read-only views (the agent's live table of its job, Prometheus' /metrics): GET routes
+// served with Boost.Beast on an Asio loop. Every accept, read and write is asynchronous, so a slow or hostile client
+// never blocks the loop it runs on: the owner's own loop (the agent's live view, which then costs a job no thread at
+// start or exit) or a thread of the server's own (owners without a loop to lend).
 //
-// Bounded as the store is: at most `threads` connections are served at once, `queued` more accepted ones wait
-// for a thread, further clients wait in the kernel's listen backlog; one request per connection; a request head
-// of at most `max_request_bytes`, which must arrive within `request_timeout` (a stalled client is cut off then).
-// Built without civetweb (CTRUN_WITH_METRICS=OFF), the constructor throws saying so.
+// Bounded as the store is: at most `connections` are served at once (further clients wait in the kernel's listen
+// backlog until one ends); one request per connection; a request head of at most `max_request_bytes` (larger: the
+// connection is closed, others are served on), which must arrive within `request_timeout` (a stalled or trickling
+// client is cut off then; the same timeout bounds writing the reply); a route that has not answered within
+// `reply_timeout` gets its client a 503.
 
 #include <chrono>
 #include <cstdint>
@@ -15,35 +16,50 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <vector>
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace ctrun::http {
 
 struct ServerBounds {
-  int threads = 2;
-  int queued = 8;
+  int connections = 8;
   int backlog = 16;
   std::size_t max_request_bytes = 4096;
   std::chrono::milliseconds request_timeout{2000};
+  std::chrono::milliseconds reply_timeout{10000};
 };
-
-// civetweb's options for `host:port` (a numeric IPv4 address) under `bounds`, keep-alive off.
-std::vector<std::string> civetweb_options(const std::string& host, std::uint16_t port, const ServerBounds& bounds);
 
 struct Reply {
   std::string content_type;  // e.g. "text/plain; charset=utf-8"
   std::string body;
+  int status = 200;
 };
 
-// path -> what to answer; called on a server thread for each GET of exactly that path (others get 404).
-using Routes = std::map<std::string, std::function<Reply()>>;
+// Answers one request: call it once, from any thread (a later call, or one after the server stopped, is ignored).
+using Respond = std::function<void(Reply)>;
+// path -> what to do with a GET of exactly that path (others get 404; a query string is ignored). Called on the
+// server's loop: it answers at once or later (e.g. once the owner's loop has collected what was asked); an exception
+// it throws is answered 500 with its message.
+using Route = std::function<void(Respond)>;
+using Routes = std::map<std::string, Route>;
+
+// A route that answers at once with what `answer` returns (500 with the message when it throws).
+Route answer_now(std::function<Reply()> answer);
 
 class Server {
  public:
-  // Listens on host:port (port 0: a free one, see port()); throws std::runtime_error naming the address when it
-  // cannot.
+  // Serves on `io`, the owner's loop. Construct, use and destroy it on that loop's thread (or while the loop is not
+  // running).
+  Server(boost::asio::io_context& io, const std::string& host, std::uint16_t port, Routes routes,
+         ServerBounds bounds = {});
+  // Serves on a thread of its own, started here; the routes are called there.
   Server(const std::string& host, std::uint16_t port, Routes routes, ServerBounds bounds = {});
-  ~Server();  // stops the threads; a request in progress finishes first
+  // Listens on host:port (an IP address or a name; port 0: a free one, see port()); throws std::runtime_error naming
+  // the address when it cannot. Destruction closes the listener and every connection at once (a route running on
+  // the server's own thread finishes first); a route's later answer is dropped.
+  ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
@@ -53,14 +69,5 @@ class Server {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Runs `stop` (which stops a civetweb server listening on host:port) and returns when it has. civetweb 1.15's
-// mg_stop waits for its accept loop's poll, up to 2 s (civetweb issue 1163, fixed in 1.16; Debian bookworm has
-// 1.15): connecting to the listener while it stops wakes that poll, so stopping takes milliseconds and a ctrun
-// that ends is not held 2 s by its HTTP listeners. host "0.0.0.0" is reached at 127.0.0.1.
-void stop_promptly(const std::function<void()>& stop, const std::string& host, std::uint16_t port);
-
-// Whether this build has an HTTP server and client (civetweb and libcurl: CTRUN_WITH_METRICS).
-bool available();
 
 }  // namespace ctrun::http

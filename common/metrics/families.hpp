@@ -1,7 +1,7 @@
 #pragma once
 // The metrics a program exposes, as plain values: what an owner hands to its metrics endpoint (endpoint.hpp) when
 // it is scraped. Owners keep their own numbers (per-loop counters, published snapshots) and turn them into these on
-// demand, so nothing on their hot paths knows about Prometheus; prometheus-cpp stays inside endpoint.cpp.
+// demand, so nothing on their hot paths knows about Prometheus; its text format is written in text_format.cpp only.
 
 #include <string>
 #include <utility>

@@ -41,15 +41,14 @@ fi
 
 export TORCH2_BIND=$repo
 cd "$repo"
-# CTRUN_BOOST_EXACT=OFF: trixie has Boost 1.83 (bookworm's build pins 1.81). No NCCL, no metrics (the chroot
-# lacks prometheus-cpp), no tests, no ccache (the host's cache directory is not visible inside).
+# CTRUN_BOOST_EXACT=OFF: trixie has Boost 1.83 (bookworm's build pins 1.81). No NCCL, no tests, no ccache (the host's cache directory is not visible inside).
 # Configured once: later builds let ninja re-run cmake when a CMakeLists.txt changed (saves ~15 s of a loaded
 # machine on every make test).
 if [ ! -f "$build_dir/build.ninja" ] || ! grep -q "ctrun_torch" "$build_dir/build.ninja"; then
   log=$(mktemp)
   trap 'rm -f "$log"' EXIT
   if ! "$chroot_sh" run cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCTRUN_BUILD_TESTS=OFF \
-    -DCTRUN_WITH_NCCL=OFF -DCTRUN_BOOST_EXACT=OFF -DCTRUN_WITH_METRICS=OFF -DCTRUN_CCACHE=CTRUN_CCACHE-NOTFOUND \
+    -DCTRUN_WITH_NCCL=OFF -DCTRUN_BOOST_EXACT=OFF -DCTRUN_CCACHE=CTRUN_CCACHE-NOTFOUND \
     >"$log" 2>&1; then
     cat "$log"
     echo "build_ctrun_torch26: configuring $build_dir in the chroot failed" >&2

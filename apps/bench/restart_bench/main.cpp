@@ -7,8 +7,12 @@
 //   ctrun    --nproc-per-node=N --max-restarts R --no-python worker.sh
 //   torchrun --nproc_per_node=N --max_restarts R --monitor_interval 0.1 --no_python worker.sh
 //
-// usage: restart_bench [--restarts 10] [--nproc 2] [--ctrun PATH] [--python /usr/bin/python3] [--torchrun PATH.py]
-//                      [--shell-worker 1]
+// --baseline PATH runs another ctrun (e.g. the previous release) on the same worker too; --repeat N runs every
+// launcher N times in turn (the figures are the medians of all gaps); --max-ms MS: exit 1 when ctrun's median restart
+// is above MS (a drift guard; --no-torchrun leaves torchrun out for it).
+//
+// usage: restart_bench [--restarts 10] [--nproc 2] [--ctrun PATH] [--baseline PATH] [--no-torchrun] [--repeat 1]
+//                      [--max-ms MS] [--python /usr/bin/python3] [--torchrun PATH.py] [--shell-worker 1]
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -104,13 +108,23 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+struct Launcher {
+  std::string name;
+  std::vector<std::string> argv;
+  std::vector<double> gaps;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 2 && std::strcmp(argv[1], "--worker") == 0) return worker_main();
   int restarts = 10;
   int nproc = 2;
+  int repeat = 1;
   std::string ctrun = std::filesystem::canonical("/proc/self/exe").parent_path().string() + "/ctrun";
+  std::string baseline;
+  bool no_torchrun = false;
+  double max_ms = 0;
   std::string python = CTRUN_TORCH_PYTHON;
   std::string torchrun = std::string(CTRUN_SHARED_DIR) + "/interop/torchrun_py311.py";
   std::string self = std::filesystem::canonical("/proc/self/exe").string();
@@ -119,6 +133,10 @@ int main(int argc, char** argv) {
   app.add_option("--restarts", restarts, "failing attempts per launcher (median reported)")->capture_default_str();
   app.add_option("--nproc", nproc, "workers per attempt")->capture_default_str();
   app.add_option("--ctrun", ctrun, "ctrun binary")->capture_default_str();
+  app.add_option("--baseline", baseline, "another ctrun run on the same worker (e.g. the previous release)");
+  app.add_flag("--no-torchrun", no_torchrun, "leave torchrun out");
+  app.add_option("--repeat", repeat, "runs of every launcher, in turn")->capture_default_str();
+  app.add_option("--max-ms", max_ms, "exit 1 when ctrun's median restart exceeds this many ms (0: no bound)");
   app.add_option("--python", python, "python with torch 1.13")->capture_default_str();
   app.add_option("--torchrun", torchrun, "torchrun wrapper (../shared/interop/torchrun_py311.py)")
       ->capture_default_str();
@@ -135,30 +153,52 @@ int main(int argc, char** argv) {
   std::string n = std::to_string(nproc), r = std::to_string(restarts);
   std::vector<std::string> worker = {self, "--worker"};
   if (shell_worker) worker = {RESTART_BENCH_WORKER};
-  std::vector<std::string> ctrun_cmd = {ctrun, "--nproc-per-node=" + n, "--max-restarts", r, "--no-python"};
-  std::vector<std::string> torch_cmd = {
-      python, torchrun, "--nproc_per_node=" + n, "--max_restarts", r, "--monitor_interval", "0.1", "--no_python"};
-  ctrun_cmd.insert(ctrun_cmd.end(), worker.begin(), worker.end());
-  torch_cmd.insert(torch_cmd.end(), worker.begin(), worker.end());
-  std::string c_out = tmpdir + "/ctrun.txt", t_out = tmpdir + "/torchrun.txt";
-  int cs = run(ctrun_cmd, c_out, restarts, tmpdir);
-  int ts = run(torch_cmd, t_out, restarts, tmpdir);
-  auto cg = gaps(c_out), tg = gaps(t_out);
-  std::filesystem::remove_all(tmpdir);
-  double cm = median(cg), tm = median(tg);
-  std::printf("restart_bench: nproc=%d, %d restarts each, %s worker (gaps measured: ctrun %zu, torchrun %zu)\n", nproc,
-              restarts, shell_worker ? "bash" : "native", cg.size(), tg.size());
-  std::printf("%-10s %18s %10s %10s\n", "launcher", "median restart gap", "min", "max");
-  auto row = [](const char* name, const std::vector<double>& g, double m) {
-    std::printf("%-10s %15.2f ms %7.2f ms %7.2f ms\n", name, m * 1e3,
-                g.empty() ? 0 : *std::min_element(g.begin(), g.end()) * 1e3,
-                g.empty() ? 0 : *std::max_element(g.begin(), g.end()) * 1e3);
+  auto ctrun_cmd = [&](const std::string& bin) {
+    return std::vector<std::string>{bin, "--nproc-per-node=" + n, "--max-restarts", r, "--no-python"};
   };
-  row("ctrun", cg, cm);
-  row("torchrun", tg, tm);
-  if (cm > 0) std::printf("ratio      1/%.0f (target 1/20: %s)\n", tm / cm, tm / cm >= 20 ? "met" : "MISSED");
-  bool ok = WIFEXITED(cs) && WEXITSTATUS(cs) == 0 && WIFEXITED(ts) && WEXITSTATUS(ts) == 0 &&
-            cg.size() == static_cast<size_t>(restarts) && tg.size() == static_cast<size_t>(restarts);
-  if (!ok) std::printf("warning: a launcher did not complete every restart (exit ctrun %d, torchrun %d)\n", cs, ts);
-  return ok ? 0 : 1;
+  std::vector<Launcher> launchers = {{"ctrun", ctrun_cmd(ctrun), {}}};
+  if (!baseline.empty()) launchers.push_back({"baseline", ctrun_cmd(baseline), {}});
+  if (!no_torchrun) {
+    launchers.push_back(
+        {"torchrun",
+         {python, torchrun, "--nproc_per_node=" + n, "--max_restarts", r, "--monitor_interval", "0.1", "--no_python"},
+         {}});
+  }
+  bool ok = true;
+  for (int i = 0; i < repeat; ++i) {
+    for (auto& l : launchers) {
+      std::vector<std::string> cmd = l.argv;
+      cmd.insert(cmd.end(), worker.begin(), worker.end());
+      const std::string out = tmpdir + "/" + std::to_string(i) + "_" + l.name + ".txt";
+      const int status = run(cmd, out, restarts, tmpdir);
+      const auto g = gaps(out);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || g.size() != static_cast<size_t>(restarts)) {
+        std::printf("warning: %s did not complete every restart (exit status %d, %zu gaps)\n", l.name.c_str(), status,
+                    g.size());
+        ok = false;
+      }
+      l.gaps.insert(l.gaps.end(), g.begin(), g.end());
+    }
+  }
+  std::filesystem::remove_all(tmpdir);
+  std::printf("restart_bench: nproc=%d, %d restarts per run, %d run(s) each, %s worker\n", nproc, restarts, repeat,
+              shell_worker ? "bash" : "native");
+  std::printf("%-10s %18s %10s %10s %6s\n", "launcher", "median restart gap", "min", "max", "gaps");
+  for (const auto& l : launchers) {
+    const auto& g = l.gaps;
+    std::printf("%-10s %15.2f ms %7.2f ms %7.2f ms %6zu\n", l.name.c_str(), median(g) * 1e3,
+                g.empty() ? 0 : *std::min_element(g.begin(), g.end()) * 1e3,
+                g.empty() ? 0 : *std::max_element(g.begin(), g.end()) * 1e3, g.size());
+  }
+  const double cm = median(launchers[0].gaps);
+  if (!no_torchrun && cm > 0) {
+    const double tm = median(launchers.back().gaps);
+    std::printf("ratio      1/%.0f (target 1/20: %s)\n", tm / cm, tm / cm >= 20 ? "met" : "MISSED");
+  }
+  const bool drifted = max_ms > 0 && cm * 1e3 > max_ms;
+  if (max_ms > 0) {
+    std::printf("bound: ctrun restart median %.2f ms <= %.2f ms: %s\n", cm * 1e3, max_ms,
+                drifted ? "EXCEEDED" : "held");
+  }
+  return ok && !drifted ? 0 : 1;
 }

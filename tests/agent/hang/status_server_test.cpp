@@ -6,21 +6,37 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <future>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
 #include "common/http/client.hpp"
 
 namespace ctrun::agent::hang {
 namespace {
 
 TEST(HangStatusServer, ServesTheLatestSnapshotAsTextAndJson) {
-  StatusServer server;
+  boost::asio::io_context io;  // the agent's loop, run here by a thread of the test
+  StatusServer server(io);
   ASSERT_GT(server.port(), 0);
-  server.publish("rank 0 in op\n", R"({"ranks":[{"rank":0}]})");
+  std::thread loop([&] { io.run(); });                      // the server's pending accept keeps it running
+  auto publish = [&](std::string text, std::string json) {  // on the loop, as the agent does
+    std::promise<void> done;
+    boost::asio::post(io, [&] {
+      server.publish(text, json);
+      done.set_value();
+    });
+    done.get_future().wait();
+  };
+  publish("rank 0 in op\n", R"({"ranks":[{"rank":0}]})");
   EXPECT_EQ(http::get("127.0.0.1", server.port(), "/"), "rank 0 in op\n");
   EXPECT_EQ(http::get("127.0.0.1", server.port(), "/status.json"), "{\"ranks\":[{\"rank\":0}]}\n");
-  server.publish("rank 0 between ops\n", "{}");
+  publish("rank 0 between ops\n", "{}");
   EXPECT_EQ(http::get("127.0.0.1", server.port(), "/"), "rank 0 between ops\n");
   EXPECT_THROW(http::get("127.0.0.1", server.port(), "/nope"), std::runtime_error);
-  // A client that connects and sends nothing holds the server for at most its 2 s deadline.
+  // A client that connects and sends nothing holds one of the server's places for at most its 2 s deadline.
   const int idle = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -29,6 +45,8 @@ TEST(HangStatusServer, ServesTheLatestSnapshotAsTextAndJson) {
   ASSERT_EQ(::connect(idle, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
   EXPECT_EQ(http::get("127.0.0.1", server.port(), "/", 4000), "rank 0 between ops\n");
   ::close(idle);
+  io.stop();
+  loop.join();
 }
 
 }  // namespace
