@@ -41,7 +41,8 @@ fi
 
 export TORCH2_BIND=$repo
 cd "$repo"
-# CTRUN_BOOST_EXACT=OFF: trixie has Boost 1.83 (bookworm's build pins 1.81). No NCCL, no tests, no ccache (the host's cache directory is not visible inside).
+# CTRUN_BOOST_EXACT=OFF: trixie has Boost 1.83 (bookworm's build pins 1.81). No NCCL, no tests, no ccache (the
+# host's cache directory is not visible inside).
 # Configured once: later builds let ninja re-run cmake when a CMakeLists.txt changed (saves ~15 s of a loaded
 # machine on every make test).
 if [ ! -f "$build_dir/build.ninja" ] || ! grep -q "ctrun_torch" "$build_dir/build.ninja"; then
