@@ -1,0 +1,99 @@
+// Flag values as torchrun reads them: --rdzv-conf trimmed around every key and value, and the one rule for a
+// boolean given as text (PET_<NAME>, the --config file), the same wherever ctrun reads one.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/config/cli.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+using Vars = std::map<std::string, std::string>;
+
+EnvLookup env_of(Vars vars) {
+  return [vars](const std::string& k) -> std::optional<std::string> {
+    auto it = vars.find(k);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+LaunchConfig parse(std::vector<std::string> args, Vars env = {}) {
+  return parse_command_line(args, env_of(std::move(env)));
+}
+
+// An srun step of four nodes, this one the third.
+const Vars kSlurmStep = {{"SLURM_JOB_ID", "4242"},
+                         {"SLURM_STEP_ID", "0"},
+                         {"SLURM_NODEID", "2"},
+                         {"SLURM_NNODES", "4"},
+                         {"SLURM_STEP_NUM_NODES", "4"},
+                         {"SLURM_STEP_NODELIST", "gpu[07-10]"},
+                         {"SLURM_JOB_NODELIST", "gpu[01-10]"},
+                         {"SLURM_CPUS_ON_NODE", "16"},
+                         {"SLURM_STEP_TASKS_PER_NODE", "1(x4)"}};
+
+// torchrun strips every key and value of --rdzv-conf: a space after a comma must not hide the key behind it
+// (" join_timeout" would be an unknown key, silently ignored, and the default timeout used instead).
+TEST(FlagValues, RdzvConfKeysAndValuesAreTrimmedAsTorchrun) {
+  const std::map<std::string, std::string> expected = {{"join_timeout", "3"}, {"read_timeout", "60"}};
+  EXPECT_EQ(parse({"--rdzv-conf", "read_timeout=60, join_timeout=3", "t.py"}).rdzv_conf, expected);
+  EXPECT_EQ(parse({"--rdzv-conf", " read_timeout = 60 ,join_timeout=3 ", "t.py"}).rdzv_conf, expected);
+  EXPECT_EQ(parse({"t.py"}, {{"PET_RDZV_CONF", "read_timeout=60, join_timeout=3"}}).rdzv_conf, expected);
+}
+
+// Python's int() as torchrun's check_env applies it: bool(int(PET_<NAME>)).
+TEST(FlagValues, EveryIntegerSpellingTorchrunAcceptsForABooleanPet) {
+  for (const char* yes : {"1", "2", "-1", "+1", " 1", "1 ", "\t1\n", "01", "1_0", "10"}) {
+    EXPECT_TRUE(parse({"t.py"}, {{"PET_NO_PYTHON", yes}}).no_python) << "'" << yes << "'";
+  }
+  for (const char* no : {"0", "00", "-0", "+0", " 0 ", "0_0"}) {
+    EXPECT_FALSE(parse({"t.py"}, {{"PET_NO_PYTHON", no}}).no_python) << "'" << no << "'";
+  }
+}
+
+// ctrun's leniency beside torchrun's integers (JSON and shell users write true/false): the same everywhere.
+TEST(FlagValues, TrueAndFalseInAnyCaseAreBooleansToo) {
+  for (const char* yes : {"true", "True", "TRUE"}) EXPECT_TRUE(parse({"t.py"}, {{"PET_NO_PYTHON", yes}}).no_python);
+  for (const char* no : {"false", "False", "FALSE"}) EXPECT_FALSE(parse({"t.py"}, {{"PET_NO_PYTHON", no}}).no_python);
+}
+
+TEST(FlagValues, AnyOtherBooleanTextIsAUsageError) {
+  for (const char* bad : {"yes", "no", "on", "1.0", "0x1", "_1", "1_", "1__0", "one"}) {
+    EXPECT_THROW(parse({"t.py"}, {{"PET_NO_PYTHON", bad}}), UsageError) << "'" << bad << "'";
+  }
+}
+
+// PET_NO_SLURM=false means what PET_NO_SLURM=0 means: Slurm's variables still give the defaults.
+TEST(FlagValues, NoSlurmFalseKeepsSlurmDetectionOnLikeZero) {
+  for (const char* off : {"0", "false", "False", " 0"}) {
+    Vars env = kSlurmStep;
+    env["PET_NO_SLURM"] = off;
+    auto c = parse({"t.py"}, env);
+    EXPECT_EQ(c.max_nodes, 4) << off;
+    EXPECT_EQ(c.node_rank, 2) << off;
+    EXPECT_NE(c.cluster_summary.find("Slurm"), std::string::npos) << off;
+  }
+  for (const char* on : {"1", "true", "+1"}) {
+    Vars env = kSlurmStep;
+    env["PET_NO_SLURM"] = on;
+    auto c = parse({"t.py"}, env);
+    EXPECT_EQ(c.max_nodes, 1) << on;
+    EXPECT_TRUE(c.cluster_summary.empty()) << on;
+  }
+}
+
+// The same for PET_STANDALONE: false is not standalone, so the scheduler's variables still count.
+TEST(FlagValues, StandaloneFalseKeepsSlurmDetectionOn) {
+  Vars env = kSlurmStep;
+  env["PET_STANDALONE"] = "false";
+  auto c = parse({"t.py"}, env);
+  EXPECT_FALSE(c.standalone);
+  EXPECT_EQ(c.max_nodes, 4);
+}
+
+}  // namespace
+}  // namespace ctrun::agent
