@@ -40,7 +40,7 @@ TEST(Cli, Defaults) {
   auto c = parse({"train.py"});
   EXPECT_EQ(c.nproc_per_node, 1);
   EXPECT_EQ(c.rdzv_id, "none");
-  EXPECT_EQ(c.rdzv_backend, "static");
+  EXPECT_EQ(c.rdzv_backend, rdzv::Backend::kStatic);
   EXPECT_EQ(c.role, "default");
   EXPECT_EQ(c.max_restarts, 0);
   EXPECT_DOUBLE_EQ(c.shutdown_timeout, 30.0);
@@ -132,7 +132,7 @@ TEST(Cli, Sigusr1And2AreForwardedUnlessTheyAreDeathSignals) {
 
 TEST(Cli, StandaloneOverridesRendezvous) {
   auto c = parse({"--standalone", "--rdzv-id", "x", "--master-port", "1234", "t.py"});
-  EXPECT_EQ(c.rdzv_backend, "c10d");
+  EXPECT_EQ(c.rdzv_backend, rdzv::Backend::kC10d);
   EXPECT_NE(c.rdzv_id, "x");
   EXPECT_EQ(c.rdzv_id.size(), 36u);
   EXPECT_FALSE(c.master_port.has_value());
@@ -182,7 +182,7 @@ TEST(Cli, MultiNodeFlags) {
   // etcd v3 (alias etcd-v3): a list of endpoints; etcd-v2 is refused with the reason.
   auto etcd = parse({"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "127.0.0.1:2379,https://127.0.0.2:2379",
                      "--nnodes", "2:3", "--rdzv-conf", "cacert=/ca.pem,lease_ttl=30", "t.py"});
-  EXPECT_EQ(etcd.rdzv_backend, "etcd-v3");
+  EXPECT_EQ(etcd.rdzv_backend, rdzv::Backend::kEtcd);
   try {
     parse({"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "h:2379", "t.py"});
     ADD_FAILURE() << "etcd-v2 was accepted";
@@ -290,12 +290,18 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                    "signals_to_handle",
                                                    "shutdown_timeout",
                                                    "virtual_local_rank"};
+  // Flags that a rule between flags (flag_rules.cpp) allows only beside another.
+  const std::map<std::string, std::vector<std::string>> partner = {{"include", {"--hosts", "a,b"}},
+                                                                   {"exclude", {"--hosts", "a,b"}}};
   for (const auto& dest : torchrun_flags) ASSERT_NE(find_flag(dest), nullptr) << dest;
   for (const auto& f : flag_table()) {
     if (f.dest == "config") continue;
     for (const auto& name : {dashed_name(f.dest), underscored_name(f.dest)}) {
       std::vector<std::string> args = {name};
       if (f.kind != FlagKind::kBool) args.push_back(sample.at(std::string(f.dest)));
+      if (auto it = partner.find(std::string(f.dest)); it != partner.end()) {
+        args.insert(args.end(), it->second.begin(), it->second.end());
+      }
       args.push_back("t.py");
       EXPECT_NO_THROW(parse(args)) << name;
       EXPECT_EQ(lex_command_line(args).values.count(std::string(f.dest)), 1u) << name;

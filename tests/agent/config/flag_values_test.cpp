@@ -95,5 +95,28 @@ TEST(FlagValues, StandaloneFalseKeepsSlurmDetectionOn) {
   EXPECT_EQ(c.max_nodes, 4);
 }
 
+// --numa-binding: parsed once into what ctrun implements; torchrun's GPU-topology modes refused, never remapped.
+TEST(FlagValues, NumaBindingNodeOrARefusalThatSaysWhy) {
+  EXPECT_EQ(parse({"t.py"}).numa_binding, NumaBinding::kNone);
+  EXPECT_EQ(parse({"--numa-binding", "node", "t.py"}).numa_binding, NumaBinding::kNode);
+  for (const char* mode : {"socket", "exclusive", "core-complex"}) {
+    try {
+      parse({"--numa-binding", mode, "t.py"});
+      ADD_FAILURE() << mode << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("not supported by ctrun"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse({"--numa-binding", "nodes", "t.py"}), UsageError);
+}
+
+TEST(FlagValues, RdzvBackendParsedOnceIntoItsEnum) {
+  EXPECT_EQ(parse({"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "e:2379", "t.py"}).rdzv_backend,
+            rdzv::Backend::kEtcd);
+  EXPECT_EQ(parse({"t.py"}, {{"PET_RDZV_BACKEND", "c10d"}}).rdzv_backend, rdzv::Backend::kC10d);
+  EXPECT_THROW(parse({"--rdzv-backend", "zookeeper", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "e:2379", "t.py"}), UsageError);
+}
+
 }  // namespace
 }  // namespace ctrun::agent
