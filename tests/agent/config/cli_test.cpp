@@ -9,17 +9,10 @@
 #include "agent/config/config_file.hpp"
 #include "agent/config/flags.hpp"
 #include "agent/config/launch_config_builder.hpp"
+#include "tests/agent/config/fake_env.hpp"
 
 namespace ctrun::agent {
 namespace {
-
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
 
 LaunchConfig parse(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
   return parse_command_line(args, env_of(std::move(env)));

@@ -13,19 +13,12 @@
 #include "agent/config/flag_parsers.hpp"
 #include "agent/config/flag_sources.hpp"
 #include "agent/config/flags.hpp"
+#include "tests/agent/config/fake_env.hpp"
 
 namespace ctrun::agent {
 namespace {
 
 using Vars = std::map<std::string, std::string>;
-
-EnvLookup env_of(Vars vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
 
 CommandLine command_line(Vars values) {
   CommandLine cli;

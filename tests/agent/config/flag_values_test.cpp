@@ -7,34 +7,23 @@
 #include <vector>
 
 #include "agent/config/cli.hpp"
+#include "tests/agent/config/fake_env.hpp"
 
 namespace ctrun::agent {
 namespace {
 
 using Vars = std::map<std::string, std::string>;
 
-EnvLookup env_of(Vars vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
 LaunchConfig parse(std::vector<std::string> args, Vars env = {}) {
   return parse_command_line(args, env_of(std::move(env)));
 }
 
-// An srun step of four nodes, this one the third.
-const Vars kSlurmStep = {{"SLURM_JOB_ID", "4242"},
-                         {"SLURM_STEP_ID", "0"},
+// The least an srun step says: job, step, this node's id, the step's four nodes.
+const Vars kSlurmStep = {{"SLURM_JOB_ID", "77"},
+                         {"SLURM_STEP_ID", "1"},
                          {"SLURM_NODEID", "2"},
-                         {"SLURM_NNODES", "4"},
                          {"SLURM_STEP_NUM_NODES", "4"},
-                         {"SLURM_STEP_NODELIST", "gpu[07-10]"},
-                         {"SLURM_JOB_NODELIST", "gpu[01-10]"},
-                         {"SLURM_CPUS_ON_NODE", "16"},
-                         {"SLURM_STEP_TASKS_PER_NODE", "1(x4)"}};
+                         {"SLURM_STEP_NODELIST", "n[1-4]"}};
 
 // torchrun strips every key and value of --rdzv-conf: a space after a comma must not hide the key behind it
 // (" join_timeout" would be an unknown key, silently ignored, and the default timeout used instead).
