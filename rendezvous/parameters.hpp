@@ -30,6 +30,18 @@ inline std::optional<Backend> parse_backend(std::string_view name) {
   if (name == "etcd" || name == "etcd-v3") return Backend::kEtcd;
   return std::nullopt;
 }
+// The canonical name of a backend: what parse_backend reads back.
+inline std::string_view backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::kStatic:
+      return "static";
+    case Backend::kC10d:
+      return "c10d";
+    case Backend::kEtcd:
+      return "etcd";
+  }
+  return "static";
+}
 inline bool is_etcd_backend(std::string_view backend) { return parse_backend(backend) == Backend::kEtcd; }
 
 struct RendezvousParameters {

@@ -1,6 +1,8 @@
 #pragma once
 // LaunchConfig: everything one `ctrun` invocation was asked to do, after flags, PET_* env, the config file
 // and defaults were merged (agent/config/cli.cpp). Plain data, so tests and the agent loop can build it directly.
+// Every flag's default comes from the flag table (agent/config/flags.cpp, which defines the constructor by
+// applying each row's default), never from an initializer here: a default is written once.
 
 #include <map>
 #include <optional>
@@ -25,40 +27,44 @@ struct StdSpec {
 
 enum class CpuBind { kNone, kCore, kNuma };
 
+// torchrun's --numa-binding as far as ctrun implements it: `node` binds local rank r to the CPUs of one NUMA node
+// (as --cpu-bind numa, since ctrun does not read which node each rank's GPU sits on).
+enum class NumaBinding { kNone, kNode };
+
 struct LaunchConfig {
+  LaunchConfig();  // the flag table's defaults
+
   // Nodes and workers.
-  int min_nodes = 1;
-  int max_nodes = 1;
-  std::string nproc_per_node_spec = "1";  // as given: int, cpu, gpu, auto
-  int nproc_per_node = 1;                 // resolved
+  int min_nodes{};
+  int max_nodes{};
+  std::string nproc_per_node_spec;  // as given: int, cpu, gpu, auto
+  int nproc_per_node{};             // resolved
 
   // Rendezvous.
-  std::string rdzv_backend = "static";
-  // The backend rdzv_backend names (the launch config builder refuses any other name).
-  rdzv::Backend backend() const { return rdzv::parse_backend(rdzv_backend).value_or(rdzv::Backend::kStatic); }
+  rdzv::Backend rdzv_backend{};
   std::string rdzv_endpoint;
-  std::string rdzv_id = "none";  // torchrun's default is the string "none"
+  std::string rdzv_id;  // torchrun's default is the string "none"
   std::map<std::string, std::string> rdzv_conf;
-  bool standalone = false;
-  int node_rank = 0;
-  std::string master_addr = "127.0.0.1";
+  bool standalone{};
+  int node_rank{};
+  std::string master_addr;
   std::optional<int> master_port;  // unset: the agent's worker store picks an ephemeral port
   std::optional<std::string> local_addr;
 
   // Restarts and monitoring.
-  int max_restarts = 0;
-  double monitor_interval = 0.1;  // accepted for compatibility; ctrun is event driven
-  std::string start_method = "spawn";
-  std::string event_log_handler = "null";
+  int max_restarts{};
+  double monitor_interval{};  // seconds between membership checks of a multi-node round
+  std::string start_method;
+  std::string event_log_handler;
 
   // Workers.
-  std::string role = "default";
-  bool module = false;
-  bool no_python = false;
-  bool run_path = false;
-  bool virtual_local_rank = false;
-  std::optional<std::string> numa_binding;
-  CpuBind cpu_bind = CpuBind::kNone;
+  std::string role;
+  bool module{};
+  bool no_python{};
+  bool run_path{};
+  bool virtual_local_rank{};
+  NumaBinding numa_binding{};
+  CpuBind cpu_bind{};
 
   // Logs.
   std::optional<std::string> log_dir;
@@ -72,22 +78,21 @@ struct LaunchConfig {
   std::optional<std::string> logs_specs;
 
   // Signals.
-  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::string signals_to_handle;
   std::vector<int> signal_numbers;  // parsed signals_to_handle
-  double shutdown_timeout = 30.0;   // seconds between the forwarded signal and SIGKILL
+  double shutdown_timeout{};        // seconds between the forwarded signal and SIGKILL
   // Forwarded to every worker's process group (and recorded in the event log), not a reason to stop: SIGUSR1/2
   // unless --signals-to-handle names them (then they stop the job like SIGTERM).
   std::vector<int> forwarded_signal_numbers;
-  double exit_barrier_timeout = 300.0;
-  double hang_timeout = 0.0;          // --hang-timeout: 0 = hangs are reported, never a failure (docs/hang.md)
-  double hang_report_after = 300.0;   // --hang-report-after
-  double straggler_interval = 300.0;  // CTRUN_STRAGGLER_INTERVAL: the straggler window, seconds (tests shorten it)
-  bool dry_run = false;  // print what would run, start nothing  // seconds a node that succeeded waits for the others
-                         // (torchrun: 300)
+  double exit_barrier_timeout{};  // seconds a node that succeeded waits for the others (torchrun: 300)
+  double hang_timeout{};          // --hang-timeout: 0 = hangs are reported, never a failure (docs/hang.md)
+  double hang_report_after{};     // --hang-report-after
+  double straggler_interval{};    // --straggler-interval: the straggler window, seconds (tests shorten it)
+  bool dry_run{};                 // print what would run, start nothing
 
   // Beyond torchrun.
   std::optional<std::string> event_log;  // one JSON line per event
-  bool propagate_exit_code = false;      // exit with the root cause's code instead of torchrun's 1
+  bool propagate_exit_code{};            // exit with the root cause's code instead of torchrun's 1
   std::vector<std::string> preload;      // --preload: modules a warm process imports once (agent/preload/)
   std::optional<int> metrics_port;       // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
 
@@ -103,7 +108,7 @@ struct LaunchConfig {
     std::string exports;
     bool enabled() const { return hostfile.has_value() || hosts.has_value(); }
   } multihost;
-  bool exit_on_stdin_close = false;
+  bool exit_on_stdin_close{};
 
   // The worker command.
   std::string script;

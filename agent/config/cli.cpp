@@ -5,7 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "agent/cluster/cluster_env.hpp"
-#include "agent/config/config_file.hpp"
+#include "agent/config/flag_sources.hpp"
 #include "agent/config/flags.hpp"
 #include "agent/config/launch_config_builder.hpp"
 #include "common/version.hpp"
@@ -175,48 +175,35 @@ CommandLine lex_command_line(const std::vector<std::string>& args) {
   return out;
 }
 
+namespace {
+
+// Slurm, MPI or Kubeflow variables, when one of them speaks and the user asked for neither --standalone nor
+// hosts of their own: defaults for the flags the user did not give.
+std::optional<cluster::DerivedDefaults> derive_from_cluster(const FlagSources& sources, const EnvLookup& env) {
+  if (sources.given("hostfile") || sources.given("hosts") || sources.given_true("standalone")) return std::nullopt;
+  try {
+    return cluster::derive_cluster_defaults(
+        env, [&sources](const std::string& dest) { return sources.given(dest); }, sources.given_true("no_slurm"));
+  } catch (const cluster::ClusterEnvError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace
+
 LaunchConfig parse_command_line(const std::vector<std::string>& args, const EnvLookup& env) {
   CommandLine cli = lex_command_line(args);
-  std::map<std::string, std::string> file_values;
-  std::optional<std::string> config_path;
-  if (auto it = cli.values.find("config"); it != cli.values.end()) {
-    config_path = it->second;
-  } else if (auto pet = env(pet_name("config"))) {
-    config_path = *pet;
-  }
-  if (config_path) file_values = read_config_file(*config_path);
+  auto file_values = config_file_values(cli, env);
+  FlagSources sources(std::move(cli), std::move(file_values), env);
+  const auto derived = derive_from_cluster(sources, env);
+  if (!derived) return build_launch_config(sources);
 
-  // What the user said (command line > --config > PET_*); cluster variables only fill the rest.
-  auto given = [&](const std::string& dest) -> std::optional<std::string> {
-    if (auto it = cli.values.find(dest); it != cli.values.end()) return it->second;
-    if (auto it = file_values.find(dest); it != file_values.end()) return it->second;
-    const FlagSpec* f = find_flag(dest);
-    if (f != nullptr && f->pet) return env(pet_name(dest));
-    return std::nullopt;
-  };
-  std::optional<cluster::DerivedDefaults> derived;
-  const std::string standalone = given("standalone").value_or("0");
-  if (!given("hostfile") && !given("hosts") && (standalone.empty() || standalone == "0")) {
-    std::string no_slurm = given("no_slurm").value_or("0");
-    try {
-      derived = cluster::derive_cluster_defaults(env, given, no_slurm != "0" && !no_slurm.empty());
-    } catch (const cluster::ClusterEnvError& e) {
-      throw UsageError(e.what());
-    }
-  }
-  if (!derived) return build_launch_config(cli, file_values, env);
-
-  // Derived values act as PET_* defaults below the real ones, so the one precedence chain stays in the builder.
-  std::map<std::string, std::string> pet;
-  for (const auto& [dest, v] : derived->flags) pet[pet_name(dest)] = v.value;
-  EnvLookup layered = [&env, &pet](const std::string& name) -> std::optional<std::string> {
-    if (auto v = env(name)) return v;
-    if (auto it = pet.find(name); it != pet.end()) return it->second;
-    return std::nullopt;
-  };
+  std::map<std::string, FlagText> values;
+  for (const auto& [dest, v] : derived->flags) values[dest] = FlagText{v.value, v.from};
+  sources.set_derived(std::move(values));
   LaunchConfig c;
   try {
-    c = build_launch_config(cli, file_values, layered);
+    c = build_launch_config(sources);
   } catch (const UsageError& e) {
     throw UsageError(std::string(e.what()) + "\n  (" + derived->describe() + ")");
   }

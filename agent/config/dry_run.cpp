@@ -35,7 +35,7 @@ std::string dry_run_report(const LaunchConfig& c, const EnvLookup& env) {
   a.global_world_size = a.role_world_size = a.group_world_size * c.nproc_per_node;
   a.master_addr = single ? c.local_addr.value_or(c.standalone ? "127.0.0.1" : c.master_addr) : c.master_addr;
   a.master_port = static_cast<std::uint16_t>(c.master_port.value_or(0));
-  if (c.backend() == rdzv::Backend::kStatic && !c.standalone && !c.rdzv_endpoint.empty()) {
+  if (c.rdzv_backend == rdzv::Backend::kStatic && !c.standalone && !c.rdzv_endpoint.empty()) {
     const auto ep = rdzv::static_endpoint(rendezvous_parameters(c));  // as the agent: the endpoint wins
     a.master_addr = ep.host;
     a.master_port = ep.port;
@@ -44,7 +44,7 @@ std::string dry_run_report(const LaunchConfig& c, const EnvLookup& env) {
 
   std::string out = "ctrun --dry-run: nothing is started\n";
   out += fmt::format("  nnodes={}:{} nproc_per_node={} rdzv_backend={} rdzv_endpoint={} rdzv_id={} standalone={}\n",
-                     c.min_nodes, c.max_nodes, c.nproc_per_node, c.rdzv_backend,
+                     c.min_nodes, c.max_nodes, c.nproc_per_node, rdzv::backend_name(c.rdzv_backend),
                      c.rdzv_endpoint.empty() ? "(none)" : c.rdzv_endpoint, c.rdzv_id, c.standalone ? 1 : 0);
   out += fmt::format("  max_restarts={} shutdown_timeout={} s exit_barrier_timeout={} s signals_to_handle={}\n",
                      c.max_restarts, c.shutdown_timeout, c.exit_barrier_timeout, c.signals_to_handle);

@@ -2,103 +2,219 @@
 
 #include <algorithm>
 #include <cctype>
+#include <climits>
+#include <csignal>
+
+#include "agent/base/command_line.hpp"
+#include "agent/config/flag_parsers.hpp"
+#include "common/text.hpp"
+#include "rendezvous/parameters.hpp"
 
 namespace ctrun::agent {
+namespace {
+
+// Row binders for the common shapes: the field is the template argument, so each is a plain function pointer.
+template <auto Field>
+void text_of(LaunchConfig& c, const std::string& v) {
+  c.*Field = v;
+}
+template <auto Field>
+void bool_of(LaunchConfig& c, const std::string& v) {
+  c.*Field = parse_flag_bool(v);
+}
+template <auto Field>
+void count_of(LaunchConfig& c, const std::string& v) {
+  c.*Field = static_cast<int>(parse_flag_int(v, 0, INT_MAX, "must be >= 0"));
+}
+template <auto Field>
+void port_of(LaunchConfig& c, const std::string& v) {
+  c.*Field = static_cast<int>(parse_flag_int(v, 0, 65535, "must be a port number, 0-65535"));
+}
+template <auto Field>
+void seconds_of(LaunchConfig& c, const std::string& v) {
+  c.*Field = parse_flag_seconds(v, /*positive=*/false);
+}
+template <auto Field>
+void positive_seconds_of(LaunchConfig& c, const std::string& v) {
+  c.*Field = parse_flag_seconds(v, /*positive=*/true);
+}
+
+void nnodes(LaunchConfig& c, const std::string& v) { std::tie(c.min_nodes, c.max_nodes) = rdzv::parse_nnodes(v); }
+
+void nproc_per_node(LaunchConfig& c, const std::string& v) {
+  if (v == "xpu") throw UsageError("--nproc-per-node xpu is not supported yet by ctrun; use a count, cpu, gpu or auto");
+  c.nproc_per_node_spec = v;
+  if (v == "cpu" || v == "gpu" || v == "auto") return;  // resolved on the node (agent/config/nproc.hpp)
+  c.nproc_per_node = static_cast<int>(parse_flag_int(v, 1, 1 << 16, "must be a positive integer, cpu, gpu or auto"));
+}
+
+void rdzv_endpoint(LaunchConfig& c, const std::string& v) {
+  if (!v.empty() && v.back() == ':')
+    throw FlagValueError("'" + v + "' has an empty port: give host:port, or host alone for the default");
+  c.rdzv_endpoint = v;
+}
+
+void start_method(LaunchConfig& c, const std::string& v) {
+  if (v != "spawn" && v != "fork" && v != "forkserver")
+    throw FlagValueError("invalid choice: '" + v + "' (choose from 'spawn', 'fork', 'forkserver')");
+  c.start_method = v;
+}
+
+void signals_to_handle(LaunchConfig& c, const std::string& v) {
+  c.signals_to_handle = v;
+  c.signal_numbers = parse_signal_list(v);
+  c.forwarded_signal_numbers.clear();
+  for (int sig : {SIGUSR1, SIGUSR2}) {
+    if (std::find(c.signal_numbers.begin(), c.signal_numbers.end(), sig) == c.signal_numbers.end())
+      c.forwarded_signal_numbers.push_back(sig);
+  }
+}
+
+void ssh(LaunchConfig& c, const std::string& v) {
+  if (text::trim(v).empty()) throw FlagValueError("must name a command");
+  c.multihost.ssh = v;
+}
+
+}  // namespace
 
 const std::vector<FlagSpec>& flag_table() {
   using K = FlagKind;
+  using C = LaunchConfig;
+  constexpr bool kPet = true, kNoPet = false, kTorchrun = true, kCtrun = false;
   static const std::vector<FlagSpec> table = {
-      {"nnodes", "", K::kValue, "1:1", true, true, "Number of nodes, or MIN:MAX for an elastic range."},
-      {"nproc_per_node", "", K::kValue, "1", true, true,
+      {"nnodes", "", K::kValue, "1:1", kPet, kTorchrun, nnodes, "Number of nodes, or MIN:MAX for an elastic range."},
+      {"nproc_per_node", "", K::kValue, "1", kPet, kTorchrun, nproc_per_node,
        "Workers per node: an integer, cpu (one per CPU), gpu (one per visible GPU) or auto (gpu if any, else cpu)."},
-      {"rdzv_backend", "", K::kValue, "static", true, true,
+      {"rdzv_backend", "", K::kValue, "static", kPet, kTorchrun,
+       [](C& c, const std::string& v) { c.rdzv_backend = parse_rdzv_backend(v); },
        "Rendezvous backend: static, c10d or etcd (etcd v3 API; alias etcd-v3)."},
-      {"rdzv_endpoint", "", K::kValue, "", true, true,
+      {"rdzv_endpoint", "", K::kValue, "", kPet, kTorchrun, rdzv_endpoint,
        "Rendezvous endpoint host[:port] (etcd: host:port[,host:port...])."},
-      {"rdzv_id", "", K::kValue, "none", true, true, "Run id shared by every node of the job."},
-      {"rdzv_conf", "", K::kValue, "", true, true, "Rendezvous settings k1=v1,k2=v2."},
-      {"standalone", "", K::kBool, "0", true, true,
+      {"rdzv_id", "", K::kValue, "none", kPet, kTorchrun, text_of<&C::rdzv_id>,
+       "Run id shared by every node of the job."},
+      {"rdzv_conf", "", K::kValue, "", kPet, kTorchrun,
+       [](C& c, const std::string& v) { c.rdzv_conf = rdzv::parse_rdzv_conf(v); },
+       "Rendezvous settings k1=v1,k2=v2 (blanks around keys and values are ignored)."},
+      {"standalone", "", K::kBool, "0", kPet, kTorchrun, bool_of<&C::standalone>,
        "Single node with no setup: local rendezvous, a free port and a fresh run id."},
-      {"max_restarts", "", K::kValue, "0", true, true, "Worker-group restarts on failure before giving up."},
-      {"monitor_interval", "", K::kValue, "0.1", true, true,
-       "Accepted for compatibility; ctrun reacts to worker exits as they happen."},
-      {"start_method", "", K::kValue, "spawn", true, true, "spawn, fork or forkserver (only matters to torchrun)."},
-      {"event_log_handler", "", K::kValue, "null", true, true,
+      {"max_restarts", "", K::kValue, "0", kPet, kTorchrun, count_of<&C::max_restarts>,
+       "Worker-group restarts on failure before giving up."},
+      {"monitor_interval", "", K::kValue, "0.1", kPet, kTorchrun, positive_seconds_of<&C::monitor_interval>,
+       "Seconds between checks of a multi-node round's membership (nodes waiting to join, a broken round); worker "
+       "exits are handled as they happen."},
+      {"start_method", "", K::kValue, "spawn", kPet, kTorchrun, start_method,
+       "spawn, fork or forkserver (only matters to torchrun)."},
+      {"event_log_handler", "", K::kValue, "null", kPet, kTorchrun, text_of<&C::event_log_handler>,
        "Accepted for compatibility (torchrun's event handler name); see --event-log."},
-      {"role", "", K::kValue, "default", true, true, "Worker role name (ROLE_NAME, log prefix)."},
-      {"module", "m", K::kBool, "0", true, true, "Run SCRIPT as a Python module (python -u -m)."},
-      {"no_python", "", K::kBool, "0", true, true, "Execute SCRIPT directly instead of through Python."},
-      {"run_path", "", K::kBool, "0", true, true, "Run SCRIPT with runpy.run_path (as torchrun --run-path)."},
-      {"log_dir", "", K::kValue, std::nullopt, true, true, "Base directory of the per-attempt worker logs."},
-      {"redirects", "r", K::kValue, "0", true, true,
+      {"role", "", K::kValue, "default", kPet, kTorchrun, text_of<&C::role>,
+       "Worker role name (ROLE_NAME, log prefix)."},
+      {"module", "m", K::kBool, "0", kPet, kTorchrun, bool_of<&C::module>,
+       "Run SCRIPT as a Python module (python -u -m)."},
+      {"no_python", "", K::kBool, "0", kPet, kTorchrun, bool_of<&C::no_python>,
+       "Execute SCRIPT directly instead of through Python."},
+      {"run_path", "", K::kBool, "0", kPet, kTorchrun, bool_of<&C::run_path>,
+       "Run SCRIPT with runpy.run_path (as torchrun --run-path)."},
+      {"log_dir", "", K::kValue, std::nullopt, kPet, kTorchrun, text_of<&C::log_dir>,
+       "Base directory of the per-attempt worker logs."},
+      {"redirects", "r", K::kValue, "0", kPet, kTorchrun,
+       [](C& c, const std::string& v) { c.redirects = parse_std_spec(v); },
        "Redirect worker streams to files: 0 none, 1 out, 2 err, 3 both, or a map 0:1,1:2."},
-      {"tee", "t", K::kValue, "0", true, true, "Tee worker streams to files and the console (same syntax)."},
-      {"local_ranks_filter", "", K::kValue, "", true, true, "Comma-separated local ranks shown on the console."},
-      {"log_line_prefix_template", "", K::kValue, std::nullopt, true, true,
+      {"tee", "t", K::kValue, "0", kPet, kTorchrun, [](C& c, const std::string& v) { c.tee = parse_std_spec(v); },
+       "Tee worker streams to files and the console (same syntax)."},
+      {"local_ranks_filter", "", K::kValue, "", kPet, kTorchrun,
+       [](C& c, const std::string& v) { c.local_ranks_filter = parse_local_ranks(v); },
+       "Comma-separated local ranks shown on the console."},
+      {"log_line_prefix_template", "", K::kValue, std::nullopt, kPet, kTorchrun, text_of<&C::log_line_prefix_template>,
        "Tee'd line prefix with ${role_name}, ${local_rank}, ${rank}, ${hostname} (default "
        "$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE, else [role local_rank])."},
-      {"duplicate_stdout_filters", "", K::kValue, "", true, true,
-       "Tee'd stdout lines containing any of these comma-separated strings also go to filtered_stdout.log."},
-      {"duplicate_stderr_filters", "", K::kValue, "", true, true,
-       "Tee'd stderr lines containing any of these comma-separated strings also go to filtered_stderr.log."},
-      {"node_rank", "", K::kValue, "0", true, true, "This node's rank (static rendezvous)."},
-      {"master_addr", "", K::kValue, "127.0.0.1", true, true, "Address of the worker store (static rendezvous)."},
-      {"master_port", "", K::kValue, std::nullopt, true, true,
+      {"duplicate_stdout_filters", "", K::kValue, "", kPet, kTorchrun,
+       [](C& c, const std::string& v) { c.duplicate_stdout_filters = text::split_escaped(v, ','); },
+       "Tee'd stdout lines containing any of these comma-separated strings (,, a literal comma) also go to "
+       "filtered_stdout.log."},
+      {"duplicate_stderr_filters", "", K::kValue, "", kPet, kTorchrun,
+       [](C& c, const std::string& v) { c.duplicate_stderr_filters = text::split_escaped(v, ','); },
+       "Tee'd stderr lines containing any of these comma-separated strings (,, a literal comma) also go to "
+       "filtered_stderr.log."},
+      {"node_rank", "", K::kValue, "0", kPet, kTorchrun, count_of<&C::node_rank>,
+       "This node's rank (static rendezvous)."},
+      {"master_addr", "", K::kValue, "127.0.0.1", kPet, kTorchrun, text_of<&C::master_addr>,
+       "Address of the worker store (static rendezvous)."},
+      {"master_port", "", K::kValue, std::nullopt, kPet, kTorchrun, port_of<&C::master_port>,
        "Port of the worker store; unset: the agent's store takes a free port."},
-      {"local_addr", "", K::kValue, std::nullopt, true, true, "This node's address."},
-      {"logs_specs", "", K::kValue, std::nullopt, false, true,
+      {"local_addr", "", K::kValue, std::nullopt, kPet, kTorchrun, text_of<&C::local_addr>, "This node's address."},
+      {"logs_specs", "", K::kValue, std::nullopt, kNoPet, kTorchrun, text_of<&C::logs_specs>,
        "Accepted for compatibility; ctrun always uses torchrun's default log layout."},
-      {"numa_binding", "", K::kValue, std::nullopt, false, true,
-       "node, socket, exclusive or core-complex: bind each worker's CPUs."},
-      {"signals_to_handle", "", K::kValue, "SIGTERM,SIGINT,SIGHUP,SIGQUIT", true, true,
+      {"numa_binding", "", K::kValue, std::nullopt, kNoPet, kTorchrun,
+       [](C& c, const std::string& v) { c.numa_binding = parse_numa_binding(v); },
+       "node: bind each local rank to the CPUs of one NUMA node (as --cpu-bind numa). torchrun's socket, "
+       "exclusive and core-complex follow each GPU's topology and are refused."},
+      {"signals_to_handle", "", K::kValue, "SIGTERM,SIGINT,SIGHUP,SIGQUIT", kPet, kTorchrun, signals_to_handle,
        "Signals forwarded to every worker's process group."},
-      {"shutdown_timeout", "", K::kValue, std::nullopt, true, true,
-       "Seconds between the forwarded signal and SIGKILL (default $TORCH_ELASTIC_SHUTDOWN_TIMEOUT or 30)."},
-      {"virtual_local_rank", "", K::kBool, "0", true, true,
+      {"shutdown_timeout", "", K::kValue, "30", kPet, kTorchrun, seconds_of<&C::shutdown_timeout>,
+       "Seconds between the forwarded signal and SIGKILL (unset: $TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30).",
+       "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"},
+      {"virtual_local_rank", "", K::kBool, "0", kPet, kTorchrun, bool_of<&C::virtual_local_rank>,
        "Every worker sees LOCAL_RANK=0 and only its own GPU in CUDA_VISIBLE_DEVICES."},
       // ctrun's own flags.
-      {"config", "", K::kValue, std::nullopt, true, false,
+      {"config", "", K::kValue, std::nullopt, kPet, kCtrun, nullptr,
        "JSON file of flags (keys are flag names); the command line overrides it."},
-      {"event_log", "", K::kValue, std::nullopt, true, false, "Write one JSON line per agent event to this file."},
-      {"propagate_exit_code", "", K::kBool, "0", true, false,
+      {"event_log", "", K::kValue, std::nullopt, kPet, kCtrun, text_of<&C::event_log>,
+       "Write one JSON line per agent event to this file."},
+      {"propagate_exit_code", "", K::kBool, "0", kPet, kCtrun, bool_of<&C::propagate_exit_code>,
        "Exit with the root-cause worker's exit code (128+N for signal N) instead of 1."},
-      {"preload", "", K::kValue, std::nullopt, true, false,
+      {"preload", "", K::kValue, std::nullopt, kPet, kCtrun,
+       [](C& c, const std::string& v) { c.preload = parse_module_list(v); },
        "Modules (comma-separated) one warm Python process per node imports once; workers are forked from it with "
        "their imports done (docs/cli.md)."},
-      {"cpu_bind", "", K::kValue, "none", true, false,
+      {"cpu_bind", "", K::kValue, "none", kPet, kCtrun,
+       [](C& c, const std::string& v) { c.cpu_bind = parse_cpu_bind(v); },
        "Bind each local rank to a slice of the machine: none, core or numa."},
       // Clusters (agent/cluster/, agent/multihost/; docs/cli.md "Clusters").
-      {"no_slurm", "", K::kBool, "0", true, false,
+      {"no_slurm", "", K::kBool, "0", kPet, kCtrun, nullptr,
        "Do not derive --nnodes, --node-rank, the endpoint, ... from SLURM_* variables."},
-      {"hostfile", "", K::kValue, std::nullopt, false, false,
+      {"hostfile", "", K::kValue, std::nullopt, kNoPet, kCtrun,
+       [](C& c, const std::string& v) { c.multihost.hostfile = v; },
        "Start one agent per host of this file (lines `host slots=N`, # comments) over ssh."},
-      {"hosts", "", K::kValue, std::nullopt, false, false,
+      {"hosts", "", K::kValue, std::nullopt, kNoPet, kCtrun, [](C& c, const std::string& v) { c.multihost.hosts = v; },
        "Start one agent per host of this comma-separated list (host or host:slots) over ssh."},
-      {"include", "", K::kValue, std::nullopt, false, false,
+      {"include", "", K::kValue, std::nullopt, kNoPet, kCtrun,
+       [](C& c, const std::string& v) { c.multihost.include = v; },
        "Only these hosts (and slots) of --hostfile/--hosts: host1:0,2@host2 (DeepSpeed's syntax)."},
-      {"exclude", "", K::kValue, std::nullopt, false, false,
+      {"exclude", "", K::kValue, std::nullopt, kNoPet, kCtrun,
+       [](C& c, const std::string& v) { c.multihost.exclude = v; },
        "Leave out these hosts (or only these slots): host1:1@host3 (DeepSpeed's syntax)."},
-      {"ssh", "", K::kValue, "ssh -o BatchMode=yes -o ConnectTimeout=10", false, false,
+      {"ssh", "", K::kValue, "ssh -o BatchMode=yes -o ConnectTimeout=10", kNoPet, kCtrun, ssh,
        "Command that runs a command on a host (the host and the command are appended)."},
-      {"export", "", K::kList, "", false, false,
+      {"export", "", K::kList, "", kNoPet, kCtrun, [](C& c, const std::string& v) { c.multihost.exports = v; },
        "Comma-separated NAME or NAME=VALUE set on every host (besides the .ctrun_env files)."},
-      {"exit_on_stdin_close", "", K::kBool, "0", false, false,
+      {"exit_on_stdin_close", "", K::kBool, "0", kNoPet, kCtrun, bool_of<&C::exit_on_stdin_close>,
        "Stop the agent and its workers when stdin closes (what --hostfile runs on each host)."},
-      {"dry_run", "", K::kBool, "0", true, false,
+      {"dry_run", "", K::kBool, "0", kPet, kCtrun, bool_of<&C::dry_run>,
        "Print the resolved configuration and every local worker's command and environment; start nothing."},
-      {"exit_barrier_timeout", "", K::kValue, std::nullopt, true, false,
-       "Seconds a node that succeeded waits for the others before exiting (default "
-       "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT or 300, torchrun's fixed value)."},
-      {"hang_timeout", "", K::kValue, "0", true, false,
+      {"exit_barrier_timeout", "", K::kValue, "300", kPet, kCtrun, seconds_of<&C::exit_barrier_timeout>,
+       "Seconds a node that succeeded waits for the others before exiting (unset: "
+       "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300, torchrun's fixed value).",
+       "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT"},
+      {"hang_timeout", "", K::kValue, "0", kPet, kCtrun, seconds_of<&C::hang_timeout>,
        "Seconds ranks may wait in a collective another rank has not entered before that rank is treated as "
        "failed (its stack dumped, the restart policy applied); 0: hangs are only reported (docs/hang.md)."},
-      {"hang_report_after", "", K::kValue, "300", true, false,
+      {"hang_report_after", "", K::kValue, "300", kPet, kCtrun, positive_seconds_of<&C::hang_report_after>,
        "Seconds of such a wait before ctrun reports it and dumps the local ranks' Python stacks."},
-      {"metrics_port", "", K::kValue, std::nullopt, true, false,
+      {"straggler_interval", "", K::kValue, "300", kPet, kCtrun, positive_seconds_of<&C::straggler_interval>,
+       "Seconds of each window in which ctrun compares the ranks' pace and names the slowest "
+       "(unset: $CTRUN_STRAGGLER_INTERVAL, else 300).",
+       "CTRUN_STRAGGLER_INTERVAL"},
+      {"metrics_port", "", K::kValue, std::nullopt, kPet, kCtrun, port_of<&C::metrics_port>,
        "Serve Prometheus metrics at http://ADDR:PORT/metrics, ADDR being where the workers' store binds (0: a free "
        "port, in the log and the event log); off unless given."},
   };
   return table;
+}
+
+LaunchConfig::LaunchConfig() {
+  for (const auto& f : flag_table()) {
+    if (f.bind != nullptr && f.default_value) f.bind(*this, std::string(*f.default_value));
+  }
 }
 
 const FlagSpec* find_flag(std::string_view dest) {

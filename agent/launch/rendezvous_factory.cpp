@@ -9,8 +9,8 @@ namespace ctrun::agent {
 bool is_single_node(const LaunchConfig& config) {
   if (config.standalone) return true;
   // A c10d endpoint is a real rendezvous even for one node: its run id can be closed and reused by mistake.
-  if (config.backend() == rdzv::Backend::kC10d && !config.rdzv_endpoint.empty()) return false;
-  if (config.backend() == rdzv::Backend::kEtcd) return false;  // etcd always has an endpoint (checked before)
+  if (config.rdzv_backend == rdzv::Backend::kC10d && !config.rdzv_endpoint.empty()) return false;
+  if (config.rdzv_backend == rdzv::Backend::kEtcd) return false;  // etcd always has an endpoint (checked before)
   return config.max_nodes <= 1;
 }
 
@@ -34,7 +34,7 @@ std::string node_address(const LaunchConfig& config) {
 
 rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config) {
   rdzv::RendezvousParameters p;
-  p.backend = config.rdzv_backend;
+  p.backend = rdzv::backend_name(config.rdzv_backend);
   p.endpoint = config.rdzv_endpoint;
   p.run_id = config.rdzv_id;
   p.min_nodes = config.min_nodes;
@@ -50,10 +50,11 @@ rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config) {
 std::unique_ptr<rdzv::Handler> make_rendezvous_handler(const LaunchConfig& config,
                                                        std::optional<std::uint16_t> agent_store_port) {
   if (is_single_node(config)) {
-    return std::make_unique<LocalRendezvous>(config.rdzv_id, config.rdzv_backend, config.nproc_per_node);
+    return std::make_unique<LocalRendezvous>(config.rdzv_id, std::string(rdzv::backend_name(config.rdzv_backend)),
+                                             config.nproc_per_node);
   }
   rdzv::HandlerOptions options;
-  if (config.backend() == rdzv::Backend::kStatic) options.agent_store_port = agent_store_port;
+  if (config.rdzv_backend == rdzv::Backend::kStatic) options.agent_store_port = agent_store_port;
   return rdzv::create_handler(rendezvous_parameters(config),
                               rdzv::NodeSpec{node_address(config), config.nproc_per_node, config.role}, options);
 }

@@ -42,9 +42,9 @@ std::uint64_t WorkerStore::keys() const { return server_->stats().keys; }
 std::string worker_store_bind_host(const LaunchConfig& config) {
   const bool single = is_single_node(config);
   const bool at_endpoint =
-      config.backend() == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
+      config.rdzv_backend == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
   if (single && !at_endpoint) return config.local_addr.value_or(config.standalone ? "127.0.0.1" : config.master_addr);
-  if ((!single && config.backend() == rdzv::Backend::kStatic) || at_endpoint) {
+  if ((!single && config.rdzv_backend == rdzv::Backend::kStatic) || at_endpoint) {
     // A numeric address of this machine is bound as given (several "nodes" of one machine on 127.0.0.x); a host
     // name may resolve to another address here (127.0.1.1) than for the other nodes: bind every interface.
     const auto ep = rdzv::static_endpoint(rendezvous_parameters(config));
@@ -56,15 +56,15 @@ std::string worker_store_bind_host(const LaunchConfig& config) {
 WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::FailureHandler on_failure) {
   WorkerStoreSite site;
   const bool single = is_single_node(config);
-  site.static_multi_node = !single && config.backend() == rdzv::Backend::kStatic;
+  site.static_multi_node = !single && config.rdzv_backend == rdzv::Backend::kStatic;
   const std::string bind_host = worker_store_bind_host(config);
   std::uint16_t port = 0;
   // torchrun's static backend serves its store at --rdzv-endpoint when one is given, for one node too.
   const bool at_endpoint =
-      config.backend() == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
+      config.rdzv_backend == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
   if (single && !at_endpoint) {
     site.host = bind_host;
-    if (config.backend() == rdzv::Backend::kStatic && config.master_port)
+    if (config.rdzv_backend == rdzv::Backend::kStatic && config.master_port)
       port = static_cast<std::uint16_t>(*config.master_port);
   } else if (site.static_multi_node || at_endpoint) {
     // As torchrun's static backend: node rank 0 serves one store at the master address (or the endpoint) for the
@@ -77,7 +77,7 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
     site.host = node_address(config);
   }
   if (single && !at_endpoint && !config.standalone && !config.master_port &&
-      config.backend() == rdzv::Backend::kStatic) {
+      config.rdzv_backend == rdzv::Backend::kStatic) {
     // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
     // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
     try {

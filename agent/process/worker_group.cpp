@@ -66,7 +66,7 @@ class WorkerGroup::Impl {
                  [this] {
                    if (cb_.stream_ended) cb_.stream_ended();
                  }) {
-    if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding) {
+    if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding != NumaBinding::kNone) {
       allowed_cpus_ = allowed_cpus();
       numa_nodes_ = numa_nodes(allowed_cpus_);
     }
@@ -207,10 +207,8 @@ class WorkerGroup::Impl {
     req.own_session = own_session_for_workers();
     if (config_.cpu_bind != CpuBind::kNone) {
       req.cpus = cpu_slice(config_.cpu_bind, w.local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
-    } else if (config_.numa_binding) {
-      CpuBind mode =
-          *config_.numa_binding == "node" || *config_.numa_binding == "socket" ? CpuBind::kNuma : CpuBind::kCore;
-      req.cpus = cpu_slice(mode, w.local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
+    } else if (config_.numa_binding == NumaBinding::kNode) {
+      req.cpus = cpu_slice(CpuBind::kNuma, w.local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
     }
     WorkerStreams::Fds fds = streams_.open(w.local_rank, w.global_rank);  // closed here once the child has them
     StartedWorker started;

@@ -49,11 +49,8 @@ int main(int argc, char** argv) {
       return multihost::run_agent_watching_stdin(multihost::without_stdin_watch_flag(args),
                                                  config.shutdown_timeout + 5.0);
     }
-    if ((config.multihost.include || config.multihost.exclude) && !config.multihost.enabled()) {
-      throw UsageError("--include/--exclude select hosts of --hostfile or --hosts; give one of them");
-    }
     if (config.multihost.enabled()) {
-      if (config.standalone) throw UsageError("--standalone is one node; it does not go with --hostfile/--hosts");
+      // Not a rule between flags but about who started this agent: the launcher's marker in the environment.
       if (env(multihost::kLaunchedMarker)) {
         throw UsageError("this agent was started by --hostfile/--hosts and names hosts itself (through --config?)");
       }
@@ -80,15 +77,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (config.monitor_interval != 0.1) {
-    log->info("--monitor-interval {} accepted; ctrun reacts to worker exits as they happen", config.monitor_interval);
-  }
   if (config.logs_specs)
     log->warn("--logs-specs {} is not applicable to ctrun (torchrun's layout is used)", *config.logs_specs);
   if (config.event_log_handler != "null") {
     log->warn("--event-log-handler {} is not applicable to ctrun; use --event-log FILE", config.event_log_handler);
   }
-  if (config.backend() != ctrun::rdzv::Backend::kStatic && !config.standalone && config.rdzv_endpoint.empty()) {
+  if (config.rdzv_backend != ctrun::rdzv::Backend::kStatic && !config.standalone && config.rdzv_endpoint.empty()) {
     log->warn("master_addr is only used for static rdzv_backend and when rdzv_endpoint is not specified.");
   }
   if (std::getenv("OMP_NUM_THREADS") == nullptr && config.nproc_per_node > 1) {

@@ -9,17 +9,10 @@
 #include "agent/config/config_file.hpp"
 #include "agent/config/flags.hpp"
 #include "agent/config/launch_config_builder.hpp"
+#include "tests/agent/config/fake_env.hpp"
 
 namespace ctrun::agent {
 namespace {
-
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& k) -> std::optional<std::string> {
-    auto it = vars.find(k);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
 
 LaunchConfig parse(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
   return parse_command_line(args, env_of(std::move(env)));
@@ -40,7 +33,7 @@ TEST(Cli, Defaults) {
   auto c = parse({"train.py"});
   EXPECT_EQ(c.nproc_per_node, 1);
   EXPECT_EQ(c.rdzv_id, "none");
-  EXPECT_EQ(c.rdzv_backend, "static");
+  EXPECT_EQ(c.rdzv_backend, rdzv::Backend::kStatic);
   EXPECT_EQ(c.role, "default");
   EXPECT_EQ(c.max_restarts, 0);
   EXPECT_DOUBLE_EQ(c.shutdown_timeout, 30.0);
@@ -141,7 +134,7 @@ TEST(Cli, Sigusr1And2AreForwardedUnlessTheyAreDeathSignals) {
 
 TEST(Cli, StandaloneOverridesRendezvous) {
   auto c = parse({"--standalone", "--rdzv-id", "x", "--master-port", "1234", "t.py"});
-  EXPECT_EQ(c.rdzv_backend, "c10d");
+  EXPECT_EQ(c.rdzv_backend, rdzv::Backend::kC10d);
   EXPECT_NE(c.rdzv_id, "x");
   EXPECT_EQ(c.rdzv_id.size(), 36u);
   EXPECT_FALSE(c.master_port.has_value());
@@ -191,7 +184,7 @@ TEST(Cli, MultiNodeFlags) {
   // etcd v3 (alias etcd-v3): a list of endpoints; etcd-v2 is refused with the reason.
   auto etcd = parse({"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "127.0.0.1:2379,https://127.0.0.2:2379",
                      "--nnodes", "2:3", "--rdzv-conf", "cacert=/ca.pem,lease_ttl=30", "t.py"});
-  EXPECT_EQ(etcd.rdzv_backend, "etcd-v3");
+  EXPECT_EQ(etcd.rdzv_backend, rdzv::Backend::kEtcd);
   try {
     parse({"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "h:2379", "t.py"});
     ADD_FAILURE() << "etcd-v2 was accepted";
@@ -266,6 +259,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"exit_barrier_timeout", "7"},
                                                      {"hang_timeout", "60"},
                                                      {"hang_report_after", "120"},
+                                                     {"straggler_interval", "60"},
                                                      {"metrics_port", "0"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
@@ -299,12 +293,18 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                    "signals_to_handle",
                                                    "shutdown_timeout",
                                                    "virtual_local_rank"};
+  // Flags that a rule between flags (flag_rules.cpp) allows only beside another.
+  const std::map<std::string, std::vector<std::string>> partner = {{"include", {"--hosts", "a,b"}},
+                                                                   {"exclude", {"--hosts", "a,b"}}};
   for (const auto& dest : torchrun_flags) ASSERT_NE(find_flag(dest), nullptr) << dest;
   for (const auto& f : flag_table()) {
     if (f.dest == "config") continue;
     for (const auto& name : {dashed_name(f.dest), underscored_name(f.dest)}) {
       std::vector<std::string> args = {name};
       if (f.kind != FlagKind::kBool) args.push_back(sample.at(std::string(f.dest)));
+      if (auto it = partner.find(std::string(f.dest)); it != partner.end()) {
+        args.insert(args.end(), it->second.begin(), it->second.end());
+      }
       args.push_back("t.py");
       EXPECT_NO_THROW(parse(args)) << name;
       EXPECT_EQ(lex_command_line(args).values.count(std::string(f.dest)), 1u) << name;

@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "agent/config/launch_config_builder.hpp"
+#include "agent/config/flag_parsers.hpp"
 #include "agent/logs/line_splitter.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/logs/stream_plan.hpp"
@@ -37,10 +37,10 @@ TEST(Prefix, DefaultAndTemplate) {
 }
 
 TEST(StdSpec, MapAndSingle) {
-  auto all = parse_std_spec("tee", "3");
+  auto all = parse_std_spec("3");
   EXPECT_TRUE(all.out(5));
   EXPECT_TRUE(all.err(5));
-  auto m = parse_std_spec("redirects", "0:1,1:2");
+  auto m = parse_std_spec("0:1,1:2");
   EXPECT_TRUE(m.out(0));
   EXPECT_FALSE(m.err(0));
   EXPECT_TRUE(m.err(1));
@@ -49,8 +49,8 @@ TEST(StdSpec, MapAndSingle) {
 
 TEST(StreamPlan, TeeRedirectFilter) {
   LaunchConfig c;
-  c.tee = parse_std_spec("tee", "0:1");
-  c.redirects = parse_std_spec("redirects", "3");
+  c.tee = parse_std_spec("0:1");
+  c.redirects = parse_std_spec("3");
   c.local_ranks_filter = {0};
   EXPECT_EQ(plan_stream(c, 0, 1).mode, StreamMode::kTee);
   EXPECT_TRUE(plan_stream(c, 0, 1).to_console);
