@@ -34,17 +34,6 @@ std::vector<std::string> node(int nnodes, const std::string& endpoint, const std
           "--shutdown-timeout=10", "--event-log=" + events, "--no-python", worker_script("exit_or_wait.sh")};
 }
 
-void kill_workers(const std::string& dir) {
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("pid_", 0) == 0) {
-      pid_t pid = std::stoi(read_file(e.path().string()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
-      ::kill(pid, SIGKILL);
-    }
-  }
-}
-
 // Node A succeeded and waits in the exit barrier; node B's worker runs on. SIGTERM to A: B restarts for a round
 // that A "left" within seconds.
 TEST(Leave, FromTheExitBarrier) {
@@ -70,7 +59,7 @@ TEST(Leave, FromTheExitBarrier) {
   EXPECT_EQ(read_file(dir + "/b.jsonl").find("lost heartbeat"), std::string::npos) << read_file(dir + "/b.jsonl");
   ::kill(b.pid(), SIGTERM);
   b.wait(std::chrono::seconds(30));
-  kill_workers(dir);
+  expect_no_worker_left(worker_pids(dir));
 }
 
 // Three nodes needed; A and B wait for the third when A gets SIGTERM. A withdraws from the round, so when C and D
@@ -106,7 +95,7 @@ TEST(Leave, WhileWaitingForNodes) {
   EXPECT_EQ(std::filesystem::exists(dir + "/pid_a_0"), false);
   for (auto* p : {&b, &c, &d}) ::kill(p->pid(), SIGTERM);
   for (auto* p : {&b, &c, &d}) p->wait(std::chrono::seconds(30));
-  kill_workers(dir);
+  expect_no_worker_left(worker_pids(dir));
 }
 
 }  // namespace

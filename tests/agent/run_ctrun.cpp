@@ -1,6 +1,7 @@
 #include "run_ctrun.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,6 +117,24 @@ std::string served_rdzv_store(const std::string& events_path, std::chrono::milli
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return {};
+}
+
+std::vector<pid_t> worker_pids(const std::string& dir) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    if (it->path().filename().string().rfind("pid_", 0) == 0) pids.push_back(std::stoi(read_file(it->path())));
+  }
+  return pids;
+}
+
+void expect_no_worker_left(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    EXPECT_TRUE(ctrun::test::eventually([pid] { return !alive(pid); }, std::chrono::seconds(1)))
+        << "worker " << pid << " outlived ctrun";
+    ::kill(pid, SIGKILL);
+  }
 }
 
 }  // namespace ctrun::agent::test

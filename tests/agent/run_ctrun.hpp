@@ -61,4 +61,11 @@ RunResult run_ctrun(const std::vector<std::string>& args, const std::map<std::st
 // within the deadline or the agent serves none.
 std::string served_rdzv_store(const std::string& events_path, std::chrono::milliseconds deadline);
 
+// The pids the workers of tests/agent/workers wrote into dir, one file pid_<local rank> each.
+std::vector<pid_t> worker_pids(const std::string& dir);
+
+// Once ctrun is gone, none of these workers may be: a test failure names each survivor (after 1 s of grace for the
+// kernel to finish them), and survivors are SIGKILLed so that a failing test leaves nothing behind.
+void expect_no_worker_left(const std::vector<pid_t>& pids);
+
 }  // namespace ctrun::agent::test

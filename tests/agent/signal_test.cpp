@@ -37,22 +37,6 @@ double signal_to_exit(CtrunProcess& p, int sig, RunResult* result, const std::st
   return s;
 }
 
-std::vector<pid_t> pids_in(const std::string& dir) {
-  std::vector<pid_t> pids;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("pid_", 0) == 0) pids.push_back(std::stoi(read_file(e.path().string())));
-  }
-  return pids;
-}
-
-void expect_none_left(const std::vector<pid_t>& pids) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  for (pid_t pid : pids) {
-    EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
-    ::kill(pid, SIGKILL);
-  }
-}
-
 std::vector<std::string> c10d(int nnodes, const std::string& endpoint, const std::string& local_addr,
                               const std::string& events, const std::string& worker) {
   return {"--nnodes=" + std::to_string(nnodes),
@@ -74,13 +58,13 @@ TEST(Signal, RunningGroupEndsWithinASecond) {
   CtrunProcess p({"--nproc-per-node=2", "--no-python", worker_script("wait_term.sh")}, {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  auto pids = pids_in(dir);
+  auto pids = worker_pids(dir);
   RunResult r;
   double s = signal_to_exit(p, SIGTERM, &r, "running (SIGTERM)");
   EXPECT_GE(s, 0) << r.err;
   EXPECT_LT(s, kGenerousBound);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  expect_none_left(pids);
+  expect_no_worker_left(pids);
 }
 
 // Host and client both wait for a third node that never comes: each leaves at once on a signal.
@@ -112,7 +96,7 @@ TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   for (const char* who : {"/host.jsonl", "/client.jsonl"}) {
     EXPECT_NE(read_file(dir + who).find("\"state\":\"rendezvous\""), std::string::npos) << read_file(dir + who);
   }
-  EXPECT_TRUE(pids_in(dir).empty());  // no worker ever started
+  EXPECT_TRUE(worker_pids(dir).empty());  // no worker ever started
 }
 
 // A static node whose master never answers is still connecting: SIGHUP ends it at once.
@@ -157,7 +141,7 @@ TEST(Signal, ExitBarrier) {
   s = signal_to_exit(b, SIGTERM, &r, "running, peer gone (SIGTERM)");
   EXPECT_GE(s, 0) << r.err;
   EXPECT_LT(s, kGenerousBound);
-  expect_none_left(pids_in(dir));
+  expect_no_worker_left(worker_pids(dir));
 }
 
 // --exit-barrier-timeout: node A succeeds, node B runs on; A gives up waiting after 1 s and exits 0 with a warning.
@@ -178,7 +162,7 @@ TEST(Signal, ExitBarrierTimeoutFlag) {
   EXPECT_LT(s, 30.0);  // far below the 300 s default
   EXPECT_NE(r.err.find("exit barrier timed out after 1 s"), std::string::npos) << r.err;
   signal_to_exit(b, SIGTERM, &r, "running, peer finished (SIGTERM)");
-  expect_none_left(pids_in(dir));
+  expect_no_worker_left(worker_pids(dir));
 }
 
 // Node A's worker fails; A rejoins for its restart while node B's agent is stopped (SIGSTOP), so the round cannot
@@ -208,7 +192,7 @@ TEST(Signal, DuringARestart) {
   ::kill(b.pid(), SIGCONT);
   s = signal_to_exit(b, SIGTERM, &r, "running after peer left (SIGTERM)");
   EXPECT_GE(s, 0) << r.err;
-  expect_none_left(pids_in(dir));
+  expect_no_worker_left(worker_pids(dir));
 }
 
 // A failed group is being stopped and one worker ignores SIGTERM (--shutdown-timeout 60): the first SIGINT is
@@ -219,7 +203,7 @@ TEST(Signal, SecondSigintKillsAtOnce) {
                  {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // rank 0 has failed: the group is being stopped
-  auto pids = pids_in(dir);
+  auto pids = worker_pids(dir);
   ::kill(p.pid(), SIGINT);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(alive(p.pid()));  // still waiting for the workers that ignore the signal
@@ -229,7 +213,7 @@ TEST(Signal, SecondSigintKillsAtOnce) {
   EXPECT_LT(s, kGenerousBound);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("again, killing workers now"), std::string::npos) << r.err;
-  expect_none_left(pids);
+  expect_no_worker_left(pids);
 }
 
 TEST(Signal, Sigusr1AndSigusr2AreForwardedAndLogged) {

@@ -70,14 +70,7 @@ TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
       EXPECT_GE(count_of(events, "\"event\":\"rendezvous\""), 2u) << events;
     }
   }
-  for (const char* sub : {"/a", "/b"}) {
-    for (const auto& e : std::filesystem::directory_iterator(dir + sub)) {
-      if (e.path().filename().string().rfind("pid_", 0) != 0) continue;
-      pid_t pid = std::stoi(read_file(e.path().string()));
-      EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
-      ::kill(pid, SIGKILL);
-    }
-  }
+  for (const char* sub : {"/a", "/b"}) expect_no_worker_left(worker_pids(dir + sub));
 }
 
 }  // namespace
