@@ -3,7 +3,6 @@
 // agents see "left" at once, not a heartbeat timeout. Heartbeats are set to time out only after 100 s here, so
 // anything the survivor does within the test's bounds comes from the leave.
 #include <gtest/gtest.h>
-#include "tests/common/port_reservation.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,25 +15,15 @@
 #include <optional>
 #include <thread>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
+#include "tests/support/port_reservation.hpp"
 
 namespace ctrun::agent::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string script(const std::string& name) { return workers_dir() + "/" + name; }
-
 using ctrun::test::PortReservation;
-
-bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
-  auto end = Clock::now() + deadline;
-  while (Clock::now() < end) {
-    if (std::filesystem::exists(path) && read_file(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
 
 std::vector<std::string> node(int nnodes, const std::string& endpoint, const std::string& local_addr,
                               const std::string& events) {
@@ -42,18 +31,7 @@ std::vector<std::string> node(int nnodes, const std::string& endpoint, const std
           "--rdzv-endpoint=" + endpoint, "--rdzv-id=leave", "--local-addr=" + local_addr,
           // heartbeat timeout 5 s x 20 = 100 s: far beyond every bound below
           "--rdzv-conf=join_timeout=120,keep_alive_interval=5,keep_alive_max_attempt=20", "--monitor-interval=0.1",
-          "--shutdown-timeout=10", "--event-log=" + events, "--no-python", script("exit_or_wait.sh")};
-}
-
-void kill_workers(const std::string& dir) {
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("pid_", 0) == 0) {
-      pid_t pid = std::stoi(read_file(e.path().string()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
-      ::kill(pid, SIGKILL);
-    }
-  }
+          "--shutdown-timeout=10", "--event-log=" + events, "--no-python", worker_script("exit_or_wait.sh")};
 }
 
 // Node A succeeded and waits in the exit barrier; node B's worker runs on. SIGTERM to A: B restarts for a round
@@ -81,7 +59,7 @@ TEST(Leave, FromTheExitBarrier) {
   EXPECT_EQ(read_file(dir + "/b.jsonl").find("lost heartbeat"), std::string::npos) << read_file(dir + "/b.jsonl");
   ::kill(b.pid(), SIGTERM);
   b.wait(std::chrono::seconds(30));
-  kill_workers(dir);
+  expect_no_worker_left(worker_pids(dir));
 }
 
 // Three nodes needed; A and B wait for the third when A gets SIGTERM. A withdraws from the round, so when C and D
@@ -117,7 +95,7 @@ TEST(Leave, WhileWaitingForNodes) {
   EXPECT_EQ(std::filesystem::exists(dir + "/pid_a_0"), false);
   for (auto* p : {&b, &c, &d}) ::kill(p->pid(), SIGTERM);
   for (auto* p : {&b, &c, &d}) p->wait(std::chrono::seconds(30));
-  kill_workers(dir);
+  expect_no_worker_left(worker_pids(dir));
 }
 
 }  // namespace

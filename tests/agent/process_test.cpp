@@ -15,9 +15,9 @@
 #include <set>
 #include <thread>
 
-#include "run_ctrun.hpp"
-#include "tests/common/port_reservation.hpp"
-#include "tests/store/ctstore_child.hpp"
+#include "tests/agent/run_ctrun.hpp"
+#include "tests/support/ctstore.hpp"
+#include "tests/support/port_reservation.hpp"
 
 namespace ctrun::agent::test {
 namespace {
@@ -34,12 +34,10 @@ std::map<std::string, std::string> parse_env(const std::string& text) {
 
 pid_t read_pid(const std::string& path) { return static_cast<pid_t>(std::stol(read_file(path))); }
 
-std::string script(const std::string& name) { return workers_dir() + "/" + name; }
-
 TEST(Process, FourWorkersGetExactlyTheExpectedEnv) {
   std::string dir = fresh_dir("env");
   RunResult r = run_ctrun({"--standalone", "--nproc-per-node=4", "--role", "trainer", "--max-restarts", "2",
-                           "--no-python", script("env_dump.sh")},
+                           "--no-python", worker_script("env_dump.sh")},
                           {{"OUT_DIR", dir}, {"CTRUN_TEST_MARKER", "inherited"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::set<std::string> ports;
@@ -77,7 +75,7 @@ TEST(Process, FourWorkersGetExactlyTheExpectedEnv) {
 
 TEST(Process, OmpNumThreadsIsKeptWhenSet) {
   std::string dir = fresh_dir("omp");
-  RunResult r = run_ctrun({"--nproc_per_node", "2", "--no_python", script("env_dump.sh")},
+  RunResult r = run_ctrun({"--nproc_per_node", "2", "--no_python", worker_script("env_dump.sh")},
                           {{"OUT_DIR", dir}, {"OMP_NUM_THREADS", "7"}, {"PET_RDZV_ID", "myjob"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto env = parse_env(read_file(dir + "/env_1"));
@@ -88,7 +86,7 @@ TEST(Process, OmpNumThreadsIsKeptWhenSet) {
 
 TEST(Process, WorkerExit3StopsOthersAndIsTheRootCause) {
   std::string dir = fresh_dir("exit3");
-  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=4", "--no-python", script("fail_one.sh")},
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=4", "--no-python", worker_script("fail_one.sh")},
                           {{"OUT_DIR", dir}, {"FAIL_RANK", "2"}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   for (int i : {0, 1, 3}) EXPECT_TRUE(std::ifstream(dir + "/term_" + std::to_string(i))) << "rank " << i;
@@ -106,7 +104,7 @@ TEST(Process, WorkerExit3StopsOthersAndIsTheRootCause) {
 // Three ranks fail by themselves, one after the other: the summary names every one, the first as the root cause.
 TEST(Process, EveryFailedRankIsInTheSummary) {
   std::string dir = fresh_dir("fail_all");
-  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=3", "--no-python", script("fail_all.sh")},
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=3", "--no-python", worker_script("fail_all.sh")},
                           {{"OUT_DIR", dir}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   auto root = r.err.find("Root Cause (first observed failure):");
@@ -123,9 +121,9 @@ TEST(Process, EveryFailedRankIsInTheSummary) {
 
 TEST(Process, DryRunPrintsEveryWorkerAndStartsNothing) {
   std::string dir = fresh_dir("dry_run");
-  RunResult r = run_ctrun(
-      {"--dry-run", "--nproc-per-node=2", "--max-restarts=2", "--no-python", script("wait_term.sh"), "--lr", "0.1"},
-      {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  RunResult r = run_ctrun({"--dry-run", "--nproc-per-node=2", "--max-restarts=2", "--no-python",
+                           worker_script("wait_term.sh"), "--lr", "0.1"},
+                          {{"OUT_DIR", dir}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("nothing is started"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("max_restarts=2"), std::string::npos) << r.out;
@@ -133,7 +131,7 @@ TEST(Process, DryRunPrintsEveryWorkerAndStartsNothing) {
        {"local_rank 0:", "local_rank 1:", "    RANK=1\n", "    WORLD_SIZE=2\n", "    LOCAL_RANK=0\n"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
-  EXPECT_NE(r.out.find("command: " + script("wait_term.sh") + " --lr 0.1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("command: " + worker_script("wait_term.sh") + " --lr 0.1"), std::string::npos) << r.out;
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(std::ifstream(dir + "/pid_0")) << "--dry-run started a worker";
 }
@@ -148,8 +146,8 @@ TEST(Process, SingleNodeStoreOnMasterPort29500) {
   }
   std::string cmd = "OUT_DIR=" + dir +
                     " timeout 60 unshare -n sh -c 'ip link set lo up 2>/dev/null || ifconfig lo up; exec " +
-                    ctrun_binary() + " --nproc-per-node=2 --no-python " + script("master_port_29500.sh") + "' > " +
-                    dir + "/out 2> " + dir + "/err";
+                    ctrun_binary() + " --nproc-per-node=2 --no-python " + worker_script("master_port_29500.sh") +
+                    "' > " + dir + "/out 2> " + dir + "/err";
   int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status)) << read_file(dir + "/err");
   EXPECT_EQ(WEXITSTATUS(status), 0) << read_file(dir + "/err");
@@ -165,7 +163,7 @@ TEST(Process, SingleNodeStaticStoreAtTheRdzvEndpoint) {
   const std::string p = std::to_string(port.port());
   const std::vector<std::string> args = {"--nnodes=1",    "--nproc_per_node=2",
                                          "--rdzv_id=101", "--rdzv_endpoint=localhost:" + p,
-                                         "--no-python",   script("endpoint_env.sh")};
+                                         "--no-python",   worker_script("endpoint_env.sh")};
   RunResult r = run_ctrun(args, {{"OUT_DIR", dir}}, std::chrono::seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int i = 0; i < 2; ++i)
@@ -189,14 +187,14 @@ TEST(Process, StaticRankZeroRefusesAForeignServerOnMasterPort) {
   ASSERT_EQ(::bind(plain, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
   ASSERT_EQ(::listen(plain, 16), 0);
   ASSERT_EQ(::getsockname(plain, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  store::test::Child foreign({"--host", "127.0.0.1", "--port", "0"});
-  const auto foreign_port = store::test::listening_port(foreign);
+  ctrun::test::CtstoreChild foreign({"--host", "127.0.0.1", "--port", "0"});
+  const auto foreign_port = ctrun::test::listening_port(foreign);
   ASSERT_NE(foreign_port, 0);
   for (const auto port : {ntohs(a.sin_port), foreign_port}) {
     for (const std::string addr : {"127.0.0.1", "localhost"}) {
       RunResult r =
           run_ctrun({"--nnodes=2", "--node-rank=0", "--master-addr=" + addr, "--master-port=" + std::to_string(port),
-                     "--rdzv-conf=timeout=20", "--no-python", script("env_dump.sh")},
+                     "--rdzv-conf=timeout=20", "--no-python", worker_script("env_dump.sh")},
                     {{"OUT_DIR", dir}}, std::chrono::seconds(30));
       EXPECT_EQ(r.exit_code, 1) << r.err;
       EXPECT_NE(r.err.find("If another process holds that port, stop it or choose a free one with --master-port"),
@@ -210,14 +208,14 @@ TEST(Process, StaticRankZeroRefusesAForeignServerOnMasterPort) {
 
 TEST(Process, PropagateExitCodeReturnsTheWorkersCode) {
   std::string dir = fresh_dir("propagate");
-  RunResult r = run_ctrun({"--nproc-per-node=2", "--propagate-exit-code", "--no-python", script("fail_one.sh")},
+  RunResult r = run_ctrun({"--nproc-per-node=2", "--propagate-exit-code", "--no-python", worker_script("fail_one.sh")},
                           {{"OUT_DIR", dir}, {"FAIL_RANK", "1"}, {"FAIL_CODE", "5"}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 5) << r.err;
 }
 
 TEST(Process, SegfaultIsNamedInTheSummary) {
   std::string dir = fresh_dir("segv");
-  RunResult r = run_ctrun({"--nproc-per-node=2", "--no-python", script("fail_one.sh")},
+  RunResult r = run_ctrun({"--nproc-per-node=2", "--no-python", worker_script("fail_one.sh")},
                           {{"OUT_DIR", dir}, {"FAIL_RANK", "1"}, {"FAIL_SIGNAL", "SEGV"}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("exitcode  : -11"), std::string::npos) << r.err;
@@ -227,7 +225,7 @@ TEST(Process, SegfaultIsNamedInTheSummary) {
 
 TEST(Process, SigtermToCtrunReachesWorkersAndCtrunExits) {
   std::string dir = fresh_dir("sigterm");
-  CtrunProcess p({"--nproc-per-node=3", "--no-python", script("wait_term.sh")}, {{"OUT_DIR", dir}});
+  CtrunProcess p({"--nproc-per-node=3", "--no-python", worker_script("wait_term.sh")}, {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_files(dir, "pid_", 3, std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the traps be installed
   ::kill(p.pid(), SIGTERM);
@@ -240,7 +238,7 @@ TEST(Process, SigtermToCtrunReachesWorkersAndCtrunExits) {
 TEST(Process, SignalsToHandleForwardsSigusr1) {
   std::string dir = fresh_dir("usr1");
   CtrunProcess p(
-      {"--nproc-per-node=2", "--signals-to-handle", "SIGTERM,SIGUSR1", "--no-python", script("wait_term.sh")},
+      {"--nproc-per-node=2", "--signals-to-handle", "SIGTERM,SIGUSR1", "--no-python", worker_script("wait_term.sh")},
       {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -254,7 +252,7 @@ TEST(Process, Kill9OfCtrunLeavesNoWorker) {
   std::string dir = fresh_dir("kill9");
   std::vector<pid_t> pids;
   {
-    CtrunProcess p({"--nproc-per-node=3", "--no-python", script("sleep_forever.sh")}, {{"OUT_DIR", dir}});
+    CtrunProcess p({"--nproc-per-node=3", "--no-python", worker_script("sleep_forever.sh")}, {{"OUT_DIR", dir}});
     ASSERT_TRUE(wait_for_files(dir, "pid_", 3, std::chrono::seconds(20)));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     for (int i = 0; i < 3; ++i) pids.push_back(read_pid(dir + "/pid_" + std::to_string(i)));
@@ -272,8 +270,9 @@ TEST(Process, Kill9OfCtrunLeavesNoWorker) {
 TEST(Process, WorkerIgnoringSigtermIsKilledAfterShutdownTimeout) {
   std::string dir = fresh_dir("ignore");
   auto start = std::chrono::steady_clock::now();
-  RunResult r = run_ctrun({"--nproc-per-node=2", "--shutdown-timeout", "1", "--no-python", script("ignore_term.sh")},
-                          {{"OUT_DIR", dir}}, std::chrono::seconds(30));
+  RunResult r =
+      run_ctrun({"--nproc-per-node=2", "--shutdown-timeout", "1", "--no-python", worker_script("ignore_term.sh")},
+                {{"OUT_DIR", dir}}, std::chrono::seconds(30));
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_GE(elapsed, 1.0);
@@ -300,7 +299,7 @@ TEST(Process, UsageErrorsExit2) {
 TEST(Process, RestartsWithIncreasingRestartCount) {
   std::string dir = fresh_dir("restart");
   RunResult r = run_ctrun({"--nproc-per-node=2", "--max-restarts", "2", "--log-dir", dir, "-r", "1", "--no-python",
-                           script("restart_once.sh")},
+                           worker_script("restart_once.sh")},
                           {{"SUCCEED_AT", "2"}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   // torchrun's count: the attempts left before each restart uses one.
@@ -312,14 +311,15 @@ TEST(Process, RestartsWithIncreasingRestartCount) {
 }
 
 TEST(Process, RestartBudgetExhaustedGivesSummaryAndExit1) {
-  RunResult r = run_ctrun({"--nproc-per-node=2", "--max-restarts", "1", "--no-python", script("restart_once.sh")},
-                          {{"SUCCEED_AT", "5"}}, std::chrono::seconds(30));
+  RunResult r =
+      run_ctrun({"--nproc-per-node=2", "--max-restarts", "1", "--no-python", worker_script("restart_once.sh")},
+                {{"SUCCEED_AT", "5"}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("exitcode  : 4"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("attempt 1 rank 0"), std::string::npos) << r.out;
-  RunResult p = run_ctrun(
-      {"--nproc-per-node=2", "--max-restarts", "1", "--propagate-exit-code", "--no-python", script("restart_once.sh")},
-      {{"SUCCEED_AT", "5"}}, std::chrono::seconds(30));
+  RunResult p = run_ctrun({"--nproc-per-node=2", "--max-restarts", "1", "--propagate-exit-code", "--no-python",
+                           worker_script("restart_once.sh")},
+                          {{"SUCCEED_AT", "5"}}, std::chrono::seconds(30));
   EXPECT_EQ(p.exit_code, 4) << p.err;
 }
 
@@ -331,7 +331,7 @@ namespace {
 
 // A worker that died of SIGPIPE: the failure report says it died on a write error (EPIPE).
 TEST(Process, WriteErrorIsNamed) {
-  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=1", "--no-python", workers_dir() + "/sigpipe.sh"}, {},
+  RunResult r = run_ctrun({"--standalone", "--nproc-per-node=1", "--no-python", worker_script("sigpipe.sh")}, {},
                           std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("Signal 13 (SIGPIPE)"), std::string::npos) << r.err;

@@ -1,13 +1,12 @@
 #include "run_ctrun.hpp"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 extern char** environ;
@@ -16,20 +15,9 @@ namespace ctrun::agent::test {
 
 std::string ctrun_binary() { return std::string(CTRUN_BIN_DIR) + "/ctrun"; }
 std::string workers_dir() { return CTRUN_WORKERS_DIR; }
-
-std::string fresh_dir(const std::string& name) {
-  std::string dir =
-      std::filesystem::temp_directory_path().string() + "/ctrun_test_" + name + "_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+std::string worker_script(const std::string& name) { return workers_dir() + "/" + name; }
+std::map<std::string, std::string> torch_worker_env() {
+  return {{"PYTHON_EXEC", CTRUN_TORCH_PYTHON}, {"GLOO_SOCKET_IFNAME", "lo"}};
 }
 
 CtrunProcess::CtrunProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
@@ -131,27 +119,22 @@ std::string served_rdzv_store(const std::string& events_path, std::chrono::milli
   return {};
 }
 
-bool wait_for_files(const std::string& dir, const std::string& prefix, int count, std::chrono::milliseconds deadline) {
-  auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    int n = 0;
-    std::error_code ec;
-    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
-         it.increment(ec)) {
-      if (it->path().filename().string().rfind(prefix, 0) == 0) ++n;
-    }
-    if (n >= count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+std::vector<pid_t> worker_pids(const std::string& dir) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    if (it->path().filename().string().rfind("pid_", 0) == 0) pids.push_back(std::stoi(read_file(it->path())));
   }
-  return false;
+  return pids;
 }
 
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return false;
-  std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  auto close = content.rfind(')');
-  return close != std::string::npos && close + 2 < content.size() && content[close + 2] != 'Z';
+void expect_no_worker_left(const std::vector<pid_t>& pids) {
+  for (pid_t pid : pids) {
+    EXPECT_TRUE(ctrun::test::eventually([pid] { return !alive(pid); }, std::chrono::seconds(1)))
+        << "worker " << pid << " outlived ctrun";
+    ::kill(pid, SIGKILL);
+  }
 }
 
 }  // namespace ctrun::agent::test

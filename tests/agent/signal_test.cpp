@@ -4,7 +4,6 @@
 // printed; the bound in the test is generous, the machine is shared) and leave no process of the job behind.
 // Also: SIGUSR1/SIGUSR2 are forwarded to the workers and recorded in the event log.
 #include <gtest/gtest.h>
-#include "tests/common/port_reservation.hpp"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,7 +15,8 @@
 #include <filesystem>
 #include <thread>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
+#include "tests/support/port_reservation.hpp"
 
 namespace ctrun::agent::test {
 namespace {
@@ -24,18 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kGenerousBound = 5.0;  // seconds; the target (and the measured figure, printed) is < 1 s
 
-std::string script(const std::string& name) { return workers_dir() + "/" + name; }
-
 using ctrun::test::PortReservation;
-
-bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
-  auto end = Clock::now() + deadline;
-  while (Clock::now() < end) {
-    if (std::filesystem::exists(path) && read_file(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
 
 // Sends sig, waits for the agent; returns the seconds from the signal to its exit (-1 if it did not exit).
 double signal_to_exit(CtrunProcess& p, int sig, RunResult* result, const std::string& phase) {
@@ -46,22 +35,6 @@ double signal_to_exit(CtrunProcess& p, int sig, RunResult* result, const std::st
   std::printf("[ signal-to-exit ] %-40s %.3f s\n", phase.c_str(), s);
   if (result->exit_code < 0) return -1;
   return s;
-}
-
-std::vector<pid_t> pids_in(const std::string& dir) {
-  std::vector<pid_t> pids;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().filename().string().rfind("pid_", 0) == 0) pids.push_back(std::stoi(read_file(e.path().string())));
-  }
-  return pids;
-}
-
-void expect_none_left(const std::vector<pid_t>& pids) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  for (pid_t pid : pids) {
-    EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
-    ::kill(pid, SIGKILL);
-  }
 }
 
 std::vector<std::string> c10d(int nnodes, const std::string& endpoint, const std::string& local_addr,
@@ -82,27 +55,27 @@ std::vector<std::string> c10d(int nnodes, const std::string& endpoint, const std
 
 TEST(Signal, RunningGroupEndsWithinASecond) {
   std::string dir = fresh_dir("sig_running");
-  CtrunProcess p({"--nproc-per-node=2", "--no-python", script("wait_term.sh")}, {{"OUT_DIR", dir}});
+  CtrunProcess p({"--nproc-per-node=2", "--no-python", worker_script("wait_term.sh")}, {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  auto pids = pids_in(dir);
+  auto pids = worker_pids(dir);
   RunResult r;
   double s = signal_to_exit(p, SIGTERM, &r, "running (SIGTERM)");
   EXPECT_GE(s, 0) << r.err;
   EXPECT_LT(s, kGenerousBound);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  expect_none_left(pids);
+  expect_no_worker_left(pids);
 }
 
 // Host and client both wait for a third node that never comes: each leaves at once on a signal.
 TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   std::string dir = fresh_dir("sig_waiting");
   // The host binds a port of the kernel's choosing and reports it; the client is given that one.
-  CtrunProcess host(c10d(3, "127.0.0.1:0", "127.0.0.1", dir + "/host.jsonl", script("wait_term.sh")),
+  CtrunProcess host(c10d(3, "127.0.0.1:0", "127.0.0.1", dir + "/host.jsonl", worker_script("wait_term.sh")),
                     {{"OUT_DIR", dir}});
   const std::string endpoint = served_rdzv_store(dir + "/host.jsonl", std::chrono::seconds(20));
   ASSERT_NE(endpoint, "") << read_file(dir + "/host.jsonl");
-  CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", script("wait_term.sh")),
+  CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", worker_script("wait_term.sh")),
                       {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_text(dir + "/client.jsonl", "agent_start", std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -123,7 +96,7 @@ TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   for (const char* who : {"/host.jsonl", "/client.jsonl"}) {
     EXPECT_NE(read_file(dir + who).find("\"state\":\"rendezvous\""), std::string::npos) << read_file(dir + who);
   }
-  EXPECT_TRUE(pids_in(dir).empty());  // no worker ever started
+  EXPECT_TRUE(worker_pids(dir).empty());  // no worker ever started
 }
 
 // A static node whose master never answers is still connecting: SIGHUP ends it at once.
@@ -132,7 +105,7 @@ TEST(Signal, ConnectingToAnAbsentStaticMaster) {
   PortReservation absent;  // bound, never listening: connections are refused, and no other server can take it
   CtrunProcess p(
       {"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1", "--master-port=" + std::to_string(absent.port()),
-       "--nproc-per-node=1", "--event-log=" + dir + "/e.jsonl", "--no-python", script("wait_term.sh")},
+       "--nproc-per-node=1", "--event-log=" + dir + "/e.jsonl", "--no-python", worker_script("wait_term.sh")},
       {{"OUT_DIR", dir}});
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   RunResult r;
@@ -147,11 +120,11 @@ TEST(Signal, ConnectingToAnAbsentStaticMaster) {
 // Node A succeeds and waits in the exit barrier for node B, whose worker runs on: SIGTERM ends A at once.
 TEST(Signal, ExitBarrier) {
   std::string dir = fresh_dir("sig_barrier");
-  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
+  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", worker_script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
   const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
   ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
-  CtrunProcess a(c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh")),
+  CtrunProcess a(c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", worker_script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -168,17 +141,17 @@ TEST(Signal, ExitBarrier) {
   s = signal_to_exit(b, SIGTERM, &r, "running, peer gone (SIGTERM)");
   EXPECT_GE(s, 0) << r.err;
   EXPECT_LT(s, kGenerousBound);
-  expect_none_left(pids_in(dir));
+  expect_no_worker_left(worker_pids(dir));
 }
 
 // --exit-barrier-timeout: node A succeeds, node B runs on; A gives up waiting after 1 s and exits 0 with a warning.
 TEST(Signal, ExitBarrierTimeoutFlag) {
   std::string dir = fresh_dir("sig_barrier_timeout");
-  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh")),
+  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", worker_script("exit_or_wait.sh")),
                  {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
   const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
   ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
-  auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh"));
+  auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", worker_script("exit_or_wait.sh"));
   args_a.insert(args_a.begin(), "--exit-barrier-timeout=1");
   auto t0 = Clock::now();
   CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
@@ -189,18 +162,18 @@ TEST(Signal, ExitBarrierTimeoutFlag) {
   EXPECT_LT(s, 30.0);  // far below the 300 s default
   EXPECT_NE(r.err.find("exit barrier timed out after 1 s"), std::string::npos) << r.err;
   signal_to_exit(b, SIGTERM, &r, "running, peer finished (SIGTERM)");
-  expect_none_left(pids_in(dir));
+  expect_no_worker_left(worker_pids(dir));
 }
 
 // Node A's worker fails; A rejoins for its restart while node B's agent is stopped (SIGSTOP), so the round cannot
 // form: A is waiting in the restart's rendezvous when SIGTERM comes.
 TEST(Signal, DuringARestart) {
   std::string dir = fresh_dir("sig_restart");
-  auto args_b = c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", script("exit_or_wait.sh"));
+  auto args_b = c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", worker_script("exit_or_wait.sh"));
   CtrunProcess b(args_b, {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
   const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
   ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
-  auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", script("exit_or_wait.sh"));
+  auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", worker_script("exit_or_wait.sh"));
   args_a.insert(args_a.begin(), "--max-restarts=3");
   CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "fail"}, {"NODE_TAG", "a"}});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(30)));
@@ -219,18 +192,18 @@ TEST(Signal, DuringARestart) {
   ::kill(b.pid(), SIGCONT);
   s = signal_to_exit(b, SIGTERM, &r, "running after peer left (SIGTERM)");
   EXPECT_GE(s, 0) << r.err;
-  expect_none_left(pids_in(dir));
+  expect_no_worker_left(worker_pids(dir));
 }
 
 // A failed group is being stopped and one worker ignores SIGTERM (--shutdown-timeout 60): the first SIGINT is
 // forwarded, the second kills the workers at once.
 TEST(Signal, SecondSigintKillsAtOnce) {
   std::string dir = fresh_dir("sig_twice");
-  CtrunProcess p({"--nproc-per-node=2", "--shutdown-timeout=60", "--no-python", script("ignore_stop.sh")},
+  CtrunProcess p({"--nproc-per-node=2", "--shutdown-timeout=60", "--no-python", worker_script("ignore_stop.sh")},
                  {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // rank 0 has failed: the group is being stopped
-  auto pids = pids_in(dir);
+  auto pids = worker_pids(dir);
   ::kill(p.pid(), SIGINT);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_TRUE(alive(p.pid()));  // still waiting for the workers that ignore the signal
@@ -240,13 +213,14 @@ TEST(Signal, SecondSigintKillsAtOnce) {
   EXPECT_LT(s, kGenerousBound);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("again, killing workers now"), std::string::npos) << r.err;
-  expect_none_left(pids);
+  expect_no_worker_left(pids);
 }
 
 TEST(Signal, Sigusr1AndSigusr2AreForwardedAndLogged) {
   std::string dir = fresh_dir("sig_usr");
-  CtrunProcess p({"--nproc-per-node=2", "--event-log=" + dir + "/e.jsonl", "--no-python", script("record_usr.sh")},
-                 {{"OUT_DIR", dir}});
+  CtrunProcess p(
+      {"--nproc-per-node=2", "--event-log=" + dir + "/e.jsonl", "--no-python", worker_script("record_usr.sh")},
+      {{"OUT_DIR", dir}});
   ASSERT_TRUE(wait_for_files(dir, "pid_", 2, std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ::kill(p.pid(), SIGUSR1);

@@ -2,20 +2,15 @@
 // empty on the same port: both agents stop their workers and either form a new round on the restarted store or
 // fail with a clear message, well within join_timeout — never hang.
 #include <gtest/gtest.h>
-#include "tests/common/port_reservation.hpp"
-
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
-#include <thread>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
+#include "tests/support/ctstore.hpp"
+#include "tests/support/port_reservation.hpp"
 
 namespace ctrun::agent::test {
 namespace {
@@ -23,34 +18,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 using ctrun::test::PortReservation;
-
-pid_t start_ctstore(std::uint16_t port, const std::string& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    std::string bin = std::string(CTRUN_BIN_DIR) + "/ctstore", p = std::to_string(port);
-    ::execl(bin.c_str(), bin.c_str(), "--host", "127.0.0.1", "--port", p.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
-bool wait_for_text(const std::string& path, const std::string& text, std::chrono::milliseconds deadline) {
-  auto end = Clock::now() + deadline;
-  while (Clock::now() < end) {
-    if (std::filesystem::exists(path) && read_file(path).find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-  return n;
-}
+using ctrun::test::start_ctstore;
 
 TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
   std::string dir = fresh_dir("store_loss");
@@ -58,8 +26,7 @@ TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
   // nothing else can take it in between.
   PortReservation reserved;
   const auto port = reserved.port();
-  pid_t store = start_ctstore(port, dir + "/ctstore.log");
-  ASSERT_TRUE(wait_for_text(dir + "/ctstore.log", "listening", std::chrono::seconds(20)));
+  auto store = start_ctstore(port);
   auto args = [&](const std::string& addr, const std::string& events) {
     return std::vector<std::string>{"--nnodes=2",
                                     "--nproc-per-node=1",
@@ -72,7 +39,7 @@ TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
                                     "--shutdown-timeout=5",
                                     "--event-log=" + events,
                                     "--no-python",
-                                    workers_dir() + "/wait_term.sh"};
+                                    worker_script("wait_term.sh")};
   };
   CtrunProcess a(args("127.0.0.2", dir + "/a.jsonl"), {{"OUT_DIR", dir + "/a"}});
   CtrunProcess b(args("127.0.0.3", dir + "/b.jsonl"), {{"OUT_DIR", dir + "/b"}});
@@ -80,15 +47,13 @@ TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
   std::filesystem::create_directories(dir + "/b");
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "worker_start", std::chrono::seconds(60)));
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(60)));
-  ::kill(store, SIGKILL);
-  ::waitpid(store, nullptr, 0);
+  store.process->kill();  // SIGKILL, reaped
   auto t0 = Clock::now();
-  store = start_ctstore(port, dir + "/ctstore.log");
+  store = start_ctstore(port);
   RunResult ra = a.wait(std::chrono::seconds(70));
   RunResult rb = b.wait(std::chrono::seconds(20));
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  ::kill(store, SIGKILL);
-  ::waitpid(store, nullptr, 0);
+  store.process->kill();
   std::printf("[ store loss ] both agents done %.2f s after the store came back; exit codes %d %d\n", s, ra.exit_code,
               rb.exit_code);
   ASSERT_NE(ra.exit_code, -1) << "agent a hung";
@@ -102,17 +67,10 @@ TEST(StoreLoss, CtstoreRestartedEmptyGivesANewRoundOrAClearError) {
       EXPECT_NE(r->err.find("rendezvous"), std::string::npos) << r->err;
       EXPECT_NE(r->err.find("store"), std::string::npos) << r->err;
     } else {
-      EXPECT_GE(count(events, "\"event\":\"rendezvous\""), 2u) << events;
+      EXPECT_GE(count_of(events, "\"event\":\"rendezvous\""), 2u) << events;
     }
   }
-  for (const char* sub : {"/a", "/b"}) {
-    for (const auto& e : std::filesystem::directory_iterator(dir + sub)) {
-      if (e.path().filename().string().rfind("pid_", 0) != 0) continue;
-      pid_t pid = std::stoi(read_file(e.path().string()));
-      EXPECT_FALSE(alive(pid)) << "worker " << pid << " outlived ctrun";
-      ::kill(pid, SIGKILL);
-    }
-  }
+  for (const char* sub : {"/a", "/b"}) expect_no_worker_left(worker_pids(dir + sub));
 }
 
 }  // namespace

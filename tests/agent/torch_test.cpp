@@ -7,25 +7,17 @@
 #include <filesystem>
 #include <fstream>
 
-#include "run_ctrun.hpp"
+#include "tests/agent/run_ctrun.hpp"
+#include "tests/support/torch.hpp"
 
 namespace ctrun::agent::test {
 namespace {
 
-bool have_torch() {
-  std::string cmd = std::string(CTRUN_TORCH_PYTHON) + " -c 'import torch' >/dev/null 2>&1";
-  return std::string(CTRUN_TORCH_PYTHON).size() > 0 && std::system(cmd.c_str()) == 0;
-}
-
-std::map<std::string, std::string> torch_env() {
-  return {{"PYTHON_EXEC", CTRUN_TORCH_PYTHON}, {"GLOO_SOCKET_IFNAME", "lo"}};
-}
-
 TEST(Torch, StandaloneAllReduceGivesTheRightSumOnEveryRank) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  CTRUN_REQUIRE_TORCH();
   RunResult r =
       run_ctrun({"--standalone", "--nproc-per-node=4", std::string(CTRUN_SOURCE_DIR) + "/examples/torch_allreduce.py"},
-                torch_env(), std::chrono::seconds(120));
+                torch_worker_env(), std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_NE(r.out.find("rank " + std::to_string(rank) + "/4 (local_rank " + std::to_string(rank) +
@@ -36,10 +28,10 @@ TEST(Torch, StandaloneAllReduceGivesTheRightSumOnEveryRank) {
 }
 
 TEST(Torch, FailsOnAttempt0SucceedsOnAttempt1WithFreshStore) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  CTRUN_REQUIRE_TORCH();
   RunResult r =
-      run_ctrun({"--standalone", "--nproc-per-node=2", "--max-restarts", "1", workers_dir() + "/torch_restart.py"},
-                torch_env(), std::chrono::seconds(120));
+      run_ctrun({"--standalone", "--nproc-per-node=2", "--max-restarts", "1", worker_script("torch_restart.py")},
+                torch_worker_env(), std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("attempt 0 rank 0: failing on purpose"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("attempt 0 rank 1: failing on purpose"), std::string::npos) << r.out;
@@ -51,9 +43,9 @@ TEST(Torch, FailsOnAttempt0SucceedsOnAttempt1WithFreshStore) {
 }
 
 TEST(Torch, RecordedTracebackAppearsInTheSummary) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
-  RunResult r =
-      run_ctrun({"--nproc-per-node=2", workers_dir() + "/torch_record.py"}, torch_env(), std::chrono::seconds(120));
+  CTRUN_REQUIRE_TORCH();
+  RunResult r = run_ctrun({"--nproc-per-node=2", worker_script("torch_record.py")}, torch_worker_env(),
+                          std::chrono::seconds(120));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   auto root = r.err.find("Root Cause (first observed failure):");
   ASSERT_NE(root, std::string::npos) << r.err;
@@ -68,15 +60,15 @@ TEST(Torch, RecordedTracebackAppearsInTheSummary) {
 // FileTimerClient writes to; the worker that overstays expires(after=1) is SIGKILLed within a second of its
 // deadline and the job fails naming it, as under torchrun.
 TEST(Torch, FileTimerKillsTheWorkerThatOverstaysItsTimer) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  CTRUN_REQUIRE_TORCH();
   const std::string dir = fresh_dir("file_timer");
-  auto env = torch_env();
+  auto env = torch_worker_env();
   env["TORCHELASTIC_ENABLE_FILE_TIMER"] = "1";
   env["TORCHELASTIC_TIMER_FILE"] = dir + "/timer.fifo";
   env["TIMER_TEST_DIR"] = dir;
   RunResult r =
-      run_ctrun({"--nproc-per-node=2", "--event-log", dir + "/events.jsonl", workers_dir() + "/torch_file_timer.py"},
-                env, std::chrono::seconds(120));
+      run_ctrun({"--nproc-per-node=2", "--event-log", dir + "/events.jsonl", worker_script("torch_file_timer.py")}, env,
+                std::chrono::seconds(120));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("rank 0 timer file " + dir + "/timer.fifo"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 1 left its timer in time"), std::string::npos) << r.out;
@@ -101,11 +93,10 @@ TEST(Torch, FileTimerKillsTheWorkerThatOverstaysItsTimer) {
 // Without TORCHELASTIC_ENABLE_FILE_TIMER nothing is served, but a TORCHELASTIC_TIMER_FILE the user set reaches the
 // workers, as torch passes it on.
 TEST(Torch, TimerFileIsPassedOnWithoutTheWatchdog) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
-  auto env = torch_env();
+  CTRUN_REQUIRE_TORCH();
+  auto env = torch_worker_env();
   env["TORCHELASTIC_TIMER_FILE"] = "/nonexistent/timer.fifo";
-  RunResult r =
-      run_ctrun({"--nproc-per-node=1", workers_dir() + "/torch_file_timer.py"}, env, std::chrono::seconds(60));
+  RunResult r = run_ctrun({"--nproc-per-node=1", worker_script("torch_file_timer.py")}, env, std::chrono::seconds(60));
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the client cannot open the FIFO: BrokenPipeError
   EXPECT_NE(r.out.find("rank 0 timer file /nonexistent/timer.fifo"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("FileTimerServer is not available"), std::string::npos) << r.err;
@@ -129,7 +120,7 @@ std::map<std::string, std::string> path_first(const std::string& bin) {
 }
 
 TEST(Torch, MissingTorchNamesThePythonThatHasIt) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  CTRUN_REQUIRE_TORCH();
   const std::string bin = bin_without_torch("missing_torch");
   if (bin.empty()) GTEST_SKIP() << "cannot make a venv without torch (python3-venv)";
   const std::string script = std::string(CTRUN_SOURCE_DIR) + "/examples/torch_allreduce.py";

@@ -1,4 +1,4 @@
-"""Ports for tests, without the pick-release-bind race (the Python side of tests/common/port_reservation.hpp).
+"""Ports for tests, without the pick-release-bind race (the Python side of tests/support/port_reservation.hpp).
 
 Where a program of ours binds, give it port 0 and read the port back (ctstore prints "ctstore listening on H:P";
 ctrun's event log reports it: agent_start's master_port and rdzv_store). A program that must be told its port

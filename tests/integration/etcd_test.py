@@ -17,7 +17,8 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from multinode_test import SKIP, Cluster, alive, have_torch, reserve_port  # noqa: E402
+from multinode_test import (SKIP, TORCH_PYTHON, Cluster, assert_no_orphans, have_torch,  # noqa: E402
+                            reserve_port)
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 OPENSSL = shutil.which("openssl")
@@ -105,12 +106,7 @@ class EtcdBackend(unittest.TestCase):
             self.etcd.close()
 
     def assert_no_orphans(self, within=3.0):
-        pids = self.c.worker_pids()
-        self.assertTrue(pids, "the workers recorded no pids")
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline and any(alive(p) for p in pids):
-            time.sleep(0.05)
-        self.assertEqual([p for p in pids if alive(p)], [], "processes outlived their agent\n" + self.c.logs())
+        assert_no_orphans(self, self.c, within)
 
     def check_torch(self, world, tags_nproc):
         res = self.c.results()
@@ -247,7 +243,7 @@ def main():
     if not os.access(ETCD, os.X_OK):
         print(f"SKIP {case}: etcd is not installed (Debian package etcd-server)")
         return SKIP
-    if case in EtcdBackend.needs_torch and not have_torch():
+    if case in EtcdBackend.needs_torch and not have_torch(TORCH_PYTHON):
         print(f"SKIP {case}: PyTorch with torch.distributed is not installed")
         return SKIP
     result = unittest.TextTestRunner(verbosity=2).run(unittest.defaultTestLoader.loadTestsFromName(

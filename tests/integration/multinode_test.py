@@ -27,32 +27,13 @@ TORCHRUN_PY = os.environ.get("TORCHRUN_PY", os.path.join(os.path.dirname(os.path
 SKIP = 77
 
 
-def have_torch():
-    try:
-        return subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed as d; assert d.is_available()"],
-                              capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 # tests/common/ports.py: ports reserved, never picked and released (found from here wherever this file lives).
 _up = os.path.dirname(os.path.abspath(__file__))
 while not os.path.isfile(os.path.join(_up, "tests", "common", "ports.py")) and _up != os.path.dirname(_up):
     _up = os.path.dirname(_up)
 sys.path.insert(0, os.path.join(_up, "tests", "common"))
 from ports import reserve_port  # noqa: E402
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purposes (its parent, the killed agent, is gone; init reaps it)
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from processes import alive, have_torch  # noqa: E402
 
 
 class Cluster:
@@ -146,6 +127,16 @@ def c10d(endpoint, run_id, nnodes, conf=""):
     return flags + (["--rdzv-conf", conf] if conf else [])
 
 
+def assert_no_orphans(test, cluster, within):
+    """Fails `test` unless every worker of `cluster` is gone `within` seconds from now (none outlives its agent)."""
+    pids = cluster.worker_pids()
+    test.assertTrue(pids, "the workers recorded no pids")
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    test.assertEqual([p for p in pids if alive(p)], [], "processes outlived their agent\n" + cluster.logs())
+
+
 class MultiNode(unittest.TestCase):
     needs_torch = {"test_static_two_nodes_torch", "test_c10d_three_nodes_torch", "test_worker_failure_restarts_all",
                    "test_join_mid_run", "test_kill_agent_survivors_finish", "test_torchrun_agents_on_ctstore"}
@@ -157,12 +148,7 @@ class MultiNode(unittest.TestCase):
         self.c.close()
 
     def assert_no_orphans(self, within=2.0):
-        pids = self.c.worker_pids()
-        self.assertTrue(pids, "the workers recorded no pids")
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline and any(alive(p) for p in pids):
-            time.sleep(0.05)
-        self.assertEqual([p for p in pids if alive(p)], [], "processes outlived their agent\n" + self.c.logs())
+        assert_no_orphans(self, self.c, within)
 
     def check_torch_results(self, expected_world, tags_nproc):
         res = self.c.results()
@@ -354,7 +340,7 @@ def main():
         print(__doc__)
         return 2
     case = sys.argv[1]
-    if case in MultiNode.needs_torch and not have_torch():
+    if case in MultiNode.needs_torch and not have_torch(TORCH_PYTHON):
         print(f"SKIP {case}: PyTorch with torch.distributed is not installed for {TORCH_PYTHON}")
         return SKIP
     if case == "test_torchrun_agents_on_ctstore" and not os.path.exists(TORCHRUN_PY):

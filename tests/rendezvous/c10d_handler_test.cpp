@@ -13,10 +13,12 @@
 #include "store/memory_store.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
+#include "tests/support/wait.hpp"
 
 using namespace ctrun;
 using namespace ctrun::rdzv;
 using namespace std::chrono_literals;
+using ctrun::test::eventually;
 
 namespace {
 
@@ -47,17 +49,6 @@ std::vector<RoundInfo> rendezvous_all(std::vector<std::unique_ptr<C10dHandler>>&
   std::vector<RoundInfo> out;
   for (auto& f : fs) out.push_back(f.get());
   return out;
-}
-
-// Polls `pred` (the agent's monitor loop) for up to `limit`.
-template <typename P>
-bool eventually(P pred, std::chrono::milliseconds limit = 5000ms) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "store/server.hpp"
-#include "tests/common/port_reservation.hpp"
+#include "tests/support/port_reservation.hpp"
 
 namespace {
 

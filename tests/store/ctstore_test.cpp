@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/store/ctstore_child.hpp"
 #include "tests/store/raw_socket.hpp"
+#include "tests/support/ctstore.hpp"
 
 extern char** environ;
 
@@ -23,18 +23,18 @@ namespace ctrun::store {
 namespace {
 
 using namespace std::chrono_literals;
+using ctrun::test::CtstoreChild;
+using ctrun::test::kCtstore;
+using ctrun::test::listening_port;
 using test::bytes_field;
 using test::le32;
 using test::le64;
 using test::RawSocket;
 using test::read_le64;
-using test::Child;
-using test::kCtstore;
-using test::listening_port;
 
 TEST(Ctstore, ServesBothDialectsReportsStatsAndStopsOnSigterm) {
   ASSERT_TRUE(std::filesystem::exists(kCtstore)) << kCtstore;
-  Child c({"--port", "0", "--host", "127.0.0.1"});
+  CtstoreChild c({"--port", "0", "--host", "127.0.0.1"});
   ASSERT_GT(c.pid(), 0);
   auto port = listening_port(c);
   ASSERT_NE(port, 0) << c.all_stderr();
@@ -76,7 +76,7 @@ TEST(Ctstore, ServesBothDialectsReportsStatsAndStopsOnSigterm) {
 }
 
 TEST(Ctstore, StatsIntervalAndSigint) {
-  Child c({"--port", "0", "--host", "127.0.0.1", "--stats-interval", "0.1"});
+  CtstoreChild c({"--port", "0", "--host", "127.0.0.1", "--stats-interval", "0.1"});
   ASSERT_NE(listening_port(c), 0);
   auto l = c.line(5s);
   ASSERT_TRUE(l.has_value());
@@ -90,17 +90,17 @@ TEST(Ctstore, BadFlagExitsTwoWithUsage) {
                                         {"--port", "70000"},
                                         {"--port", "abc"},
                                         {"--stats-interval", "-1"}}) {
-    Child c(args);
+    CtstoreChild c(args);
     EXPECT_EQ(c.wait(), std::optional<int>(2)) << args[0];
     EXPECT_NE(c.all_stderr().find("Usage"), std::string::npos);
   }
 }
 
 TEST(Ctstore, BusyPortIsAnErrorNotAHang) {
-  Child first({"--port", "0", "--host", "127.0.0.1"});
+  CtstoreChild first({"--port", "0", "--host", "127.0.0.1"});
   auto port = listening_port(first);
   ASSERT_NE(port, 0);
-  Child second({"--port", std::to_string(port), "--host", "127.0.0.1"});
+  CtstoreChild second({"--port", std::to_string(port), "--host", "127.0.0.1"});
   EXPECT_EQ(second.wait(), std::optional<int>(1));
   EXPECT_NE(second.all_stderr().find(std::to_string(port)), std::string::npos);
   ::kill(first.pid(), SIGTERM);
@@ -109,14 +109,14 @@ TEST(Ctstore, BusyPortIsAnErrorNotAHang) {
 
 // `ctstore VERB --endpoint HOST:PORT`: a person looking inside a live store.
 TEST(Ctstore, ClientVerbsReadAndChangeALiveStore) {
-  Child server({"--port", "0", "--host", "127.0.0.1"});
+  CtstoreChild server({"--port", "0", "--host", "127.0.0.1"});
   auto port = listening_port(server);
   ASSERT_NE(port, 0);
   const std::string ep = "127.0.0.1:" + std::to_string(port);
   // Runs one verb; (exit code, stdout).
   auto verb = [&](std::vector<std::string> args) {
     args.insert(args.begin() + 1, {"--endpoint", ep});
-    Child c(args);
+    CtstoreChild c(args);
     std::string out;
     while (auto l = c.line(10s)) out += *l + "\n";
     auto rc = c.wait(15s);
@@ -144,7 +144,7 @@ TEST(Ctstore, ClientVerbsReadAndChangeALiveStore) {
   EXPECT_EQ(verb({"watch", "--count", "1", "/rdzv/state"}), std::make_pair(0, std::string("round-1\n")));
   EXPECT_EQ(verb({"get", "--no-such-flag", "k"}).first, 2);
   {
-    Child bad({"get", "--endpoint", "nonsense", "k"});
+    CtstoreChild bad({"get", "--endpoint", "nonsense", "k"});
     EXPECT_EQ(bad.wait(), std::optional<int>(2));
     EXPECT_NE(bad.all_stderr().find("HOST:PORT"), std::string::npos);
   }

@@ -6,18 +6,20 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
-#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "store/server.hpp"
 #include "tests/store/raw_socket.hpp"
+#include "tests/support/proc.hpp"
+#include "tests/support/wait.hpp"
 
 namespace ctrun::store {
 namespace {
 
 using namespace std::chrono_literals;
+using ctrun::test::eventually;
 using test::bytes_field;
 using test::le32;
 using test::le64;
@@ -31,13 +33,7 @@ constexpr std::uint64_t kRssSlackKib = 1024 * 1024;
 constexpr std::uint64_t kRssSlackKib = 64 * 1024;
 #endif
 
-std::uint64_t rss_kib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
-  return 0;
-}
+std::uint64_t rss_kib() { return ctrun::test::proc_status_kib(::getpid(), "VmRSS"); }
 
 void raise_fd_limit(rlim_t want) {
   rlimit rl{};
@@ -55,17 +51,6 @@ std::unique_ptr<Server> start_server(std::uint64_t max_total = 256ull << 20) {
   auto s = std::make_unique<Server>(o);
   s->start();
   return s;
-}
-
-// Waits (bounded) until the server's view matches, e.g. after clients vanished.
-template <typename Pred>
-bool eventually(Pred p, std::chrono::milliseconds limit = 5s) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (p()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return p();
 }
 
 // A well-behaved legacy client round trip: ADD key 1, returns the new value.

@@ -10,23 +10,24 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <regex>
-#include <sstream>
 #include <thread>
 
-#include "tests/store/ctstore_child.hpp"
 #include "tests/store/raw_socket.hpp"
+#include "tests/support/ctstore.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/proc.hpp"
+#include "tests/support/wait.hpp"
 
 namespace ctrun::store {
 namespace {
 
 using namespace std::chrono_literals;
+using ctrun::test::CtstoreChild;
+using ctrun::test::listening_port;
 using test::bytes_field;
-using test::Child;
 using test::le32;
 using test::le64;
-using test::listening_port;
 using test::RawSocket;
 using test::read_le64;
 
@@ -79,13 +80,13 @@ constexpr std::uint8_t kV2Wait = 6, kV2MultiGet = 10, kV2QueuePush = 14;
 class Probe {
  public:
   explicit Probe(std::vector<std::string> flags, std::vector<std::string> wrapper = {}) {
-    log_ = (std::filesystem::temp_directory_path() / ("ctstore_probe_" + std::to_string(::getpid()) + "_" +
-                                                      std::to_string(counter_++) + ".log"))
+    log_ = (std::filesystem::temp_directory_path() /
+            ("ctstore_probe_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++) + ".log"))
                .string();
     flags.insert(flags.end(), {"--port", "0", "--host", "127.0.0.1"});
-    child_ = std::make_unique<Child>(flags, log_, wrapper);
+    child_ = std::make_unique<CtstoreChild>(flags, log_, wrapper);
     port_ = listening_port(*child_);
-    base_kib_ = test::proc_status_kib(child_->pid(), "VmRSS");
+    base_kib_ = ctrun::test::proc_status_kib(child_->pid(), "VmRSS");
   }
   ~Probe() {
     stop_pinger();
@@ -95,14 +96,9 @@ class Probe {
   std::uint16_t port() const { return port_; }
   pid_t pid() const { return child_->pid(); }
   std::uint64_t base_kib() const { return base_kib_; }
-  std::uint64_t peak_kib() const { return test::proc_status_kib(child_->pid(), "VmHWM"); }
-  std::string log() const {
-    std::ifstream f(log_);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }
-  Child& child() { return *child_; }
+  std::uint64_t peak_kib() const { return ctrun::test::proc_status_kib(child_->pid(), "VmHWM"); }
+  std::string log() const { return ctrun::test::read_file(log_); }
+  CtstoreChild& child() { return *child_; }
 
   void start_pinger() {
     pinger_ = std::thread([this] {
@@ -153,7 +149,7 @@ class Probe {
  private:
   static inline int counter_ = 0;
   std::string log_;
-  std::unique_ptr<Child> child_;
+  std::unique_ptr<CtstoreChild> child_;
   std::uint16_t port_ = 0;
   std::uint64_t base_kib_ = 0;
   std::thread pinger_;
@@ -186,11 +182,7 @@ bool closed_by_server(RawSocket& s, std::chrono::milliseconds limit) { return s.
 // The server serves a new client within a few seconds (a closed connection's slot frees asynchronously).
 template <typename P>
 bool eventually_serves(P& p) {
-  for (int i = 0; i < 50; ++i) {
-    if (p.still_answers()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return false;
+  return ctrun::test::eventually([&] { return p.still_answers(); }, 5s, 100ms);
 }
 
 void report(const char* probe, double ping_ms, std::uint64_t peak_kib, std::uint64_t base_kib) {

@@ -12,13 +12,13 @@
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "store/server.hpp"
 #include "tests/store/raw_socket.hpp"
+#include "tests/support/files.hpp"
 
 namespace ctrun::store {
 namespace {
@@ -28,13 +28,6 @@ using test::RawSocket;
 using namespace std::chrono_literals;
 
 fs::path traces_dir() { return fs::path(CTRUN_SOURCE_DIR) / "tests" / "store" / "interop_traces"; }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 struct Event {
   int seq = 0;
@@ -105,10 +98,9 @@ std::unique_ptr<Server> fresh_server() {
   return s;
 }
 
-#define SKIP_WITHOUT_TRACES()                       \
-  if (scenarios().empty())                          \
-  FAIL() << "no captures at " << traces_dir()       \
-               << " (tests/store/interop_traces is missing from the checkout)"
+#define SKIP_WITHOUT_TRACES() \
+  if (scenarios().empty())    \
+  FAIL() << "no captures at " << traces_dir() << " (tests/store/interop_traces is missing from the checkout)"
 
 TEST(Replay, OrderedReplayOfEveryCaptureIsByteExact) {
   SKIP_WITHOUT_TRACES();
@@ -136,8 +128,8 @@ TEST(Replay, OrderedReplayOfEveryCaptureIsByteExact) {
     int requests = 0;
 
     auto load = [&](int n) {
-      c2s[n] = slurp(dir / fmt::format("conn{}.c2s", n));
-      s2c[n] = slurp(dir / fmt::format("conn{}.s2c", n));
+      c2s[n] = ctrun::test::read_file(dir / fmt::format("conn{}.c2s", n));
+      s2c[n] = ctrun::test::read_file(dir / fmt::format("conn{}.s2c", n));
       consumed[n] = 0;
     };
     auto expect_reply = [&](int n, std::size_t c, std::size_t d, int seq) {
@@ -239,8 +231,8 @@ TEST(Replay, SelfContainedConnectionsWrittenAtOnce) {
         if (e.conn == n && e.rest.find("SERVER CLOSED") != std::string::npos &&
             e.rest.find("is unknown to this server") == std::string::npos)
           probe = true;
-      const std::string c2s = slurp(dir / fmt::format("conn{}.c2s", n));
-      const std::string s2c = slurp(dir / fmt::format("conn{}.s2c", n));
+      const std::string c2s = ctrun::test::read_file(dir / fmt::format("conn{}.c2s", n));
+      const std::string s2c = ctrun::test::read_file(dir / fmt::format("conn{}.s2c", n));
       auto server = fresh_server();
       RawSocket sock("127.0.0.1", server->port());
       std::thread writer([&] {

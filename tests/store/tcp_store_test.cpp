@@ -2,7 +2,7 @@
 // real server cannot be made to take on demand (the cancel race, a hung server, a wrong-dialect peer).
 
 #include "store/tcp_store.hpp"
-#include "tests/common/port_reservation.hpp"
+#include "tests/support/port_reservation.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

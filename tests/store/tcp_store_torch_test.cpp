@@ -144,7 +144,7 @@ class TorchVsCtstore : public ::testing::Test {
 };
 
 TEST_F(TorchVsCtstore, EveryPythonVisibleOp) {
-  ChildProcess py({kPython, kTorchScripts + "torch_client_ops.py", "127.0.0.1", std::to_string(server_.port)});
+  ChildProcess py({kTorchPython, kTorchScripts + "torch_client_ops.py", "127.0.0.1", std::to_string(server_.port)});
   auto rc = py.wait_exit(std::chrono::seconds(90));
   ASSERT_TRUE(rc.has_value()) << "torch client hung:\n" << py.output();
   EXPECT_EQ(*rc, 0) << py.output();
@@ -190,7 +190,7 @@ TEST_F(TorchVsCtstore, FourGlooWorkersInAgentStoreMode) {
   std::vector<std::unique_ptr<ChildProcess>> workers;
   for (int r = 0; r < kWorld; ++r) {
     workers.push_back(
-        std::make_unique<ChildProcess>(std::vector<std::string>{kPython, kTorchScripts + "gloo_worker.py"},
+        std::make_unique<ChildProcess>(std::vector<std::string>{kTorchPython, kTorchScripts + "gloo_worker.py"},
                                        std::map<std::string, std::string>{{"TORCHELASTIC_USE_AGENT_STORE", "True"},
                                                                           {"TORCHELASTIC_RESTART_COUNT", "0"},
                                                                           {"MASTER_ADDR", "127.0.0.1"},

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "tests/store/child_process.hpp"
+#include "tests/support/child_process.hpp"
 
 namespace ctrun::bench {
 

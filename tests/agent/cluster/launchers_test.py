@@ -8,7 +8,6 @@
 Workers are real torch 1.13 gloo jobs (tests/agent/multihost/workers/mh_job.py). Every process started here is killed by
 PID at the end. Run one case: launchers_test.py CASE. Exit 77 = skipped, with the reason.
 """
-import ctypes
 import glob
 import json
 import os
@@ -28,11 +27,6 @@ JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "multihost"
 SKIP = 77
 
 
-def die_with_parent():
-    """preexec_fn: SIGKILL when the test process dies (even killed by ctest's timeout)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 class Skip(Exception):
     pass
 
@@ -43,14 +37,7 @@ while not os.path.isfile(os.path.join(_up, "tests", "common", "ports.py")) and _
     _up = os.path.dirname(_up)
 sys.path.insert(0, os.path.join(_up, "tests", "common"))
 from ports import reserve_port  # noqa: E402
-
-
-def have_torch():
-    try:
-        return subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed as d; assert d.is_available()"],
-                              capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+from processes import alive, die_with_parent, have_torch  # noqa: E402
 
 
 def results(out):
@@ -60,14 +47,6 @@ def results(out):
             r = json.load(f)
         res[int(r["RANK"])] = r
     return res
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
 
 
 class Slurm:
@@ -332,7 +311,7 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__)
         return 2
-    if not have_torch():
+    if not have_torch(TORCH_PYTHON):
         print(f"SKIP: PyTorch with torch.distributed is not installed for {TORCH_PYTHON}")
         return SKIP
     suite = unittest.defaultTestLoader.loadTestsFromName(f"Launchers.{sys.argv[1]}", sys.modules[__name__])

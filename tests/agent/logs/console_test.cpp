@@ -45,7 +45,7 @@ TEST(Console, UnreadConsoleNeverBlocksTheAgent) {
     ::close(out[1]);
     ::setenv("OUT_DIR", dir.c_str(), 1);
     ::setenv("LINES", "200000", 1);  // 20 MB: far more than a pipe (64 KiB) and the console queue (8 MiB)
-    std::string bin = ctrun_binary(), ld = "--log-dir=" + logs, w = workers_dir() + "/flood.sh";
+    std::string bin = ctrun_binary(), ld = "--log-dir=" + logs, w = worker_script("flood.sh");
     ::execl(bin.c_str(), bin.c_str(), "--nproc-per-node=1", "--tee=3", ld.c_str(), "--rdzv-id=c", "--no-python",
             w.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
@@ -101,7 +101,7 @@ TEST(Console, UnreadConsoleDoesNotStopAPeersRestart) {
                                     "--log-dir=" + dir + "/logs_" + tag,
                                     "--event-log=" + dir + "/" + tag + ".jsonl",
                                     "--no-python",
-                                    workers_dir() + "/flood_or_fail.sh"};
+                                    worker_script("flood_or_fail.sh")};
   };
   int out[2];
   ASSERT_EQ(::pipe(out), 0);

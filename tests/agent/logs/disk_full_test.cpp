@@ -12,12 +12,6 @@
 namespace ctrun::agent::test {
 namespace {
 
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-  return n;
-}
-
 TEST(DiskFull, WarnsOnceWithThePathAndTheJobGoesOn) {
   std::string dir = fresh_dir("disk_full");
   std::string mnt = dir + "/small";
@@ -35,11 +29,11 @@ TEST(DiskFull, WarnsOnceWithThePathAndTheJobGoesOn) {
   std::string err = read_file(dir + "/err");
   EXPECT_EQ(WEXITSTATUS(status), 0) << err;
   // Once per file (at most the rank's stdout and stderr files), with the path; the console still got every line.
-  EXPECT_GE(count(err, "cannot write worker output to " + mnt + "/logs/full_"), 1u) << err;
-  EXPECT_LE(count(err, "cannot write worker output to " + mnt + "/logs/full_"), 2u) << err;
-  EXPECT_EQ(count(err, "/attempt_0/0/stdout.log: No space left on device"), 1u) << err;
-  EXPECT_EQ(count(read_file(dir + "/out"), "rank 0 line "), 5000u);
-  EXPECT_LE(count(err, "cannot write the event log"), 1u) << err;
+  EXPECT_GE(count_of(err, "cannot write worker output to " + mnt + "/logs/full_"), 1u) << err;
+  EXPECT_LE(count_of(err, "cannot write worker output to " + mnt + "/logs/full_"), 2u) << err;
+  EXPECT_EQ(count_of(err, "/attempt_0/0/stdout.log: No space left on device"), 1u) << err;
+  EXPECT_EQ(count_of(read_file(dir + "/out"), "rank 0 line "), 5000u);
+  EXPECT_LE(count_of(err, "cannot write the event log"), 1u) << err;
 }
 
 }  // namespace

@@ -13,8 +13,6 @@
 namespace ctrun::agent::test {
 namespace {
 
-std::string script(const std::string& name) { return workers_dir() + "/" + name; }
-
 // The one <run_id>_<random> folder ctrun made under log_dir.
 std::string run_dir(const std::string& log_dir, const std::string& run_id) {
   for (const auto& e : std::filesystem::directory_iterator(log_dir)) {
@@ -33,7 +31,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 TEST(Logs, LayoutPerAttemptAndRedirects) {
   std::string dir = fresh_dir("logs_layout");
   RunResult r = run_ctrun({"--nproc-per-node=2", "--rdzv-id", "job7", "--max-restarts", "1", "--log-dir", dir, "-r",
-                           "3", "--no-python", script("restart_once.sh")},
+                           "3", "--no-python", worker_script("restart_once.sh")},
                           {}, std::chrono::seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string run = run_dir(dir, "job7");
@@ -53,7 +51,7 @@ TEST(Logs, LayoutPerAttemptAndRedirects) {
 TEST(Logs, RedirectMap) {
   std::string dir = fresh_dir("logs_map");
   RunResult r = run_ctrun({"--nproc-per-node=2", "--rdzv-id", "m", "--log-dir", dir, "--redirects", "0:1,1:2",
-                           "--no-python", script("chatter.sh")},
+                           "--no-python", worker_script("chatter.sh")},
                           {{"LINES", "3"}}, std::chrono::seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string run = run_dir(dir, "m");
@@ -68,7 +66,7 @@ TEST(Logs, RedirectMap) {
 TEST(Logs, TeePrefixesAndLocalRanksFilter) {
   std::string dir = fresh_dir("logs_tee");
   RunResult r = run_ctrun({"--nproc-per-node=3", "--rdzv-id", "t", "--role", "trainer", "--log-dir", dir, "--tee", "3",
-                           "--local-ranks-filter", "0,2", "--no-python", script("chatter.sh")},
+                           "--local-ranks-filter", "0,2", "--no-python", worker_script("chatter.sh")},
                           {{"LINES", "2"}}, std::chrono::seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[trainer0]:rank 0 line 1 aaaa"), std::string::npos) << r.out;
@@ -83,7 +81,7 @@ TEST(Logs, TeePrefixesAndLocalRanksFilter) {
 
 TEST(Logs, PrefixTemplate) {
   RunResult r = run_ctrun(
-      {"--nproc-per-node=2", "--tee", "1", "--log-dir", "/dev/null", "--no-python", script("chatter.sh")},
+      {"--nproc-per-node=2", "--tee", "1", "--log-dir", "/dev/null", "--no-python", worker_script("chatter.sh")},
       {{"LINES", "1"}, {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${role_name}|${rank}> "}}, std::chrono::seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("<default|1> rank 1 line 1"), std::string::npos) << r.out;
@@ -92,23 +90,23 @@ TEST(Logs, PrefixTemplate) {
 // torchrun's newest flag (after 2.6): --log-line-prefix-template, which wins over the variable.
 TEST(Logs, PrefixTemplateFlagWinsOverTheVariable) {
   RunResult r = run_ctrun({"--nproc-per-node=2", "--tee", "1", "--log-line-prefix-template",
-                           "{${hostname}:${local_rank}} ", "--no-python", script("chatter.sh")},
+                           "{${hostname}:${local_rank}} ", "--no-python", worker_script("chatter.sh")},
                           {{"LINES", "1"}, {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${role_name}|${rank}> "}},
                           std::chrono::seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(":1} rank 1 line 1"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("<default|"), std::string::npos) << r.out;
-  RunResult underscore = run_ctrun(
-      {"--nproc_per_node=1", "--tee=1", "--log_line_prefix_template=[x${rank}] ", "--no-python", script("chatter.sh")},
-      {{"LINES", "1"}}, std::chrono::seconds(30));
+  RunResult underscore = run_ctrun({"--nproc_per_node=1", "--tee=1", "--log_line_prefix_template=[x${rank}] ",
+                                    "--no-python", worker_script("chatter.sh")},
+                                   {{"LINES", "1"}}, std::chrono::seconds(30));
   ASSERT_EQ(underscore.exit_code, 0) << underscore.err;
   EXPECT_NE(underscore.out.find("[x0] rank 0 line 1"), std::string::npos) << underscore.out;
 }
 
 TEST(Logs, NoBrokenLinesFromEightRanks) {
-  RunResult r =
-      run_ctrun({"--nproc-per-node=8", "--tee", "3", "--log-dir", "/dev/null", "--no-python", script("chatter.sh")},
-                {{"LINES", "300"}}, std::chrono::seconds(60));
+  RunResult r = run_ctrun(
+      {"--nproc-per-node=8", "--tee", "3", "--log-dir", "/dev/null", "--no-python", worker_script("chatter.sh")},
+      {{"LINES", "300"}}, std::chrono::seconds(60));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::regex line_re(R"(\[default([0-7])\]:rank \1 line (\d+) a{58} end)");
   std::map<int, int> per_rank;
@@ -125,7 +123,7 @@ TEST(Logs, DuplicateFilters) {
   std::string dir = fresh_dir("logs_dup");
   RunResult r =
       run_ctrun({"--nproc-per-node=2", "--rdzv-id", "d", "--log-dir", dir, "--tee", "3", "--duplicate-stdout-filters",
-                 "line 2 ", "--duplicate-stderr-filters", "err from", "--no-python", script("chatter.sh")},
+                 "line 2 ", "--duplicate-stderr-filters", "err from", "--no-python", worker_script("chatter.sh")},
                 {{"LINES", "3"}}, std::chrono::seconds(30));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string run = run_dir(dir, "d");
@@ -139,9 +137,9 @@ TEST(Logs, EventLogAndOwnErrorFile) {
   std::string dir = fresh_dir("events");
   std::string events = dir + "/events.jsonl";
   std::string own_error = dir + "/ctrun_error.json";
-  RunResult r = run_ctrun(
-      {"--nproc-per-node=2", "--max-restarts", "1", "--event-log", events, "--no-python", script("restart_once.sh")},
-      {{"SUCCEED_AT", "5"}, {"TORCHELASTIC_ERROR_FILE", own_error}}, std::chrono::seconds(30));
+  RunResult r = run_ctrun({"--nproc-per-node=2", "--max-restarts", "1", "--event-log", events, "--no-python",
+                           worker_script("restart_once.sh")},
+                          {{"SUCCEED_AT", "5"}, {"TORCHELASTIC_ERROR_FILE", own_error}}, std::chrono::seconds(30));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   std::vector<std::string> names;
   for (const auto& line : lines_of(read_file(events))) {

@@ -21,12 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::size_t count(const std::string& text, const std::string& what) {
-  std::size_t n = 0;
-  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
-  return n;
-}
-
 TEST(OwnLog, UnreadStderrNeverBlocksTheAgent) {
   std::string dir = fresh_dir("own_log");
   const std::string events = dir + "/e.jsonl";
@@ -51,9 +45,9 @@ TEST(OwnLog, UnreadStderrNeverBlocksTheAgent) {
   ::close(err[1]);
   // Enough restarts that their log lines (> 150 bytes each, several per restart) overfill the 64 KiB pipe.
   auto end = Clock::now() + std::chrono::seconds(60);
-  while (Clock::now() < end && count(read_file(events), "\"restart\"") < 600)
+  while (Clock::now() < end && count_of(read_file(events), "\"restart\"") < 600)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const auto restarts_before = count(read_file(events), "\"restart\"");
+  const auto restarts_before = count_of(read_file(events), "\"restart\"");
   EXPECT_GE(restarts_before, 600u) << "the agent stopped restarting: blocked on its stderr?";
   auto t0 = Clock::now();
   ::kill(pid, SIGTERM);

@@ -8,7 +8,6 @@ every namespace deleted, also on failure.
 
 Run one case: multihost_test.py CASE (ctest runs each as cluster.multihost.CASE). Exit 77 = skipped, with the reason.
 """
-import ctypes
 import glob
 import json
 import os
@@ -28,10 +27,12 @@ JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "mh_jo
 SKIP = 77
 SSHD = "/usr/sbin/sshd"
 
-
-def die_with_parent():
-    """preexec_fn: SIGKILL when the test process dies (even killed by ctest's timeout)."""
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+# tests/common/processes.py: alive, have_torch, die_with_parent (found from here wherever this file lives).
+_up = os.path.dirname(os.path.abspath(__file__))
+while not os.path.isfile(os.path.join(_up, "tests", "common", "processes.py")) and _up != os.path.dirname(_up):
+    _up = os.path.dirname(_up)
+sys.path.insert(0, os.path.join(_up, "tests", "common"))
+from processes import alive, die_with_parent, have_torch  # noqa: E402
 
 
 def remove_stale_namespaces():
@@ -52,26 +53,6 @@ def remove_stale_namespaces():
 
 def run(*cmd, check=True, timeout=30):
     return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=timeout)
-
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def have_torch():
-    try:
-        return subprocess.run([TORCH_PYTHON, "-c", "import torch.distributed as d; assert d.is_available()"],
-                              capture_output=True, timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def why_not():
@@ -373,7 +354,7 @@ def main():
     if reason:
         print(f"SKIP: {reason}")
         return SKIP
-    if sys.argv[1] == "test_three_hosts_torch" and not have_torch():
+    if sys.argv[1] == "test_three_hosts_torch" and not have_torch(TORCH_PYTHON):
         print(f"SKIP: PyTorch with torch.distributed is not installed for {TORCH_PYTHON}")
         return SKIP
     result = unittest.TextTestRunner(verbosity=2).run(

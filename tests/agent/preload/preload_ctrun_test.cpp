@@ -18,22 +18,12 @@
 #include <gtest/gtest.h>
 
 #include "tests/agent/run_ctrun.hpp"
+#include "tests/support/torch.hpp"
 
 namespace ctrun::agent::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-bool have_torch() {
-  std::string cmd = std::string(CTRUN_TORCH_PYTHON) + " -c 'import torch' >/dev/null 2>&1";
-  return std::string(CTRUN_TORCH_PYTHON).size() > 0 && std::system(cmd.c_str()) == 0;
-}
-
-std::map<std::string, std::string> python_env() {
-  return {{"PYTHON_EXEC", CTRUN_TORCH_PYTHON}, {"GLOO_SOCKET_IFNAME", "lo"}};
-}
-
-std::string worker(const std::string& name) { return workers_dir() + "/" + name; }
 
 // The lines of `text` that contain `needle`, up to `until` if given, sorted: the ranks' output in a comparable order.
 std::vector<std::string> lines_with(const std::string& text, const std::string& needle, const std::string& until = "") {
@@ -87,8 +77,8 @@ SleepingJob start_sleeping_job(const std::string& dir) {
   SleepingJob job;
   job.ctrun =
       std::make_unique<CtrunProcess>(std::vector<std::string>{"--standalone", "--nproc-per-node=2", "--preload", "json",
-                                                              worker("preload/preloaded_rank.py"), "sleep", dir},
-                                     python_env());
+                                                              worker_script("preload/preloaded_rank.py"), "sleep", dir},
+                                     torch_worker_env());
   EXPECT_TRUE(wait_for_files(dir, "rank_", 2, 60s));
   std::this_thread::sleep_for(100ms);  // the files are written: the pids are in them
   pid_t warm_b = -1;
@@ -106,9 +96,9 @@ class PreloadCtrun : public ::testing::Test {
 };
 
 TEST_F(PreloadCtrun, AllReduceGivesTheSameResultsPreloaded) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  CTRUN_REQUIRE_TORCH();
   const std::string script = std::string(CTRUN_SOURCE_DIR) + "/examples/torch_allreduce.py";
-  auto env = python_env();
+  auto env = torch_worker_env();
   env["CTRUN_LOG_LEVEL"] = "info";  // says when the warm process is ready
   RunResult cold = run_ctrun({"--standalone", "--nproc-per-node=4", script}, env, 180s);
   RunResult warm = run_ctrun({"--standalone", "--nproc-per-node=4", "--preload", "torch", script}, env, 180s);
@@ -122,11 +112,12 @@ TEST_F(PreloadCtrun, AllReduceGivesTheSameResultsPreloaded) {
 }
 
 TEST_F(PreloadCtrun, DdpOnBackendCtrunGivesTheSameLossPreloaded) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  CTRUN_REQUIRE_TORCH();
   const std::string script = std::string(CTRUN_SOURCE_DIR) + "/examples/torch_ctrun_backend.py";
-  RunResult cold = run_ctrun({"--standalone", "--nproc-per-node=2", script}, python_env(), 180s);
+  RunResult cold = run_ctrun({"--standalone", "--nproc-per-node=2", script}, torch_worker_env(), 180s);
   if (cold.err.find("No module named 'ctrun_torch'") != std::string::npos) GTEST_SKIP() << "ctrun_torch not built";
-  RunResult warm = run_ctrun({"--standalone", "--nproc-per-node=2", "--preload", "torch", script}, python_env(), 180s);
+  RunResult warm =
+      run_ctrun({"--standalone", "--nproc-per-node=2", "--preload", "torch", script}, torch_worker_env(), 180s);
   ASSERT_EQ(cold.exit_code, 0) << cold.err;
   ASSERT_EQ(warm.exit_code, 0) << warm.err;
   EXPECT_EQ(lines_with(warm.out, "mean loss"), lines_with(cold.out, "mean loss"));
@@ -137,8 +128,8 @@ TEST_F(PreloadCtrun, DdpOnBackendCtrunGivesTheSameLossPreloaded) {
 TEST_F(PreloadCtrun, RestartsForkFreshWorkersFromTheSameWarmProcess) {
   const std::string dir = fresh_dir("preload_restart");
   RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--max-restarts=1", "--preload", "json", "--event-log",
-                           dir + "/events.jsonl", worker("preload/preloaded_rank.py"), "fail_once", dir},
-                          python_env(), 120s);
+                           dir + "/events.jsonl", worker_script("preload/preloaded_rank.py"), "fail_once", dir},
+                          torch_worker_env(), 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (int rank = 0; rank < 2; ++rank) {
@@ -168,8 +159,8 @@ TEST_F(PreloadCtrun, TeeAndLogFilesReachPreloadedWorkersOutput) {
   const std::string dir = fresh_dir("preload_logs");
   const std::string logs = dir + "/logs";
   RunResult r = run_ctrun({"--nproc-per-node=2", "--rdzv-id", "pl", "--log-dir", logs, "--tee", "1", "--preload",
-                           "json", worker("preload/preloaded_rank.py"), "ok", dir},
-                          python_env(), 120s);
+                           "json", worker_script("preload/preloaded_rank.py"), "ok", dir},
+                          torch_worker_env(), 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[default0]:rank 0 attempt 0 preloaded=True"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[default1]:rank 1 attempt 0 preloaded=True"), std::string::npos) << r.out;
@@ -185,8 +176,8 @@ TEST_F(PreloadCtrun, TeeAndLogFilesReachPreloadedWorkersOutput) {
 TEST_F(PreloadCtrun, AWarmProcessThatDiesIsReplacedByColdStarts) {
   const std::string dir = fresh_dir("preload_warm_dies");
   RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--max-restarts=1", "--preload", "json",
-                           worker("preload/preloaded_rank.py"), "kill_warm", dir},
-                          python_env(), 120s);
+                           worker_script("preload/preloaded_rank.py"), "kill_warm", dir},
+                          torch_worker_env(), 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rank 0 attempt 0 preloaded=True"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 0 attempt 1 preloaded=False"), std::string::npos) << r.out;
@@ -198,8 +189,8 @@ TEST_F(PreloadCtrun, AWarmProcessThatDiesIsReplacedByColdStarts) {
 TEST_F(PreloadCtrun, AThreadAtImportStartsTheJobCold) {
   const std::string dir = fresh_dir("preload_refused");
   RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--preload", "starts_thread",
-                           worker("preload/preloaded_rank.py"), "ok", dir},
-                          python_env(), 120s);
+                           worker_script("preload/preloaded_rank.py"), "ok", dir},
+                          torch_worker_env(), 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("importing starts_thread started 1 thread(s): started-at-import"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("rank 1 attempt 0 preloaded=False"), std::string::npos) << r.out;
@@ -209,8 +200,8 @@ TEST_F(PreloadCtrun, AThreadAtImportStartsTheJobCold) {
 TEST_F(PreloadCtrun, APerRankJobWideVariableStartsThatRankCold) {
   const std::string dir = fresh_dir("preload_virtual");
   RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--virtual-local-rank", "--preload", "json",
-                           worker("preload/preloaded_rank.py"), "ok", dir},
-                          python_env(), 120s);
+                           worker_script("preload/preloaded_rank.py"), "ok", dir},
+                          torch_worker_env(), 120s);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rank 0 attempt 0 preloaded=True"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rank 1 attempt 0 preloaded=False"), std::string::npos) << r.out;
@@ -233,11 +224,11 @@ TEST_F(PreloadCtrun, KillNineOfCtrunLeavesNothing) {
 
 // Ctrl-C while the warm process is still importing torch: ctrun is gone within a second, and so is the warm process.
 TEST_F(PreloadCtrun, CtrlCWhileImportingEndsWithinASecond) {
-  if (!have_torch()) GTEST_SKIP() << "no PyTorch at " << CTRUN_TORCH_PYTHON;
+  CTRUN_REQUIRE_TORCH();
   const std::string dir = fresh_dir("preload_sigint");
-  CtrunProcess p(
-      {"--standalone", "--nproc-per-node=2", "--preload", "torch", worker("preload/preloaded_rank.py"), "sleep", dir},
-      python_env());
+  CtrunProcess p({"--standalone", "--nproc-per-node=2", "--preload", "torch",
+                  worker_script("preload/preloaded_rank.py"), "sleep", dir},
+                 torch_worker_env());
   std::this_thread::sleep_for(500ms);  // torch takes seconds to import
   ASSERT_FALSE(wait_for_files(dir, "rank_", 1, 0ms)) << "the workers started before the signal";
   const auto sent = std::chrono::steady_clock::now();

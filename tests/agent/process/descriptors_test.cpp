@@ -61,7 +61,7 @@ TEST(Descriptors, WorkersGetOnlyStdinStdoutStderr) {
   std::string dir = fresh_dir("descriptors");
   // Rank 0 tee'd (pipes), rank 1 hidden by the filter (/dev/null), the store listening: every kind ctrun opens.
   RunResult r = run_ctrun({"--standalone", "--nproc-per-node=2", "--tee=3", "--local-ranks-filter=0", "--no-python",
-                           workers_dir() + "/fds.sh"},
+                           worker_script("fds.sh")},
                           {{"OUT_DIR", dir}});
   ::close(inherited);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -73,7 +73,7 @@ TEST(Descriptors, WorkersGetOnlyStdinStdoutStderr) {
 
 TEST(Descriptors, AWorkersDaemonDoesNotKeepTheStorePortAfterKill9) {
   std::string dir = fresh_dir("descriptors_daemon");
-  CtrunProcess p({"--standalone", "--nproc-per-node=1", "--no-python", workers_dir() + "/fds.sh"},
+  CtrunProcess p({"--standalone", "--nproc-per-node=1", "--no-python", worker_script("fds.sh")},
                  {{"OUT_DIR", dir}, {"DAEMON", "1"}});
   ASSERT_TRUE(wait_for_files(dir, "fds_0", 1, std::chrono::seconds(30)));
   std::istringstream store(read_file(dir + "/store_0"));

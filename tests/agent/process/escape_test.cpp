@@ -41,8 +41,7 @@ enum class End { kSuccess, kFailure, kSigterm, kKill9 };
 void run_case(End how, const std::string& name) {
   std::string dir = fresh_dir("escape_" + name);
   const char* mode = how == End::kSuccess ? "exit" : how == End::kFailure ? "fail" : "wait";
-  CtrunProcess p({"--nproc-per-node=1", "--no-python", workers_dir() + "/escape.sh"},
-                 {{"OUT_DIR", dir}, {"MODE", mode}});
+  CtrunProcess p({"--nproc-per-node=1", "--no-python", worker_script("escape.sh")}, {{"OUT_DIR", dir}, {"MODE", mode}});
   ASSERT_TRUE(wait_for_files(dir, "pid_", 1, std::chrono::seconds(30)));
   auto pids = escapees(dir);
   ASSERT_EQ(pids.size(), 4u);

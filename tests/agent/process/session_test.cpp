@@ -27,7 +27,7 @@ std::vector<Ids> run_workers(bool preload, int stdin_fd) {
   std::string dir = fresh_dir(preload ? "session_preload" : "session_cold");
   std::vector<std::string> args = {"--standalone", "--nproc-per-node=2"};
   if (preload) args.insert(args.end(), {"--preload", "json"});
-  args.insert(args.end(), {workers_dir() + "/session.py", dir});
+  args.insert(args.end(), {worker_script("session.py"), dir});
   CtrunProcess p(args, {{"PYTHON_EXEC", CTRUN_TORCH_PYTHON}}, stdin_fd);
   RunResult r = p.wait(120s);
   EXPECT_EQ(r.exit_code, 0) << r.err;

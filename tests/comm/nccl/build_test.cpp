@@ -78,7 +78,7 @@ TEST(NcclBuild, NcclErrorsMapToCommErrors) {
 
 // In CUDA builds the cpu backend is wrapped by the staging decorator: host buffers must go straight through it.
 TEST(NcclBuild, CpuBackendWithHostBuffersPassesThroughStaging) {
-  run_ranks(3, "cpu", [](int rank, ProcessGroup& pg) {
+  run_ranks(3, options_for("cpu"), [](int rank, ProcessGroup& pg) {
     EXPECT_EQ(pg.backend().name(), "cpu");
     // The wrapper accepts CUDA buffers where that GPU exists.
     EXPECT_EQ(pg.backend().supports(Device::cuda(0)), gpu_available());
@@ -103,7 +103,7 @@ TEST(NcclBuild, CpuBackendWithHostBuffersPassesThroughStaging) {
 
 TEST(NcclBuild, CpuBackendRejectsCudaBuffersWithoutGpu) {
   if (gpu_available()) GTEST_SKIP() << "this machine has a GPU; the no-GPU error path cannot be exercised";
-  run_ranks(2, "cpu", [](int, ProcessGroup& pg) {
+  run_ranks(2, options_for("cpu"), [](int, ProcessGroup& pg) {
     // Never dereferenced: rejected before any op, as in builds without CUDA.
     static float fake = 0;
     Buffer device_buffer(&fake, 1, Device::cuda(0));

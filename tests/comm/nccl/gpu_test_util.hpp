@@ -1,17 +1,14 @@
 #pragma once
-// Shared by the GPU tests: skip with the reason when no CUDA GPU is usable, threads-as-ranks over a MemoryStore.
+// Shared by the GPU tests: skip with the reason when no CUDA GPU is usable, options for a backend; threads-as-ranks
+// come from tests/comm/harness.hpp.
 
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "comm/nccl/device_memory.hpp"
 #include "comm/process_group.hpp"
-#include "store/memory_store.hpp"
+#include "tests/comm/harness.hpp"
 
 // GTEST_SKIP()s the calling test (it returns from the test body) when this machine has no usable GPU.
 #define CTRUN_REQUIRE_GPU()                                                                   \
@@ -28,24 +25,6 @@ inline ProcessGroupOptions options_for(const std::string& backend, Duration time
   o.backend = backend;
   o.timeout = timeout;
   return o;
-}
-
-// Runs body(rank, group) on `size` threads, one process group each over a shared MemoryStore. Failures inside a
-// thread are reported by gtest (EXPECT_*); exceptions are caught and reported with the rank.
-inline void run_ranks(int size, const std::string& backend, const std::function<void(int, ProcessGroup&)>& body) {
-  auto store = std::make_shared<store::MemoryStore>(std::chrono::seconds(60));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto pg = ProcessGroup::from_store(store, "test", r, size, options_for(backend));
-        body(r, *pg);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
 }
 
 }  // namespace ctrun::comm::testing

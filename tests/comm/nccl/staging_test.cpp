@@ -12,13 +12,14 @@ namespace ctrun::comm {
 namespace {
 
 using nccl::DeviceBuffer;
+using testing::options_for;
 using testing::run_ranks;
 
 constexpr int kRanks = 4;
 
 TEST(CudaStaging, CollectivesOnDeviceBuffersMatchTheReference) {
   CTRUN_REQUIRE_GPU();
-  run_ranks(kRanks, "cpu", [](int rank, ProcessGroup& pg) {
+  run_ranks(kRanks, options_for("cpu"), [](int rank, ProcessGroup& pg) {
     const std::size_t n = 1000;
     // all_reduce: sum over ranks of (rank + i)
     std::vector<std::int32_t> v(n);
@@ -61,7 +62,7 @@ TEST(CudaStaging, CollectivesOnDeviceBuffersMatchTheReference) {
 
 TEST(CudaStaging, PointToPointGatherScatterAllToAllOnDeviceBuffers) {
   CTRUN_REQUIRE_GPU();
-  run_ranks(kRanks, "cpu", [](int rank, ProcessGroup& pg) {
+  run_ranks(kRanks, options_for("cpu"), [](int rank, ProcessGroup& pg) {
     // ring exchange through batch_isend_irecv
     const int next = (rank + 1) % kRanks, prev = (rank + kRanks - 1) % kRanks;
     auto dsend = DeviceBuffer::from(std::vector<std::int32_t>(64, rank), 0);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "rendezvous/etcd/etcd_client.hpp"
-#include "tests/common/port_reservation.hpp"
+#include "tests/support/port_reservation.hpp"
 
 namespace ctrun::rdzv::test {
 

@@ -1,6 +1,7 @@
 #pragma once
-// Test helper: the ctstore daemon as a child process with its stdout and stderr on pipes, killed (SIGKILL)
-// if a test leaves it running; peak and current RSS from /proc/PID/status.
+// The built ctstore daemon in tests, two ways: CtstoreChild (its stdout and stderr apart, on pipes: the client verbs,
+// the port line, exit codes), and start_ctstore() (a server on its port, its output merged and read by a thread, so
+// a server that logs a lot never blocks).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,7 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <stdexcept>
@@ -17,22 +18,24 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/child_process.hpp"
+
 extern char** environ;
 
-namespace ctrun::store::test {
+namespace ctrun::test {
 
 using namespace std::chrono_literals;
 
 inline const std::string kCtstore = std::string(CTRUN_BIN_DIR) + "/ctstore";
 
-// A child process with its stdout and stderr on pipes; killed (SIGKILL) if a test leaves it running.
-class Child {
+// build/bin/ctstore with its stdout and stderr on pipes; killed (SIGKILL) if a test leaves it running.
+class CtstoreChild {
  public:
   // stderr_file: write the child's stderr there instead of a pipe (a server that logs a lot must not
   // block on a pipe nobody reads).
   // wrapper: a program that runs ctstore (e.g. {"/usr/bin/prlimit", "--as=..."}); ctstore's path follows it.
-  explicit Child(std::vector<std::string> args, const std::string& stderr_file = "",
-                 std::vector<std::string> wrapper = {}) {
+  explicit CtstoreChild(std::vector<std::string> args, const std::string& stderr_file = "",
+                        std::vector<std::string> wrapper = {}) {
     int out[2], err[2];
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
     posix_spawn_file_actions_t fa;
@@ -55,7 +58,7 @@ class Child {
     out_ = out[0];
     err_ = err[0];
   }
-  ~Child() {
+  ~CtstoreChild() {
     if (pid_ > 0 && !exited_) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
@@ -122,24 +125,37 @@ class Child {
   std::string out_buf_;
 };
 
-inline std::uint16_t listening_port(Child& c) {
+// ctstore's first stdout line, "ctstore listening on HOST:PORT": its port (the one --port 0 picked).
+inline const std::regex& listening_line() {
+  static const std::regex re(R"(^ctstore listening on .+:(\d+)$)");
+  return re;
+}
+
+// The port ctstore's first stdout line reports; 0 when that line is something else or does not come.
+inline std::uint16_t listening_port(CtstoreChild& c) {
   auto l = c.line();
-  if (!l) return 0;
   std::smatch m;
-  static const std::regex re(R"(^ctstore listening on (.+):(\d+)$)");
-  if (!std::regex_match(*l, m, re)) return 0;
-  return static_cast<std::uint16_t>(std::stoi(m[2]));
+  if (!l || !std::regex_match(*l, m, listening_line())) return 0;
+  return static_cast<std::uint16_t>(std::stoi(m[1]));
 }
 
+// A server child process and the port it reported.
+struct ServedProcess {
+  std::unique_ptr<ChildProcess> process;
+  std::uint16_t port = 0;
+};
 
-// VmHWM (peak) or VmRSS (now) of a process, in KiB; 0 if unreadable.
-inline std::uint64_t proc_status_kib(pid_t pid, const char* field) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  const std::string want = std::string(field) + ":";
-  while (std::getline(f, line))
-    if (line.rfind(want, 0) == 0) return std::stoull(line.substr(want.size()));
-  return 0;
+// ctstore serving on 127.0.0.1:port (0: an ephemeral one), once it said it listens; throws with its output when it
+// does not within 20 s. Killed with its process when the ServedProcess goes.
+inline ServedProcess start_ctstore(std::uint16_t port = 0, std::vector<std::string> extra_args = {}) {
+  ServedProcess s;
+  std::vector<std::string> argv{kCtstore, "--host", "127.0.0.1", "--port", std::to_string(port)};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  s.process = std::make_unique<ChildProcess>(argv);
+  auto listening = s.process->wait_for_line(listening_line(), std::chrono::seconds(20));
+  if (!listening) throw std::runtime_error("ctstore did not report a listening port: " + s.process->output());
+  s.port = static_cast<std::uint16_t>(std::stoi(*listening));
+  return s;
 }
 
-}  // namespace ctrun::store::test
+}  // namespace ctrun::test
