@@ -2,6 +2,7 @@
 // LaunchConfig: everything one `ctrun` invocation was asked to do, after flags, PET_* env, the config file
 // and defaults were merged (agent/config/cli.cpp). Plain data, so tests and the agent loop can build it directly.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -89,6 +90,8 @@ struct LaunchConfig {
   bool propagate_exit_code = false;      // exit with the root cause's code instead of torchrun's 1
   std::vector<std::string> preload;      // --preload: modules a warm process imports once (agent/preload/)
   std::optional<int> metrics_port;       // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
+  // --checkpoint-memory in bytes (agent/checkpoint/): nullopt = the default rule (memory_limit.hpp); 0 = off.
+  std::optional<std::uint64_t> checkpoint_memory;
 
   // Clusters (docs/cli.md "Clusters").
   int initial_restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the first attempt (Slurm: SLURM_RESTART_COUNT)

@@ -65,6 +65,9 @@ const std::vector<FlagSpec>& flag_table() {
       {"preload", "", K::kValue, std::nullopt, true, false,
        "Modules (comma-separated) one warm Python process per node imports once; workers are forked from it with "
        "their imports done (docs/cli.md)."},
+      {"checkpoint_memory", "", K::kValue, std::nullopt, true, false,
+       "Memory this node's in-memory checkpoints (ctrun_torch.checkpoint) may take: bytes or 512M, 8G, ...; 0 turns "
+       "them off (default: half of the machine's memory, at most /dev/shm's free space; docs/checkpoint.md)."},
       {"cpu_bind", "", K::kValue, "none", true, false,
        "Bind each local rank to a slice of the machine: none, core or numa."},
       // Clusters (agent/cluster/, agent/multihost/; docs/cli.md "Clusters").

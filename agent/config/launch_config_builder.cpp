@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "agent/base/signal_names.hpp"
+#include "agent/checkpoint/memory_size.hpp"
 #include "agent/config/flags.hpp"
 #include "agent/launch/rendezvous_factory.hpp"
 #include "common/text.hpp"
@@ -304,6 +305,11 @@ LaunchConfig build_launch_config(const CommandLine& cli, const std::map<std::str
     const long long n = to_int("metrics_port", *port);
     if (n < 0 || n > 65535) bad("metrics_port", "must be a port number, 0-65535 (0: a free port)");
     c.metrics_port = static_cast<int>(n);
+  }
+  if (auto memory = v.get("checkpoint_memory")) {
+    c.checkpoint_memory = checkpoint::parse_memory_size(*memory);
+    if (!c.checkpoint_memory)
+      bad("checkpoint_memory", "must be bytes or a size like 512M or 8G (0: off), not '" + *memory + "'");
   }
   c.propagate_exit_code = v.flag("propagate_exit_code");
   for (const auto& m : text::split(v.str("preload"), ',')) {
