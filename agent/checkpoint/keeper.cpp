@@ -88,10 +88,12 @@ struct CheckpointKeeper::Impl {
       store->set(keys + std::to_string(rank), encode_steps(steps));
       held[std::to_string(rank)] = steps;
     }
+    const auto resume = resume_step();
     events.emit(kEventHeld, {{"restart_count", restart_count},
                              {"held", held},
+                             {"torn_saves_removed", r.partial_files},
                              {"bytes", dir->used_bytes()},
-                             {"resume_step", resume_step() ? nlohmann::json(*resume_step()) : nlohmann::json()}});
+                             {"resume_step", resume ? nlohmann::json(*resume) : nlohmann::json()}});
   }
 
   std::optional<std::int64_t> resume_step() const {
