@@ -6,6 +6,8 @@
 //     notices.sock                                the agent's datagram socket: workers say "committed", "loaded"
 //     rank-<R>/step-<S>.ckpt                      a complete snapshot of global rank R at step S
 //     rank-<R>/.partial-<S>-<pid>                 a snapshot being written (renamed over step-<S>.ckpt when done)
+//     rank-<R>/.spare                             the step that fell out of the newest kKeptSteps, kept for the
+//                                                 rank's next save to write into (its pages already allocated)
 // A snapshot becomes visible only by that rename, so a save torn by a crash leaves a partial file and nothing
 // else: the agent removes partial files before each attempt (no worker is alive then).
 
@@ -23,6 +25,7 @@ inline constexpr std::string_view kRankPrefix = "rank-";
 inline constexpr std::string_view kStepPrefix = "step-";
 inline constexpr std::string_view kStepSuffix = ".ckpt";
 inline constexpr std::string_view kPartialPrefix = ".partial-";
+inline constexpr std::string_view kSpareFile = ".spare";
 // Complete steps kept per rank: two, so that a rank whose save of step S+1 is torn still holds S, and a rank one
 // step ahead of a torn one still holds the step they share.
 inline constexpr int kKeptSteps = 2;

@@ -144,7 +144,7 @@ def test_contract_names():
         assert f'{cpp} = "{py}"' in env_hpp, f"{cpp} != {py}"
     for cpp, py in [("kLockFile", c.LOCK_FILE), ("kNoticeSocket", c.NOTICE_SOCKET), ("kRankPrefix", c.RANK_PREFIX),
                     ("kStepPrefix", c.STEP_PREFIX), ("kStepSuffix", c.STEP_SUFFIX),
-                    ("kPartialPrefix", c.PARTIAL_PREFIX)]:
+                    ("kPartialPrefix", c.PARTIAL_PREFIX), ("kSpareFile", c.SPARE_FILE)]:
         assert f'{cpp} = "{py}"' in layout_hpp, f"{cpp} != {py}"
     assert f"kKeptSteps = {c.KEPT_STEPS};" in layout_hpp
     print("ok: names agree")

@@ -137,6 +137,7 @@ TEST(CheckpointJobDirectory, ReconcileRemovesTornSavesAndPrunesToTheNewestTwo) {
   write_file(dir.path() + "/rank-0/.partial-4-77", 8192);
   write_file(dir.path() + "/rank-1/step-3.ckpt", 4096);
   write_file(dir.path() + "/rank-1/.partial-4-78", 8192);
+  write_file(dir.path() + "/rank-1/" + std::string(kSpareFile), 4096);
   const Reconciled r = dir.reconcile();
   EXPECT_EQ(r.partial_files, 2);
   EXPECT_GE(r.partial_bytes, 16384u);
@@ -145,6 +146,7 @@ TEST(CheckpointJobDirectory, ReconcileRemovesTornSavesAndPrunesToTheNewestTwo) {
   EXPECT_EQ(dir.held(0)[0].step, 2);
   EXPECT_EQ(dir.held(1).size(), 1u);
   EXPECT_FALSE(fs::exists(dir.path() + "/rank-0/.partial-4-77"));
+  EXPECT_TRUE(fs::exists(dir.path() + "/rank-1/.spare")) << "the memory for the rank's next save was given back";
   EXPECT_EQ(dir.reconcile().partial_files, 0);
   fs::remove_all(root);
 }

@@ -76,7 +76,8 @@ def save(obj, step):
         s.notify("refused", step=step, bytes=plan.size, error=str(e))
         raise
     try:
-        with f, mmap.mmap(f.fileno(), plan.size) as mapped:
+        # MAP_POPULATE: the pages of a reused spare are mapped in one call instead of one fault each.
+        with f, mmap.mmap(f.fileno(), plan.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE) as mapped:
             plan.write(mapped)
     except BaseException:
         os.unlink(partial)

@@ -16,6 +16,7 @@ RANK_PREFIX = "rank-"
 STEP_PREFIX = "step-"
 STEP_SUFFIX = ".ckpt"
 PARTIAL_PREFIX = ".partial-"
+SPARE_FILE = ".spare"
 KEPT_STEPS = 2
 
 
