@@ -109,6 +109,17 @@ def test_torn_save():
         print("ok: every rank loaded step", KILL_AFTER - 1, "after a save torn by SIGKILL")
 
 
+def test_failure_summary():
+    """No restarts left: the summary names the step every rank held (it goes with the run in phase 1)."""
+    with tempfile.TemporaryDirectory() as out:
+        code, err = ctrun(["--nproc-per-node", str(RANKS), os.path.join(WORKERS, "train.py"), out, str(STEPS),
+                           "--kill-rank", "2", "--kill-after", str(KILL_AFTER)], out)
+        assert code == 1, f"ctrun exited {code}"
+        assert f"checkpoint: every rank of this node held step {KILL_AFTER} in memory" in err, "no resume step"
+        no_directory_left(out)
+        print("ok: the failure summary names step", KILL_AFTER)
+
+
 def test_bad_input():
     with tempfile.TemporaryDirectory() as out:
         code, _ = ctrun(["--nproc-per-node", "1", "--checkpoint-memory", "2.5M", os.path.join(WORKERS, "misuse.py")],

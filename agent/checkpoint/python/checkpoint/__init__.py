@@ -31,6 +31,7 @@ class _State:
         self.dir = _rank_dir.RankDir(self.setting)
         self.registry = _agreement.Registry(self.setting)
         self.last_step = None  # the newest step this process saved or loaded: steps must go forward
+        self.pid = os.getpid()  # a forked child makes its own
 
     def notify(self, what, **fields):
         _notice.send(self.setting.directory, what=what, rank=self.setting.rank, **fields)
@@ -43,7 +44,6 @@ def _state():
     global _state_of_process
     if _state_of_process is None or _state_of_process.pid != os.getpid():
         _state_of_process = _State()
-        _state_of_process.pid = os.getpid()
     return _state_of_process
 
 
