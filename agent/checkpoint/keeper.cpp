@@ -69,22 +69,13 @@ struct CheckpointKeeper::Impl {
     if (r.partial_files > 0)
       log->info("removed {} torn checkpoint save(s) ({}) of the previous attempt", r.partial_files,
                 format_bytes(r.partial_bytes));
-    // Phase 1 lists ranks only in this node's own store: the ranks of other nodes would find no list there.
-    if (round.group_world_size > 1) {
-      attempt_off = "in-memory checkpoints are for single-node jobs in this version of ctrun (this job has " +
-                    std::to_string(round.group_world_size) + " nodes)";
-      return;
-    }
-    if (!store) {
-      attempt_off = "in-memory checkpoints need the workers' store on this node (not the case on this node)";
-      return;
-    }
+    attempt_off = why_off(round, store);
+    if (!attempt_off.empty()) return;
     store_address = store->address;
     keys = held_keys(restart_count);
     nlohmann::json held = nlohmann::json::object();
     for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
-      std::vector<std::int64_t> steps;
-      for (const HeldStep& h : dir->held(rank)) steps.push_back(h.step);
+      const auto steps = held_steps(rank);
       store->set(keys + std::to_string(rank), encode_steps(steps));
       held[std::to_string(rank)] = steps;
     }
@@ -96,13 +87,26 @@ struct CheckpointKeeper::Impl {
                              {"resume_step", resume ? nlohmann::json(*resume) : nlohmann::json()}});
   }
 
+  // Why an attempt cannot have checkpoints although the job can ("" when it can).
+  static std::string why_off(const rdzv::RoundInfo& round, const std::optional<StoreSite>& store) {
+    // Phase 1 lists ranks only in this node's own store: the ranks of other nodes would find no list there.
+    if (round.group_world_size > 1)
+      return "in-memory checkpoints are for single-node jobs in this version of ctrun (this job has " +
+             std::to_string(round.group_world_size) + " nodes)";
+    if (!store) return "in-memory checkpoints need the workers' store on this node (not the case on this node)";
+    return "";
+  }
+
+  std::vector<std::int64_t> held_steps(int rank) const {
+    std::vector<std::int64_t> steps;
+    for (const HeldStep& h : dir->held(rank)) steps.push_back(h.step);
+    return steps;
+  }
+
   std::optional<std::int64_t> resume_step() const {
     if (!dir || ranks <= 0) return std::nullopt;
     std::vector<std::vector<std::int64_t>> per_rank;
-    for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
-      per_rank.emplace_back();
-      for (const HeldStep& h : dir->held(rank)) per_rank.back().push_back(h.step);
-    }
+    for (int rank = first_rank; rank < first_rank + ranks; ++rank) per_rank.push_back(held_steps(rank));
     return newest_common_step(per_rank);
   }
 

@@ -63,13 +63,7 @@ def save(obj, step):
         raise ValueError(f"ck.save(step {step}) on rank {s.setting.rank}: steps must go forward, and this process "
                          f"already saved or loaded step {s.last_step}. Nothing held was changed.")
     began = time.perf_counter()
-    try:
-        plan = _snapshot.Plan(obj, step, s.setting.rank, s.setting.world_size)
-    except Exception as e:
-        s.notify("refused", step=step, error=f"cannot pickle: {e}")
-        raise TypeError(f"ck.save(step {step}) on rank {s.setting.rank}: the object cannot be pickled as torch.save "
-                        f"would ({type(e).__name__}: {e}). Nothing was written; the steps held are unchanged: "
-                        f"{s.dir.held()}.") from e
+    plan = _plan(s, obj, step)
     try:
         partial, f = s.dir.reserve(step, plan.size)
     except MemoryError as e:
@@ -86,6 +80,17 @@ def save(obj, step):
     s.registry.publish(held)
     s.last_step = step
     s.notify("commit", step=step, bytes=plan.size, seconds=round(time.perf_counter() - began, 6))
+
+
+def _plan(s, obj, step):
+    """The snapshot laid out (pickled, nothing allocated), or a TypeError for what torch.save could not pickle."""
+    try:
+        return _snapshot.Plan(obj, step, s.setting.rank, s.setting.world_size)
+    except Exception as e:
+        s.notify("refused", step=step, error=f"cannot pickle: {e}")
+        raise TypeError(f"ck.save(step {step}) on rank {s.setting.rank}: the object cannot be pickled as torch.save "
+                        f"would ({type(e).__name__}: {e}). Nothing was written; the steps held are unchanged: "
+                        f"{s.dir.held()}.") from e
 
 
 def load():
