@@ -6,6 +6,7 @@ programs find their companions relative to themselves (docs/install.md):
   share/ctrun/python/sitecustomize.py         the workers' half of ctrun's stack dumps (docs/hang.md)
   share/ctrun/python/ctrun_warm.py            the warm process of --preload (docs/preload.md)
   <site-packages>/ctrun_torch*.so             `import ctrun_torch`: torch.distributed backend "ctrun"
+  <site-packages>/ctrun_torch/checkpoint/     `import ctrun_torch.checkpoint`: in-memory checkpoints
 ctrun_torch is built against the torch of the python that runs this build (sys.executable, -DCTRUN_TORCH_PYTHON):
 the environment's own, whose ABI it must match. ctrun in an environment's bin/ starts its workers with that
 environment's python (agent/launch/worker_python.hpp).
@@ -68,6 +69,10 @@ class CMakeBuild(build_ext):
         self._stage(os.path.join(BUILD, "python", "ctrun_torch" + suffix),
                     os.path.dirname(os.path.abspath(self.get_ext_fullpath("ctrun_torch"))),
                     os.path.basename(self.get_ext_fullpath("ctrun_torch")))
+        # ctrun_torch.checkpoint: the package folder the module names as its path (docs/checkpoint.md).
+        shutil.copytree(os.path.join(BUILD, "python", "ctrun_torch"),
+                        os.path.join(os.path.dirname(os.path.abspath(self.get_ext_fullpath("ctrun_torch"))),
+                                     "ctrun_torch"), dirs_exist_ok=True)
 
     @staticmethod
     def _module_wanted(configure_output):

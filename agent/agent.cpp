@@ -15,6 +15,7 @@
 #include "agent/base/event_log.hpp"
 #include "agent/base/helper_lane.hpp"
 #include "agent/base/signal_names.hpp"
+#include "agent/checkpoint/keeper.hpp"
 #include "agent/exit_sequence.hpp"
 #include "agent/hang/supervisor.hpp"
 #include "agent/launch/rendezvous_factory.hpp"
@@ -118,6 +119,7 @@ class Agent::Impl {
         --remaining_restarts_;
         ++restart_count_;
         events_.emit(Event::kRestart, {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
+        if (auto line = checkpoints_->resume_line(false)) log_->warn("[{}] {}", config_.role, *line);
         return join_round();
       case AgentAction::kSpawnWorkers:
         return spawn_group();
@@ -342,6 +344,7 @@ class Agent::Impl {
       if (state_ != AgentState::kRunning) return;
       AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
       hang_->begin_attempt(attempt_seq_, restart_count_);
+      checkpoints_->begin_attempt(restart_count_, round_, checkpoint_store());
       group_->start(spec, *layout_, [this] { return state_ == AgentState::kRunning; });
       hang_->attempt_started(round_);
       watch_membership();
@@ -448,6 +451,15 @@ class Agent::Impl {
     hang_ = std::make_unique<HangSupervisor>(io_, config_, *group_, events_, lane_,
                                              [this] { return state_ == AgentState::kRunning; });
     metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_);  // --metrics-port
+    checkpoints_ = std::make_unique<CheckpointKeeper>(io_, config_, *group_, events_);
+  }
+
+  // Where the attempt's ranks list their held checkpoint steps: this node's workers' store, when it has one.
+  std::optional<CheckpointKeeper::StoreSite> checkpoint_store() {
+    if (!store_) return std::nullopt;
+    return CheckpointKeeper::StoreSite{
+        store_host_ + ":" + std::to_string(store_->port()),
+        [this](const std::string& key, const std::string& value) { store_->set(key, value); }};
   }
 
   void wait_for_death_signal() {
@@ -502,7 +514,8 @@ class Agent::Impl {
 
   // No restarts left: torchrun's summary, ctrun's own error file, and the exit code of the root cause.
   void report_failure() {
-    auto code = report_worker_failures(group_->workers(), config_, env_, events_, hang_->stragglers());
+    auto code = report_worker_failures(group_->workers(), config_, env_, events_, hang_->stragglers(),
+                                       checkpoints_->resume_line(true));
     if (code) exit_code_ = *code;
   }
 
@@ -567,6 +580,8 @@ class Agent::Impl {
   std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
   std::unique_ptr<HangSupervisor> hang_;         // made with group_
   std::unique_ptr<AgentMetrics> metrics_;        // made with group_ (watches it and hang_): before any deliver()
+
+  std::unique_ptr<CheckpointKeeper> checkpoints_;  // made with group_; the job's snapshots go with it
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;

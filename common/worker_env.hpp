@@ -39,6 +39,15 @@ inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 inline constexpr const char* kProgressFile = "CTRUN_PROGRESS_FILE";
 inline constexpr const char* kStackFile = "CTRUN_STACK_FILE";
 inline constexpr const char* kStackSignal = "CTRUN_STACK_SIGNAL";
+// ctrun's in-memory checkpoints (agent/checkpoint/, read by the Python module ctrun_torch.checkpoint, whose
+// _contract.py repeats these names): the job's snapshot directory the agent owns, the node's memory limit in bytes,
+// the store ("host:port") and key prefix where each rank's held steps are listed for this attempt; or, instead of
+// the directory, why checkpoints are off for this job (the worker's error says it).
+inline constexpr const char* kCheckpointDir = "CTRUN_CHECKPOINT_DIR";
+inline constexpr const char* kCheckpointMemory = "CTRUN_CHECKPOINT_MEMORY";
+inline constexpr const char* kCheckpointStore = "CTRUN_CHECKPOINT_STORE";
+inline constexpr const char* kCheckpointKeys = "CTRUN_CHECKPOINT_KEYS";
+inline constexpr const char* kCheckpointOff = "CTRUN_CHECKPOINT_OFF";
 
 // The agent store's value of kUseAgentStore (torch compares with the Python literal "True").
 inline constexpr const char* kTrue = "True";

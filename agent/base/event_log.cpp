@@ -53,6 +53,16 @@ constexpr EventKind kCatalogue[] = {
      "`window_s`"},
     {E::kQuiet, "quiet",
      "workers without ctrun's collectives used no CPU and wrote nothing for `--hang-report-after`: `quiet_s`"},
+    {E::kCheckpointHeld, "checkpoint_held",
+     "an attempt starts: the in-memory checkpoint steps each local rank holds, `bytes`, torn saves removed, "
+     "`resume_step`"},
+    {E::kCheckpointCommit, "checkpoint_commit",
+     "a rank's `ck.save` of a step is complete: `rank`, `step`, `bytes`, "
+     "`seconds`"},
+    {E::kCheckpointLoad, "checkpoint_load", "a rank loaded a step, or found none: `rank`, `step` (or null), `seconds`"},
+    {E::kCheckpointRefused, "checkpoint_refused",
+     "a save failed (over `--checkpoint-memory`, ...): `rank`, `step`, "
+     "`error`"},
 };
 
 }  // namespace

@@ -39,6 +39,10 @@ enum class Event {
   kP2pWaitResolved,
   kStraggler,
   kQuiet,
+  kCheckpointHeld,
+  kCheckpointCommit,
+  kCheckpointLoad,
+  kCheckpointRefused,
 };
 
 struct EventKind {

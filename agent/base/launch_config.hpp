@@ -4,6 +4,7 @@
 // Every flag's default comes from the flag table (agent/config/flags.cpp, which defines the constructor by
 // applying each row's default), never from an initializer here: a default is written once.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -95,6 +96,8 @@ struct LaunchConfig {
   bool propagate_exit_code{};            // exit with the root cause's code instead of torchrun's 1
   std::vector<std::string> preload;      // --preload: modules a warm process imports once (agent/preload/)
   std::optional<int> metrics_port;       // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
+  // --checkpoint-memory in bytes (agent/checkpoint/): nullopt = the default rule (memory_limit.hpp); 0 = off.
+  std::optional<std::uint64_t> checkpoint_memory;
 
   // Clusters (docs/cli.md "Clusters").
   int initial_restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the first attempt (Slurm: SLURM_RESTART_COUNT)

@@ -1,5 +1,7 @@
 #include "agent/config/flags.hpp"
 
+#include "agent/checkpoint/memory_size.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -166,6 +168,14 @@ const std::vector<FlagSpec>& flag_table() {
        [](C& c, const std::string& v) { c.preload = parse_module_list(v); },
        "Modules (comma-separated) one warm Python process per node imports once; workers are forked from it with "
        "their imports done (docs/cli.md)."},
+      {"checkpoint_memory", "", K::kValue, std::nullopt, kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         c.checkpoint_memory = checkpoint::parse_memory_size(v);
+         if (!c.checkpoint_memory)
+           throw FlagValueError("must be bytes or a size like 512M or 8G (0: off), not '" + v + "'");
+       },
+       "Memory this node's in-memory checkpoints (ctrun_torch.checkpoint) may take: bytes or 512M, 8G, ...; 0 turns "
+       "them off (default: half of the machine's memory, at most /dev/shm's free space; docs/checkpoint.md)."},
       {"cpu_bind", "", K::kValue, "none", kPet, kCtrun,
        [](C& c, const std::string& v) { c.cpu_bind = parse_cpu_bind(v); },
        "Bind each local rank to a slice of the machine: none, core or numa."},

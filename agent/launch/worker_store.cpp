@@ -37,6 +37,8 @@ WorkerStore::~WorkerStore() { server_->stop(); }
 
 std::uint16_t WorkerStore::port() const { return server_->port(); }
 void WorkerStore::clear() { server_->clear(); }
+// torch's TCPStore clients (and ours, store/tcp_store.hpp) put "/" before every user key on the wire.
+void WorkerStore::set(const std::string& key, std::string value) { server_->set_local("/" + key, std::move(value)); }
 std::uint64_t WorkerStore::keys() const { return server_->stats().keys; }
 
 std::string worker_store_bind_host(const LaunchConfig& config) {

@@ -29,6 +29,9 @@ class WorkerStore {
   std::uint16_t port() const;
   // Drops every key: the next attempt starts from an empty keyspace.
   void clear();
+  // Writes a key as a worker's store.set(key, value) would: workers read it with store.get(key). For the agent's
+  // own entries of an attempt, after clear().
+  void set(const std::string& key, std::string value);
   std::uint64_t keys() const;
 
  private:

@@ -19,7 +19,8 @@ namespace ctrun::agent {
 
 std::optional<int> report_worker_failures(const std::vector<Worker>& workers, const LaunchConfig& config,
                                           const EnvLookup& env, EventLog& events,
-                                          const std::vector<std::string>& stragglers) {
+                                          const std::vector<std::string>& stragglers,
+                                          const std::optional<std::string>& resume) {
   auto log = ctrun::log::get("agent");
   std::vector<WorkerFailure> failures;
   std::vector<std::string> stderr_logs;  // beside failures
@@ -48,6 +49,7 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
           f.local_rank, f.global_rank);
   }
   for (const auto& line : stragglers) log->error("straggler (last report): {}", line);
+  if (resume) log->error("checkpoint: {}", *resume);
   const WorkerFailure& root = failures[root_cause_index(failures)];
   if (root.error_file == "<N/A>") {
     log->info(

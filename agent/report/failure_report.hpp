@@ -5,6 +5,7 @@
 // for one.
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "agent/base/command_line.hpp"
@@ -16,10 +17,12 @@ namespace ctrun::agent {
 class EventLog;
 
 // Reports the attempt's failed workers (those ctrun stopped count only if they wrote an error file), then the
-// stragglers seen in the job (hang detection's last report per group). Returns the exit code (1, or the root
-// cause's with --propagate-exit-code), or nullopt when no worker failed.
+// stragglers seen in the job (hang detection's last report per group), then `resume`: from which step of the
+// in-memory checkpoints the job could have resumed (agent/checkpoint/keeper.hpp). Returns the exit code (1, or the
+// root cause's with --propagate-exit-code), or nullopt when no worker failed.
 std::optional<int> report_worker_failures(const std::vector<Worker>& workers, const LaunchConfig& config,
                                           const EnvLookup& env, EventLog& events,
-                                          const std::vector<std::string>& stragglers = {});
+                                          const std::vector<std::string>& stragglers = {},
+                                          const std::optional<std::string>& resume = std::nullopt);
 
 }  // namespace ctrun::agent

@@ -24,8 +24,11 @@
 #include <pybind11/stl.h>
 #include <torch/python.h>
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -63,6 +66,11 @@ PYBIND11_MODULE(ctrun_torch, m) {
         py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "the creator torch.distributed calls for backend \"ctrun\"");
   m.attr("__version__") = std::string(ctrun::version());  // the project's, as `ctrun --version` says
+  // `import ctrun_torch.checkpoint`: the module's Python parts are in the ctrun_torch/ folder beside this file.
+  if (Dl_info self{};
+      ::dladdr(reinterpret_cast<void*>(&ctrun::comm::torch_backend::create), &self) != 0 && self.dli_fname)
+    m.attr("__path__") =
+        std::vector<std::string>{(std::filesystem::path(self.dli_fname).parent_path() / "ctrun_torch").string()};
   m.attr("torch_version") = TORCH_VERSION;
   ctrun::comm::torch_backend::python_main_thread =
       py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();

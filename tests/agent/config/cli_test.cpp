@@ -126,6 +126,18 @@ TEST(Cli, ExitBarrierTimeoutFlagEnvAndDefault) {
   EXPECT_THROW(parse({"--exit-barrier-timeout", "soon", "t.py"}), UsageError);
 }
 
+TEST(Cli, CheckpointMemoryTakesSizes) {
+  EXPECT_FALSE(parse({"t.py"}).checkpoint_memory);  // the default rule, applied by the agent
+  EXPECT_EQ(parse({"--checkpoint-memory", "8G", "t.py"}).checkpoint_memory, std::uint64_t{8} << 30);
+  EXPECT_EQ(parse({"--checkpoint-memory=1.5KiB", "t.py"}).checkpoint_memory, 1536u);
+  EXPECT_EQ(parse({"--checkpoint-memory", "4096", "t.py"}).checkpoint_memory, 4096u);
+  EXPECT_EQ(parse({"--checkpoint-memory", "0", "t.py"}).checkpoint_memory, 0u);
+  EXPECT_EQ(parse({"t.py"}, {{"PET_CHECKPOINT_MEMORY", "512M"}}).checkpoint_memory, std::uint64_t{512} << 20);
+  EXPECT_THROW(parse({"--checkpoint-memory", "lots", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--checkpoint-memory", "-1G", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--checkpoint-memory", "8X", "t.py"}), UsageError);
+}
+
 TEST(Cli, Sigusr1And2AreForwardedUnlessTheyAreDeathSignals) {
   EXPECT_EQ(parse({"t.py"}).forwarded_signal_numbers, (std::vector<int>{SIGUSR1, SIGUSR2}));
   EXPECT_EQ(parse({"--signals-to-handle", "SIGTERM,SIGUSR1", "t.py"}).forwarded_signal_numbers,
@@ -261,6 +273,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"hang_report_after", "120"},
                                                      {"straggler_interval", "60"},
                                                      {"metrics_port", "0"},
+                                                     {"checkpoint_memory", "512M"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",

@@ -1,0 +1,123 @@
+#include "agent/checkpoint/job_directory.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "agent/checkpoint/layout.hpp"
+
+namespace ctrun::agent::checkpoint {
+namespace fs = std::filesystem;
+namespace {
+
+// The directory's lock, held while snapshots are allocated or removed (workers take it in ck.save).
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir)
+      : fd_(::open((dir + "/" + std::string(kLockFile)).c_str(), O_RDWR | O_CLOEXEC)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~DirLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the flock
+  }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+std::uint64_t allocated_bytes(const fs::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return 0;
+  return static_cast<std::uint64_t>(st.st_blocks) * 512;
+}
+
+}  // namespace
+
+JobDirectory::JobDirectory(int agent_pid, const std::string& root) : path_(root + "/" + job_dir_name(agent_pid)) {
+  std::error_code ec;
+  fs::remove_all(path_, ec);  // a leftover of a process that had our pid
+  if (::mkdir(path_.c_str(), 0700) != 0) {
+    throw std::runtime_error("cannot create the checkpoint directory " + path_ + ": " + std::strerror(errno) + " (is " +
+                             root + " a writable tmpfs?)");
+  }
+  const int fd = ::open((path_ + "/" + std::string(kLockFile)).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const std::string why = std::strerror(errno);
+    fs::remove_all(path_, ec);
+    throw std::runtime_error("cannot create the lock file in " + path_ + ": " + why);
+  }
+  ::close(fd);
+}
+
+JobDirectory::~JobDirectory() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::vector<HeldStep> JobDirectory::held(int rank) const {
+  std::vector<HeldStep> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(path_) / rank_dir_name(rank), ec), end; !ec && it != end; it.increment(ec)) {
+    if (auto step = step_of(it->path().filename().string())) out.push_back({*step, allocated_bytes(it->path())});
+  }
+  std::sort(out.begin(), out.end(), [](const HeldStep& a, const HeldStep& b) { return a.step < b.step; });
+  return out;
+}
+
+std::uint64_t JobDirectory::used_bytes() const {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(path_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_regular_file(ec)) total += allocated_bytes(it->path());
+  }
+  return total;
+}
+
+Reconciled JobDirectory::reconcile() {
+  DirLock lock(path_);
+  Reconciled out;
+  std::error_code ec;
+  for (fs::directory_iterator dir(path_, ec), end; !ec && dir != end; dir.increment(ec)) {
+    const auto rank = rank_of(dir->path().filename().string());
+    if (!rank) continue;
+    std::error_code files_ec;
+    for (fs::directory_iterator f(dir->path(), files_ec), fend; !files_ec && f != fend; f.increment(files_ec)) {
+      if (!is_partial(f->path().filename().string())) continue;
+      const std::uint64_t bytes = allocated_bytes(f->path());
+      if (::unlink(f->path().c_str()) == 0) {
+        ++out.partial_files;
+        out.partial_bytes += bytes;
+      }
+    }
+    const auto steps = held(*rank);
+    for (std::size_t i = 0; i + kKeptSteps < steps.size(); ++i) {
+      if (::unlink((dir->path() / step_file_name(steps[i].step)).c_str()) == 0) ++out.pruned_steps;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> sweep_stale_job_dirs(const std::string& root) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto pid = agent_pid_of(it->path().filename().string());
+    if (!pid || *pid == ::getpid()) continue;
+    if (::kill(*pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal: leave it)
+    std::error_code rm;
+    if (fs::remove_all(it->path(), rm) > 0 && !rm) removed.push_back(it->path().string());
+  }
+  return removed;
+}
+
+}  // namespace ctrun::agent::checkpoint

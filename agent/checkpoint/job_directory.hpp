@@ -1,0 +1,49 @@
+#pragma once
+// The agent's side of a job's checkpoint directory (names: layout.hpp): made when the agent starts, kept across
+// worker restarts (it is the agent's, not a worker's), removed when the job ends, and swept by the next ctrun when
+// a kill -9 left it behind. Workers write and publish snapshots in it; the agent reconciles it between attempts.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ctrun::agent::checkpoint {
+
+struct HeldStep {
+  std::int64_t step = 0;
+  std::uint64_t bytes = 0;  // memory it takes (allocated blocks)
+};
+
+struct Reconciled {
+  int partial_files = 0;  // torn saves removed
+  std::uint64_t partial_bytes = 0;
+  int pruned_steps = 0;  // complete steps beyond the newest kKeptSteps of a rank (a worker died before pruning)
+};
+
+class JobDirectory {
+ public:
+  // Creates <root>/ctrun-checkpoint-<agent_pid> (mode 0700) and its lock file, replacing a leftover of that name.
+  // Throws std::runtime_error saying what failed.
+  explicit JobDirectory(int agent_pid, const std::string& root = "/dev/shm");
+  ~JobDirectory();  // removes the directory and every snapshot in it
+  JobDirectory(const JobDirectory&) = delete;
+  JobDirectory& operator=(const JobDirectory&) = delete;
+
+  const std::string& path() const { return path_; }
+  // The complete steps global rank `rank` holds, oldest first.
+  std::vector<HeldStep> held(int rank) const;
+  // Memory every file of the directory takes (partial snapshots included): what --checkpoint-memory bounds.
+  std::uint64_t used_bytes() const;
+  // Between attempts (no worker alive), under the lock: torn saves removed, each rank pruned to its newest
+  // kKeptSteps complete steps.
+  Reconciled reconcile();
+
+ private:
+  std::string path_;
+};
+
+// Removes <root>/ctrun-checkpoint-<pid> directories whose agent pid is no longer alive (a ctrun killed with SIGKILL
+// cannot remove its own). Returns the paths removed.
+std::vector<std::string> sweep_stale_job_dirs(const std::string& root = "/dev/shm");
+
+}  // namespace ctrun::agent::checkpoint

@@ -1,0 +1,130 @@
+"""In-memory checkpoints held by ctrun's agent (docs/checkpoint.md).
+
+    import ctrun_torch.checkpoint as ck
+
+    resumed = ck.load()                      # (step, obj) every rank holds, or None
+    start = 0 if resumed is None else resumed[0] + 1
+    if resumed is not None:
+        model.load_state_dict(resumed[1]["model"])
+        optimizer.load_state_dict(resumed[1]["optimizer"])
+    for step in range(start, steps):
+        train_one_step()
+        ck.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, step)
+
+The snapshots live in shared memory that the node's agent owns, so they outlive a worker that crashes and come back
+to the restarted workers; they go when the job ends. Works on workers started by ctrun only.
+"""
+
+import mmap
+import numbers
+import os
+import time
+
+from . import _agreement, _contract, _notice, _rank_dir, _snapshot
+
+__all__ = ["save", "load", "wait", "status"]
+
+
+class _State:
+    def __init__(self):
+        self.setting = _contract.Setting()
+        self.dir = _rank_dir.RankDir(self.setting)
+        self.registry = _agreement.Registry(self.setting)
+        self.last_step = None  # the newest step this process saved or loaded: steps must go forward
+        self.pid = os.getpid()  # a forked child makes its own
+
+    def notify(self, what, **fields):
+        _notice.send(self.setting.directory, what=what, rank=self.setting.rank, **fields)
+
+
+_state_of_process = None
+
+
+def _state():
+    global _state_of_process
+    if _state_of_process is None or _state_of_process.pid != os.getpid():
+        _state_of_process = _State()
+    return _state_of_process
+
+
+def save(obj, step):
+    """Saves `obj` (anything torch.save accepts) as this rank's snapshot of `step`, an int greater than every step
+    this process saved or loaded before. The tensors' bytes are copied once, straight into shared memory the agent
+    owns (a CUDA tensor's from the device into it); returns when this rank's copy is complete on this node. The
+    snapshot becomes visible only complete; this rank keeps its two newest steps.
+
+    Raises ValueError for a step that does not go forward, TypeError for an object that cannot be pickled and
+    MemoryError when the node's --checkpoint-memory would be passed: in each case nothing held is lost."""
+    s = _state()
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
+        raise ValueError(f"ck.save: step must be an int >= 0, not {step!r}")
+    step = int(step)
+    if s.last_step is not None and step <= s.last_step:
+        raise ValueError(f"ck.save(step {step}) on rank {s.setting.rank}: steps must go forward, and this process "
+                         f"already saved or loaded step {s.last_step}. Nothing held was changed.")
+    began = time.perf_counter()
+    plan = _plan(s, obj, step)
+    try:
+        partial, f = s.dir.reserve(step, plan.size)
+    except MemoryError as e:
+        s.notify("refused", step=step, bytes=plan.size, error=str(e))
+        raise
+    try:
+        # MAP_POPULATE: the pages of a reused spare are mapped in one call instead of one fault each.
+        with f, mmap.mmap(f.fileno(), plan.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE) as mapped:
+            plan.write(mapped)
+    except BaseException:
+        os.unlink(partial)
+        raise
+    held = s.dir.publish(partial, step)
+    s.registry.publish(held)
+    s.last_step = step
+    s.notify("commit", step=step, bytes=plan.size, seconds=round(time.perf_counter() - began, 6))
+
+
+def _plan(s, obj, step):
+    """The snapshot laid out (pickled, nothing allocated), or a TypeError for what torch.save could not pickle."""
+    try:
+        return _snapshot.Plan(obj, step, s.setting.rank, s.setting.world_size)
+    except Exception as e:
+        s.notify("refused", step=step, error=f"cannot pickle: {e}")
+        raise TypeError(f"ck.save(step {step}) on rank {s.setting.rank}: the object cannot be pickled as torch.save "
+                        f"would ({type(e).__name__}: {e}). Nothing was written; the steps held are unchanged: "
+                        f"{s.dir.held()}.") from e
+
+
+def load():
+    """(step, obj) for the newest step that every rank of the job has saved completely, or None when there is
+    none. The tensors in obj are CPU tensors the caller owns. Every rank gets the same step."""
+    s = _state()
+    began = time.perf_counter()
+    step = _agreement.newest_common_step(s.registry.every_rank())
+    if step is None:
+        s.notify("load", step=None, seconds=round(time.perf_counter() - began, 6))
+        return None
+    header, obj = _snapshot.read(s.dir.file_of(step))
+    if header["world_size"] != s.setting.world_size:
+        raise RuntimeError(f"ck.load(): step {step} was saved by a job of {header['world_size']} ranks, this one "
+                           f"has {s.setting.world_size}; loading into another world size is not supported yet")
+    s.last_step = step if s.last_step is None else max(s.last_step, step)
+    s.notify("load", step=step, seconds=round(time.perf_counter() - began, 6))
+    return step, obj
+
+
+def wait():
+    """Returns once the newest saved step is replicated to another node. This version of ctrun keeps snapshots on
+    the node that saved them only (no replication yet): it returns at once."""
+    _state()
+
+
+def status():
+    """What is held: {"rank", "held": {step: bytes} of this rank, "node_bytes" (every rank of this node, partial
+    saves included), "node_limit" (--checkpoint-memory), "replicated": {} (no replication yet)}."""
+    s = _state()
+    return {
+        "rank": s.setting.rank,
+        "held": s.dir.held(sizes=True),
+        "node_bytes": _rank_dir.used_bytes(s.setting.directory),
+        "node_limit": s.setting.limit,
+        "replicated": {},
+    }

@@ -1,0 +1,54 @@
+"""Which step every rank holds (agent/checkpoint/agreement.hpp has the same rule): each rank's complete steps are
+listed under "<keys><rank>" = "3,4" in the attempt's store keyspace. The agent writes every local rank's list
+before it starts them; each save rewrites its own rank's list; load() reads every rank's list and takes the newest
+step common to all, so a step some rank did not finish is never chosen."""
+
+import datetime
+
+import torch.distributed as dist
+
+_TIMEOUT = datetime.timedelta(seconds=60)
+
+
+def newest_common_step(held_per_rank):
+    common = None
+    for steps in held_per_rank:
+        common = set(steps) if common is None else common & set(steps)
+    return max(common) if common else None
+
+
+def encode(steps):
+    return ",".join(str(s) for s in steps)
+
+
+def decode(value):
+    text = value.decode() if isinstance(value, bytes) else value
+    return [int(s) for s in text.split(",") if s]
+
+
+class Registry:
+    def __init__(self, setting):
+        self.setting = setting
+        self._store = None
+
+    def store(self):
+        if self._store is None:
+            self._store = dist.TCPStore(self.setting.store_host, self.setting.store_port, is_master=False,
+                                        timeout=_TIMEOUT)
+        return self._store
+
+    def key(self, rank):
+        return f"{self.setting.keys}{rank}"
+
+    def publish(self, steps):
+        self.store().set(self.key(self.setting.rank), encode(steps))
+
+    def every_rank(self):
+        """Every rank's list (waits, bounded, for those not written yet: another node's agent may be later)."""
+        keys = [self.key(r) for r in range(self.setting.world_size)]
+        try:
+            self.store().wait(keys, _TIMEOUT)
+        except RuntimeError as e:
+            raise RuntimeError(f"ck.load(): not every rank's held steps were listed in the store within "
+                               f"{_TIMEOUT.total_seconds():.0f} s ({e})") from e
+        return [decode(self.store().get(k)) for k in keys]

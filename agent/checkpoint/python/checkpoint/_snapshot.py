@@ -1,0 +1,141 @@
+"""One snapshot file: a header, the object pickled the way torch.save pickles it except that each tensor storage
+is a reference, and each storage's bytes once, 64-byte aligned:
+
+    b"CTRUNCK1" | u64 header length | header (JSON) | pickle | storage 0 | storage 1 | ...
+
+The header says where the pickle and every storage are (offsets from the start of the file). A snapshot is planned
+first (pickling only: nothing is allocated, an unpicklable object fails here), then written straight into the
+mapped file: the storages' bytes are copied once, from the tensors (a CUDA tensor's from the device) into the
+shared memory the agent owns."""
+
+import io
+import json
+import mmap
+import pickle
+import struct
+
+import torch
+
+MAGIC = b"CTRUNCK1"
+ALIGN = 64
+_LENGTH = struct.Struct("<Q")
+
+
+def _aligned(n):
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _untyped(storage):
+    """The untyped storage under a TypedStorage (torch 2.x: _untyped_storage; 1.13: _storage)."""
+    inner = getattr(storage, "_untyped_storage", None)
+    return inner if inner is not None else storage._storage
+
+
+def _bytes_of(untyped):
+    """A uint8 tensor over every byte of an untyped storage, on its device (no copy)."""
+    n = untyped.nbytes()
+    return torch.empty(0, dtype=torch.uint8, device=untyped.device).set_(untyped, 0, (n,), (1,))
+
+
+def _typed(untyped, dtype):
+    try:
+        return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype, _internal=True)  # torch 2.x
+    except TypeError:
+        return torch.storage.TypedStorage(wrap_storage=untyped, dtype=dtype)  # 1.13
+
+
+def _untyped_of_tensor(t):
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else _untyped(t.storage())
+
+
+class _Pickler(pickle.Pickler):
+    """torch.save's pickling, with each storage replaced by ("ctrun", key, dtype name) and kept aside."""
+
+    def __init__(self, buffer):
+        super().__init__(buffer, protocol=2)
+        self.keys = {}
+        self.storages = []  # (key, untyped storage), in key order
+
+    def persistent_id(self, obj):
+        if isinstance(obj, torch.storage.TypedStorage):
+            untyped, dtype = _untyped(obj), obj.dtype
+        elif torch.is_storage(obj):
+            untyped, dtype = obj, torch.uint8
+        else:
+            return None
+        key = self.keys.get(untyped._cdata)
+        if key is None:
+            key = self.keys[untyped._cdata] = len(self.storages)
+            self.storages.append(untyped)
+        return ("ctrun", key, str(dtype).replace("torch.", ""))
+
+
+class Plan:
+    """A snapshot laid out but not written: its size is known before anything is allocated."""
+
+    def __init__(self, obj, step, rank, world_size):
+        buffer = io.BytesIO()
+        pickler = _Pickler(buffer)
+        pickler.dump(obj)  # raises for what cannot be pickled, before any memory is taken
+        self.pickle = buffer.getvalue()
+        self.storages = pickler.storages
+        header = {"step": step, "rank": rank, "world_size": world_size, "torch": torch.__version__}
+        # Offsets depend on the header's length, which depends on the offsets' digits: lay out from a bound.
+        sizes = [s.nbytes() for s in self.storages]
+        bound = len(json.dumps(dict(header, pickle=[0, 0], storages=[[0, 0]] * len(sizes)))) + 48 * (len(sizes) + 1)
+        at = _aligned(len(MAGIC) + _LENGTH.size + bound)
+        header["pickle"] = [at, len(self.pickle)]
+        at = _aligned(at + len(self.pickle))
+        header["storages"] = []
+        for n in sizes:
+            header["storages"].append([at, n])
+            at = _aligned(at + n)
+        self.header = json.dumps(header).encode()
+        assert len(MAGIC) + _LENGTH.size + len(self.header) <= header["pickle"][0]
+        self.size = max(at, ALIGN)
+        self.layout = header
+
+    def write(self, mapped):
+        """Writes the snapshot into `mapped` (a writable mmap of at least self.size bytes)."""
+        mapped[0:len(MAGIC)] = MAGIC
+        mapped[len(MAGIC):len(MAGIC) + _LENGTH.size] = _LENGTH.pack(len(self.header))
+        start = len(MAGIC) + _LENGTH.size
+        mapped[start:start + len(self.header)] = self.header
+        at, n = self.layout["pickle"]
+        mapped[at:at + n] = self.pickle
+        for storage, (at, n) in zip(self.storages, self.layout["storages"]):
+            if n == 0:
+                continue
+            view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at)
+            view.copy_(_bytes_of(storage))
+            del view  # the mmap cannot close while a tensor still exports it
+
+
+def read(path):
+    """The object of a snapshot file, its tensors CPU tensors in memory of their own. Returns (header, object)."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as mapped:
+        if mapped[:len(MAGIC)] != MAGIC:
+            raise RuntimeError(f"{path} is not a ctrun checkpoint snapshot")
+        (length,) = _LENGTH.unpack(mapped[len(MAGIC):len(MAGIC) + _LENGTH.size])
+        start = len(MAGIC) + _LENGTH.size
+        header = json.loads(mapped[start:start + length])
+        storages = []
+        for at, n in header["storages"]:
+            owned = torch.empty(n, dtype=torch.uint8)
+            if n:
+                view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at)
+                owned.copy_(view)
+                del view
+            storages.append(_untyped_of_tensor(owned))
+        at, n = header["pickle"]
+        unpickler = pickle.Unpickler(io.BytesIO(mapped[at:at + n]))
+        typed = {}
+
+        def persistent_load(saved_id):
+            _, key, dtype = saved_id
+            if (key, dtype) not in typed:
+                typed[(key, dtype)] = _typed(storages[key], getattr(torch, dtype))
+            return typed[(key, dtype)]
+
+        unpickler.persistent_load = persistent_load
+        return header, unpickler.load()

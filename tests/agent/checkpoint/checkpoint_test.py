@@ -1,0 +1,165 @@
+"""In-memory checkpoints (agent/checkpoint/, ctrun_torch.checkpoint) under the real ctrun with torch 1.13 workers.
+Usage: checkpoint_test.py CASE. Environment: CTRUN_BIN, CTRUN_TORCH_PYTHON (runs the workers; this script runs
+under it too, to compare tensors), CTRUN_PYTHON_DIR (<build>/python), CTRUN_SOURCE_DIR. Exit 77 (skip) without
+torch."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKERS = os.path.join(HERE, "workers")
+CTRUN = os.environ["CTRUN_BIN"]
+PYTHON = os.environ["CTRUN_TORCH_PYTHON"]
+STEPS, KILL_AFTER, RANKS = 6, 3, 4
+
+try:
+    import torch
+except ImportError:
+    print("skipped: no torch in", sys.executable)
+    sys.exit(77)
+
+
+def ctrun(args, out_dir, timeout=150):
+    """Runs ctrun to its end; returns (exit code, stderr), and leaves the event log in out_dir/events.jsonl."""
+    env = dict(os.environ, PYTHON_EXEC=PYTHON)
+    cmd = [CTRUN, "--standalone", "--event-log", os.path.join(out_dir, "events.jsonl")] + args
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    sys.stdout.write(p.stdout[-3000:])
+    sys.stderr.write(p.stderr[-6000:])
+    return p.returncode, p.stderr
+
+
+def events(out_dir, name):
+    with open(os.path.join(out_dir, "events.jsonl")) as f:
+        return [e for e in map(json.loads, f) if e["event"] == name]
+
+
+def loaded(out_dir, attempt):
+    return [open(os.path.join(out_dir, f"loaded-{attempt}-{r}")).read() for r in range(RANKS)]
+
+
+def train(out_dir, extra_args, ctrun_args=()):
+    code, err = ctrun(list(ctrun_args) + ["--nproc-per-node", str(RANKS), "--max-restarts", "1",
+                                          os.path.join(WORKERS, "train.py"), out_dir, str(STEPS)] + extra_args,
+                      out_dir)
+    assert code == 0, f"ctrun exited {code}"
+    return err
+
+
+def assert_same_final(a, b):
+    for r in range(RANKS):
+        x = torch.load(os.path.join(a, f"final-{r}.pt"))
+        y = torch.load(os.path.join(b, f"final-{r}.pt"))
+        assert torch.equal(x["extra"], y["extra"]), f"rank {r}: extra differs"
+        for k in x["model"]:
+            # Bit for bit: equal as raw bytes, not only as numbers.
+            same = torch.equal(x["model"][k].view(torch.int32), y["model"][k].view(torch.int32))
+            assert same, f"rank {r}: {k} differs from the uninterrupted run's"
+
+
+def no_directory_left(out_dir):
+    start = events(out_dir, "agent_start")
+    assert start, "no agent_start event"
+    left = [n for n in os.listdir("/dev/shm") if n.startswith("ctrun-checkpoint-")]
+    held = events(out_dir, "checkpoint_held")
+    assert held, "no checkpoint_held event"
+    # The job's directory went with its agent (any left belong to other, running jobs, checked by pid).
+    for name in left:
+        pid = int(name.rsplit("-", 1)[1])
+        assert os.path.exists(f"/proc/{pid}"), f"/dev/shm/{name} outlived its ctrun"
+
+
+def kill_resume(ctrun_args=()):
+    with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as out:
+        train(ref, [], ctrun_args)
+        err = train(out, ["--kill-rank", "2", "--kill-after", str(KILL_AFTER)], ctrun_args)
+        assert loaded(out, 0) == ["none"] * RANKS, loaded(out, 0)
+        assert loaded(out, 1) == [str(KILL_AFTER)] * RANKS, f"attempt 1 loaded {loaded(out, 1)}, not {KILL_AFTER}"
+        assert f"the next attempt can resume from step {KILL_AFTER}" in err, "no resume line"
+        commits = events(out, "checkpoint_commit")
+        # Attempt 0: steps 0..KILL_AFTER by every rank (the killed one too: it dies after its save); attempt 1 the rest.
+        assert len(commits) == RANKS * (KILL_AFTER + 1) + RANKS * (STEPS - KILL_AFTER - 1), len(commits)
+        loads = [e["step"] for e in events(out, "checkpoint_load")]
+        assert loads == [None] * RANKS + [KILL_AFTER] * RANKS, loads
+        assert_same_final(ref, out)
+        no_directory_left(out)
+        print("ok: attempt 1 loaded step", KILL_AFTER, "and the parameters equal the uninterrupted run's")
+
+
+def test_kill_resume():
+    kill_resume()
+
+
+def test_kill_resume_preload():
+    kill_resume(["--preload", "torch"])
+
+
+def test_torn_save():
+    with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as out:
+        train(ref, [])
+        train(out, ["--kill-rank", "1", "--kill-after", str(KILL_AFTER), "--torn-save"])
+        # Rank 1 died half-way through its save of KILL_AFTER: the step every rank completed is the one before.
+        assert loaded(out, 1) == [str(KILL_AFTER - 1)] * RANKS, loaded(out, 1)
+        torn = [e["torn_saves_removed"] for e in events(out, "checkpoint_held")]
+        assert torn == [0, 1], f"the torn save was not removed before attempt 1: {torn}"
+        assert_same_final(ref, out)
+        print("ok: every rank loaded step", KILL_AFTER - 1, "after a save torn by SIGKILL")
+
+
+def test_failure_summary():
+    """No restarts left: the summary names the step every rank held (it goes with the run in phase 1)."""
+    with tempfile.TemporaryDirectory() as out:
+        code, err = ctrun(["--nproc-per-node", str(RANKS), os.path.join(WORKERS, "train.py"), out, str(STEPS),
+                           "--kill-rank", "2", "--kill-after", str(KILL_AFTER)], out)
+        assert code == 1, f"ctrun exited {code}"
+        assert f"checkpoint: every rank of this node held step {KILL_AFTER} in memory" in err, "no resume step"
+        no_directory_left(out)
+        print("ok: the failure summary names step", KILL_AFTER)
+
+
+def test_bad_input():
+    with tempfile.TemporaryDirectory() as out:
+        code, _ = ctrun(["--nproc-per-node", "1", "--checkpoint-memory", "2.5M", os.path.join(WORKERS, "misuse.py")],
+                        out)
+        assert code == 0, f"misuse.py failed ({code})"
+        refused = events(out, "checkpoint_refused")
+        assert len(refused) == 3, refused  # two over the limit, one unpicklable
+    with tempfile.TemporaryDirectory() as out:
+        code, err = ctrun(["--nproc-per-node", "1", "--checkpoint-memory", "0", os.path.join(WORKERS, "misuse.py")],
+                          out)
+        assert code != 0 and "--checkpoint-memory 0" in err, "checkpoints off without saying why"
+    # Outside ctrun: plain python.
+    env = dict(os.environ, PYTHONPATH=os.environ["CTRUN_PYTHON_DIR"])
+    for k in list(env):
+        if k.startswith("CTRUN_CHECKPOINT"):
+            del env[k]
+    p = subprocess.run([PYTHON, "-c", "import ctrun_torch.checkpoint as ck; ck.save({}, 0)"], env=env,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode != 0 and "needs workers started by ctrun" in p.stderr, p.stderr
+    print("ok: outside ctrun:", p.stderr.strip().splitlines()[-1])
+
+
+def test_contract_names():
+    """The Python side repeats the agent's names (common/worker_env.hpp, agent/checkpoint/layout.hpp)."""
+    src = os.environ["CTRUN_SOURCE_DIR"]
+    sys.path.insert(0, os.path.join(src, "agent", "checkpoint", "python"))
+    import checkpoint._contract as c  # noqa: E402  (the source tree's copy)
+
+    env_hpp = open(os.path.join(src, "common", "worker_env.hpp")).read()
+    layout_hpp = open(os.path.join(src, "agent", "checkpoint", "layout.hpp")).read()
+    for cpp, py in [("kCheckpointDir", c.ENV_DIR), ("kCheckpointMemory", c.ENV_MEMORY),
+                    ("kCheckpointStore", c.ENV_STORE), ("kCheckpointKeys", c.ENV_KEYS), ("kCheckpointOff", c.ENV_OFF)]:
+        assert f'{cpp} = "{py}"' in env_hpp, f"{cpp} != {py}"
+    for cpp, py in [("kLockFile", c.LOCK_FILE), ("kNoticeSocket", c.NOTICE_SOCKET), ("kRankPrefix", c.RANK_PREFIX),
+                    ("kStepPrefix", c.STEP_PREFIX), ("kStepSuffix", c.STEP_SUFFIX),
+                    ("kPartialPrefix", c.PARTIAL_PREFIX), ("kSpareFile", c.SPARE_FILE)]:
+        assert f'{cpp} = "{py}"' in layout_hpp, f"{cpp} != {py}"
+    assert f"kKeptSteps = {c.KEPT_STEPS};" in layout_hpp
+    print("ok: names agree")
+
+
+if __name__ == "__main__":
+    globals()["test_" + sys.argv[1]]()

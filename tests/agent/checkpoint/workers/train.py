@@ -1,0 +1,84 @@
+"""A small deterministic training job for the checkpoint tests: an MLP + Adam + an extra tensor per rank, gradients
+averaged per parameter by all_reduce (not DDP: its bucket rebuild after each attempt's first step changes the
+summation order on 3+ ranks), ck.save every step, ck.load at the start.
+
+Arguments: OUT STEPS [--kill-rank R --kill-after K] [--torn-save] [--extra-mib N]
+  --kill-rank/--kill-after: in attempt 0, rank R SIGKILLs itself once every rank saved step K (--torn-save: in the
+  middle of its own save of step K instead, after half of the snapshot's bytes are in shared memory).
+Writes OUT/loaded-<attempt>-<rank> (the step ck.load() returned, or "none") and, at the end, OUT/final-<rank>.pt.
+"""
+
+import argparse
+import os
+import signal
+
+import torch
+import torch.distributed as dist
+
+import ctrun_torch.checkpoint as ck
+
+p = argparse.ArgumentParser()
+p.add_argument("out")
+p.add_argument("steps", type=int)
+p.add_argument("--kill-rank", type=int, default=-1)
+p.add_argument("--kill-after", type=int, default=-1)
+p.add_argument("--torn-save", action="store_true")
+p.add_argument("--extra-mib", type=int, default=8)
+args = p.parse_args()
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 4))
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+extra = torch.zeros(args.extra_mib << 18)  # float32: N MiB
+
+resumed = ck.load()
+with open(os.path.join(args.out, f"loaded-{attempt}-{rank}"), "w") as f:
+    f.write("none" if resumed is None else str(resumed[0]))
+start = 0
+if resumed is not None:
+    step, state = resumed
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    extra = state["extra"]
+    start = step + 1
+
+dying = attempt == 0 and rank == args.kill_rank
+if dying and args.torn_save:
+    # The seam: the write of the snapshot, stopped half-way by SIGKILL (the partial file stays, unpublished).
+    from ctrun_torch.checkpoint import _snapshot
+
+    whole = _snapshot.Plan.write
+
+    def half_then_die(plan, mapped):
+        if plan.layout["step"] == args.kill_after:
+            mapped[: plan.size // 2] = b"\x01" * (plan.size // 2)
+            os.kill(os.getpid(), signal.SIGKILL)
+        whole(plan, mapped)
+
+    _snapshot.Plan.write = half_then_die
+
+for step in range(start, args.steps):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    x, y = torch.randn(16, 32, generator=g), torch.randn(16, 4, generator=g)
+    optimizer.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    for param in model.parameters():
+        dist.all_reduce(param.grad)
+        param.grad /= world
+    optimizer.step()
+    extra.add_(float(step + 1) * (rank + 1))
+    ck.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "extra": extra}, step)
+    if attempt == 0 and step == args.kill_after and not args.torn_save:
+        # Every rank's save of this step is complete before the kill (else a slower rank, stopped by the agent in
+        # the middle of its save, would make the step before the newest common one, as it should).
+        dist.barrier()
+        if dying:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+torch.save({"model": model.state_dict(), "extra": extra}, os.path.join(args.out, f"final-{rank}.pt"))
+dist.destroy_process_group()
