@@ -9,10 +9,12 @@
 #include "agent/config/config_file.hpp"
 #include "agent/config/flags.hpp"
 #include "agent/config/launch_config_builder.hpp"
-#include "tests/agent/config/fake_env.hpp"
+#include "tests/agent/env_of.hpp"
 
 namespace ctrun::agent {
 namespace {
+
+using test::env_of;
 
 LaunchConfig parse(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
   return parse_command_line(args, env_of(std::move(env)));

@@ -13,10 +13,12 @@
 #include "agent/config/flag_parsers.hpp"
 #include "agent/config/flag_sources.hpp"
 #include "agent/config/flags.hpp"
-#include "tests/agent/config/fake_env.hpp"
+#include "tests/agent/env_of.hpp"
 
 namespace ctrun::agent {
 namespace {
+
+using test::env_of;
 
 using Vars = std::map<std::string, std::string>;
 

@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "agent/config/cli.hpp"
-#include "tests/agent/config/fake_env.hpp"
+#include "tests/agent/env_of.hpp"
 
 namespace ctrun::agent {
 namespace {
+
+using test::env_of;
 
 using Vars = std::map<std::string, std::string>;
 
