@@ -47,6 +47,9 @@ inline constexpr const char* kCheckpointDir = "CTRUN_CHECKPOINT_DIR";
 inline constexpr const char* kCheckpointMemory = "CTRUN_CHECKPOINT_MEMORY";
 inline constexpr const char* kCheckpointStore = "CTRUN_CHECKPOINT_STORE";
 inline constexpr const char* kCheckpointKeys = "CTRUN_CHECKPOINT_KEYS";
+// "1" when the agent listed this node's held steps under kCheckpointKeys before the attempt, "0" when the node held
+// none (then it writes no key: a job that never saves finds its store exactly as torch would leave it).
+inline constexpr const char* kCheckpointListed = "CTRUN_CHECKPOINT_LISTED";
 inline constexpr const char* kCheckpointOff = "CTRUN_CHECKPOINT_OFF";
 
 // The agent store's value of kUseAgentStore (torch compares with the Python literal "True").

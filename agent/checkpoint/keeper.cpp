@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
+#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -57,6 +59,7 @@ struct CheckpointKeeper::Impl {
     env[worker_env::kCheckpointMemory] = std::to_string(limit);
     env[worker_env::kCheckpointStore] = store_address;
     env[worker_env::kCheckpointKeys] = keys;
+    env[worker_env::kCheckpointListed] = listed ? "1" : "0";
   }
 
   void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store) {
@@ -73,10 +76,15 @@ struct CheckpointKeeper::Impl {
     store_address = store->address;
     keys = held_keys(restart_count);
     nlohmann::json held = nlohmann::json::object();
+    std::map<int, std::vector<std::int64_t>> per_rank;
     for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
-      const auto steps = held_steps(rank);
-      store->set(keys + std::to_string(rank), encode_steps(steps));
-      held[std::to_string(rank)] = steps;
+      per_rank[rank] = held_steps(rank);
+      held[std::to_string(rank)] = per_rank[rank];
+    }
+    // Keys only when something is held: a job that never saves keeps the store torch would give it (num_keys).
+    listed = std::any_of(per_rank.begin(), per_rank.end(), [](const auto& r) { return !r.second.empty(); });
+    if (listed) {
+      for (const auto& [rank, steps] : per_rank) store->set(keys + std::to_string(rank), encode_steps(steps));
     }
     const auto resume = resume_step();
     events.emit(Event::kCheckpointHeld, {{"restart_count", restart_count},
@@ -119,6 +127,7 @@ struct CheckpointKeeper::Impl {
   std::unique_ptr<NoticeSocket> notices;  // after dir: closed before the directory goes
   std::string store_address;
   std::string keys;
+  bool listed = false;  // this attempt's held steps were written under `keys`
   int first_rank = 0;
   int ranks = 0;
 };

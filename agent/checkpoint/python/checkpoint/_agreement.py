@@ -1,6 +1,6 @@
 """Which step every rank holds (agent/checkpoint/agreement.hpp has the same rule): each rank's complete steps are
 listed under "<keys><rank>" = "3,4" in the attempt's store keyspace. The agent writes every local rank's list
-before it starts them; each save rewrites its own rank's list; load() reads every rank's list and takes the newest
+before it starts them when the node holds any step (none when it holds nothing); each save rewrites its own rank's list; load() reads every rank's list and takes the newest
 step common to all, so a step some rank did not finish is never chosen."""
 
 import datetime
@@ -43,9 +43,23 @@ class Registry:
     def publish(self, steps):
         self.store().set(self.key(self.setting.rank), encode(steps))
 
+    def _all_listed(self, keys):
+        """Whether every key is in the store now, without waiting (torch 1.13's Python TCPStore has no check())."""
+        if hasattr(self.store(), "check"):
+            return self.store().check(keys)
+        try:
+            self.store().wait(keys, datetime.timedelta(milliseconds=1))
+            return True
+        except RuntimeError:
+            return False
+
     def every_rank(self):
-        """Every rank's list (waits, bounded, for those not written yet: another node's agent may be later)."""
+        """Every rank's list (waits, bounded, for those not written yet: another node's agent may be later). When
+        the agent listed nothing (no rank held a step as the attempt began), a rank whose list is missing has saved
+        nothing in this attempt either: then there is no common step, and nothing is waited for."""
         keys = [self.key(r) for r in range(self.setting.world_size)]
+        if not self.setting.listed and not self._all_listed(keys):
+            return [[]]
         try:
             self.store().wait(keys, _TIMEOUT)
         except RuntimeError as e:

@@ -8,6 +8,7 @@ ENV_DIR = "CTRUN_CHECKPOINT_DIR"        # the job's directory, owned by the agen
 ENV_MEMORY = "CTRUN_CHECKPOINT_MEMORY"  # the node's limit in bytes (--checkpoint-memory)
 ENV_STORE = "CTRUN_CHECKPOINT_STORE"    # host:port of the store where ranks list their held steps
 ENV_KEYS = "CTRUN_CHECKPOINT_KEYS"      # the key prefix of those lists in this attempt (the rank is appended)
+ENV_LISTED = "CTRUN_CHECKPOINT_LISTED"  # "1": the agent listed this node's held steps; "0": it held none
 ENV_OFF = "CTRUN_CHECKPOINT_OFF"        # instead of the above: why checkpoints are off for this job
 
 LOCK_FILE = "lock"
@@ -37,6 +38,7 @@ class Setting:
         host, _, port = environ[ENV_STORE].rpartition(":")
         self.store_host, self.store_port = host, int(port)
         self.keys = environ[ENV_KEYS]
+        self.listed = environ.get(ENV_LISTED, "1") == "1"
         self.rank = int(environ["RANK"])
         self.world_size = int(environ["WORLD_SIZE"])
 
