@@ -1,6 +1,7 @@
 // The agent loop with a scripted rendezvous handler (in-process, real worker processes): a node waiting to join
 // ends the round and starts a new one without using up --max-restarts, and the handler sees torchrun's calls.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -61,7 +62,7 @@ class ScriptedHandler final : public rdzv::Handler {
 };
 
 TEST(AgentLoop, WaitingNodeStartsANewRoundWithoutUsingRestarts) {
-  std::string dir = ::testing::TempDir() + "/ctrun_agent_loop";
+  std::string dir = ::testing::TempDir() + "/ctrun_agent_loop_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   LaunchConfig c;
@@ -96,7 +97,7 @@ TEST(AgentLoop, WaitingNodeStartsANewRoundWithoutUsingRestarts) {
 // Agent::fail() (the hook for failures of the agent itself) from another thread: the workers are stopped, the
 // round is left (not closed), run() returns 1.
 TEST(AgentLoop, FailFromAnotherThreadStopsTheJob) {
-  std::string dir = ::testing::TempDir() + "/ctrun_agent_fail";
+  std::string dir = ::testing::TempDir() + "/ctrun_agent_fail_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   LaunchConfig c;

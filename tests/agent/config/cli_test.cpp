@@ -1,5 +1,6 @@
 // Flag parsing: both spellings, PET_* env, config file precedence, errors, and every torchrun flag.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
 
@@ -328,7 +329,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
 }
 
 TEST(ConfigFile, KeysAndPrecedence) {
-  std::string path = ::testing::TempDir() + "/ctrun_cfg.json";
+  std::string path = ::testing::TempDir() + "/ctrun_cfg_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << R"({"nproc-per-node": 3, "max_restarts": 2, "standalone": true, "role": "w"})";
   auto c = parse({"--config", path, "--max-restarts", "5", "t.py"}, {{"PET_ROLE", "env"}, {"PET_MAX_RESTARTS", "9"}});
   EXPECT_EQ(c.nproc_per_node, 3);  // file

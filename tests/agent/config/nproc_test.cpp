@@ -1,5 +1,6 @@
 // --nproc-per-node gpu/auto without CUDA: GPU counting from the driver and CUDA_VISIBLE_DEVICES.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,7 +21,7 @@ TEST(Gpus, CudaVisibleDevices) {
 }
 
 TEST(Gpus, CountsDriverEntries) {
-  std::string dir = ::testing::TempDir() + "/ctrun_fake_gpus";
+  std::string dir = ::testing::TempDir() + "/ctrun_fake_gpus_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   for (auto bus : {"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"})
     std::filesystem::create_directories(dir + "/" + bus);

@@ -33,7 +33,7 @@ TEST(HangStacks, ReadsCpuTimeAndCaughtSignals) {
 }
 
 TEST(HangStacks, LastDumpLeavesOutCtrunsOwnThread) {
-  const std::string path = ::testing::TempDir() + "/stack_dump_test.txt";
+  const std::string path = ::testing::TempDir() + "/stack_dump_test_" + std::to_string(::getpid()) + ".txt";
   std::ofstream(path) << "# ctrun: stack dumps of pid 42: signal 36, thread 43, ident 0x7f00000000aa\n"
                       << "old dump\n";
   const auto offset = file_size(path);
@@ -55,7 +55,7 @@ TEST(HangStacks, LastDumpLeavesOutCtrunsOwnThread) {
 TEST(HangStacks, DumpsARealPythonWorkerWithNoCodeInIt) {
   const std::string python = CTRUN_TORCH_PYTHON;
   if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no python3";
-  const std::string path = ::testing::TempDir() + "/stack_real.txt";
+  const std::string path = ::testing::TempDir() + "/stack_real_" + std::to_string(::getpid()) + ".txt";
   std::remove(path.c_str());
   const std::string sitedir = std::string(CTRUN_SOURCE_DIR) + "/agent/hang/python";
   const pid_t pid = ::fork();

@@ -83,7 +83,6 @@ class Hosts:
         self.sshd = []
         self.procs = []
         self.hosts = []
-        self.made_run_sshd = False
         remove_stale_namespaces()
         try:
             self.build(n)
@@ -129,9 +128,9 @@ class Hosts:
         self.hostkey = os.path.join(self.dir, "host_ed25519")
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.hostkey)
         shutil.copy(self.key + ".pub", os.path.join(self.dir, "authorized_keys"))
-        if not os.path.isdir("/run/sshd"):  # sshd's privilege separation directory (Debian creates it at boot)
-            os.makedirs("/run/sshd", mode=0o755)
-            self.made_run_sshd = True
+        # sshd's privilege separation directory (Debian creates it at boot). Made when missing and never removed:
+        # another copy of the suite may be starting its own sshd right then.
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
 
     def start_sshd(self, i, ns, addr):
         cfg = os.path.join(self.dir, f"sshd_{i}.conf")
@@ -247,11 +246,6 @@ class Hosts:
                     pass
         for ns in reversed(self.namespaces):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        if self.made_run_sshd:
-            try:
-                os.rmdir("/run/sshd")
-            except OSError:
-                pass
         if not os.environ.get("KEEP_DIR"):
             shutil.rmtree(self.dir, ignore_errors=True)
 

@@ -1,5 +1,6 @@
 // The failure summary, byte for byte in torchrun's shape, and error files.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <fstream>
@@ -46,7 +47,7 @@ TEST(Summary, SignalNameAndRootCauseOrder) {
 }
 
 TEST(ErrorFile, RecordFormatTracebackIsIndented) {
-  std::string path = ::testing::TempDir() + "/ctrun_err.json";
+  std::string path = ::testing::TempDir() + "/ctrun_err_" + std::to_string(::getpid()) + ".json";
   nlohmann::json doc = {
       {"message",
        {{"message", "ValueError: boom"},
@@ -57,7 +58,7 @@ TEST(ErrorFile, RecordFormatTracebackIsIndented) {
   EXPECT_EQ(f.timestamp, 1700000001);
   EXPECT_EQ(f.message, "Traceback:\n    line\n  ValueError: boom");
 
-  std::string own = ::testing::TempDir() + "/ctrun_own.json";
+  std::string own = ::testing::TempDir() + "/ctrun_own_" + std::to_string(::getpid()) + ".json";
   write_agent_error_file(own, path, 1, "summary");
   std::ifstream in(own);
   auto copied = nlohmann::json::parse(in);
