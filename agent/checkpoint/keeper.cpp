@@ -86,7 +86,10 @@ struct CheckpointKeeper::Impl {
     if (listed) {
       for (const auto& [rank, steps] : per_rank) store->set(keys + std::to_string(rank), encode_steps(steps));
     }
-    const auto resume = resume_step();
+    // The lists just read, not a second scan of every rank's directory before the workers start.
+    std::vector<std::vector<std::int64_t>> lists;
+    for (const auto& [rank, steps] : per_rank) lists.push_back(steps);
+    const auto resume = newest_common_step(lists);
     events.emit(Event::kCheckpointHeld, {{"restart_count", restart_count},
                                          {"held", held},
                                          {"torn_saves_removed", r.partial_files},
