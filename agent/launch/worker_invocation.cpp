@@ -46,12 +46,16 @@ std::optional<std::string> sitecustomize_dir() {
 }
 
 std::string python_dirs() {
-  std::string out;
-  for (const auto& dir : {sitecustomize_dir(), torch_module_dir()}) {
-    if (!dir || (":" + out + ":").find(":" + *dir + ":") != std::string::npos) continue;
-    out += (out.empty() ? "" : ":") + *dir;
-  }
-  return out;
+  // Where ctrun is installed does not change while it runs: looked up once, not at every worker's start.
+  static const std::string dirs = [] {
+    std::string out;
+    for (const auto& dir : {sitecustomize_dir(), torch_module_dir()}) {
+      if (!dir || (":" + out + ":").find(":" + *dir + ":") != std::string::npos) continue;
+      out += (out.empty() ? "" : ":") + *dir;
+    }
+    return out;
+  }();
+  return dirs;
 }
 
 std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in, const EnvLookup& parent_env) {

@@ -78,7 +78,7 @@ class PreloadSpawner::Impl : public std::enable_shared_from_this<Impl> {
       f.stderr_fd = request.stderr_fd;
       f.cpus = request.cpus;
       try {
-        return StartedWorker{warm_->fork_worker(f), -1, request.argv.front()};
+        return StartedWorker{warm_->fork_worker(f), 0, request.argv.front()};
       } catch (const PreloadError& e) {
         why = e.what();
       }
@@ -93,7 +93,7 @@ class PreloadSpawner::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void confirm(StartedWorker& worker) {
-    if (worker.status_fd < 0) return;  // forked from the warm process: it runs the program already
+    // A worker forked from the warm process runs the program already (exec_errno 0): confirm has nothing to do.
     try {
       cold_.confirm(worker);
     } catch (...) {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -11,6 +12,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 
 namespace ctrun::agent {
@@ -18,14 +20,13 @@ namespace {
 
 // After fork, in the child: every descriptor but 0, 1, 2 ends at exec (as Python's close_fds, which torchrun's
 // workers get): the workers' store's listening socket, other ranks' pipes and files, whatever ctrun inherited.
-// A daemon of a worker then holds none of them (the store's port is free once ctrun is gone). The exec-status pipe
-// (`keep`, CLOEXEC) must stay open until exec. Async-signal-safe.
+// A daemon of a worker then holds none of them (the store's port is free once ctrun is gone). Async-signal-safe.
 // `first`: 4 when descriptor 3 is the request's channel, which stays.
-void close_inherited_descriptors(int first, int keep, int max_fd) {
-  // Linux >= 5.11: mark them all close-on-exec in one call; `keep` is closed by exec too, as it should be.
+void close_inherited_descriptors(int first, int max_fd) {
+  // Linux >= 5.11: mark them all close-on-exec in one call.
   if (::syscall(SYS_close_range, static_cast<unsigned>(first), ~0u, CLOSE_RANGE_CLOEXEC) == 0) return;
   for (int fd = first; fd < max_fd; ++fd) {
-    if (fd != keep) ::close(fd);
+    ::close(fd);
   }
 }
 
@@ -56,8 +57,73 @@ std::string resolve_program(const std::string& name, const std::vector<std::stri
   throw SpawnError("cannot find '" + name + "' on PATH (" + path + ")");
 }
 
+namespace {
+
+// What the child of start_worker needs, built before the clone: the child shares the parent's memory (CLONE_VM)
+// and may only make system calls on what is here, then exec or _exit.
+struct ChildPlan {
+  const char* program;
+  char* const* argv;
+  char* const* envp;
+  const SpawnRequest* request;
+  const cpu_set_t* cpus;
+  pid_t parent;
+  int max_fd;
+  int exec_errno;  // written by the child when a step before exec, or exec itself, fails
+};
+
+[[noreturn]] void child_fail(ChildPlan& plan, int err) {
+  plan.exec_errno = err;
+  ::_exit(127);
+}
+
+// The child, on its own stack, while the forking thread is suspended (CLONE_VFORK) until it execs or exits.
+// Async-signal-safe calls only; nothing here may touch the parent's state but plan.exec_errno.
+int child_main(void* arg) {
+  ChildPlan& plan = *static_cast<ChildPlan*>(arg);
+  const SpawnRequest& request = *plan.request;
+  // Every signal arrives blocked (start_worker blocked them before the clone). The handlers ctrun installed
+  // (asio's signal_set writes into ctrun's own pipe) must not run here, in ctrun's memory: back to the default
+  // before anything is unblocked. SIGPIPE too: ctrun ignores it (it writes to pipes of dying workers), workers
+  // get the default back. Other ignored signals stay ignored across exec, as with fork.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0) continue;
+    if (sig == SIGPIPE || (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      ::sigaction(sig, &dfl, nullptr);
+    }
+  }
+  if (request.own_session ? ::setsid() < 0 : ::setpgid(0, 0) != 0) child_fail(plan, errno);
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail(plan, errno);
+  if (::getppid() != plan.parent) ::_exit(1);  // ctrun died before prctl took effect
+  if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) child_fail(plan, errno);
+  if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) child_fail(plan, errno);
+  int first_closed = 3;
+  if (request.channel_fd >= 0) {
+    if ((request.channel_fd == 3 ? ::fcntl(3, F_SETFD, 0) : ::dup2(request.channel_fd, 3)) < 0) {
+      child_fail(plan, errno);
+    }
+    first_closed = 4;
+  }
+  close_inherited_descriptors(first_closed, plan.max_fd);  // after the dup2s: their sources too
+  if (!request.cpus.empty()) ::sched_setaffinity(0, sizeof *plan.cpus, plan.cpus);
+  // Workers get an empty signal mask whatever thread started them.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execve(plan.program, plan.argv, plan.envp);
+  child_fail(plan, errno);
+}
+
+// The child's stack: it runs only the few calls above; 64 KiB leaves room for the kernel's signal frames too.
+constexpr std::size_t kChildStackBytes = 64 * 1024;
+
+}  // namespace
+
 StartedWorker start_worker(const SpawnRequest& request) {
-  // Everything the child needs is built before fork: after fork only async-signal-safe calls are allowed.
+  // Everything the child needs is built before the clone: the child may only make system calls.
   std::string program = resolve_program(request.argv.at(0), request.env);
   std::vector<char*> argv;
   for (const auto& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -68,63 +134,27 @@ StartedWorker start_worker(const SpawnRequest& request) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   for (int c : request.cpus) CPU_SET(c, &cpus);
+  std::vector<std::byte> stack(kChildStackBytes);
 
-  const int max_fd = descriptor_limit();
-  int status_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0) throw SpawnError(std::string("pipe2: ") + std::strerror(errno));
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int err = errno;
-    ::close(status_pipe[0]);
-    ::close(status_pipe[1]);
-    throw SpawnError(std::string("fork: ") + std::strerror(err));
-  }
-  if (pid == 0) {
-    ::close(status_pipe[0]);
-    auto fail = [&](int err) {
-      (void)!::write(status_pipe[1], &err, sizeof err);
-      ::_exit(127);
-    };
-    if (request.own_session ? ::setsid() < 0 : ::setpgid(0, 0) != 0) fail(errno);
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
-    if (::getppid() != parent) ::_exit(1);  // ctrun died before prctl took effect
-    if (request.stdout_fd >= 0 && ::dup2(request.stdout_fd, STDOUT_FILENO) < 0) fail(errno);
-    if (request.stderr_fd >= 0 && ::dup2(request.stderr_fd, STDERR_FILENO) < 0) fail(errno);
-    int first_closed = 3;
-    if (request.channel_fd >= 0) {
-      if (status_pipe[1] == 3) status_pipe[1] = ::fcntl(3, F_DUPFD_CLOEXEC, 4);  // out of the channel's way
-      if (status_pipe[1] < 0) ::_exit(127);
-      if ((request.channel_fd == 3 ? ::fcntl(3, F_SETFD, 0) : ::dup2(request.channel_fd, 3)) < 0) fail(errno);
-      first_closed = 4;
-    }
-    close_inherited_descriptors(first_closed, status_pipe[1], max_fd);  // after the dup2s: their sources too
-    if (!request.cpus.empty()) ::sched_setaffinity(0, sizeof cpus, &cpus);
-    // ctrun ignores SIGPIPE (it writes to pipes of dying workers); workers get the default back, and an
-    // empty signal mask whatever thread forked them.
-    ::signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execve(program.c_str(), argv.data(), envp.data());
-    fail(errno);
-  }
-  ::close(status_pipe[1]);
-  return StartedWorker{pid, status_pipe[0], program};
+  // vfork semantics (CLONE_VM | CLONE_VFORK, as posix_spawn): no copy of ctrun's page tables, and no copy-on-write
+  // faults in ctrun afterwards; this thread waits until the child has exec'd (or failed), so exec's errno is known
+  // when clone returns. posix_spawn itself cannot set the parent-death signal or the CPU affinity.
+  sigset_t all, parent_mask;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &parent_mask);
+  ChildPlan plan{program.c_str(), argv.data(), envp.data(), &request, &cpus, ::getpid(),
+                 descriptor_limit(), 0};
+  pid_t pid = ::clone(child_main, stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  const int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &parent_mask, nullptr);
+  if (pid < 0) throw SpawnError(std::string("clone: ") + std::strerror(clone_errno));
+  return StartedWorker{pid, plan.exec_errno, program};
 }
 
 void confirm_exec(StartedWorker& worker) {
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(worker.status_fd, &child_errno, sizeof child_errno);
-  } while (n < 0 && errno == EINTR);
-  ::close(worker.status_fd);
-  worker.status_fd = -1;
-  if (n == sizeof child_errno) {
-    ::waitpid(worker.pid, nullptr, 0);  // it exits at once; reap it here so no one mistakes it for a worker exit
-    throw SpawnError("cannot execute '" + worker.program + "': " + std::strerror(child_errno));
-  }
+  if (worker.exec_errno == 0) return;
+  ::waitpid(worker.pid, nullptr, 0);  // it exited at once; reap it here so no one mistakes it for a worker exit
+  throw SpawnError("cannot execute '" + worker.program + "': " + std::strerror(worker.exec_errno));
 }
 
 bool own_session_for_workers() { return ::isatty(STDIN_FILENO) == 1; }

@@ -38,17 +38,17 @@ class SpawnError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Forks and execs; returns once the program was exec'd (a CLOEXEC pipe carries exec's errno back, so a
-// missing program is an error here rather than a mysterious exit 127). Must be called from the thread that
+// Starts the program in a child (vfork semantics: the child shares ctrun's memory until it execs) and returns once
+// the program was exec'd, so a missing program is an error here rather than a mysterious exit 127. Must be called from the thread that
 // lives as long as the workers: the parent-death signal fires when the forking thread exits.
 pid_t spawn_worker(const SpawnRequest& request);
 
-// The same in two steps, so that a group of workers is forked without waiting for each exec in turn:
-// start_worker forks and returns at once; confirm_exec waits for that worker's exec and throws SpawnError
-// (after reaping it) when exec failed.
+// The same in two steps, so that a spawner whose workers start elsewhere (--preload's warm process) has the same
+// interface: start_worker returns once the child exec'd or failed; confirm_exec throws SpawnError (after reaping
+// the child) when it failed.
 struct StartedWorker {
   pid_t pid = -1;
-  int status_fd = -1;  // read end of the CLOEXEC pipe: EOF = exec'd; 4 bytes = exec's errno
+  int exec_errno = 0;  // why the child could not become the program; 0: it runs the program
   std::string program;
 };
 StartedWorker start_worker(const SpawnRequest& request);

@@ -1,6 +1,7 @@
 #pragma once
 // HTTP/1.1 to one etcd member, plain or TLS, every step bounded by a deadline: a POST and its answer, or a POST
-// whose answer streams (a watch), read line by line. Beast, Asio and OpenSSL stay in etcd_transport.cpp.
+// whose answer streams (a watch), read line by line. Beast and Asio stay in http_session.hpp and the .cpp files;
+// OpenSSL in the TLS module (tls_module.hpp), which TlsContext loads.
 
 #include <cstdint>
 #include <functional>
@@ -9,30 +10,16 @@
 #include <string>
 
 #include "rendezvous/etcd/etcd_options.hpp"
+#include "rendezvous/etcd/session.hpp"
 #include "rendezvous/parameters.hpp"
 #include "store/store.hpp"
 
 namespace ctrun::rdzv::etcd {
 
-struct HttpAnswer {
-  unsigned status = 0;
-  std::string body;
-  bool keep_alive = false;  // false: the member closes the connection after this answer
-};
-
-// A streamed request answered with an error status instead of a stream; the answer is read whole.
-class HttpErrorAnswer : public std::runtime_error {
- public:
-  HttpErrorAnswer(unsigned status, std::string body)
-      : std::runtime_error("HTTP " + std::to_string(status)), status(status), body(std::move(body)) {}
-  unsigned status;
-  std::string body;
-};
-
 // What every TLS connection of a client trusts and shows: the CA (or the system's), the client certificate and key.
 class TlsContext {
  public:
-  // Throws store::StoreError naming the file that cannot be loaded.
+  // Throws store::StoreError naming the file that cannot be loaded, or when ctrun's TLS module is missing.
   explicit TlsContext(const Options& options);
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
