@@ -11,8 +11,8 @@ TEST(MemoryStore, CompareSetThreeCases) {
   MemoryStore s;
   EXPECT_EQ(s.compare_set("k", "x", "y"), "x");  // missing, expected non-empty: nothing
   EXPECT_FALSE(s.check({"k"}));
-  EXPECT_EQ(s.compare_set("k", "", "v"), "v");    // missing, expected empty: created
-  EXPECT_EQ(s.compare_set("k", "v", "w"), "w");   // equal: swapped
+  EXPECT_EQ(s.compare_set("k", "", "v"), "v");  // missing, expected empty: created
+  EXPECT_EQ(s.compare_set("k", "v", "w"), "w");  // equal: swapped
   EXPECT_EQ(s.compare_set("k", "zz", "q"), "w");  // not equal: unchanged
 }
 
