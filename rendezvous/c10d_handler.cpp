@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/log.hpp"
+#include "rendezvous/loss_watch.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/peek.hpp"
 #include "store/prefix_store.hpp"
@@ -43,10 +44,23 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
   // host agent exited after the exit barrier).
   if (auto* tcp = dynamic_cast<store::TcpStore*>(hb_store_.get()))
     tcp->set_connect_timeout(std::max<store::Duration>(config_.settings.keep_alive_interval, std::chrono::seconds(1)));
+  // Opened now, while the store is known to answer: opened later, a store already gone would hold the handler's
+  // end for read_timeout. Its reconnects are short for the same reason.
+  loss_store_ = connect();
+  if (auto* tcp = dynamic_cast<store::TcpStore*>(loss_store_.get())) tcp->set_connect_timeout(std::chrono::seconds(1));
   heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
+  loss_thread_ = std::thread([this] { loss_loop(); });
 }
 
-C10dHandler::~C10dHandler() { stop_heartbeats(); }
+C10dHandler::~C10dHandler() {
+  stop_heartbeats();
+  {
+    std::lock_guard lock(mutex_);
+    loss_stopping_ = true;
+  }
+  wake_.notify_all();
+  if (loss_thread_.joinable()) loss_thread_.join();
+}
 
 void C10dHandler::set_worker_store_address(const std::string& host, std::uint16_t port) {
   worker_store_host_ = host;
@@ -268,6 +282,41 @@ void C10dHandler::stop_heartbeats() {
   }
   wake_.notify_all();
   if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+}
+
+// Not stopped by stop_heartbeats(): leave() must return within its budget, and a WAIT slice may be under way. It
+// acts only on a round it still follows, and ends with the handler.
+void C10dHandler::loss_loop() {
+  constexpr auto kSlice = std::chrono::milliseconds(500);
+  std::optional<std::uint64_t> settled;  // the round whose `lost` key was handled: the heartbeat has it from there
+  std::unique_lock lock(mutex_);
+  while (!loss_stopping_) {
+    if (stopping_ || !held_ || settled == held_->round || !liveness_.reports_closes()) {
+      wake_.wait_for(lock, std::chrono::milliseconds(200));
+      continue;
+    }
+    const auto round = *held_;
+    lock.unlock();
+    auto outcome = LossWatch::Outcome::kNothing;
+    try {
+      LossWatch watch(*loss_store_, config_.run_id);
+      outcome = watch.watch(round, kSlice, kReconnectGrace, [this] {
+        std::lock_guard l(mutex_);
+        return loss_stopping_ || stopping_;
+      });
+    } catch (const std::exception& e) {
+      log_->debug("rendezvous '{}': waiting for closed connections failed: {}", config_.run_id, e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (outcome == LossWatch::Outcome::kDeclared)
+      log_->warn("rendezvous '{}' round {} is over: a member's agent is gone (its store connection closed)",
+                 config_.run_id, round.round);
+    if (outcome == LossWatch::Outcome::kBlip)
+      log_->info("rendezvous '{}' round {}: a member's store connection closed and came back; not a death",
+                 config_.run_id, round.round);
+    lock.lock();
+    if (outcome != LossWatch::Outcome::kNothing) settled = round.round;
+  }
 }
 
 void C10dHandler::heartbeat_loop() {

@@ -36,8 +36,9 @@ struct C10dConfig {
 
 class C10dHandler final : public Handler {
  public:
-  // `connect` opens a store connection; it is called twice (joins/polls, heartbeats) so that a blocking WAIT of
-  // next_rendezvous() never delays a heartbeat. `keep_alive` holds what the store needs (a hosted server).
+  // `connect` opens a store connection; it is called three times (joins/polls, heartbeats, closed connections) so that
+  // a blocking WAIT of next_rendezvous() never delays a heartbeat. `keep_alive` holds what the store needs (a hosted
+  // server).
   using Connect = std::function<std::shared_ptr<store::Store>()>;
   C10dHandler(C10dConfig config, NodeSpec node, const Connect& connect, std::shared_ptr<const Clock> clock = nullptr,
               std::shared_ptr<void> keep_alive = nullptr);
@@ -62,6 +63,7 @@ class C10dHandler final : public Handler {
  private:
   std::string over_value();
   void heartbeat_loop();
+  void loss_loop();  // waits for members' closed connections (loss_watch.hpp) on a connection of its own
   void stop_heartbeats();
   void release_store();
   void withdraw(store::Store& store, std::uint64_t round, std::int64_t arrival, const std::string& why);
@@ -96,6 +98,9 @@ class C10dHandler final : public Handler {
   Liveness liveness_;
   bool stopping_ = false;
   std::thread heartbeat_thread_;
+  std::shared_ptr<store::Store> loss_store_;  // the loss thread's connection
+  bool loss_stopping_ = false;                // guarded by mutex_; set by the destructor only
+  std::thread loss_thread_;
 };
 
 }  // namespace ctrun::rdzv

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "rendezvous/loss_watch.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/records.hpp"
 
@@ -21,10 +22,34 @@ void Liveness::follow(const Membership& membership, TimePoint now) {
   next_check_ = now + config_.interval / 4;
 }
 
-void Liveness::stop() { membership_.reset(); }
+void Liveness::stop() {
+  membership_.reset();
+  if (!registered_) return;
+  // A member that stops (done, leaving) must not look like one that died when its process exits.
+  try {
+    store_.cancel_on_close(keys_.lost(*registered_));
+  } catch (const store::StoreError&) {
+    // the store is gone: nobody is left to notice
+  }
+  registered_.reset();
+}
+
+void Liveness::register_on_close() {
+  const auto round = membership_->round;
+  if (no_on_close_ || registered_ == round) return;
+  if (registered_) store_.cancel_on_close(keys_.lost(*registered_));
+  registered_.reset();
+  const auto rank = membership_->rank;
+  if (!store_.append_on_close(keys_.lost(round), on_close_entry(rank), on_reconnect_entry(rank))) {
+    no_on_close_ = true;
+    return;
+  }
+  registered_ = round;
+}
 
 TimePoint Liveness::tick(TimePoint now) {
   if (!membership_) return TimePoint::max();
+  register_on_close();
   if (now >= next_beat_) {
     store_.add(keys_.heartbeat(membership_->round, membership_->rank), 1);
     next_beat_ = now + config_.interval;

@@ -39,6 +39,9 @@ class Liveness {
   void follow(const Membership& membership, TimePoint now);
   void stop();
   bool active() const { return membership_.has_value(); }
+  // The store reports this member's closed connection (ON_CLOSE registered for the current round): the members
+  // may wait for closes (loss_watch.hpp) instead of only timing heartbeats.
+  bool reports_closes() const { return membership_ && registered_ == membership_->round && !no_on_close_; }
 
   // Beats and checks when due; returns when to call again (TimePoint::max() when inactive).
   TimePoint tick(TimePoint now);
@@ -61,6 +64,10 @@ class Liveness {
   int watch_ = 0;             // the member we watch; == our rank: we are the monitor of every higher rank
   std::map<int, Seen> seen_;  // last counter value per watched rank, and when it last moved
   std::set<int> exited_;      // ranks no longer watched (left or dead)
+  // ON_CLOSE (the fast path, loss_watch.hpp): the round registered on the heartbeat connection, if any
+  void register_on_close();
+  std::optional<std::uint64_t> registered_;
+  bool no_on_close_ = false;  // the store has no ON_CLOSE: never asked again
   TimePoint next_beat_{};
   TimePoint next_check_{};
 };

@@ -74,6 +74,11 @@ class CountingStore final : public Store {
     count(key.size() + 8);
     inner_->barrier(key, world_size, timeout);
   }
+  bool append_on_close(const std::string& key, std::string_view on_close, std::string_view on_reconnect) override {
+    count(key.size() + on_close.size() + 8);
+    return inner_->append_on_close(key, on_close, on_reconnect);
+  }
+  void cancel_on_close(const std::string& key) override { count(key.size() + 8), inner_->cancel_on_close(key); }
   store::Duration timeout() const override { return inner_->timeout(); }
   void set_timeout(store::Duration timeout) override { inner_->set_timeout(timeout); }
 

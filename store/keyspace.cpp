@@ -619,8 +619,39 @@ SetResult Keyspace::watch(ConnId conn, const std::string& key) {
   return res;
 }
 
+Keyspace::OnCloseResult Keyspace::on_close(ConnId conn, const std::string& key, std::string_view value, bool enable) {
+  OnCloseResult res;
+  auto& mine = on_close_[conn];
+  auto it = mine.find(key);
+  if (it != mine.end()) {
+    on_close_bytes_ -= key.size() + it->second.size() + kEntryOverhead;
+    mine.erase(it);
+  }
+  if (enable) {
+    const std::uint64_t cost = key.size() + value.size() + kEntryOverhead;
+    if (!fits(cost, conn)) {
+      too_big(res, "ON_CLOSE");
+    } else {
+      mine.emplace(key, std::string(value));
+      on_close_bytes_ += cost;
+    }
+  }
+  res.count = static_cast<std::int64_t>(mine.size());
+  if (mine.empty()) on_close_.erase(conn);
+  return res;
+}
+
 void Keyspace::forget(ConnId conn) {
   drop_wait(conn);
+  if (auto oc = on_close_.find(conn); oc != on_close_.end()) {
+    auto registered = std::move(oc->second);
+    on_close_.erase(oc);
+    for (const auto& [key, value] : registered) {
+      on_close_bytes_ -= key.size() + value.size() + kEntryOverhead;
+      // A full store drops the append (refused): whoever relies on it has a slower way to learn (heartbeats).
+      (void)append(conn, key, value);
+    }
+  }
   auto w = watched_by_.find(conn);
   if (w == watched_by_.end()) return;
   for (const auto& k : w->second) {

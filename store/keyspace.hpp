@@ -152,6 +152,12 @@ class Keyspace {
   // world_size. With register_wait, conn (when not reached) is registered to be released with STOP_WAITING.
   BarrierResult barrier(ConnId conn, const std::string& key, std::int64_t world_size, bool register_waiter = true);
   SetResult watch(ConnId conn, const std::string& key);  // 1.13 WATCH_KEY
+  // ctrun's ON_CLOSE: when conn goes (forget), APPEND value to key. `enable` false cancels conn's registration of
+  // key. Returns how many registrations conn holds afterwards (in `count`). The registration's bytes are counted.
+  struct OnCloseResult : Refusable {
+    std::int64_t count = 0;
+  };
+  OnCloseResult on_close(ConnId conn, const std::string& key, std::string_view value, bool enable);
   // Ends conn's pending wait, if any (CANCEL_WAIT, or any new request of a client that stopped waiting).
   void cancel_wait(ConnId conn) { drop_wait(conn); }
   // Continue a WAIT, MULTI_SET, CHECK or MULTI_GET that returned `more`.
@@ -169,7 +175,7 @@ class Keyspace {
   bool cleanup_step();
   bool has_cleanup() const { return !cleanup_.empty(); }
 
-  // The connection is gone: drop its pending wait and its watches.
+  // The connection is gone: drop its pending wait and its watches, and run its ON_CLOSE appends.
   void forget(ConnId conn);
 
   // Drops every key, queue and pending wait (the agent's fresh keyspace per attempt). Waiters are not
@@ -189,7 +195,7 @@ class Keyspace {
   // elements, wait and watch registrations, values no longer in the keyspace but still being sent.
   std::uint64_t held_bytes() const {
     return bytes_ + kEntryOverhead * (data_.size() + queues_.size() + queued_) + wait_bytes_ + watch_bytes_ +
-           *orphaned_;
+           on_close_bytes_ + *orphaned_;
   }
   std::uint64_t pending_waits() const { return waits_.size(); }
 
@@ -272,6 +278,8 @@ class Keyspace {
   std::unordered_map<ConnId, WaitRegistration> waits_;             // at most one pending wait per connection
   std::unordered_map<std::string, std::vector<ConnId>> watchers_;  // 1.13 WATCH_KEY
   std::unordered_map<ConnId, std::vector<std::string>> watched_by_;
+  std::unordered_map<ConnId, std::unordered_map<std::string, std::string>> on_close_;  // conn -> key -> value
+  std::uint64_t on_close_bytes_ = 0;
 };
 
 }  // namespace ctrun::store::detail

@@ -29,6 +29,10 @@ class PrefixStore final : public Store {
   std::int64_t queue_len(const std::string& key) override;
   std::vector<std::string> list_keys() override;
   void barrier(const std::string& key, std::int64_t world_size, Duration timeout) override;
+  bool append_on_close(const std::string& key, std::string_view on_close, std::string_view on_reconnect) override {
+    return base_->append_on_close(join_key(key), on_close, on_reconnect);
+  }
+  void cancel_on_close(const std::string& key) override { base_->cancel_on_close(join_key(key)); }
   Duration timeout() const override;
   void set_timeout(Duration timeout) override;
 

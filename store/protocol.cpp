@@ -12,7 +12,7 @@ namespace ctrun::store::protocol {
 
 namespace {
 
-constexpr std::size_t kCommandCount = static_cast<std::size_t>(Command::kBarrier) + 1;
+constexpr std::size_t kCommandCount = static_cast<std::size_t>(kLastCommand) + 1;
 constexpr std::uint8_t kNone = 0xFF;
 
 // Opcode tables, indexed by opcode. Legacy is torch 1.13/2.0 exactly (SET=0 ... DELETE_KEY=8); the May-July
@@ -162,6 +162,15 @@ bool decode_fields(Command c, Reader& r, Request* out) {
       if (out) out->integer = x;
       return true;
     }
+    case Command::kOnClose: {
+      std::int64_t x = 0;
+      if (!r.key(k) || !r.value(v) || !r.i64(x)) return false;
+      if (x != 0 && x != 1) return r.fail(fmt::format("ON_CLOSE mode {} is neither 1 (register) nor 0 (cancel)", x));
+      push_key(k);
+      push_value(v);
+      if (out) out->integer = x;
+      return true;
+    }
     case Command::kCheck:
     case Command::kWait:
     case Command::kMultiGet: {
@@ -251,11 +260,14 @@ const char* command_name(Command c) {
       return "LIST_KEYS";
     case Command::kBarrier:
       return "BARRIER";
+    case Command::kOnClose:
+      return "ON_CLOSE";
   }
   return "UNKNOWN";
 }
 
 std::optional<Command> command_of(Dialect d, std::uint8_t opcode) {
+  if (d == Dialect::kV2 && opcode == kOnCloseOpcode) return Command::kOnClose;
   if (d == Dialect::kLegacy) {
     if (opcode < kLegacyTable.size()) return kLegacyTable[opcode];
   } else if (opcode < kV2Table.size()) {
@@ -267,6 +279,7 @@ std::optional<Command> command_of(Dialect d, std::uint8_t opcode) {
 std::optional<std::uint8_t> opcode_of(Dialect d, Command c) {
   auto idx = static_cast<std::size_t>(c);
   if (idx >= kCommandCount) return std::nullopt;
+  if (c == Command::kOnClose) return d == Dialect::kV2 ? std::optional<std::uint8_t>(kOnCloseOpcode) : std::nullopt;
   std::uint8_t op = (d == Dialect::kLegacy ? kLegacyOpcodes : kV2Opcodes)[idx];
   if (op == kNone) return std::nullopt;
   return op;
@@ -362,6 +375,12 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
       put_bytes(out, r.keys[0]);
       put_i64(out, r.integer);
       break;
+    case Command::kOnClose:
+      need(1, 1);
+      put_bytes(out, r.keys[0]);
+      put_bytes(out, r.values[0]);
+      put_i64(out, r.integer);
+      break;
     case Command::kCheck:
     case Command::kWait:
     case Command::kMultiGet:
@@ -422,6 +441,7 @@ void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& o
     case Command::kGetNumKeys:
     case Command::kDeleteKey:
     case Command::kQueueLen:
+    case Command::kOnClose:
       reply::integer(o, r.integer);
       return;
     case Command::kGet:
@@ -519,6 +539,7 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
     case Command::kGetNumKeys:
     case Command::kDeleteKey:
     case Command::kQueueLen:
+    case Command::kOnClose:
       ok = r.i64(out.integer);
       break;
     case Command::kGet:

@@ -42,7 +42,14 @@ enum class Command : std::uint8_t {
   kQueueLen,
   kListKeys,
   kBarrier,
+  // ctrun's extension (ctstore only; v2 dialect, opcode kOnCloseOpcode far above torch's): while the requesting
+  // connection lives nothing happens; when it closes, the server APPENDs the value to the key (creating it, waking
+  // its waiters). integer 1 registers (replacing an earlier registration of the key), 0 cancels. A torch server
+  // closes the connection on the unknown opcode, which is how a client learns it has no such thing.
+  kOnClose,
 };
+inline constexpr Command kLastCommand = Command::kOnClose;
+inline constexpr std::uint8_t kOnCloseOpcode = 0xC7;
 
 const char* command_name(Command c);
 
@@ -60,6 +67,7 @@ enum class WatchResponse : std::uint8_t { kKeyUpdated = 0, kKeyCreated = 1, kKey
 //   GET/DELETE_KEY/WATCH_KEY/QUEUE_POP/QUEUE_LEN: keys[0]     ADD: keys[0], integer=delta
 //   CHECK/WAIT/MULTI_GET: keys     MULTI_SET: keys, values     VALIDATE/PING: u32 (magic / nonce)
 //   BARRIER: keys[0], integer=world_size     GETNUMKEYS/CANCEL_WAIT/LIST_KEYS: nothing
+//   ON_CLOSE: keys[0], values[0], integer=1 (register) or 0 (cancel)
 struct Request {
   Command command{};
   std::vector<std::string> keys;
@@ -107,9 +115,9 @@ void encode_request(Dialect d, const Request& r, std::string& out);
 // A decoded reply to a request of `command` (the client knows what it sent):
 //   SET/APPEND/MULTI_SET/QUEUE_PUSH/VALIDATE: no reply      PING: u32 (the nonce echoed)
 //   CHECK: u8 (CheckResponse)     WAIT/BARRIER/CANCEL_WAIT: u8 (WaitResponse)     WATCH_KEY: u8 (WatchResponse)
-//   ADD/GETNUMKEYS/DELETE_KEY/QUEUE_LEN: integer (i64)      GET/COMPARE_SET: values[0] (u64 length + bytes)
-//   MULTI_GET: values (one per requested key, no count)     LIST_KEYS: i64 count, then values
-//   QUEUE_POP: integer = the queue's length, then values[0] only when it was > 0
+//   ADD/GETNUMKEYS/DELETE_KEY/QUEUE_LEN/ON_CLOSE: integer (i64; ON_CLOSE: registrations the connection holds)
+//   GET/COMPARE_SET: values[0] (u64 length + bytes) MULTI_GET: values (one per requested key, no count)     LIST_KEYS:
+//   i64 count, then values QUEUE_POP: integer = the queue's length, then values[0] only when it was > 0
 // A WAIT or BARRIER reply may come much later (STOP_WAITING when the keys are there); a CANCEL_WAIT may be
 // preceded by that STOP_WAITING (the client reads two u8 then).
 struct Reply {

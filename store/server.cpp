@@ -710,7 +710,7 @@ class Server::Impl final : public detail::ReplySink {
     s.bytes = keyspace.bytes();
     s.pending_waits = keyspace.pending_waits();
     s.held_bytes = keyspace.held_bytes() + io_bytes;
-    for (int i = 0; i <= static_cast<int>(protocol::Command::kBarrier); ++i) {
+    for (int i = 0; i <= static_cast<int>(protocol::kLastCommand); ++i) {
       auto c = static_cast<protocol::Command>(i);
       if (auto n = ops[static_cast<std::size_t>(i)]) s.ops.emplace_back(protocol::command_name(c), n);
     }
@@ -728,7 +728,7 @@ class Server::Impl final : public detail::ReplySink {
   mutable std::mutex failure_mutex;
   std::string failure_message;
   detail::Keyspace keyspace;
-  std::array<std::uint64_t, static_cast<std::size_t>(protocol::Command::kBarrier) + 1> ops{};  // requests per command
+  std::array<std::uint64_t, static_cast<std::size_t>(protocol::kLastCommand) + 1> ops{};  // requests per command
   std::vector<std::uint8_t> scratch;
   std::unordered_map<ConnId, ConnPtr> conns;
   std::vector<ConnPtr> dirty;

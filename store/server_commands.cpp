@@ -187,6 +187,13 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
       return {};
     }
 
+    case Command::kOnClose: {
+      auto res = ks.on_close(conn, r.keys[0], r.values[0], r.integer != 0);
+      if (!res.ok()) return closing(res);
+      reply::integer(*out, res.count);
+      return {};
+    }
+
     case Command::kBarrier: {
       auto res = ks.barrier(conn, r.keys[0], r.integer);
       if (!res.ok()) return closing(res);

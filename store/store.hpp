@@ -85,6 +85,18 @@ class Store {
   // Server-side counting barrier on a fresh key: returns once world_size callers have arrived.
   virtual void barrier(const std::string& key, std::int64_t world_size, Duration timeout) = 0;
 
+  // ctrun's ON_CLOSE extension (ctstore only): when this client's connection closes (its process died, or the
+  // connection broke), the server appends `on_close` to `key`, creating it and waking its waiters. A client that
+  // reconnects appends `on_reconnect` to `key` and registers again, so readers of the key can tell a blip (the
+  // close followed by the reconnect) from a death. Returns false where the store has no such thing (torch's
+  // servers, the legacy dialect, in-process and etcd stores): the caller needs another way (heartbeats).
+  virtual bool append_on_close(const std::string& /*key*/, std::string_view /*on_close*/,
+                               std::string_view /*on_reconnect*/) {
+    return false;
+  }
+  // Withdraws a registration of append_on_close (nothing where it had none).
+  virtual void cancel_on_close(const std::string& /*key*/) {}
+
   // Default timeout for get/wait/multi_get/queue_pop.
   virtual Duration timeout() const = 0;
   virtual void set_timeout(Duration timeout) = 0;

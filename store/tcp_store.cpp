@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -438,6 +439,8 @@ class TcpStore::Impl {
         }
         apply_socket_timeouts();
         if (attempts > 1) log::get("store")->debug("connected to TCPStore {} after {} attempts", endpoint_, attempts);
+        if (connected_once_ && !on_close_.empty()) restore_on_close_locked();
+        connected_once_ = true;
         return;
       } catch (const StoreError& e) {
         close_socket();
@@ -670,6 +673,62 @@ class TcpStore::Impl {
     return out;
   }
 
+  // ---- ctrun's ON_CLOSE extension ----
+ public:
+  bool append_on_close(const std::string& key, std::string_view on_close, std::string_view on_reconnect) {
+    std::lock_guard lock(mutex_);
+    if (!is_v2() || on_close_support_ == Support::kNo) return false;
+    if (fd_ < 0) connect_locked();
+    if (!register_on_close_locked(wire_key(key), on_close)) return false;
+    on_close_[wire_key(key)] = {std::string(on_close), std::string(on_reconnect)};
+    return true;
+  }
+
+  void cancel_on_close(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    if (on_close_.erase(wire_key(key)) == 0 || fd_ < 0) return;
+    begin(Command::kOnClose, key);
+    exchange({.command = Command::kOnClose, .keys = {wire_key(key)}, .values = {""}, .integer = 0});
+  }
+
+ private:
+  enum class Support : std::uint8_t { kUnknown, kYes, kNo };
+
+  // One registration on the current connection. A server without the extension closes the connection on the
+  // unknown opcode: remembered, false (the next request reconnects as after any lost connection).
+  bool register_on_close_locked(const std::string& wire, std::string_view on_close) {
+    set_context(Command::kOnClose, wire);
+    apply_socket_timeouts();
+    try {
+      exchange({.command = Command::kOnClose, .keys = {wire}, .values = {std::string(on_close)}, .integer = 1});
+    } catch (const StoreError& e) {
+      if (on_close_support_ != Support::kUnknown) throw;
+      on_close_support_ = Support::kNo;
+      close_socket();
+      log::get("store")->info("TCPStore {} has no ON_CLOSE (not a ctstore: {}); closed connections go unnoticed",
+                              endpoint_, e.what());
+      return false;
+    }
+    on_close_support_ = Support::kYes;
+    return true;
+  }
+
+  // After a reconnect: say so in every registered key, then register again on the new connection.
+  void restore_on_close_locked() {
+    for (const auto& [wire, values] : on_close_) {
+      set_context(Command::kAppend, wire);
+      send_request({.command = Command::kAppend, .keys = {wire}, .values = {values.on_reconnect}});
+      register_on_close_locked(wire, values.on_close);
+    }
+  }
+
+  struct OnClose {
+    std::string on_close, on_reconnect;
+  };
+  std::map<std::string, OnClose> on_close_;  // wire key -> values, while registered
+  Support on_close_support_ = Support::kUnknown;
+  bool connected_once_ = false;
+
   TcpStoreOptions options_;
   Dialect dialect_;           // options_.dialect, or the detected one
   bool detect_;               // not yet known: detect on the next connection
@@ -714,6 +773,10 @@ std::vector<std::string> TcpStore::list_keys() { return impl_->list_keys(); }
 void TcpStore::barrier(const std::string& key, std::int64_t world_size, Duration timeout) {
   impl_->barrier(key, world_size, timeout);
 }
+bool TcpStore::append_on_close(const std::string& key, std::string_view on_close, std::string_view on_reconnect) {
+  return impl_->append_on_close(key, on_close, on_reconnect);
+}
+void TcpStore::cancel_on_close(const std::string& key) { impl_->cancel_on_close(key); }
 Duration TcpStore::timeout() const { return impl_->timeout(); }
 void TcpStore::set_timeout(Duration timeout) { impl_->set_timeout(timeout); }
 void TcpStore::set_connect_timeout(Duration timeout) { impl_->set_connect_timeout(timeout); }

@@ -64,6 +64,10 @@ class TcpStore final : public Store {
   std::int64_t queue_len(const std::string& key) override;
   std::vector<std::string> list_keys() override;
   void barrier(const std::string& key, std::int64_t world_size, Duration timeout) override;
+  // The first call tries the extension once; a server that closes the connection on it (torch's) is remembered
+  // as without it (the next call reconnects). Registrations are sent again after every reconnect.
+  bool append_on_close(const std::string& key, std::string_view on_close, std::string_view on_reconnect) override;
+  void cancel_on_close(const std::string& key) override;
   Duration timeout() const override;
   void set_timeout(Duration timeout) override;
   // How long a reconnect (after a lost connection) keeps trying; the first connect used the options' value.

@@ -60,6 +60,11 @@ Request sample(Command c) {
       r.keys = {key};
       r.integer = 4;
       break;
+    case Command::kOnClose:
+      r.keys = {key};
+      r.values = {val};
+      r.integer = 1;
+      break;
     case Command::kCheck:
     case Command::kWait:
     case Command::kMultiGet:
@@ -89,7 +94,8 @@ constexpr Command kAll[] = {Command::kValidate, Command::kSet,        Command::k
                             Command::kAdd,      Command::kCheck,      Command::kWait,       Command::kGetNumKeys,
                             Command::kWatchKey, Command::kDeleteKey,  Command::kAppend,     Command::kMultiGet,
                             Command::kMultiSet, Command::kCancelWait, Command::kPing,       Command::kQueuePush,
-                            Command::kQueuePop, Command::kQueueLen,   Command::kListKeys,   Command::kBarrier};
+                            Command::kQueuePop, Command::kQueueLen,   Command::kListKeys,   Command::kBarrier,
+                            Command::kOnClose};
 
 TEST(Protocol, OpcodeTablesMatchTorch) {
   // Legacy = torch 1.13 (SET=0 ... WATCH_KEY=7, DELETE_KEY=8); v2 = torch >= 2.1 (VALIDATE=0 ... BARRIER=18).
@@ -109,6 +115,11 @@ TEST(Protocol, OpcodeTablesMatchTorch) {
   EXPECT_EQ(opcode_of(Dialect::kV2, Command::kBarrier), 18);
   EXPECT_FALSE(opcode_of(Dialect::kV2, Command::kWatchKey));
   EXPECT_FALSE(command_of(Dialect::kV2, 19));
+  // ctrun's extension, far above torch's opcodes (a future torch adding 19, 20, ... cannot collide) and v2 only.
+  EXPECT_EQ(opcode_of(Dialect::kV2, Command::kOnClose), kOnCloseOpcode);
+  EXPECT_EQ(command_of(Dialect::kV2, kOnCloseOpcode), Command::kOnClose);
+  EXPECT_FALSE(opcode_of(Dialect::kLegacy, Command::kOnClose));
+  EXPECT_FALSE(command_of(Dialect::kLegacy, kOnCloseOpcode));
   EXPECT_FALSE(command_of(Dialect::kLegacy, 9));
   for (auto c : kAll)
     for (auto d : {Dialect::kLegacy, Dialect::kV2}) {
@@ -144,7 +155,7 @@ TEST(Protocol, EveryCommandRoundTripsWholeAndByteByByte) {
       ++tested;
     }
   }
-  EXPECT_EQ(tested, 9 + 19);
+  EXPECT_EQ(tested, 9 + 19 + 1);  // + ctrun's ON_CLOSE (v2)
 }
 
 TEST(Protocol, PipelinedRequestsParseOneAtATime) {

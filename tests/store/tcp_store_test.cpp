@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
+#include <thread>
 
 #include "store/server.hpp"
 #include "tests/store/store_checks.hpp"
@@ -352,6 +354,73 @@ TEST(TcpStoreFakeServer, WrongDialectHint) {
   } catch (const store::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("legacy dialect"), std::string::npos) << e.what();
   }
+}
+
+// ctrun's ON_CLOSE: the server appends the registered value when the client's connection closes (the process
+// died), waking whoever waits on the key; a withdrawn registration appends nothing.
+TEST(TcpStoreOnClose, AppendsWhenTheConnectionClosesNotWhenCancelled) {
+  store::Server server{ServerOptions{.host = "127.0.0.1"}};
+  server.start();
+  auto opts = options_for(server.port(), Dialect::kV2);
+  TcpStore watcher(opts);
+  auto owner = std::make_unique<TcpStore>(opts);
+  ASSERT_TRUE(owner->append_on_close("lost", "-1,", "+1,"));
+  ASSERT_TRUE(owner->append_on_close("other", "-1,", "+1,"));
+  owner->cancel_on_close("other");
+  owner->set("alive", "1");
+  EXPECT_FALSE(watcher.check({"lost"}));
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    owner.reset();
+  });
+  watcher.wait({"lost"}, std::chrono::seconds(10));  // woken by the close
+  closer.join();
+  EXPECT_EQ(watcher.get("lost"), "-1,");
+  EXPECT_FALSE(watcher.check({"other"}));
+}
+
+// A connection lost while the client lives (here: the server restarted on its port): the client's next request
+// reconnects, appends its on_reconnect value and registers again, so that a later close is still reported.
+TEST(TcpStoreOnClose, AReconnectSaysSoAndRegistersAgain) {
+  PortReservation port;  // held for the test: only these servers bind it (SO_REUSEADDR)
+  auto first = std::make_unique<store::Server>(ServerOptions{.host = "127.0.0.1", .port = port.port()});
+  first->start();
+  auto opts = options_for(port.port(), Dialect::kV2);
+  opts.connect_timeout = std::chrono::seconds(10);
+  auto owner = std::make_unique<TcpStore>(opts);
+  owner->set_connect_timeout(std::chrono::seconds(10));
+  ASSERT_TRUE(owner->append_on_close("lost", "-1,", "+1,"));
+  first.reset();
+  store::Server second{ServerOptions{.host = "127.0.0.1", .port = port.port()}};
+  second.start();
+  TcpStore watcher(opts);
+  std::string error;
+  for (int i = 0; i < 3; ++i) {  // the first request finds the old connection closed and fails on it
+    try {
+      owner->add("x", 1);
+      break;
+    } catch (const store::StoreError& e) {
+      error = e.what();
+    }
+  }
+  ASSERT_TRUE(watcher.check({"x"})) << error;
+  EXPECT_EQ(watcher.get("lost"), "+1,");
+  owner.reset();
+  std::string log;
+  for (int i = 0; i < 100 && log != "+1,-1,"; ++i) {
+    log = watcher.get("lost");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(log, "+1,-1,");
+}
+
+TEST(TcpStoreOnClose, NotInTheLegacyDialect) {
+  store::Server server{ServerOptions{.host = "127.0.0.1"}};
+  server.start();
+  TcpStore s(options_for(server.port(), Dialect::kLegacy));
+  EXPECT_FALSE(s.append_on_close("lost", "-1,", "+1,"));
+  s.set("still", "usable");
+  EXPECT_EQ(s.get("still"), "usable");
 }
 
 }  // namespace

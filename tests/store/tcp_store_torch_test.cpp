@@ -50,6 +50,9 @@ TEST(OurClientVsTorchServer, DetectsTheLegacyDialectByItself) {
   s.set("auto", "detected");
   EXPECT_EQ(s.get("auto"), "detected");
   EXPECT_EQ(s.add("n", 2), 2);
+  // No ctrun extension on a torch server: nothing is sent, the caller falls back to heartbeats.
+  EXPECT_FALSE(s.append_on_close("lost", "-0,", "+0,"));
+  EXPECT_EQ(s.get("auto"), "detected");
   // The server survived the probe and serves a second client (which detects again).
   TcpStore again(o);
   EXPECT_EQ(again.get("auto"), "detected");

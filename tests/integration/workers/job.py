@@ -4,7 +4,8 @@ Always records its pid (and its grandchild's, with --grandchild) under $OUT_DIR 
 outlives the job. With --target-world N a worker whose WORLD_SIZE is not N only marks the round it is in and
 waits (to be stopped by a membership change); otherwise it runs a real torch gloo all_reduce and writes its env and
 the sum to $OUT_DIR/result.<NODE_TAG>.<LOCAL_RANK>.json. --no-torch writes the env only (no PyTorch needed).
---fail-group-rank G makes the workers of group rank G exit 1 on restart count 0.
+--fail-group-rank G makes the workers of group rank G exit 1 on restart count 0. --hold-until NAME: the workers wait
+until $OUT_DIR/NAME exists before finishing (the test decides when a round may end).
 """
 import argparse
 import json
@@ -30,6 +31,7 @@ def main():
     ap.add_argument("--fail-group-rank", type=int, default=-1)
     ap.add_argument("--grandchild", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--hold-until", default="")
     a = ap.parse_args()
     out, node, env = os.environ["OUT_DIR"], os.environ["NODE_TAG"], os.environ
     open(f"{out}/pid.{node}.{env['LOCAL_RANK']}.{os.getpid()}", "w").close()
@@ -41,6 +43,10 @@ def main():
     if a.target_world and ws != a.target_world:
         time.sleep(120)  # stopped by ctrun when the membership changes
         sys.exit(3)
+    if a.hold_until:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(f"{out}/{a.hold_until}") and time.monotonic() < deadline:
+            time.sleep(0.05)
     if int(env["GROUP_RANK"]) == a.fail_group_rank and env["TORCHELASTIC_RESTART_COUNT"] == "0":
         sys.exit(1)
     result = {k: env.get(k) for k in ENV_KEYS}

@@ -1,0 +1,52 @@
+#include "rendezvous/loss_watch.hpp"
+
+#include <charconv>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "rendezvous/membership.hpp"
+#include "rendezvous/records.hpp"
+
+namespace ctrun::rdzv {
+
+std::string on_close_entry(int rank) { return fmt::format("-{},", rank); }
+std::string on_reconnect_entry(int rank) { return fmt::format("+{},", rank); }
+
+std::set<int> lost_ranks(std::string_view log) {
+  std::map<int, bool> last;  // rank -> closed (true) or back (false)
+  while (!log.empty()) {
+    auto end = log.find(',');
+    auto entry = log.substr(0, end);
+    log = end == std::string_view::npos ? std::string_view() : log.substr(end + 1);
+    if (entry.size() < 2 || (entry[0] != '-' && entry[0] != '+')) continue;
+    int rank = 0;
+    auto [p, ec] = std::from_chars(entry.data() + 1, entry.data() + entry.size(), rank);
+    if (ec != std::errc() || p != entry.data() + entry.size() || rank < 0) continue;
+    last[rank] = entry[0] == '-';
+  }
+  std::set<int> out;
+  for (auto [rank, closed] : last)
+    if (closed) out.insert(rank);
+  return out;
+}
+
+LossWatch::Outcome LossWatch::settle(const Membership& m, store::Duration grace) {
+  const auto ranks = lost_ranks(store_.get(keys_.lost(m.round)));
+  // A round that ended well: its members close their connections as they exit, one before another.
+  if (ranks.empty() || store_.check({keys_.exit_done(m.round)})) return Outcome::kBlip;
+  bool declared = false;
+  for (int rank : ranks) {
+    if (rank >= m.members || rank == m.rank) continue;
+    if (store_.check({keys_.exit(m.round, rank)})) continue;  // it left the round before its connection closed
+    auto who = NodeRecord::decode(store_.get(keys_.member(m.round, rank))).describe();
+    declared |= mark_exit(
+        store_, keys_, m.round, rank, m.members, "dead", kOverDead,
+        fmt::format("node {} (group rank {}) closed its connection to the rendezvous store (its agent exited or was "
+                    "killed) and did not reconnect within {:.1f} s",
+                    who, rank, std::chrono::duration<double>(grace).count()));
+  }
+  return declared ? Outcome::kDeclared : Outcome::kBlip;
+}
+
+}  // namespace ctrun::rdzv

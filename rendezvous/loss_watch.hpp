@@ -1,0 +1,66 @@
+#pragma once
+// The fast path of failure detection: a member whose agent process dies closes its connections at once, and a store
+// with ctrun's ON_CLOSE (ctstore; store/store.hpp append_on_close) appends "-<rank>," to the round's `lost` key when
+// the member's heartbeat connection closes; a client that reconnects appends "+<rank>,". Every member waits on that
+// key on a connection of its own; when it appears, it gives the member kReconnectGrace to come back, then records
+// every rank whose last entry is a close as dead (the same keys as a lost heartbeat: over, exit, gone). Where the
+// store has no ON_CLOSE (torch's servers, etcd) nothing is registered and only the heartbeat detects deaths.
+//
+// One wake-up per round: after the first entries (a death ends the round; a blip, every rank back, is rare) the
+// round is left to the heartbeat.
+
+#include <chrono>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "rendezvous/join_op.hpp"
+#include "rendezvous/keys.hpp"
+#include "store/store.hpp"
+
+namespace ctrun::rdzv {
+
+// How long a closed connection may take to come back before its member counts as dead. A member's client
+// reconnects at its next store call; an agent whose process died never does.
+inline constexpr store::Duration kReconnectGrace = std::chrono::milliseconds(500);
+
+// The ranks whose last entry in a `lost` log ("-1,-2,+1,") is a close: {2}. Malformed entries are skipped.
+std::set<int> lost_ranks(std::string_view log);
+
+// The registration a member makes on its heartbeat connection for round `round`.
+std::string on_close_entry(int rank);
+std::string on_reconnect_entry(int rank);
+
+class LossWatch {
+ public:
+  enum class Outcome { kNothing, kDeclared, kBlip };
+
+  LossWatch(store::Store& store, const std::string& run_id) : store_(store), keys_(run_id) {}
+
+  // Waits at most `slice` for the round's `lost` key. When it is there: sleeps `grace` (returning kNothing
+  // early when `stopping` turns true), reads it, and declares every rank still lost dead unless it left or the
+  // round ended with its exit barrier passed. kBlip: nobody was lost for good.
+  template <class Stopping>
+  Outcome watch(const Membership& m, store::Duration slice, store::Duration grace, Stopping stopping) {
+    try {
+      store_.wait({keys_.lost(m.round)}, slice);
+    } catch (const store::TimeoutError&) {
+      return Outcome::kNothing;
+    }
+    const auto until = std::chrono::steady_clock::now() + grace;
+    while (std::chrono::steady_clock::now() < until) {
+      if (stopping()) return Outcome::kNothing;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return settle(m, grace);
+  }
+
+ private:
+  Outcome settle(const Membership& m, store::Duration grace);
+
+  store::Store& store_;
+  Keys keys_;
+};
+
+}  // namespace ctrun::rdzv
