@@ -75,17 +75,25 @@ TEST(HangWatch, StacksOnRequestForEveryLocalRank) {
   if (python.empty() || !fs::exists(python)) GTEST_SKIP() << "no python3";
   // Named for this process: copies of the suite running at once must not share the file.
   const std::string stacks = ::testing::TempDir() + "/stack_on_request_" + std::to_string(::getpid()) + ".txt";
+  // The worker registers its handler at start-up (sitecustomize) but is asked only once it sleeps in line 2: it
+  // says so by creating `asleep` (a loaded machine may take seconds to get there).
+  const std::string asleep = stacks + ".asleep";
   std::remove(stacks.c_str());
+  std::remove(asleep.c_str());
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setenv("PYTHONPATH", (std::string(CTRUN_SOURCE_DIR) + "/agent/hang/python").c_str(), 1);
     ::setenv(worker_env::kStackFile, stacks.c_str(), 1);
     ::setenv(worker_env::kStackSignal, std::to_string(stack_signal()).c_str(), 1);
-    ::execl(python.c_str(), python.c_str(), "-c", "import time\ntime.sleep(30)  # line 2\n", nullptr);
+    ::setenv("ASLEEP", asleep.c_str(), 1);
+    ::execl(python.c_str(), python.c_str(), "-c",
+            "import os, time\nopen(os.environ['ASLEEP'], 'w').close(); time.sleep(30)  # line 2\n", nullptr);
     ::_exit(127);
   }
-  for (int i = 0; i < 100 && !read_head(stacks, pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(read_head(stacks, pid)) << "the worker never registered its handler";
+  for (int i = 0; i < 600 && !(read_head(stacks, pid) && fs::exists(asleep)); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(read_head(stacks, pid)) << "the worker never registered its handler (30 s)";
+  ASSERT_TRUE(fs::exists(asleep)) << "the worker never reached its sleep (30 s)";
   HangWatch watch(watch_config("vm", 1000003));
   watch.begin_attempt(0, 0);
   EXPECT_FALSE(watch.tick(0).requested_stacks) << "nothing asked, nothing answered";
@@ -113,6 +121,7 @@ TEST(HangWatch, StacksOnRequestForEveryLocalRank) {
   EXPECT_NE(answer->find("stack of rank 1 (host vm, local_rank 1"), std::string::npos) << *answer;
   EXPECT_NE(answer->find("(no stack handler: not a Python worker"), std::string::npos) << *answer;
   EXPECT_FALSE(watch.tick(0.2).requested_stacks) << "answered once";
+  std::remove(asleep.c_str());
   // No workers: said so at once.
   watch.set_workers({});
   watch.request_stacks(1);
