@@ -97,7 +97,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCtrun::sparse_allreduce(TensorList& t
       all_values.push_back(at::from_blob(base + index_bytes, value_shape, options).narrow(0, 0, counts[r]));
     }
     // Concatenated, then coalesced: equal indices are summed, as gloo's sum of the ranks' tensors does.
-    at::Tensor sum = at::sparse_coo_tensor(at::cat(all_indices, 1), at::cat(all_values, 0), sizes, options);
+    at::Tensor sum = at::sparse_coo_tensor(at::cat(all_indices, 1), at::cat(all_values, 0), sizes,
+                                           options.layout(at::kSparse));
     sum = sum.coalesce();
     for (auto& t : outs) t.copy_(sum);
   });
