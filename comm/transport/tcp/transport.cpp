@@ -471,6 +471,8 @@ class TcpTransport final : public Transport {
   }
 
   void close_all() {
+    // Watches still in the listen queue (an idle rank accepts only when it polls) get their byte too.
+    if (!aborted_ && listen_fd_ >= 0) accept_pending();
     for (int peer = 0; peer < size_; ++peer) close_watch(peer);
     for (int& fd : watched_by_) {
       // One byte before the close says "left in order" (after an abort's shutdown() it cannot leave).

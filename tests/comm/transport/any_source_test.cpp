@@ -279,6 +279,25 @@ TEST_P(AnySource, APeerThatClosesItsGroupInOrderLeavesTheWaitPending) {
   });
 }
 
+// Over tcp the waiter below has no connection to rank 0 (a lower rank connects, and rank 0 sends it nothing): it
+// watches rank 0 after a second, and rank 0 then closes its group in order. That is a leave, not a failure: the
+// wait goes on and takes rank 2's message.
+TEST(AnySourceTcp, AnUnconnectedLowerRankThatClosesItsGroupInOrderLeavesTheWaitPending) {
+  run_ranks(3, options("tcp"), [](int rank, ProcessGroup& pg) {
+    std::vector<std::int32_t> v{rank};
+    if (rank == 0) {
+      std::this_thread::sleep_for(milliseconds(2000));  // rank 1's watch is made meanwhile
+      pg.shutdown();
+    } else if (rank == 2) {
+      std::this_thread::sleep_for(milliseconds(3000));
+      pg.send(v, 1, 0);
+    } else {
+      EXPECT_EQ(pg.recv(v, kAnySource, 0), 2);
+      EXPECT_EQ(v[0], 2);
+    }
+  });
+}
+
 // A peer that fails (here: aborts, so its connections break with an abort notice instead of a goodbye) while an
 // any-source receive waits fails that receive at once, naming the peer, long before the group timeout. Over tcp
 // only: threads of one process share its pid, which the shm transport watches; comm_any_source_peer_exit_* stop
