@@ -330,12 +330,11 @@ class CpuBackend final : public Backend {
     for (const auto& p : p2p_) {
       if (p.deadline <= now) {
         const auto& r = *p.request;
-        const std::string what = std::string(r.kind == transport::Request::Kind::kSend ? "send to" : "recv from") +
-                                 (r.peer == transport::kAnyPeer ? std::string(" any rank") :
-                                                                  " rank " + std::to_string(r.peer)) +
-                                 " (tag " + std::to_string(r.tag) + ", " +
-                                 std::to_string(r.bytes) + " bytes) on rank " + std::to_string(rank()) +
-                                 " timed out after " + std::to_string(context_.options.timeout.count()) + " ms";
+        const std::string what =
+            std::string(r.kind == transport::Request::Kind::kSend ? "send to" : "recv from") +
+            (r.peer == transport::kAnyPeer ? std::string(" any rank") : " rank " + std::to_string(r.peer)) + " (tag " +
+            std::to_string(r.tag) + ", " + std::to_string(r.bytes) + " bytes) on rank " + std::to_string(rank()) +
+            " timed out after " + std::to_string(context_.options.timeout.count()) + " ms";
         messenger_->abort(what, std::make_exception_ptr(TimeoutError(what)));
         p2p_.clear();
         return;

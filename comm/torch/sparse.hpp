@@ -97,7 +97,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCtrun::sparse_allreduce(TensorList& t
                                                                    const c10d::AllreduceOptions& opts) {
   TORCH_CHECK(tensors.size() == 1, "ctrun backend: allreduce takes exactly one tensor, got ", tensors.size());
   const at::Tensor& user = tensors[0];
-  TORCH_CHECK(user.layout() == at::kSparse, "ctrun backend: allreduce: only dense and sparse COO tensors are supported");
+  TORCH_CHECK(user.layout() == at::kSparse,
+              "ctrun backend: allreduce: only dense and sparse COO tensors are supported");
   TORCH_CHECK(user.device().is_cpu(), "ctrun backend: allreduce: tensor on ", user.device(),
               " but backend \"ctrun\" takes CPU tensors");
   TORCH_CHECK(static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp) == c10d::ReduceOp::SUM,
@@ -128,9 +129,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCtrun::sparse_allreduce(TensorList& t
   int64_t max_nnz = 0;
   for (int r = 0; r < size; ++r) {
     const int64_t* row = rows + r * kSparseMetaWidth;
-    TORCH_CHECK(std::equal(row + 1, row + kSparseMetaWidth, m + 1),
-                "ctrun backend: allreduce of sparse tensors: rank ", r, "'s tensor has ", sparse_shape_text(row),
-                ", this rank's (", getRank(), ") ", sparse_shape_text(m), "; every rank must pass the same shape");
+    TORCH_CHECK(std::equal(row + 1, row + kSparseMetaWidth, m + 1), "ctrun backend: allreduce of sparse tensors: rank ",
+                r, "'s tensor has ", sparse_shape_text(row), ", this rank's (", getRank(), ") ", sparse_shape_text(m),
+                "; every rank must pass the same shape");
     max_nnz = std::max(max_nnz, row[0]);
   }
 

@@ -128,8 +128,7 @@ void Messenger::post(const RequestPtr& r) {
   }
 }
 
-void Messenger::take_unexpected(Peer& p,
-                                std::map<std::uint64_t, std::deque<std::shared_ptr<Unexpected>>>::iterator it,
+void Messenger::take_unexpected(Peer& p, std::map<std::uint64_t, std::deque<std::shared_ptr<Unexpected>>>::iterator it,
                                 const RequestPtr& r) {
   auto u = it->second.front();
   it->second.pop_front();

@@ -68,7 +68,7 @@ struct Request {
   std::size_t header_done = 0;  // sends: header bytes written (or bytes of `frame` written)
   std::string frame;            // small sends: header + payload copied into one contiguous write
   bool finished = false;
-  bool counted = false;  // in Messenger's in-flight count
+  bool counted = false;     // in Messenger's in-flight count
   std::uint64_t order = 0;  // receives: when posted (matching order between a peer's and any-peer receives)
   std::exception_ptr error;
   std::function<void(Request&)> on_done;  // called once when finished (success or error)

@@ -194,7 +194,8 @@ class TcpTransport final : public Transport {
     pfds_.push_back({listen_fd_, POLLIN, 0});
     for (int peer = 0; peer < size_; ++peer) {
       const auto idx = static_cast<std::size_t>(peer);
-      if (watches_[idx] >= 0) pfds_.push_back({watches_[idx], static_cast<short>(watch_up_[idx] ? POLLIN : POLLOUT), 0});
+      if (watches_[idx] < 0) continue;
+      pfds_.push_back({watches_[idx], static_cast<short>(watch_up_[idx] ? POLLIN : POLLOUT), 0});
     }
     const std::size_t first_peer_fd = pfds_.size();
     for (int peer = 0; peer < size_; ++peer) {
@@ -340,7 +341,8 @@ class TcpTransport final : public Transport {
       socklen_t len = sizeof err;
       getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
       const std::uint32_t hello[2] = {kWatchMagic, static_cast<std::uint32_t>(rank_)};
-      if (err == 0 && ::send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof hello)) {
+      if (err == 0 &&
+          ::send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof hello)) {
         watch_up_[idx] = 1;
         return;
       }
@@ -458,8 +460,8 @@ class TcpTransport final : public Transport {
         kept = fd;
         continue;
       }
-      if (!read || hello[0] != kHelloMagic ||
-          hello[1] >= static_cast<std::uint32_t>(size_) || static_cast<int>(hello[1]) >= rank_ || fds_[hello[1]] >= 0) {
+      if (!read || hello[0] != kHelloMagic || hello[1] >= static_cast<std::uint32_t>(size_) ||
+          static_cast<int>(hello[1]) >= rank_ || fds_[hello[1]] >= 0) {
         log::get("comm")->warn("comm tcp: rank {} dropped a connection with a bad hello", rank_);
         ::close(fd);
         continue;
