@@ -59,7 +59,9 @@ class Backend {
   const BackendContext& context() const { return context_; }
 
   virtual WorkPtr send(Buffer buffer, int dst, int tag) = 0;
+  // src may be kAnySource where supports_any_source(); the Work's source_rank() then names the sender.
   virtual WorkPtr recv(Buffer buffer, int src, int tag) = 0;
+  virtual bool supports_any_source() const { return false; }
   // All sends and receives are posted together, so any pattern (e.g. a ring exchange) completes without deadlock.
   virtual WorkPtr batch_p2p(std::vector<P2POp> ops) = 0;
   // Whether batch_p2p takes a send to this rank paired with a receive from it in the same batch (NCCL runs such a

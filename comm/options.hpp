@@ -28,12 +28,15 @@ struct ProcessGroupOptions {
   std::map<std::string, std::string> settings;
 };
 
+// recv/irecv's source for a receive from whichever rank sends first (torch's recv without src, MPI_ANY_SOURCE).
+inline constexpr int kAnySource = -1;
+
 // One element of a batched send/recv (torch's P2POp + batch_isend_irecv).
 struct P2POp {
   enum class Kind { kSend, kRecv };
   Kind kind = Kind::kSend;
   Buffer buffer;
-  int peer = 0;  // group rank
+  int peer = 0;  // group rank (kAnySource: a receive from any rank, outside batches only)
   int tag = 0;
 
   static P2POp send(Buffer b, int dst, int tag = 0) { return {Kind::kSend, b, dst, tag}; }

@@ -13,6 +13,14 @@
 namespace ctrun::comm {
 namespace {
 
+void check_tag(int tag, const char* what) {
+  if (tag < 0 || tag > kMaxUserTag) {
+    throw InvalidArgumentError(std::string(what) + ": tag " + std::to_string(tag) +
+                               (tag < 0 ? " is negative" : " is reserved for comm's own messages") +
+                               "; use a tag in 0.." + std::to_string(kMaxUserTag));
+  }
+}
+
 void check_buffer(const Backend& backend, const Buffer& b, const char* what) {
   if (b.count() > 0 && b.data() == nullptr) {
     throw InvalidArgumentError(std::string(what) + ": null data pointer with " + std::to_string(b.count()) +
@@ -169,12 +177,27 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(std::vector<int> ranks, Pr
 // ---- point to point ----
 
 void ProcessGroup::send(Buffer buffer, int dst, int tag) { isend(buffer, dst, tag)->wait(); }
-void ProcessGroup::recv(Buffer buffer, int src, int tag) { irecv(buffer, src, tag)->wait(); }
+int ProcessGroup::recv(Buffer buffer, int src, int tag) {
+  auto work = irecv(buffer, src, tag);
+  work->wait();
+  return work->source_rank();
+}
 WorkPtr ProcessGroup::isend(Buffer buffer, int dst, int tag) {
   return batch_isend_irecv({P2POp::send(buffer, dst, tag)});
 }
 WorkPtr ProcessGroup::irecv(Buffer buffer, int src, int tag) {
-  return batch_isend_irecv({P2POp::recv(buffer, src, tag)});
+  if (src != kAnySource) return batch_isend_irecv({P2POp::recv(buffer, src, tag)});
+  require_member();
+  check_buffer(*backend_, buffer, "recv");
+  check_tag(tag, "recv");
+  if (!backend_->supports_any_source()) {
+    throw UnsupportedError("recv from any source is not supported by backend " + std::string(backend_->name()) +
+                           "; pass the source rank");
+  }
+  if (size() == 1) {
+    throw InvalidArgumentError("recv from any source: the group has no other rank (size 1) to receive from");
+  }
+  return backend_->recv(buffer, kAnySource, tag);
 }
 
 namespace {
@@ -208,15 +231,16 @@ WorkPtr ProcessGroup::batch_isend_irecv(std::vector<P2POp> ops) {
   for (const auto& op : ops) {
     const char* what = op.kind == P2POp::Kind::kSend ? "send" : "recv";
     check_buffer(*backend_, op.buffer, what);
+    if (op.peer == kAnySource && op.kind == P2POp::Kind::kRecv) {
+      throw InvalidArgumentError(
+          "batch_isend_irecv: a recv from any source cannot be batched (torch's P2POp names its peer too); post it "
+          "with irecv(buffer, kAnySource, tag)");
+    }
     if (op.peer < 0 || op.peer >= size()) {
       throw InvalidArgumentError(std::string(what) + ": peer rank " + std::to_string(op.peer) +
                                  " is out of range for a group of size " + std::to_string(size()));
     }
-    if (op.tag < 0 || op.tag > kMaxUserTag) {
-      throw InvalidArgumentError(std::string(what) + ": tag " + std::to_string(op.tag) +
-                                 (op.tag < 0 ? " is negative" : " is reserved for comm's own messages") +
-                                 "; use a tag in 0.." + std::to_string(kMaxUserTag));
-    }
+    check_tag(op.tag, what);
   }
   check_self_pairs(*backend_, ops, rank_);
   return backend_->batch_p2p(std::move(ops));

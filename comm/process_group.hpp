@@ -65,11 +65,16 @@ class ProcessGroup {
 
   // Point to point. Sends and receives with the same (peer, tag) match in order. Tags: 0 .. kMaxUserTag
   // (comm/tags.hpp); the ones above are comm's own, and refused with InvalidArgumentError.
+  // src = kAnySource (torch's recv without src): the first message with this tag from any rank; recv returns the
+  // sender (irecv: Work::source_rank() once completed). Messages of one sender still arrive in order, and
+  // receives are matched in the order they were posted. A rank whose connection breaks (exit, crash, abort)
+  // while such a receive is pending fails it, naming that rank, since it may have been the sender. Backends
+  // without it (nccl) throw UnsupportedError.
   void send(Buffer buffer, int dst, int tag = 0);
-  void recv(Buffer buffer, int src, int tag = 0);
+  int recv(Buffer buffer, int src = kAnySource, int tag = 0);
   WorkPtr isend(Buffer buffer, int dst, int tag = 0);
-  WorkPtr irecv(Buffer buffer, int src, int tag = 0);
-  // torch's batch_isend_irecv: one Work for the whole batch.
+  WorkPtr irecv(Buffer buffer, int src = kAnySource, int tag = 0);
+  // torch's batch_isend_irecv: one Work for the whole batch (every op names its peer).
   WorkPtr batch_isend_irecv(std::vector<P2POp> ops);
 
   void broadcast(Buffer buffer, int root);

@@ -2,6 +2,7 @@
 // Work: the handle of one asynchronous op (torch's c10d::Work). Every op of ProcessGroup has an async form that
 // returns a WorkPtr; the blocking form is async + wait().
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -30,6 +31,14 @@ class Work {
   virtual std::exception_ptr exception() = 0;
 
   bool is_success() { return is_completed() && !exception(); }
+
+  // A receive's sender once it completed (the rank a receive from kAnySource got its message from); -1 before
+  // that, and for every other op.
+  int source_rank() const { return source_rank_.load(std::memory_order_acquire); }
+  void set_source_rank(int rank) { source_rank_.store(rank, std::memory_order_release); }
+
+ private:
+  std::atomic<int> source_rank_{-1};
 };
 
 using WorkPtr = std::shared_ptr<Work>;

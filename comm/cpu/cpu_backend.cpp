@@ -139,6 +139,7 @@ class CpuBackend final : public Backend {
 
   WorkPtr send(Buffer buffer, int dst, int tag) override { return batch_p2p({P2POp::send(buffer, dst, tag)}); }
   WorkPtr recv(Buffer buffer, int src, int tag) override { return batch_p2p({P2POp::recv(buffer, src, tag)}); }
+  bool supports_any_source() const override { return true; }
 
   WorkPtr batch_p2p(std::vector<P2POp> ops) override {
     auto work = std::make_shared<CompletionWork>(context_.options.timeout);
@@ -280,12 +281,14 @@ class CpuBackend final : public Backend {
     for (const auto& op : ops) {
       auto r = std::make_shared<transport::Request>();
       r->kind = op.kind == P2POp::Kind::kSend ? transport::Request::Kind::kSend : transport::Request::Kind::kRecv;
-      r->peer = op.peer;
+      r->peer = op.peer == kAnySource ? transport::kAnyPeer : op.peer;
       r->tag = static_cast<std::uint64_t>(op.tag);
       r->data = static_cast<char*>(op.buffer.data());
       r->bytes = op.buffer.bytes();
-      r->on_done = [batch, work](transport::Request& done) {
+      const bool single_recv = ops.size() == 1 && op.kind == P2POp::Kind::kRecv;
+      r->on_done = [batch, work, single_recv](transport::Request& done) {
         if (done.error && !batch->error) batch->error = done.error;
+        if (single_recv && !done.error) work->set_source_rank(done.peer);
         if (--batch->remaining == 0) work->complete(batch->error);
       };
       messenger_->post(r);
@@ -327,10 +330,11 @@ class CpuBackend final : public Backend {
     for (const auto& p : p2p_) {
       if (p.deadline <= now) {
         const auto& r = *p.request;
-        const std::string what = std::string(r.kind == transport::Request::Kind::kSend ? "send to" : "recv from") +
-                                 " rank " + std::to_string(r.peer) + " (tag " + std::to_string(r.tag) + ", " +
-                                 std::to_string(r.bytes) + " bytes) on rank " + std::to_string(rank()) +
-                                 " timed out after " + std::to_string(context_.options.timeout.count()) + " ms";
+        const std::string what =
+            std::string(r.kind == transport::Request::Kind::kSend ? "send to" : "recv from") +
+            (r.peer == transport::kAnyPeer ? std::string(" any rank") : " rank " + std::to_string(r.peer)) + " (tag " +
+            std::to_string(r.tag) + ", " + std::to_string(r.bytes) + " bytes) on rank " + std::to_string(rank()) +
+            " timed out after " + std::to_string(context_.options.timeout.count()) + " ms";
         messenger_->abort(what, std::make_exception_ptr(TimeoutError(what)));
         p2p_.clear();
         return;
@@ -433,7 +437,9 @@ class CpuBackend final : public Backend {
     cv_.notify_all();
     transport_->interrupt();
     if (worker_.joinable()) worker_.join();
-    // Orderly: peers see our connections close (tcp) or our process exit (shm) only if they still wait on us.
+    // Orderly: peers see our connections close (tcp) or our process exit (shm) only if they still wait on us, and
+    // the goodbye first tells them we left rather than failed (their receives from any rank keep waiting).
+    messenger_->say_goodbye();
     messenger_->close(std::make_exception_ptr(CommError("comm: the process group was shut down")));
     progress::release_slot(progress_);
   }

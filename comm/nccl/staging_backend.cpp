@@ -165,6 +165,7 @@ void StagingBackend::run_completions() {
           error = std::current_exception();
         }
       }
+      p.work->set_source_rank(p.inner_work->source_rank());
       p.work->complete(error);
     }
     done.clear();  // staging memory is released before the lock is retaken

@@ -38,6 +38,7 @@ class StagingBackend final : public Backend {
   // builds). kToDevice: host buffers always.
   bool supports(Device device) const override;
   bool supports_self_p2p() const override { return inner_->supports_self_p2p(); }
+  bool supports_any_source() const override { return inner_->supports_any_source(); }
   Backend& inner() { return *inner_; }
 
   WorkPtr send(Buffer buffer, int dst, int tag) override;

@@ -19,6 +19,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCtrun::broadcast(TensorList& tensors,
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCtrun::allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts) {
+  if (!tensors.empty() && tensors[0].defined() && tensors[0].layout() == at::kSparse) {
+    return sparse_allreduce(tensors, opts);
+  }
   const at::Tensor& t = single(tensors, "allreduce");
   const auto op = reduce_op_for(opts.reduceOp, t);
   auto w = work(OpType::ALLREDUCE, tensors);

@@ -16,6 +16,7 @@
 //   work.hpp                 the c10d::Work of each op, and the thread that completes their futures
 //   process_group_ctrun.hpp  the c10d group class: its life and what every op shares
 //   collectives.hpp          its collectives and barriers
+//   sparse.hpp               its all_reduce of sparse COO tensors
 //   p2p.hpp                  its send and recv
 // and here: the creator torch calls for each group, and the module that registers it.
 
@@ -36,6 +37,7 @@
 #include "comm/torch/p2p.hpp"
 #include "comm/torch/process_group_ctrun.hpp"
 #include "comm/torch/python_runtime.hpp"
+#include "comm/torch/sparse.hpp"
 #include "comm/torch/store_adapter.hpp"
 #include "comm/torch/tensors.hpp"
 #include "comm/torch/torch_types.hpp"

@@ -1,5 +1,6 @@
 #pragma once
-// ProcessGroupCtrun's point-to-point ops: comm matches them by (peer, tag); comm refuses the tags it reserves.
+// ProcessGroupCtrun's point-to-point ops: comm matches them by (peer, tag), or by tag from any peer
+// (recvAnysource); comm refuses the tags it reserves.
 // A part of ctrun_torch.cpp's one translation unit (see there), not a header to include elsewhere.
 
 #include "comm/torch/process_group_ctrun.hpp"
@@ -21,10 +22,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCtrun::recv(TensorList& tensors, int 
   return run(w, [&] { return group_->irecv(buffer_of(dst), src, tag); });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupCtrun::recvAnysource(TensorList&, int) {
-  TORCH_CHECK(false,
-              "ctrun backend: recv from any source is not supported (comm matches messages by (peer, tag)); "
-              "pass src=");
+// dist.recv(t) without src: the first message with this tag from any rank; the Work's sourceRank() names it.
+c10::intrusive_ptr<c10d::Work> ProcessGroupCtrun::recvAnysource(TensorList& tensors, int tag) {
+  const at::Tensor& t = single(tensors, "recv");
+  auto w = work(OpType::RECVANYSOURCE, tensors);
+  at::Tensor dst = w->output(t, false);
+  return run(w, [&] { return group_->irecv(buffer_of(dst), kAnySource, tag); });
 }
 
 }  // namespace

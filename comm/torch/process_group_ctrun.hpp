@@ -93,13 +93,15 @@ class ProcessGroupCtrun final : public BaseGroup {
                                           const c10d::AllToAllOptions&) override;
   c10::intrusive_ptr<c10d::Work> send(TensorList& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(TensorList& tensors, int src, int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(TensorList&, int) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(TensorList& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override;
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
 
  private:
+  // allreduce of a sparse COO tensor (sparse.hpp).
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(TensorList& tensors, const c10d::AllreduceOptions& opts);
   const at::Tensor& single(const TensorList& tensors, const char* op) {
     TORCH_CHECK(tensors.size() == 1, "ctrun backend: ", op, " takes exactly one CPU tensor, got ", tensors.size());
     check_tensor(tensors[0], op);

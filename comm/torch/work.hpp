@@ -96,6 +96,12 @@ class CtrunWork final : public c10d::Work {
     return true;
   }
   void synchronize() override {}
+  // A receive's sender (Python's work._source_rank(), dist.recv's return value without src).
+  int sourceRank() const override {
+    const int source = inner_ ? inner_->source_rank() : -1;
+    TORCH_CHECK(source >= 0, "ctrun backend: sourceRank() is only known for a completed receive");
+    return source;
+  }
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   void abort() override { TORCH_CHECK(false, "ctrun backend: Work.abort is not supported (destroy the group)"); }

@@ -29,7 +29,12 @@ void encode_header(char* out, std::uint64_t tag, std::uint64_t bytes) {
   std::memcpy(out + 8, &bytes, 8);
 }
 
-std::string peer_name(int peer) { return "rank " + std::to_string(peer); }
+std::string peer_name(int peer) { return peer == kAnyPeer ? std::string("any rank") : "rank " + std::to_string(peer); }
+
+std::exception_ptr left_error(int peer) {
+  return std::make_exception_ptr(
+      PeerError(peer_name(peer) + " closed its process group: it sends nothing more (it finished or exited)"));
+}
 
 }  // namespace
 
@@ -45,6 +50,7 @@ void set_op_kind_names(std::vector<std::string> names) {
 
 std::string describe_tag(std::uint64_t tag) {
   if (tag == kAbortTag) return "abort notice";
+  if (tag == kByeTag) return "goodbye notice";
   if (!(tag & kCollectiveBit)) return "send/recv with tag " + std::to_string(tag);
   const int kind = static_cast<int>((tag >> 48) & 0xff);
   const auto dtype = static_cast<DataType>((tag >> 40) & 0xff);
@@ -85,6 +91,7 @@ RequestPtr Messenger::post_recv(int peer, std::uint64_t tag, void* data, std::si
 
 void Messenger::post(const RequestPtr& r) {
   if (fatal_) return finish(r, fatal_);
+  if (r->peer == kAnyPeer) return post_any_peer_recv(r);
   Peer& p = peers_.at(static_cast<std::size_t>(r->peer));
   if (r->kind == Request::Kind::kSend) {
     if (p.error) return finish(r, p.error);
@@ -98,29 +105,11 @@ void Messenger::post(const RequestPtr& r) {
     p.sends.push_back(r);
     return;
   }
+  r->order = ++posted_;
   // A message that already arrived (even from a peer that has since exited) is delivered first.
   auto it = p.unexpected.find(r->tag);
-  if (it != p.unexpected.end() && !it->second.empty()) {
-    auto u = it->second.front();
-    it->second.pop_front();
-    if (it->second.empty()) p.unexpected.erase(it);
-    if (u->data.size() != r->bytes) {
-      auto err = std::make_exception_ptr(PeerError(
-          peer_name(r->peer) + " sent " + std::to_string(u->data.size()) + " bytes for " + describe_tag(r->tag) +
-          " but this rank expects " + std::to_string(r->bytes) + " bytes: the ranks passed different sizes"));
-      finish(r, err);
-      fail_peer(r->peer, err);
-      return;
-    }
-    if (u->complete) {
-      if (r->bytes) std::memcpy(r->data, u->data.data(), r->bytes);
-      return finish(r);
-    }
-    r->counted = true;
-    ++in_flight_;
-    u->waiter = r;
-    return;
-  }
+  if (it != p.unexpected.end() && !it->second.empty()) return take_unexpected(p, it, r);
+  if (p.left) return finish(r, left_error(r->peer));
   if (p.error) return finish(r, p.error);
   if (r->tag & kCollectiveBit) {
     for (const auto& [utag, queue] : p.unexpected) {
@@ -137,6 +126,93 @@ void Messenger::post(const RequestPtr& r) {
     p.rehandle = true;
     transport_.pause_reads(r->peer, false);
   }
+}
+
+void Messenger::take_unexpected(Peer& p, std::map<std::uint64_t, std::deque<std::shared_ptr<Unexpected>>>::iterator it,
+                                const RequestPtr& r) {
+  auto u = it->second.front();
+  it->second.pop_front();
+  if (it->second.empty()) p.unexpected.erase(it);
+  if (u->data.size() != r->bytes) {
+    auto err = std::make_exception_ptr(PeerError(
+        peer_name(r->peer) + " sent " + std::to_string(u->data.size()) + " bytes for " + describe_tag(r->tag) +
+        " but this rank expects " + std::to_string(r->bytes) + " bytes: the ranks passed different sizes"));
+    finish(r, err);
+    fail_peer(r->peer, err);
+    return;
+  }
+  if (u->complete) {
+    if (r->bytes) std::memcpy(r->data, u->data.data(), r->bytes);
+    return finish(r);
+  }
+  r->counted = true;
+  ++in_flight_;
+  u->waiter = r;
+}
+
+void Messenger::post_any_peer_recv(const RequestPtr& r) {
+  r->order = ++posted_;
+  // The earliest message with this tag that any peer sent already.
+  int from = kAnyPeer;
+  std::uint64_t earliest = 0;
+  std::exception_ptr broken;
+  int alive = 0;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    Peer& p = peers_[static_cast<std::size_t>(peer)];
+    if (p.error && !p.left && !broken) broken = p.error;
+    if (!p.error && !p.left) ++alive;
+    auto it = p.unexpected.find(r->tag);
+    if (it == p.unexpected.end() || it->second.empty()) continue;
+    if (from == kAnyPeer || it->second.front()->arrival < earliest) {
+      from = peer;
+      earliest = it->second.front()->arrival;
+    }
+  }
+  if (from != kAnyPeer) {
+    r->peer = from;
+    Peer& p = peers_[static_cast<std::size_t>(from)];
+    return take_unexpected(p, p.unexpected.find(r->tag), r);
+  }
+  if (alive == 0) {  // no peer is left that could send it
+    return finish(r, broken ? broken
+                            : std::make_exception_ptr(PeerError(
+                                  "every other rank closed its process group: nothing can arrive from any rank")));
+  }
+  r->counted = true;
+  ++in_flight_;
+  any_recvs_[r->tag].push_back(r);
+  ++any_pending_;
+  // Whatever a peer holds in its pipe may be in front of this receive's message: read every pipe from now on.
+  for (int peer = 0; peer < size_; ++peer) {
+    Peer& p = peers_[static_cast<std::size_t>(peer)];
+    if (!p.held) continue;
+    p.held = false;
+    p.rehandle = true;
+    transport_.pause_reads(peer, false);
+  }
+}
+
+RequestPtr Messenger::match_posted(int peer, Peer& p, std::uint64_t tag) {
+  auto it = p.recvs.find(tag);
+  const bool own = it != p.recvs.end() && !it->second.empty();
+  if (any_pending_ > 0) {
+    auto any = any_recvs_.find(tag);
+    if (any != any_recvs_.end() && (!own || any->second.front()->order < it->second.front()->order)) {
+      RequestPtr r = std::move(any->second.front());
+      any->second.pop_front();
+      if (any->second.empty()) any_recvs_.erase(any);
+      --any_pending_;
+      r->peer = peer;
+      return r;
+    }
+  }
+  if (!own) return nullptr;
+  RequestPtr r = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) p.recvs.erase(it);
+  --p.pending_recvs;
+  return r;
 }
 
 void Messenger::check_signature(int peer, std::uint64_t incoming_tag, std::uint64_t posted_tag) const {
@@ -171,6 +247,16 @@ void Messenger::fail_peer(int peer, std::exception_ptr error) {
     for (auto& r : queue) finish(r, error);
   }
   if (p.target) finish(std::exchange(p.target, nullptr), error);
+  // A receive from any peer may have been waiting for this one's message: it fails too, naming this peer, unless
+  // the peer said goodbye first (it left in order and owes nobody a message).
+  if (!p.left) {
+    auto any = std::move(any_recvs_);
+    any_recvs_.clear();
+    any_pending_ = 0;
+    for (auto& [tag, queue] : any) {
+      for (auto& r : queue) finish(r, error);
+    }
+  }
   p.held = p.rehandle = false;
   if (p.stash) {
     // A partly received message can never complete: drop it (and whoever waits for it).
@@ -225,18 +311,24 @@ void Messenger::on_header(int peer, Peer& p) {
   std::uint64_t len = 0;
   std::memcpy(&tag, p.header, 8);
   std::memcpy(&len, p.header + 8, 8);
+  if (tag == kByeTag) {
+    // Nothing follows: receives that name this peer can never complete.
+    p.left = true;
+    auto recvs = std::move(p.recvs);
+    p.recvs.clear();
+    p.pending_recvs = 0;
+    for (auto& [ptag, queue] : recvs) {
+      for (auto& r : queue) finish(r, left_error(peer));
+    }
+    return;
+  }
   if (tag == kAbortTag) {
     p.abort_remaining = std::min<std::uint64_t>(len, kMaxAbortReason);
     p.abort_reason.clear();
     if (p.abort_remaining == 0) throw PeerError(peer_name(peer) + " aborted the group");
     return;
   }
-  auto it = p.recvs.find(tag);
-  if (it != p.recvs.end() && !it->second.empty()) {
-    RequestPtr r = it->second.front();
-    it->second.pop_front();
-    if (it->second.empty()) p.recvs.erase(it);
-    --p.pending_recvs;
+  if (RequestPtr r = match_posted(peer, p, tag)) {
     if (len != r->bytes) {
       auto err = std::make_exception_ptr(
           PeerError(peer_name(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
@@ -253,7 +345,7 @@ void Messenger::on_header(int peer, Peer& p) {
       if (!queue.empty()) check_signature(peer, tag, ptag);
     }
   }
-  if ((tag & kCollectiveBit) && p.pending_recvs == 0) {
+  if ((tag & kCollectiveBit) && p.pending_recvs == 0 && any_pending_ == 0) {
     // Early collective message and nothing else expected from this peer: leave it in the pipe (see messenger.hpp).
     p.held = true;
     transport_.pause_reads(peer, true);
@@ -266,6 +358,7 @@ void Messenger::on_header(int peer, Peer& p) {
   }
   auto u = std::make_shared<Unexpected>();
   u->tag = tag;
+  u->arrival = ++arrivals_;
   u->data.resize(len);
   u->complete = len == 0;
   p.unexpected[tag].push_back(u);
@@ -360,7 +453,9 @@ void Messenger::wait_for_events(std::uint64_t token, Clock::time_point until) {
     const Peer& p = peers_[static_cast<std::size_t>(peer)];
     if (peer == rank_ || p.error) continue;
     if (!p.sends.empty()) want_write_.push_back(peer);
-    if (p.pending_recvs > 0 || p.target || (p.stash && p.stash->waiter)) want_read_.push_back(peer);
+    if (p.pending_recvs > 0 || (any_pending_ > 0 && !p.left) || p.target || (p.stash && p.stash->waiter)) {
+      want_read_.push_back(peer);
+    }
     // Mid-payload, waking up for a few bytes only costs a context switch; headers and stashes wake on any byte.
     if (p.held) continue;
     transport_.expect_bytes(peer, p.target && p.abort_remaining == 0 ? p.target->bytes - p.target->done : 1);
@@ -418,6 +513,21 @@ void Messenger::close(std::exception_ptr error) {
   if (!fatal_) fatal_ = error;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_) fail_peer(peer, error);
+  }
+}
+
+void Messenger::say_goodbye() {
+  if (fatal_) return;  // an abort told the peers already
+  char frame[kHeaderBytes];
+  encode_header(frame, kByeTag, 0);
+  for (int peer = 0; peer < size_; ++peer) {
+    Peer& p = peers_[static_cast<std::size_t>(peer)];
+    if (peer == rank_ || p.error || !transport_.connected(peer)) continue;
+    if (!p.sends.empty() && p.sends.front()->header_done > 0) continue;  // mid-message: the frame would corrupt it
+    try {
+      transport_.write_some(peer, frame, sizeof frame);
+    } catch (const CommError&) {
+    }
   }
 }
 

@@ -16,6 +16,14 @@
 // sequence number, so a rank that issues a different collective than its peer, or a different size, gets a
 // PeerError naming both calls instead of a silent hang or corrupted data.
 //
+// Receives from any peer (Request::peer == kAnyPeer, user tags only) match the first message with their tag that
+// any peer sends: one buffered already (the earliest to arrive), else the next to arrive. Receives are matched in
+// the order they were posted, so a message from peer p goes to the oldest posted receive that takes it, from p or
+// from any peer, and messages of one peer keep their order. While an any-peer receive is pending, every peer is
+// read (nothing is held in a pipe) and watched; a peer whose pipe breaks fails it (the broken peer may have been
+// its sender, as MPI's fault-tolerance rules have it), naming that peer; a peer that said goodbye first (it closed
+// its group in order, say_goodbye) has only left, and fails only the receives that name it.
+//
 // Single-threaded: only the backend worker calls it.
 
 #include <cstdint>
@@ -37,6 +45,10 @@ namespace ctrun::comm::transport {
 // carries an abort reason.
 inline constexpr std::uint64_t kCollectiveBit = 1ull << 63;
 inline constexpr std::uint64_t kAbortTag = ~0ull;
+// A rank that closes its group in order sends this last (Messenger::say_goodbye): it has left, it did not fail.
+inline constexpr std::uint64_t kByeTag = ~0ull - 1;
+// Request::peer of a receive from any peer; set to the sender once a message matched it.
+inline constexpr int kAnyPeer = -1;
 std::uint64_t collective_tag(int op_kind, DataType dtype, std::uint64_t seq);
 // Human-readable description of a tag ("all_reduce(float32) #12", "send/recv tag 3"); op names from the table
 // registered by the algorithms layer.
@@ -46,7 +58,7 @@ void set_op_kind_names(std::vector<std::string> names);
 struct Request {
   enum class Kind { kSend, kRecv };
   Kind kind = Kind::kSend;
-  int peer = 0;
+  int peer = 0;  // kAnyPeer: a receive from any peer, until matched
   std::uint64_t tag = 0;
   char* data = nullptr;
   std::size_t bytes = 0;
@@ -56,7 +68,8 @@ struct Request {
   std::size_t header_done = 0;  // sends: header bytes written (or bytes of `frame` written)
   std::string frame;            // small sends: header + payload copied into one contiguous write
   bool finished = false;
-  bool counted = false;  // in Messenger's in-flight count
+  bool counted = false;     // in Messenger's in-flight count
+  std::uint64_t order = 0;  // receives: when posted (matching order between a peer's and any-peer receives)
   std::exception_ptr error;
   std::function<void(Request&)> on_done;  // called once when finished (success or error)
 };
@@ -87,6 +100,9 @@ class Messenger {
   void abort(const std::string& reason, std::exception_ptr error);
   // Fails every pending and future request locally, without telling peers (orderly shutdown).
   void close(std::exception_ptr error);
+  // Orderly shutdown, before close(): tells every peer (best effort, where its stream is between two messages) that
+  // this rank leaves, so that their receives from any peer keep waiting for the others instead of failing.
+  void say_goodbye();
   std::exception_ptr fatal_error() const { return fatal_; }
 
   Transport& transport() { return transport_; }
@@ -99,7 +115,8 @@ class Messenger {
     std::vector<char> data;
     std::size_t got = 0;
     bool complete = false;
-    RequestPtr waiter;  // a recv posted while the payload was still arriving
+    std::uint64_t arrival = 0;  // when its header came (any-peer receives take the earliest)
+    RequestPtr waiter;          // a recv posted while the payload was still arriving
   };
   struct Peer {
     std::deque<RequestPtr> sends;
@@ -116,8 +133,15 @@ class Messenger {
     std::size_t pending_recvs = 0;
     bool held = false;      // `header` is an early collective message left in the pipe until a receive is posted
     bool rehandle = false;  // a receive was posted since: match `header` again on the next progress
+    bool left = false;      // said goodbye: sends nothing more, and its pipe closing is no failure
   };
 
+  void post_any_peer_recv(const RequestPtr& r);
+  // Delivers the front of p.unexpected[r->tag] (`it`) to receive r.
+  void take_unexpected(Peer& p, std::map<std::uint64_t, std::deque<std::shared_ptr<Unexpected>>>::iterator it,
+                       const RequestPtr& r);
+  // The receive a message (peer, tag) goes to, removed from its queue; null when none is posted.
+  RequestPtr match_posted(int peer, Peer& p, std::uint64_t tag);
   bool progress_sends(int peer, Peer& p);
   bool progress_recvs(int peer, Peer& p);
   void on_header(int peer, Peer& p);
@@ -132,6 +156,11 @@ class Messenger {
   std::vector<Peer> peers_;
   std::exception_ptr fatal_;
   std::size_t in_flight_ = 0;
+  // Pending receives from any peer, by tag, in posting order (user tags only: collectives always name the peer).
+  std::map<std::uint64_t, std::deque<RequestPtr>> any_recvs_;
+  std::size_t any_pending_ = 0;
+  std::uint64_t posted_ = 0;    // receives posted (Request::order)
+  std::uint64_t arrivals_ = 0;  // early messages buffered (Unexpected::arrival)
   progress::SlotWriter* progress_ = nullptr;
   std::vector<int> want_read_;  // scratch for wait_for_events
   std::vector<int> want_write_;

@@ -4,6 +4,8 @@
 
   1. under ctrun, default group "gloo" (the reference run: the same programs on torch's own backend)
   2. under ctrun, default group "cpu:ctrun" (each program also compared with a gloo group of the same job)
+  2b. under ctrun, default group "cpu:ctrun": any_source_sparse_worker.py (dist.recv without src, sparse
+     all_reduce; each against gloo in the same job)
   3. under torch 2.6's own torchrun (torchrun26.py --standalone), tutorial_worker.py on backend "ctrun"
 Each worker runs through no_libuv26.py (Debian's 2.6 has no libuv). A job passes when it exits 0 and every rank
 printed its verdict line.
@@ -29,7 +31,8 @@ WORLD = 4
 JOB_TIMEOUT = 400  # 4 ranks importing torch in the chroot: ~20-60 s idle, minutes on a loaded 2-core machine
 # what each worker prints per rank when it passed
 VERDICT = {"tutorial_worker.py": r"^rank {r}: {b}: \d+ programs and \d+/\d+ all_reduce dtype x op equal to gloo",
-           "ddp_worker.py": r"^rank {r}: {b}: DDP hook=fp16_compress: same parameters as gloo$"}
+           "ddp_worker.py": r"^rank {r}: {b}: DDP hook=fp16_compress: same parameters as gloo$",
+           "any_source_sparse_worker.py": r"^rank {r}: any-source recv and sparse all_reduce ok$"}
 
 
 def job(label, argv, env, worker, backend):
@@ -70,7 +73,10 @@ def main():
         for backend in ("gloo", "cpu:ctrun"):
             if a.only not in (None, backend):
                 continue
-            for worker in ("tutorial_worker.py", "ddp_worker.py"):
+            workers = ["tutorial_worker.py", "ddp_worker.py"]
+            if backend == "cpu:ctrun":
+                workers.append("any_source_sparse_worker.py")  # checks against gloo itself: no reference run
+            for worker in workers:
                 results.append(job(f"ctrun --nproc-per-node={WORLD}, {worker} on {backend!r}",
                                    [a.ctrun, "--standalone", f"--nproc-per-node={WORLD}", "--no-python",
                                     t2.CHROOT_PY, NO_LIBUV, os.path.join(COMM_TORCH, worker), backend],

@@ -9,6 +9,9 @@ all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast 1). Bytes are nccl-tes
 buffer, all_gather the output, reduce_scatter the input, all_to_all the per-rank buffer. Ops gloo lacks on CPU
 (torch 1.13: all_gather_into_tensor, reduce_scatter_tensor) print "n/a" there and, instead, our all_reduce of the
 same bytes. Everything goes through torch's own Python API: the adapter's cost counts.
+Also (not in the default --ops): send_recv and recv_any_source, a ping-pong between ranks 0 and 1 (time per round
+trip, two messages; recv with src, then without), and sparse_all_reduce (a 1-D sparse COO tensor whose entries, 12
+bytes each, lie at different indices on every rank; bytes = one rank's indices + values).
 """
 import argparse
 import time
@@ -45,6 +48,24 @@ def make(op, nbytes, n):
         per = max(1, count // n)
         out, inp = torch.empty(per * n), torch.ones(per * n)
         return (lambda g: dist.all_to_all_single(out, inp, group=g)), (n - 1) / n, per * n * 4
+    if op in ("send_recv", "recv_any_source"):
+        t = torch.ones(count)
+        any_source = op == "recv_any_source"
+
+        def ping_pong(g):
+            r = dist.get_rank()
+            if r == 0:
+                dist.send(t, 1, group=g)
+                dist.recv(t, None if any_source else 1, group=g)
+            elif r == 1:
+                dist.recv(t, None if any_source else 0, group=g)
+                dist.send(t, 0, group=g)
+        return ping_pong, 1.0, count * 4
+    if op == "sparse_all_reduce":
+        nnz = max(1, nbytes // 12)
+        idx = torch.arange(nnz).unsqueeze(0) * n + dist.get_rank()
+        t = torch.sparse_coo_tensor(idx, torch.ones(nnz), (nnz * n,)).coalesce()
+        return (lambda g: dist.all_reduce(t.clone(), group=g)), 1.0, nnz * 12
     raise ValueError(op)
 
 

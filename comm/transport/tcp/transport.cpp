@@ -24,6 +24,9 @@ namespace ctrun::comm::transport::tcp {
 namespace {
 
 constexpr std::uint32_t kHelloMagic = 0x4d435443;  // "CTCM"
+// A liveness watch (see watch_lower_peers): the acceptor keeps it open, never reads it, closes it with the group.
+constexpr std::uint32_t kWatchMagic = 0x57435443;  // "CTCW"
+constexpr auto kWatchRetry = std::chrono::seconds(1);
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -94,7 +97,11 @@ class TcpTransport final : public Transport {
         lowat_(static_cast<std::size_t>(size), 1),
         paused_(static_cast<std::size_t>(size), 0),
         hung_up_(static_cast<std::size_t>(size), 0),
-        errors_(static_cast<std::size_t>(size)) {
+        errors_(static_cast<std::size_t>(size)),
+        watches_(static_cast<std::size_t>(size), -1),
+        watch_up_(static_cast<std::size_t>(size), 0),
+        watched_by_(static_cast<std::size_t>(size), -1),
+        left_(static_cast<std::size_t>(size), 0) {
     if (options_.advertise_host.empty()) options_.advertise_host = pick_advertise_host(options_.route_to);
     event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     listen();
@@ -180,10 +187,17 @@ class TcpTransport final : public Transport {
     // where we are lower, so that neither side waits for the other.
     for (int peer : want_write) socket_for(peer);
     for (int peer : want_read) socket_for(peer);
+    watch_lower_peers(want_read);
     pfds_.clear();
     poll_peers_.clear();
     pfds_.push_back({event_fd_, POLLIN, 0});
     pfds_.push_back({listen_fd_, POLLIN, 0});
+    for (int peer = 0; peer < size_; ++peer) {
+      const auto idx = static_cast<std::size_t>(peer);
+      if (watches_[idx] < 0) continue;
+      pfds_.push_back({watches_[idx], static_cast<short>(watch_up_[idx] ? POLLIN : POLLOUT), 0});
+    }
+    const std::size_t first_peer_fd = pfds_.size();
     for (int peer = 0; peer < size_; ++peer) {
       const auto idx = static_cast<std::size_t>(peer);
       const int fd = fds_[idx];
@@ -204,8 +218,11 @@ class TcpTransport final : public Transport {
       std::uint64_t v;
       [[maybe_unused]] auto ignored = ::read(event_fd_, &v, sizeof v);
     }
+    for (std::size_t i = 2; i < first_peer_fd; ++i) {
+      if (pfds_[i].revents) on_watch_event(pfds_[i].fd);
+    }
     for (std::size_t i = 0; i < poll_peers_.size(); ++i) {
-      const short rev = pfds_[i + 2].revents;
+      const short rev = pfds_[i + first_peer_fd].revents;
       const auto idx = static_cast<std::size_t>(poll_peers_[i]);
       // Errors and hang-ups count as both: the next read or write reports them.
       if (rev & (POLLIN | POLLHUP | POLLERR)) readable_[idx] = 1;
@@ -222,6 +239,9 @@ class TcpTransport final : public Transport {
 
   void abort(const std::string&) override {
     aborted_ = true;
+    for (int fd : watched_by_) {
+      if (fd >= 0) ::shutdown(fd, SHUT_RDWR);  // watchers learn of the abort at once
+    }
     // shutdown() rather than close(): peers see EOF at once and fail their ops with this rank, while our fds stay
     // valid until the destructor.
     for (int fd : fds_) {
@@ -254,6 +274,105 @@ class TcpTransport final : public Transport {
       accept_pending();
     }
     return fds_[idx];
+  }
+
+  // A receive waiting on a lower rank that never connected (a receive from any source, or one from a rank that has
+  // sent this one nothing yet) has no socket through which that rank's exit could show. Such a rank gets a watch:
+  // a connection to its listener whose hello says "watch", which it keeps open and never reads. Refused, or
+  // closed later, means its process is gone (or it aborted or closed the group): the next read from that rank
+  // fails, naming it, instead of the receive waiting for the group timeout. One per pair, made only once such a
+  // wait has lasted a second (so never on the way of a group's first messages), closed once the rank connects. A
+  // rank that closes its group in order writes one byte on its watches first: it left, and nothing fails.
+  void watch_lower_peers(const std::vector<int>& want_read) {
+    for (int peer = 0; peer < rank_; ++peer) {
+      const auto idx = static_cast<std::size_t>(peer);
+      if (watches_[idx] >= 0 && fds_[idx] >= 0) close_watch(peer);
+    }
+    bool wanted = false;
+    for (int peer : want_read) wanted |= peer < rank_ && fds_[static_cast<std::size_t>(peer)] < 0;
+    const auto now = Clock::now();
+    if (!wanted) {
+      waiting_since_ = {};
+      return;
+    }
+    // A peer usually connects within milliseconds of the first wait: only a wait that lasts gets watches.
+    if (waiting_since_ == Clock::time_point{}) waiting_since_ = now;
+    if (now - waiting_since_ < kWatchRetry || now - last_watch_try_ < kWatchRetry) return;
+    last_watch_try_ = now;
+    for (int peer : want_read) {
+      const auto idx = static_cast<std::size_t>(peer);
+      if (peer >= rank_ || fds_[idx] >= 0 || watches_[idx] >= 0 || !errors_[idx].empty() || left_[idx]) continue;
+      start_watch(peer);
+    }
+  }
+
+  void start_watch(int peer) {
+    const std::string key = "tcp/" + std::to_string(peer);
+    if (!store_->check({key})) return;
+    const std::string addr = store_->get(key);
+    const auto colon = addr.rfind(':');
+    AddrInfo ai;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    if (getaddrinfo(addr.substr(0, colon).c_str(), addr.substr(colon + 1).c_str(), &hints, &ai.list) != 0 || !ai.list) {
+      return;
+    }
+    const int fd = socket(ai.list->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return;
+    if (::connect(fd, ai.list->ai_addr, ai.list->ai_addrlen) == 0 || errno == EINPROGRESS) {
+      watches_[static_cast<std::size_t>(peer)] = fd;
+      watch_up_[static_cast<std::size_t>(peer)] = 0;
+      return;
+    }
+    const int err = errno;
+    ::close(fd);
+    if (err == ECONNREFUSED) gone(peer);
+  }
+
+  void on_watch_event(int fd) {
+    const auto it = std::find(watches_.begin(), watches_.end(), fd);
+    if (it == watches_.end()) return;
+    const int peer = static_cast<int>(it - watches_.begin());
+    const auto idx = static_cast<std::size_t>(peer);
+    if (!watch_up_[idx]) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      const std::uint32_t hello[2] = {kWatchMagic, static_cast<std::uint32_t>(rank_)};
+      if (err == 0 &&
+          ::send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(sizeof hello)) {
+        watch_up_[idx] = 1;
+        return;
+      }
+      close_watch(peer);
+      if (err == ECONNREFUSED || err == ECONNRESET) gone(peer);
+      return;  // anything else: tried again later
+    }
+    char byte = 0;
+    const ssize_t r = ::recv(fd, &byte, 1, MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    close_watch(peer);
+    if (r > 0) {
+      left_[idx] = 1;  // its group closed in order (close_all's byte): it left, it did not fail
+    } else {
+      gone(peer);
+    }
+  }
+
+  // The next use of `peer` reports it (so the messenger fails only what waits on that peer).
+  void gone(int peer) {
+    const auto idx = static_cast<std::size_t>(peer);
+    if (fds_[idx] >= 0 || !errors_[idx].empty()) return;
+    errors_[idx] = "rank " + std::to_string(peer) + " exited, aborted or closed the group (its listener refused or " +
+                   "closed this rank's watch connection) while this rank was waiting for it";
+  }
+
+  void close_watch(int peer) {
+    auto& fd = watches_[static_cast<std::size_t>(peer)];
+    if (fd >= 0) ::close(fd);
+    fd = -1;
   }
 
   void listen() {
@@ -332,8 +451,17 @@ class TcpTransport final : public Transport {
       if (fd < 0) return;
       std::uint32_t hello[2] = {0, 0};
       // The connecting side sends its hello right after connect(): a short bound is enough.
-      if (!read_exact(fd, hello, sizeof hello, Clock::now() + std::chrono::seconds(5)) || hello[0] != kHelloMagic ||
-          hello[1] >= static_cast<std::uint32_t>(size_) || static_cast<int>(hello[1]) >= rank_ || fds_[hello[1]] >= 0) {
+      const bool read = read_exact(fd, hello, sizeof hello, Clock::now() + std::chrono::seconds(5));
+      if (read && hello[0] == kWatchMagic && hello[1] < static_cast<std::uint32_t>(size_) &&
+          static_cast<int>(hello[1]) > rank_) {
+        // Kept open, never read: the watcher sees it close when this rank's process or group ends.
+        auto& kept = watched_by_[hello[1]];
+        if (kept >= 0) ::close(kept);
+        kept = fd;
+        continue;
+      }
+      if (!read || hello[0] != kHelloMagic || hello[1] >= static_cast<std::uint32_t>(size_) ||
+          static_cast<int>(hello[1]) >= rank_ || fds_[hello[1]] >= 0) {
         log::get("comm")->warn("comm tcp: rank {} dropped a connection with a bad hello", rank_);
         ::close(fd);
         continue;
@@ -345,6 +473,17 @@ class TcpTransport final : public Transport {
   }
 
   void close_all() {
+    // Watches still in the listen queue (an idle rank accepts only when it polls) get their byte too.
+    if (!aborted_ && listen_fd_ >= 0) accept_pending();
+    for (int peer = 0; peer < size_; ++peer) close_watch(peer);
+    for (int& fd : watched_by_) {
+      // One byte before the close says "left in order" (after an abort's shutdown() it cannot leave).
+      if (fd < 0) continue;
+      const char bye = 'b';
+      [[maybe_unused]] auto ignored = ::send(fd, &bye, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+      fd = -1;
+    }
     for (int& fd : fds_) {
       if (fd >= 0) ::close(fd);
       fd = -1;
@@ -369,7 +508,13 @@ class TcpTransport final : public Transport {
   std::vector<char> hung_up_;  // poll reported POLLHUP/POLLERR on the socket
   std::vector<std::string> errors_;
   std::vector<pollfd> pfds_;
-  std::vector<int> poll_peers_;  // peer of pfds_[i + 2]
+  std::vector<int> poll_peers_;  // peer of pfds_[i + first_peer_fd] (after the event fd, listener and probes)
+  std::vector<int> watches_;     // per lower peer: this rank's watch connection to it (-1: none), watch_lower_peers
+  std::vector<char> watch_up_;   // the watch connected and said hello
+  std::vector<int> watched_by_;  // per higher peer: its watch connection to this rank, kept open unread
+  std::vector<char> left_;       // per lower peer: its watch said it closed its group in order (never watched again)
+  Clock::time_point last_watch_try_{};
+  Clock::time_point waiting_since_{};  // since when a receive waits on an unconnected lower peer (zero: none does)
   bool aborted_ = false;
 };
 

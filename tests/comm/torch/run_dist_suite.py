@@ -55,7 +55,6 @@ from torch.testing._internal.common_distributed import DistTestCases  # noqa: E4
 DistTestCases.backend_feature["plugin"].add("ctrun")
 DistTestCases.backend_feature["ddp"].add("ctrun")
 DistTestCases.backend_feature["subgroup"].add("ctrun")
-DistTestCases.skip_collective["sendrecv anysource"].add("ctrun")
 
 from torch.testing._internal.distributed import distributed_test  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
@@ -85,7 +84,7 @@ KNOWN_CTRUN_FAILURES = KNOWN_CTRUN_FAILURES_BY_TORCH.get(TORCH_MINOR, {})
 
 # Collective/p2p tests torch 1.13 gates to BACKEND == "gloo" at import (so a plugin backend skips them) that are
 # not CUDA-only: `--gloo-gated --subset gloo_gated` runs them on ctrun. (Found by comparing each test's
-# __unittest_skip__ under BACKEND=ctrun and BACKEND=gloo; any-source and sparse are left out: not supported.
+# __unittest_skip__ under BACKEND=ctrun and BACKEND=gloo.
 # monitored_barrier is left out too: torch 1.13's Python front end raises "only implemented for GLOO backend" for
 # any other backend before it reaches ours; ctrun's C++ monitoredBarrier serves torch versions that route it.)
 GLOO_GATED_P2P_COLLECTIVES = (
@@ -111,6 +110,7 @@ GLOO_GATED_P2P_COLLECTIVES = (
     "test_gather_object",
     "test_gather_object_subgroup",
     "test_scatter_object_list",
+    "test_sparse_all_reduce_sum",
 )
 # The CPU all_to_all tests, which torch 1.13 gates to mpi: `--mpi-gated --subset mpi_gated` runs them on ctrun.
 MPI_GATED_ALL_TO_ALL = (
