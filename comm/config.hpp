@@ -39,6 +39,11 @@ struct Config {
   std::string backend;
   std::string transport;
   std::string algorithm;      // override spec, see comm/algorithms/selection.hpp
+  std::string host;           // host identity (empty: detected), see make_transport in cpu_backend.cpp
+  std::size_t net_latency_us{};  // cost model: between hosts (0: measured)
+  std::size_t net_mbps{};        // cost model: between hosts (0: measured)
+  std::size_t shm_latency_us{};  // cost model: inside a host
+  std::size_t shm_mbps{};        // cost model: inside a host
   std::string ifaddr;         // tcp: advertised address (empty: route to MASTER_ADDR, else 127.0.0.1)
   int device{};               // nccl: CUDA device (-1: the backend's rule)
   bool nccl_blocking{};       // nccl: blocking communicators (NCCL's default) instead of polled non-blocking

@@ -27,7 +27,8 @@ struct NameOf {
 };
 constexpr NameOf kNames[] = {
     {"ring", Algorithm::kRing},   {"recursive_doubling", Algorithm::kRecursiveDoubling},
-    {"tree", Algorithm::kTree},   {"chain", Algorithm::kChain},
+    {"tree", Algorithm::kTree},   {"double_binary_tree", Algorithm::kDoubleBinaryTree},
+    {"chain", Algorithm::kChain},
     {"direct", Algorithm::kDirect}, {"pairwise", Algorithm::kPairwise},
     {"dissemination", Algorithm::kDissemination}, {"shm", Algorithm::kShm},
     {"shm_direct", Algorithm::kShmDirect},
@@ -67,6 +68,14 @@ constexpr AlgorithmRow kRows[] = {
     {O::kAllReduce, A::kRecursiveDoubling,
      [](Context& c, const OpArgs& a) { all_reduce_recursive_doubling(c, a.buffer, a.op); }, 0, 1, kAny, true,
      "log2(n) exchange steps; non-powers of two fold the extra ranks in first"},
+    // The trees serve the level between hosts of a two-level group, where the cost model (cost_model.hpp)
+    // picks among every all_reduce row that any transport runs; on one host the rows above stay the choice.
+    {O::kAllReduce, A::kTree, [](Context& c, const OpArgs& a) { all_reduce_tree(c, a.buffer, a.op); }, 0, 1, kAny,
+     false, "pipelined binary tree: chunks reduced up an in-order binary tree and sent back down; 2 log2(n) steps"},
+    {O::kAllReduce, A::kDoubleBinaryTree,
+     [](Context& c, const OpArgs& a) { all_reduce_double_binary_tree(c, a.buffer, a.op); }, 0, 1, kAny, false,
+     "two complementary binary trees (every rank interior in at most one), half of the data each, chunks "
+     "pipelined: a ring's bandwidth at a tree's O(log n) latency"},
 
     {O::kBroadcast, A::kShmDirect, [](Context& c, const OpArgs& a) { broadcast_shm_direct(c, a.buffer, a.root); },
      kDirectFrom, 2, kPeerReads, kDirectAutomatic,

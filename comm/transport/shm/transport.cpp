@@ -567,7 +567,8 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
 std::string host_key() {
   return host::name() + "|" + read_first_line("/proc/sys/kernel/random/boot_id") + "|" +
-         link_target("/proc/self/ns/ipc") + "|" + link_target("/proc/self/ns/pid");
+         link_target("/proc/self/ns/ipc") + "|" + link_target("/proc/self/ns/mnt") + "|" +
+         link_target("/proc/self/ns/pid");
 }
 
 std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options) {

@@ -34,7 +34,8 @@ struct Options {
   bool peer_reads = true;  // probe process_vm_readv between ranks (CTRUN_COMM_SHM_DIRECT)
 };
 
-// "hostname|boot id|ipc namespace": ranks with equal keys can share POSIX shm segments.
+// "hostname|boot id|ipc, mount and pid namespaces": ranks with equal keys can share POSIX shm segments (the
+// mount namespace decides which /dev/shm they see: `ip netns exec` shares it, `unshare --mount` does not).
 std::string host_key();
 
 std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options);
