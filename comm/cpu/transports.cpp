@@ -6,7 +6,7 @@
 namespace ctrun::comm::cpu {
 
 std::unique_ptr<transport::Transport> make_shm(const BackendContext& ctx, std::shared_ptr<store::Store> store,
-                                               int rank, int size) {
+                                               int rank, int size, std::vector<int> names) {
   transport::shm::Options o;
   o.timeout = ctx.options.timeout;
   o.ring_bytes = ctx.config.shm_ring_bytes;
@@ -16,6 +16,7 @@ std::unique_ptr<transport::Transport> make_shm(const BackendContext& ctx, std::s
   o.pipeline_bytes = ctx.config.shm_pipeline_bytes;
   o.peer_reads = ctx.config.shm_direct;
   o.stream_bytes = ctx.config.shm_stream_bytes;
+  o.rank_names = std::move(names);
   return transport::shm::create(std::move(store), rank, size, o);
 }
 

@@ -75,9 +75,10 @@ TwoLevel::TwoLevel(const BackendContext& ctx, algorithms::HostLayout layout, tra
     prefix += std::to_string(host);
     auto store = std::make_shared<store::PrefixStore>(prefix, ctx.store);
     local_transport_ = make_shm(ctx, store, layout_.local_index[static_cast<std::size_t>(rank_)],
-                                static_cast<int>(mine.size()));
+                                static_cast<int>(mine.size()), mine);
     local_messenger_ = std::make_unique<transport::Messenger>(
         *local_transport_, layout_.local_index[static_cast<std::size_t>(rank_)], static_cast<int>(mine.size()));
+    local_messenger_->set_peer_names(mine);
     if (auto* ws = local_transport_->workspace()) {
       local_available_ = ws->peer_reads() ? Needs::kPeerReads : Needs::kSharedMemory;
     }
@@ -215,7 +216,10 @@ std::string TwoLevel::local_ranks_text() const {
   std::string out = "host ";
   out += std::to_string(host);
   out += "'s local ranks 0.. are group ranks";
-  for (int r : layout_.hosts[static_cast<std::size_t>(host)]) out += " " + std::to_string(r);
+  for (int r : layout_.hosts[static_cast<std::size_t>(host)]) {
+    out += ' ';
+    out += std::to_string(r);
+  }
   return out;
 }
 

@@ -92,8 +92,11 @@ class Messenger {
   Transport& transport() { return transport_; }
   // The group's progress record: wait() notes in it which peer it blocks on (common/progress.hpp); null: none.
   void set_progress(progress::SlotWriter* writer) { progress_ = writer; }
+  // How errors name peer r: names[r] (a two-level group's host level names its peers by group rank); empty: r.
+  void set_peer_names(std::vector<int> names) { names_ = std::move(names); }
 
  private:
+  std::string name_of(int peer) const;
   struct Unexpected {
     std::uint64_t tag = 0;
     std::vector<char> data;
@@ -133,6 +136,7 @@ class Messenger {
   std::exception_ptr fatal_;
   std::size_t in_flight_ = 0;
   progress::SlotWriter* progress_ = nullptr;
+  std::vector<int> names_;
   std::vector<int> want_read_;  // scratch for wait_for_events
   std::vector<int> want_write_;
 };
