@@ -65,13 +65,11 @@ constexpr Setting kSettings[] = {
     {"CTRUN_COMM_NET_MBPS", "0",
      "cost model: bandwidth between hosts in MB/s (10^6 bytes) per rank; 0: measured with the latency",
      [](Config& c, const std::string& v) { c.net_mbps = parse_count("CTRUN_COMM_NET_MBPS", v, 100'000'000); }},
-    {"CTRUN_COMM_SHM_LATENCY_US", "3",
-     "cost model: one shared-memory step's latency inside a host in microseconds",
+    {"CTRUN_COMM_SHM_LATENCY_US", "3", "cost model: one shared-memory step's latency inside a host in microseconds",
      [](Config& c, const std::string& v) {
        c.shm_latency_us = parse_count("CTRUN_COMM_SHM_LATENCY_US", v, 10'000'000);
      }},
-    {"CTRUN_COMM_SHM_MBPS", "4000",
-     "cost model: copy bandwidth of a shared-memory step inside a host in MB/s (min 1)",
+    {"CTRUN_COMM_SHM_MBPS", "4000", "cost model: copy bandwidth of a shared-memory step inside a host in MB/s (min 1)",
      [](Config& c, const std::string& v) {
        c.shm_mbps = std::max<std::size_t>(1, parse_count("CTRUN_COMM_SHM_MBPS", v, 100'000'000));
      }},

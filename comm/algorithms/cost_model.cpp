@@ -41,9 +41,7 @@ double double_tree(const Shape& s, const LinkCost& l) {
   const double c = chunks(s, m(s) / 2);
   return 2 * (depth(s.nodes) + 1 + c - 1) * l.latency_s + 2 * m(s) / l.bytes_per_s;
 }
-double binomial(const Shape& s, const LinkCost& l) {
-  return log2_ceil(s.nodes) * (l.latency_s + m(s) / l.bytes_per_s);
-}
+double binomial(const Shape& s, const LinkCost& l) { return log2_ceil(s.nodes) * (l.latency_s + m(s) / l.bytes_per_s); }
 double chain(const Shape& s, const LinkCost& l) {
   if (s.nodes <= 1) return 0;
   const double c = chunks(s, m(s));
@@ -112,7 +110,8 @@ double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, con
     case O::kReduce:
       return local_step(shape, local, b) + cross;
     case O::kAllGather:  // local all_gather, cross, local broadcast of the other hosts' blocks
-      return local_step(shape, local, b * shape.ranks_per_node) + cross + local_step(shape, local, all - b * shape.ranks_per_node);
+      return local_step(shape, local, b * shape.ranks_per_node) + cross +
+             local_step(shape, local, all - b * shape.ranks_per_node);
     case O::kReduceScatter:  // local reduce of everything, cross, local scatter
       return local_step(shape, local, all) + cross + local_step(shape, local, b * shape.ranks_per_node);
     case O::kBarrier:

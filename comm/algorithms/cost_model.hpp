@@ -31,7 +31,7 @@ struct CostRow {
   OpKind op;
   Algorithm algorithm;
   double (*seconds)(const Shape& shape, const LinkCost& link);  // the cross level's part
-  const char* formula;                                           // docs/comm.md
+  const char* formula;                                          // docs/comm.md
 };
 std::span<const CostRow> cost_table();
 

@@ -18,8 +18,8 @@
 namespace ctrun::comm::algorithms {
 
 struct TreeRegion {
-  TreeNode node;       // this rank's place in the region's tree
-  Buffer region;       // the part of the buffer this tree reduces
+  TreeNode node;  // this rank's place in the region's tree
+  Buffer region;  // the part of the buffer this tree reduces
 };
 
 void pipelined_tree_all_reduce(Context& ctx, std::span<const TreeRegion> trees, ReduceOp op);

@@ -10,8 +10,7 @@ void two_level_broadcast(Levels& lv, const OpArgs& args) {
   const std::vector<int> reps = lv.representatives(args.root);
   const int mine = reps[static_cast<std::size_t>(lv.host())];
   if (lv.rank() == mine) lv.run_cross(OpKind::kBroadcast, {.buffer = args.buffer, .root = l.host_of[root]}, reps);
-  lv.run_local(OpKind::kBroadcast,
-               {.buffer = args.buffer, .root = l.local_index[static_cast<std::size_t>(mine)]});
+  lv.run_local(OpKind::kBroadcast, {.buffer = args.buffer, .root = l.local_index[static_cast<std::size_t>(mine)]});
 }
 
 }  // namespace ctrun::comm::algorithms

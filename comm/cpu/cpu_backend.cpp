@@ -11,10 +11,10 @@
 
 #include "comm/algorithms/algorithms.hpp"
 #include "comm/algorithms/selection.hpp"
-#include "comm/reduce/reduce.hpp"
-#include "comm/transport/messenger.hpp"
 #include "comm/cpu/transports.hpp"
 #include "comm/cpu/two_level.hpp"
+#include "comm/reduce/reduce.hpp"
+#include "comm/transport/messenger.hpp"
 #include "common/log.hpp"
 #include "common/progress.hpp"
 
@@ -234,9 +234,8 @@ class CpuBackend final : public Backend {
       messenger_->abort(reason, std::current_exception());
       if (two_level_) two_level_->abort(reason, std::current_exception());
       rethrow_with_context(std::string(op_name(kind)) + " (" + std::string(to_string(dtype)) + ", " +
-                           std::to_string(bytes) + " bytes, " + algorithm + ", " + transport_name_ +
-                           ") on rank " + std::to_string(rank()) +
-                           (two_level_ ? " (" + two_level_->local_ranks_text() + ")" : ""));
+                           std::to_string(bytes) + " bytes, " + algorithm + ", " + transport_name_ + ") on rank " +
+                           std::to_string(rank()) + (two_level_ ? " (" + two_level_->local_ranks_text() + ")" : ""));
     }
   }
 

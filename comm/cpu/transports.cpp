@@ -5,8 +5,8 @@
 
 namespace ctrun::comm::cpu {
 
-std::unique_ptr<transport::Transport> make_shm(const BackendContext& ctx, std::shared_ptr<store::Store> store,
-                                               int rank, int size, std::vector<int> names) {
+std::unique_ptr<transport::Transport> make_shm(const BackendContext& ctx, std::shared_ptr<store::Store> store, int rank,
+                                               int size, std::vector<int> names) {
   transport::shm::Options o;
   o.timeout = ctx.options.timeout;
   o.ring_bytes = ctx.config.shm_ring_bytes;

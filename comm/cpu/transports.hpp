@@ -13,8 +13,8 @@ namespace ctrun::comm::cpu {
 
 // The group's shm transport over `size` ranks (this one is `rank`) keyed in `store`; errors name rank r as
 // names[r] (empty: r).
-std::unique_ptr<transport::Transport> make_shm(const BackendContext& ctx, std::shared_ptr<store::Store> store,
-                                               int rank, int size, std::vector<int> names = {});
+std::unique_ptr<transport::Transport> make_shm(const BackendContext& ctx, std::shared_ptr<store::Store> store, int rank,
+                                               int size, std::vector<int> names = {});
 // The group's tcp transport over all of its ranks.
 std::unique_ptr<transport::Transport> make_tcp(const BackendContext& ctx);
 

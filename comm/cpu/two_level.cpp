@@ -44,8 +44,7 @@ class TwoLevel::OpLevels final : public algorithms::Levels {
   }
 
   Context cross_context(const std::vector<int>& reps) override {
-    return Context(t_.global_, host(), host_count(), tag_, deadline_, t_.cross_scratch_, t_.global_chunk_bytes_,
-                   reps);
+    return Context(t_.global_, host(), host_count(), tag_, deadline_, t_.cross_scratch_, t_.global_chunk_bytes_, reps);
   }
 
   char* pack(std::size_t bytes, int slot) override { return t_.pack_scratch_.get(bytes, slot); }
@@ -74,8 +73,8 @@ TwoLevel::TwoLevel(const BackendContext& ctx, algorithms::HostLayout layout, tra
     std::string prefix = "host";
     prefix += std::to_string(host);
     auto store = std::make_shared<store::PrefixStore>(prefix, ctx.store);
-    local_transport_ = make_shm(ctx, store, layout_.local_index[static_cast<std::size_t>(rank_)],
-                                static_cast<int>(mine.size()), mine);
+    local_transport_ =
+        make_shm(ctx, store, layout_.local_index[static_cast<std::size_t>(rank_)], static_cast<int>(mine.size()), mine);
     local_messenger_ = std::make_unique<transport::Messenger>(
         *local_transport_, layout_.local_index[static_cast<std::size_t>(rank_)], static_cast<int>(mine.size()));
     local_messenger_->set_peer_names(mine);

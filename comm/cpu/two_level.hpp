@@ -27,8 +27,8 @@ class TwoLevel {
   // Whether `op` runs in two levels (else it runs flat over the group's tcp messenger).
   static bool handles(algorithms::OpKind op);
   // Runs one op; `name` receives the algorithms chosen ("shm+double_binary_tree") for error messages.
-  void run(algorithms::OpKind op, const algorithms::OpArgs& args, std::uint64_t tag, transport::Clock::time_point deadline,
-           std::string* name);
+  void run(algorithms::OpKind op, const algorithms::OpArgs& args, std::uint64_t tag,
+           transport::Clock::time_point deadline, std::string* name);
   // The cross level's choice for an op of `bytes` per rank.
   algorithms::Algorithm cross_choice(algorithms::OpKind op, std::size_t bytes) const;
 

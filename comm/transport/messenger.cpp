@@ -29,7 +29,6 @@ void encode_header(char* out, std::uint64_t tag, std::uint64_t bytes) {
   std::memcpy(out + 8, &bytes, 8);
 }
 
-
 }  // namespace
 
 std::uint64_t collective_tag(int op_kind, DataType dtype, std::uint64_t seq) {

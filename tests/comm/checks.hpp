@@ -16,7 +16,7 @@ namespace ctrun::comm::testing {
 // Small chunks make the pipelined algorithms cut even the test's "large" buffers into many chunks, and a small
 // workspace makes the shm algorithms cut them into pieces (set per group, through the options).
 inline const std::map<std::string, std::string> kSmallChunks = {{"CTRUN_COMM_CHUNK_BYTES", "1024"},
-                                                         {"CTRUN_COMM_SHM_WORKSPACE_BYTES", "4096"}};
+                                                                {"CTRUN_COMM_SHM_WORKSPACE_BYTES", "4096"}};
 
 inline constexpr std::size_t kSizes[] = {0, 1, 37, 3001};
 

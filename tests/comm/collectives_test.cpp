@@ -29,9 +29,7 @@ TEST_P(Collectives, MatchTheSequentialReference) {
   ProcessGroupOptions options;
   options.transport = p.transport;
   // "shm", "shm_direct": the shared-memory algorithms where the transport has them, the size table elsewhere.
-  options.algorithm = p.family == "ring"   ? kRingFamily
-                      : p.family == "tree" ? kTreeFamily
-                                           : p.family;
+  options.algorithm = p.family == "ring" ? kRingFamily : p.family == "tree" ? kTreeFamily : p.family;
   options.timeout = std::chrono::seconds(60);
   options.settings = kSmallChunks;
   if (p.family == "shm_tight") {

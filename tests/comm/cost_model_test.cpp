@@ -89,9 +89,9 @@ TEST(CostModel, ChoosesByLatencyAndBandwidth) {
   for (const auto& r : cost_table()) {
     EXPECT_LE(r.seconds(Shape{16, 8, 1024, 1 << 20}, net), r.seconds(Shape{16, 8, 1 << 24, 1 << 20}, net));
   }
-  EXPECT_GT(predict_two_level(OpKind::kAllReduce, Algorithm::kRing, Shape{4, 8, 1 << 20, 1 << 20}, net,
-                              LinkCost{3e-6, 4e9}),
-            row(Algorithm::kRing)->seconds(Shape{4, 8, 1 << 20, 1 << 20}, net));
+  EXPECT_GT(
+      predict_two_level(OpKind::kAllReduce, Algorithm::kRing, Shape{4, 8, 1 << 20, 1 << 20}, net, LinkCost{3e-6, 4e9}),
+      row(Algorithm::kRing)->seconds(Shape{4, 8, 1 << 20, 1 << 20}, net));
 }
 
 }  // namespace

@@ -67,8 +67,11 @@ TEST_P(TwoLevel, EveryOpMatchesTheSequentialReference) {
 std::vector<Param> params() {
   // Uneven layouts, hosts interleaved in rank order, a host of one rank beside hosts of several.
   const std::vector<std::pair<std::string, std::vector<int>>> layouts = {
-      {"2x1", {0, 0, 1}},       {"1x3", {0, 1, 1, 1}},       {"2x2_interleaved", {0, 1, 0, 1}},
-      {"3_uneven", {0, 0, 1, 2, 2, 2}}, {"4_hosts", {0, 1, 2, 3, 3, 2, 1}},
+      {"2x1", {0, 0, 1}},
+      {"1x3", {0, 1, 1, 1}},
+      {"2x2_interleaved", {0, 1, 0, 1}},
+      {"3_uneven", {0, 0, 1, 2, 2, 2}},
+      {"4_hosts", {0, 1, 2, 3, 3, 2, 1}},
   };
   const std::vector<std::pair<std::string, std::string>> algorithms = {
       {"model", ""},

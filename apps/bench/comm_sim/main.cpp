@@ -38,16 +38,20 @@ std::string size_text(std::size_t b) {
 
 std::string time_text(double s) {
   char buf[32];
-  if (s >= 1) std::snprintf(buf, sizeof buf, "%.2f s", s);
-  else if (s >= 1e-3) std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  if (s >= 1)
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
   return buf;
 }
 
 [[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: comm_sim [--ranks-per-node N] [--latency-us US] [--gbps G] [--shm-us US] [--shm-mbps M]\n"
-               "                [--ranks a,b,...] [--bytes a,b,...] [--chunk-bytes B] [--op all_reduce|broadcast|reduce]\n");
+  std::fprintf(
+      stderr,
+      "usage: comm_sim [--ranks-per-node N] [--latency-us US] [--gbps G] [--shm-us US] [--shm-mbps M]\n"
+      "                [--ranks a,b,...] [--bytes a,b,...] [--chunk-bytes B] [--op all_reduce|broadcast|reduce]\n");
   std::exit(2);
 }
 
@@ -65,19 +69,30 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) usage();
     const char* v = argv[++i];
-    if (a == "--ranks-per-node") per_node = std::atoi(v);
-    else if (a == "--latency-us") net.latency_s = std::atof(v) * 1e-6;
-    else if (a == "--gbps") net.bytes_per_s = std::atof(v) * 1e9 / 8;
-    else if (a == "--shm-us") local.latency_s = std::atof(v) * 1e-6;
-    else if (a == "--shm-mbps") local.bytes_per_s = std::atof(v) * 1e6;
-    else if (a == "--ranks") ranks = parse_list(v);
-    else if (a == "--bytes") bytes = parse_list(v);
-    else if (a == "--chunk-bytes") chunk = std::strtoull(v, nullptr, 10);
+    if (a == "--ranks-per-node")
+      per_node = std::atoi(v);
+    else if (a == "--latency-us")
+      net.latency_s = std::atof(v) * 1e-6;
+    else if (a == "--gbps")
+      net.bytes_per_s = std::atof(v) * 1e9 / 8;
+    else if (a == "--shm-us")
+      local.latency_s = std::atof(v) * 1e-6;
+    else if (a == "--shm-mbps")
+      local.bytes_per_s = std::atof(v) * 1e6;
+    else if (a == "--ranks")
+      ranks = parse_list(v);
+    else if (a == "--bytes")
+      bytes = parse_list(v);
+    else if (a == "--chunk-bytes")
+      chunk = std::strtoull(v, nullptr, 10);
     else if (a == "--op") {
       const std::string o = v;
-      op = o == "all_reduce" ? OpKind::kAllReduce : o == "broadcast" ? OpKind::kBroadcast
-           : o == "reduce"   ? OpKind::kReduce : (usage(), OpKind::kAllReduce);
-    } else usage();
+      op = o == "all_reduce"  ? OpKind::kAllReduce
+           : o == "broadcast" ? OpKind::kBroadcast
+           : o == "reduce"    ? OpKind::kReduce
+                              : (usage(), OpKind::kAllReduce);
+    } else
+      usage();
   }
   if (per_node < 1 || net.bytes_per_s <= 0 || local.bytes_per_s <= 0 || chunk == 0) usage();
   std::printf("# comm_sim: %s, %d ranks per node, between nodes %.1f us %.1f Gbit/s, inside %.1f us %.0f MB/s\n",
@@ -93,7 +108,8 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < rows.size(); ++i) std::printf("---|");
   std::printf("---|\n");
   for (std::size_t n : ranks) {
-    const int nodes = static_cast<int>((n + static_cast<std::size_t>(per_node) - 1) / static_cast<std::size_t>(per_node));
+    const int nodes =
+        static_cast<int>((n + static_cast<std::size_t>(per_node) - 1) / static_cast<std::size_t>(per_node));
     const int rpn = static_cast<int>(n) < per_node ? static_cast<int>(n) : per_node;
     for (std::size_t b : bytes) {
       const Shape shape{nodes, rpn, b, chunk};
