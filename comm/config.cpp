@@ -51,6 +51,28 @@ constexpr Setting kSettings[] = {
     {"CTRUN_COMM_ALGO", "",
      "algorithm overrides: `ring` (every op that has it) or `all_reduce=ring,broadcast=tree`; empty: the table",
      [](Config& c, const std::string& v) { c.algorithm = v; }},
+    {"CTRUN_COMM_HOST", "",
+     "cpu backend, transport `auto`: this rank's host identity; ranks with equal ones pass messages through shared "
+     "memory, the others over tcp (two levels when a group spans hosts); empty: host name, boot id and the IPC, "
+     "mount and pid namespaces (the ranks that can map each other's /dev/shm segments)",
+     [](Config& c, const std::string& v) { c.host = v; }},
+    {"CTRUN_COMM_NET_LATENCY_US", "0",
+     "cost model: one message's latency between hosts in microseconds; 0: measured when a two-level group is "
+     "created (a few messages between the first two hosts)",
+     [](Config& c, const std::string& v) {
+       c.net_latency_us = parse_count("CTRUN_COMM_NET_LATENCY_US", v, 10'000'000);
+     }},
+    {"CTRUN_COMM_NET_MBPS", "0",
+     "cost model: bandwidth between hosts in MB/s (10^6 bytes) per rank; 0: measured with the latency",
+     [](Config& c, const std::string& v) { c.net_mbps = parse_count("CTRUN_COMM_NET_MBPS", v, 100'000'000); }},
+    {"CTRUN_COMM_SHM_LATENCY_US", "3", "cost model: one shared-memory step's latency inside a host in microseconds",
+     [](Config& c, const std::string& v) {
+       c.shm_latency_us = parse_count("CTRUN_COMM_SHM_LATENCY_US", v, 10'000'000);
+     }},
+    {"CTRUN_COMM_SHM_MBPS", "4000", "cost model: copy bandwidth of a shared-memory step inside a host in MB/s (min 1)",
+     [](Config& c, const std::string& v) {
+       c.shm_mbps = std::max<std::size_t>(1, parse_count("CTRUN_COMM_SHM_MBPS", v, 100'000'000));
+     }},
     {"CTRUN_COMM_IFADDR", "",
      "tcp: address this rank advertises (default: the local address of the route to MASTER_ADDR, else 127.0.0.1)",
      [](Config& c, const std::string& v) { c.ifaddr = v; }},

@@ -38,11 +38,16 @@ struct Config {
 
   std::string backend;
   std::string transport;
-  std::string algorithm;      // override spec, see comm/algorithms/selection.hpp
-  std::string ifaddr;         // tcp: advertised address (empty: route to MASTER_ADDR, else 127.0.0.1)
-  int device{};               // nccl: CUDA device (-1: the backend's rule)
-  bool nccl_blocking{};       // nccl: blocking communicators (NCCL's default) instead of polled non-blocking
-  std::size_t chunk_bytes{};  // pipelining unit of ring/chain (0: per transport, see chunk_bytes_for)
+  std::string algorithm;         // override spec, see comm/algorithms/selection.hpp
+  std::string host;              // host identity (empty: detected), see make_transport in cpu_backend.cpp
+  std::size_t net_latency_us{};  // cost model: between hosts (0: measured)
+  std::size_t net_mbps{};        // cost model: between hosts (0: measured)
+  std::size_t shm_latency_us{};  // cost model: inside a host
+  std::size_t shm_mbps{};        // cost model: inside a host
+  std::string ifaddr;            // tcp: advertised address (empty: route to MASTER_ADDR, else 127.0.0.1)
+  int device{};                  // nccl: CUDA device (-1: the backend's rule)
+  bool nccl_blocking{};          // nccl: blocking communicators (NCCL's default) instead of polled non-blocking
+  std::size_t chunk_bytes{};     // pipelining unit of ring/chain (0: per transport, see chunk_bytes_for)
   std::size_t shm_ring_bytes{};
   std::size_t shm_workspace_bytes{};  // shm: one slot of the pipelined shm algorithms
   int shm_slots{};                    // shm: slots per rank
@@ -52,7 +57,7 @@ struct Config {
   bool shm_direct{};  // shm: let ranks read each other's buffers (process_vm_readv) where the kernel allows
   std::size_t tcp_buffer_bytes{};  // 0: kernel autotuning
   std::size_t tcp_lowat_bytes{};
-  bool progress{};  // progress records for the agent's hang detection (common/progress.hpp)
+  bool progress{};           // progress records for the agent's hang detection (common/progress.hpp)
   WorkerEnvironment worker;  // resolve(): this process's; from_settings() and Config(): empty
 
   // The pipelining unit over `transport` ("tcp" or "shm"): chunk_bytes when set, else 1 MiB over tcp (every

@@ -13,6 +13,8 @@ namespace ctrun::comm::algorithms {
 // all_reduce
 void all_reduce_ring(Context& ctx, Buffer buffer, ReduceOp op);                // bandwidth-optimal, chunked
 void all_reduce_recursive_doubling(Context& ctx, Buffer buffer, ReduceOp op);  // log2(n) steps, small messages
+void all_reduce_tree(Context& ctx, Buffer buffer, ReduceOp op);                // pipelined binary tree
+void all_reduce_double_binary_tree(Context& ctx, Buffer buffer, ReduceOp op);  // two trees, half the data each
 
 // broadcast / reduce
 void broadcast_tree(Context& ctx, Buffer buffer, int root);   // binomial tree: log2(n) latency

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "comm/transport/messenger.hpp"
@@ -32,14 +33,15 @@ class Scratch {
 class Context {
  public:
   Context(transport::Messenger& messenger, int rank, int size, std::uint64_t tag, Clock::time_point deadline,
-          Scratch& scratch, std::size_t chunk_bytes)
+          Scratch& scratch, std::size_t chunk_bytes, std::span<const int> members = {})
       : messenger_(messenger),
         rank_(rank),
         size_(size),
         tag_(tag),
         deadline_(deadline),
         scratch_(scratch),
-        chunk_bytes_(chunk_bytes) {}
+        chunk_bytes_(chunk_bytes),
+        members_(members) {}
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -47,9 +49,11 @@ class Context {
   int peer(int d) const { return ((rank_ + d) % size_ + size_) % size_; }
 
   RequestPtr isend(int peer, const void* data, std::size_t bytes) {
-    return messenger_.post_send(peer, tag_, data, bytes);
+    return messenger_.post_send(member(peer), tag_, data, bytes);
   }
-  RequestPtr irecv(int peer, void* data, std::size_t bytes) { return messenger_.post_recv(peer, tag_, data, bytes); }
+  RequestPtr irecv(int peer, void* data, std::size_t bytes) {
+    return messenger_.post_recv(member(peer), tag_, data, bytes);
+  }
   void wait(const RequestPtr& r) { messenger_.wait(r, deadline_); }
   void wait(const std::vector<RequestPtr>& rs) { messenger_.wait(rs, deadline_); }
   void send(int peer, const void* data, std::size_t bytes) { wait(isend(peer, data, bytes)); }
@@ -64,8 +68,15 @@ class Context {
   std::uint64_t signature(std::size_t size) const { return tag_ ^ (size * 0x9e3779b97f4a7c15ull); }
   // Pipelining unit of the chunked algorithms (ring, chain).
   std::size_t chunk_bytes() const { return chunk_bytes_; }
+  std::uint64_t tag() const { return tag_; }
+  transport::Messenger& messenger() { return messenger_; }
+  Scratch& scratch_memory() { return scratch_; }
 
  private:
+  // A context over some of the messenger's peers (one level of a two-level group, two_level.hpp) numbers them
+  // 0..size-1; members_ maps those numbers to the messenger's. Empty: every peer, numbered as the messenger does.
+  int member(int peer) const { return members_.empty() ? peer : members_[static_cast<std::size_t>(peer)]; }
+
   transport::Messenger& messenger_;
   int rank_;
   int size_;
@@ -73,6 +84,7 @@ class Context {
   Clock::time_point deadline_;
   Scratch& scratch_;
   std::size_t chunk_bytes_;
+  std::span<const int> members_;
 };
 
 // Elements [begin, begin + count) of a buffer split into `parts` near-equal blocks (the first count % parts

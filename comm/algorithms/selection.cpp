@@ -38,11 +38,16 @@ Selector::Selector(const std::string& spec) {
   }
 }
 
-const AlgorithmRow* Selector::choose(OpKind op, std::size_t bytes, int group_size, Needs available) const {
+const AlgorithmRow* Selector::overridden(OpKind op, Needs available) const {
   if (auto it = per_op_.find(op); it != per_op_.end()) {
     if (const AlgorithmRow* r = find_row(op, it->second); r && usable(*r, available)) return r;
   }
   if (const AlgorithmRow* r = find_row(op, global_); r && usable(*r, available)) return r;
+  return nullptr;
+}
+
+const AlgorithmRow* Selector::choose(OpKind op, std::size_t bytes, int group_size, Needs available) const {
+  if (const AlgorithmRow* r = overridden(op, available)) return r;
   for (const auto& r : algorithm_table()) {
     if (r.op == op && r.automatic && usable(r, available) && bytes >= r.min_bytes && group_size >= r.min_ranks) {
       return &r;

@@ -25,6 +25,9 @@ class Selector {
   // for the gathers and scatters). available: what the transport offers (kSharedMemory: a SharedWorkspace;
   // kPeerReads: one whose peer_reads() holds). Never null for an op of op_table() other than kSend.
   const AlgorithmRow* choose(OpKind op, std::size_t bytes, int group_size, Needs available) const;
+  // The overriding row for `op` when the spec names one usable with `available`, else null (the caller's own
+  // choice applies: the table above, or the cost model on a two-level group's cross level).
+  const AlgorithmRow* overridden(OpKind op, Needs available) const;
 
  private:
   std::map<OpKind, Algorithm> per_op_;

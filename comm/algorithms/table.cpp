@@ -26,11 +26,11 @@ struct NameOf {
   Algorithm algorithm;
 };
 constexpr NameOf kNames[] = {
-    {"ring", Algorithm::kRing},   {"recursive_doubling", Algorithm::kRecursiveDoubling},
-    {"tree", Algorithm::kTree},   {"chain", Algorithm::kChain},
-    {"direct", Algorithm::kDirect}, {"pairwise", Algorithm::kPairwise},
-    {"dissemination", Algorithm::kDissemination}, {"shm", Algorithm::kShm},
-    {"shm_direct", Algorithm::kShmDirect},
+    {"ring", Algorithm::kRing},         {"recursive_doubling", Algorithm::kRecursiveDoubling},
+    {"tree", Algorithm::kTree},         {"double_binary_tree", Algorithm::kDoubleBinaryTree},
+    {"chain", Algorithm::kChain},       {"direct", Algorithm::kDirect},
+    {"pairwise", Algorithm::kPairwise}, {"dissemination", Algorithm::kDissemination},
+    {"shm", Algorithm::kShm},           {"shm_direct", Algorithm::kShmDirect},
     {"auto", Algorithm::kAuto},
 };
 
@@ -48,8 +48,8 @@ constexpr bool kDirectAutomatic = false;
 
 // Crossovers measured with ctbench (4 ranks, 2 cores, shm and tcp): below them the algorithm with fewer steps
 // wins, above them the one that moves fewer bytes per rank (tcp all_reduce, 4 and 8 ranks: recursive doubling
-// 0.7x the ring's time at 64 KiB, even at 256 KiB, ring ahead from 512 KiB-1 MiB; docs/benchmarks.md). With shared memory, reading peers' data in place
-// beats passing messages at every size measured (docs/benchmarks.md).
+// 0.7x the ring's time at 64 KiB, even at 256 KiB, ring ahead from 512 KiB-1 MiB; docs/benchmarks.md). With shared
+// memory, reading peers' data in place beats passing messages at every size measured (docs/benchmarks.md).
 constexpr AlgorithmRow kRows[] = {
     {O::kAllReduce, A::kShmDirect, [](Context& c, const OpArgs& a) { all_reduce_shm_direct(c, a.buffer, a.op); },
      kDirectFrom, 2, kPeerReads, kDirectAutomatic,
@@ -67,6 +67,14 @@ constexpr AlgorithmRow kRows[] = {
     {O::kAllReduce, A::kRecursiveDoubling,
      [](Context& c, const OpArgs& a) { all_reduce_recursive_doubling(c, a.buffer, a.op); }, 0, 1, kAny, true,
      "log2(n) exchange steps; non-powers of two fold the extra ranks in first"},
+    // The trees serve the level between hosts of a two-level group, where the cost model (cost_model.hpp)
+    // picks among every all_reduce row that any transport runs; on one host the rows above stay the choice.
+    {O::kAllReduce, A::kTree, [](Context& c, const OpArgs& a) { all_reduce_tree(c, a.buffer, a.op); }, 0, 1, kAny,
+     false, "pipelined binary tree: chunks reduced up an in-order binary tree and sent back down; 2 log2(n) steps"},
+    {O::kAllReduce, A::kDoubleBinaryTree,
+     [](Context& c, const OpArgs& a) { all_reduce_double_binary_tree(c, a.buffer, a.op); }, 0, 1, kAny, false,
+     "two complementary binary trees (every rank interior in at most one), half of the data each, chunks "
+     "pipelined: a ring's bandwidth at a tree's O(log n) latency"},
 
     {O::kBroadcast, A::kShmDirect, [](Context& c, const OpArgs& a) { broadcast_shm_direct(c, a.buffer, a.root); },
      kDirectFrom, 2, kPeerReads, kDirectAutomatic,
@@ -75,52 +83,50 @@ constexpr AlgorithmRow kRows[] = {
      true,
      "pipelined: the root copies pieces into its workspace slots, every other rank copies each out once "
      "published (below CTRUN_COMM_SHM_PIPELINE_BYTES: one all-rank barrier per piece)"},
-    {O::kBroadcast, A::kChain, [](Context& c, const OpArgs& a) { broadcast_chain(c, a.buffer, a.root); }, 256 * KiB,
-     1, kAny, true, "pipelined chain from the root: bandwidth for large messages"},
+    {O::kBroadcast, A::kChain, [](Context& c, const OpArgs& a) { broadcast_chain(c, a.buffer, a.root); }, 256 * KiB, 1,
+     kAny, true, "pipelined chain from the root: bandwidth for large messages"},
     {O::kBroadcast, A::kTree, [](Context& c, const OpArgs& a) { broadcast_tree(c, a.buffer, a.root); }, 0, 1, kAny,
      true, "binomial tree: log2(n) steps"},
 
-    {O::kReduce, A::kChain, [](Context& c, const OpArgs& a) { reduce_chain(c, a.buffer, a.root, a.op); }, 256 * KiB,
-     1, kAny, true, "pipelined chain towards the root"},
+    {O::kReduce, A::kChain, [](Context& c, const OpArgs& a) { reduce_chain(c, a.buffer, a.root, a.op); }, 256 * KiB, 1,
+     kAny, true, "pipelined chain towards the root"},
     {O::kReduce, A::kTree, [](Context& c, const OpArgs& a) { reduce_tree(c, a.buffer, a.root, a.op); }, 0, 1, kAny,
      true, "binomial tree towards the root"},
 
-    {O::kAllGather, A::kShmDirect,
-     [](Context& c, const OpArgs& a) { all_gather_shm_direct(c, a.outputs, a.buffer); }, kDirectFrom / 8, 2,
-     kPeerReads, kDirectAutomatic,
+    {O::kAllGather, A::kShmDirect, [](Context& c, const OpArgs& a) { all_gather_shm_direct(c, a.outputs, a.buffer); },
+     kDirectFrom / 8, 2, kPeerReads, kDirectAutomatic,
      "every rank copies each peer's input straight into its output (process_vm_readv); 2 barriers per op"},
     {O::kAllGather, A::kShm, [](Context& c, const OpArgs& a) { all_gather_shm(c, a.outputs, a.buffer); }, 0, 1,
      kShmOnly, true,
      "pipelined: every rank copies pieces of its input into its workspace slots and copies every other rank's "
      "pieces out once published (below CTRUN_COMM_SHM_PIPELINE_BYTES: one all-rank barrier per piece)"},
-    {O::kAllGather, A::kRing, [](Context& c, const OpArgs& a) { all_gather_ring(c, a.outputs, a.buffer); }, 16 * KiB,
-     1, kAny, true, "n-1 ring steps, chunked"},
+    {O::kAllGather, A::kRing, [](Context& c, const OpArgs& a) { all_gather_ring(c, a.outputs, a.buffer); }, 16 * KiB, 1,
+     kAny, true, "n-1 ring steps, chunked"},
     {O::kAllGather, A::kDirect, [](Context& c, const OpArgs& a) { all_gather_direct(c, a.outputs, a.buffer); }, 0, 1,
      kAny, true, "every rank sends its block to every other at once"},
 
     {O::kReduceScatter, A::kShmDirect,
-     [](Context& c, const OpArgs& a) { reduce_scatter_shm_direct(c, a.buffer, a.inputs, a.op); }, kDirectFrom / 8,
-     2, kPeerReads, kDirectAutomatic,
+     [](Context& c, const OpArgs& a) { reduce_scatter_shm_direct(c, a.buffer, a.inputs, a.op); }, kDirectFrom / 8, 2,
+     kPeerReads, kDirectAutomatic,
      "rank r reduces block r straight out of every rank's inputs (process_vm_readv into an L2-sized scratch, rank "
      "order) into its output; 2 barriers per op"},
-    {O::kReduceScatter, A::kShm,
-     [](Context& c, const OpArgs& a) { reduce_scatter_shm(c, a.buffer, a.inputs, a.op); }, 0, 1, kShmOnly, true,
+    {O::kReduceScatter, A::kShm, [](Context& c, const OpArgs& a) { reduce_scatter_shm(c, a.buffer, a.inputs, a.op); },
+     0, 1, kShmOnly, true,
      "pipelined: every rank copies a piece of each other rank's block into its workspace slots; rank r reduces "
      "block r in one pass once all published (below CTRUN_COMM_SHM_PIPELINE_BYTES or with more ranks than "
      "cores: one all-rank barrier per piece)"},
-    {O::kReduceScatter, A::kRing,
-     [](Context& c, const OpArgs& a) { reduce_scatter_ring(c, a.buffer, a.inputs, a.op); }, 16 * KiB, 1, kAny, true,
-     "n-1 ring steps, chunked"},
+    {O::kReduceScatter, A::kRing, [](Context& c, const OpArgs& a) { reduce_scatter_ring(c, a.buffer, a.inputs, a.op); },
+     16 * KiB, 1, kAny, true, "n-1 ring steps, chunked"},
     {O::kReduceScatter, A::kDirect,
      [](Context& c, const OpArgs& a) { reduce_scatter_direct(c, a.buffer, a.inputs, a.op); }, 0, 1, kAny, true,
      "every rank sends block j to rank j at once, each reduces what it receives"},
 
     {O::kGather, A::kDirect, [](Context& c, const OpArgs& a) { gather_direct(c, a.outputs, a.buffer, a.root); }, 0, 1,
      kAny, true, "every rank sends to the root"},
-    {O::kScatter, A::kDirect, [](Context& c, const OpArgs& a) { scatter_direct(c, a.buffer, a.inputs, a.root); }, 0,
-     1, kAny, true, "the root sends to every rank"},
-    {O::kAllToAll, A::kPairwise, [](Context& c, const OpArgs& a) { all_to_all_pairwise(c, a.outputs, a.inputs); }, 0,
-     1, kAny, true, "all sends and receives posted at once"},
+    {O::kScatter, A::kDirect, [](Context& c, const OpArgs& a) { scatter_direct(c, a.buffer, a.inputs, a.root); }, 0, 1,
+     kAny, true, "the root sends to every rank"},
+    {O::kAllToAll, A::kPairwise, [](Context& c, const OpArgs& a) { all_to_all_pairwise(c, a.outputs, a.inputs); }, 0, 1,
+     kAny, true, "all sends and receives posted at once"},
     {O::kBarrier, A::kDissemination, [](Context& c, const OpArgs&) { barrier_dissemination(c); }, 0, 1, kAny, true,
      "log2(n) rounds of empty messages"},
 };
@@ -167,7 +173,8 @@ const AlgorithmRow* find_row(OpKind op, Algorithm a) {
 }
 
 std::string algorithm_markdown() {
-  std::string out = "| op | algorithm | picked by the table when (first match) | needs | how |\n|---|---|---|---|---|\n";
+  std::string out =
+      "| op | algorithm | picked by the table when (first match) | needs | how |\n|---|---|---|---|---|\n";
   for (const auto& r : kRows) {
     std::string when = r.automatic ? size_text(r.min_bytes) : "only when overridden";
     if (r.automatic && r.min_ranks > 1) when += ", >= " + std::to_string(r.min_ranks) + " ranks";

@@ -31,7 +31,19 @@ enum class OpKind : int {
 inline constexpr int kNumOpKinds = static_cast<int>(OpKind::kBarrier) + 1;
 const char* op_name(OpKind op);
 
-enum class Algorithm { kAuto, kRing, kRecursiveDoubling, kTree, kChain, kDirect, kPairwise, kDissemination, kShm, kShmDirect };
+enum class Algorithm {
+  kAuto,
+  kRing,
+  kRecursiveDoubling,
+  kTree,
+  kDoubleBinaryTree,
+  kChain,
+  kDirect,
+  kPairwise,
+  kDissemination,
+  kShm,
+  kShmDirect
+};
 const char* algorithm_name(Algorithm a);
 // Throws InvalidArgumentError listing the known names.
 Algorithm parse_algorithm(const std::string& name);

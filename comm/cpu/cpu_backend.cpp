@@ -11,10 +11,10 @@
 
 #include "comm/algorithms/algorithms.hpp"
 #include "comm/algorithms/selection.hpp"
+#include "comm/cpu/transports.hpp"
+#include "comm/cpu/two_level.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "comm/transport/messenger.hpp"
-#include "comm/transport/shm/transport.hpp"
-#include "comm/transport/tcp/transport.hpp"
 #include "common/log.hpp"
 #include "common/progress.hpp"
 
@@ -33,50 +33,6 @@ void register_op_names() {
     for (const auto& o : algorithms::op_table()) names.emplace_back(o.name);
     transport::set_op_kind_names(std::move(names));
   });
-}
-
-std::unique_ptr<transport::Transport> make_transport(const BackendContext& ctx, std::string* chosen) {
-  std::string kind = ctx.config.transport;
-  auto& store = *ctx.store;
-  if (kind == "auto") {
-    // shm only when every rank can map this host's segments (same host, same IPC and pid namespaces).
-    store.set("host/" + std::to_string(ctx.rank), transport::shm::host_key());
-    std::vector<std::string> keys;
-    for (int r = 0; r < ctx.size; ++r) keys.push_back("host/" + std::to_string(r));
-    try {
-      store.wait(keys, ctx.options.timeout);
-    } catch (const store::TimeoutError& e) {
-      throw TimeoutError(std::string("comm: not every rank joined the group in time: ") + e.what());
-    }
-    const auto hosts = store.multi_get(keys);
-    kind = "shm";
-    for (const auto& h : hosts) {
-      if (h != hosts[0]) kind = "tcp";
-    }
-  }
-  *chosen = kind;
-  if (kind == "shm") {
-    transport::shm::Options o;
-    o.timeout = ctx.options.timeout;
-    o.ring_bytes = ctx.config.shm_ring_bytes;
-    o.slot_bytes = ctx.config.shm_workspace_bytes;
-    o.slots = ctx.config.shm_slots;
-    o.cores = ctx.config.shm_cores;
-    o.pipeline_bytes = ctx.config.shm_pipeline_bytes;
-    o.peer_reads = ctx.config.shm_direct;
-    o.stream_bytes = ctx.config.shm_stream_bytes;
-    return transport::shm::create(ctx.store, ctx.rank, ctx.size, o);
-  }
-  if (kind == "tcp") {
-    transport::tcp::Options o;
-    o.timeout = ctx.options.timeout;
-    o.advertise_host = ctx.config.ifaddr;
-    o.route_to = ctx.config.worker.master_addr;
-    o.buffer_bytes = ctx.config.tcp_buffer_bytes;
-    o.lowat_bytes = ctx.config.tcp_lowat_bytes;
-    return transport::tcp::create(ctx.store, ctx.rank, ctx.size, o);
-  }
-  throw InvalidArgumentError("unknown comm transport '" + kind + "' (use auto, tcp or shm)");
 }
 
 // Re-raises the current exception with the op's description in front, keeping its type.
@@ -117,12 +73,32 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(BackendContext context) : Backend(std::move(context)) {
     register_op_names();
     selector_ = algorithms::Selector(context_.config.algorithm);
-    transport_ = make_transport(context_, &transport_name_);
+    std::string kind = context_.config.transport;
+    std::optional<algorithms::HostLayout> layout;
+    if (kind == "auto") {
+      // shm when every rank can map this host's segments (same host, same IPC, mount and pid namespaces), tcp
+      // when no two ranks can, two levels (shm inside each host, tcp between) otherwise.
+      layout = algorithms::HostLayout::from_identities(exchange_host_identities(context_));
+      kind = layout->single_host() ? "shm" : "tcp";
+    }
+    if (kind == "shm") {
+      transport_ = make_shm(context_, context_.store, rank(), size());
+    } else if (kind == "tcp") {
+      transport_ = make_tcp(context_);
+    } else {
+      throw InvalidArgumentError("unknown comm transport '" + kind + "' (use auto, tcp or shm)");
+    }
+    transport_name_ = kind;
     chunk_bytes_ = context_.config.chunk_bytes_for(transport_name_);
     if (auto* ws = transport_->workspace()) {
       available_ = ws->peer_reads() ? algorithms::Needs::kPeerReads : algorithms::Needs::kSharedMemory;
     }
     messenger_ = std::make_unique<transport::Messenger>(*transport_, rank(), size());
+    if (layout && !layout->single_host() && !layout->one_rank_per_host()) {
+      two_level_ = std::make_unique<TwoLevel>(context_, std::move(*layout), *messenger_, selector_, chunk_bytes_);
+      transport_name_ = "shm+tcp";
+      log::get("comm")->debug("comm cpu: rank {}/{} in two levels: {}", rank(), size(), two_level_->describe());
+    }
     progress_ = claim_progress_slot(context_);
     if (progress_.enabled()) {
       messenger_->set_progress(&progress_);
@@ -183,7 +159,9 @@ class CpuBackend final : public Backend {
     auto work = std::make_shared<CompletionWork>(context_.options.timeout);
     enqueue(
         [this, reason](std::uint64_t) {
-          messenger_->abort(reason, std::make_exception_ptr(CommError("comm: the group was aborted: " + reason)));
+          auto error = std::make_exception_ptr(CommError("comm: the group was aborted: " + reason));
+          messenger_->abort(reason, error);
+          if (two_level_) two_level_->abort(reason, error);
         },
         work);
     work->wait();
@@ -227,29 +205,38 @@ class CpuBackend final : public Backend {
   void run_collective(std::uint64_t seq, OpKind kind, DataType dtype, std::size_t bytes, algorithms::OpArgs& args) {
     const algorithms::AlgorithmRow* row = selector_.choose(kind, bytes, size(), available_);
     if (!row) throw CommError(std::string("comm: no algorithm implements ") + op_name(kind));
-    const Algorithm a = row->algorithm;
-    Context ctx(*messenger_, rank(), size(), transport::collective_tag(static_cast<int>(kind), dtype, seq),
-                Clock::now() + context_.options.timeout, scratch_, chunk_bytes_);
+    std::string algorithm = algorithm_name(row->algorithm);
+    const std::uint64_t tag = transport::collective_tag(static_cast<int>(kind), dtype, seq);
+    const auto deadline = Clock::now() + context_.options.timeout;
+    Context ctx(*messenger_, rank(), size(), tag, deadline, scratch_, chunk_bytes_);
     try {
       if (auto fatal = messenger_->fatal_error()) std::rethrow_exception(fatal);
       const algorithms::OpRow& info = algorithms::op_row(kind);
-      if (bytes == 0 && size() > 1 && row->needs == algorithms::Needs::kAnyTransport && info.equal_sizes) {
+      const bool two_level = two_level_ && TwoLevel::handles(kind);
+      if (bytes == 0 && size() > 1 && info.equal_sizes &&
+          (two_level || row->needs == algorithms::Needs::kAnyTransport)) {
         exchange_empty_around_ring(ctx);
       } else {
         const ReduceOp requested = args.op;
         if (requested == ReduceOp::kAvg) args.op = ReduceOp::kSum;  // AVG = SUM, then one division here
-        row->run(ctx, args);
+        if (two_level) {
+          two_level_->run(kind, args, tag, deadline, &algorithm);
+        } else {
+          row->run(ctx, args);
+        }
         if (requested == ReduceOp::kAvg) divide_for_avg(info.avg, args);
       }
     } catch (const InvalidArgumentError&) {
       throw;
     } catch (const CommError& e) {
       // A timeout or a broken peer leaves the other ranks mid-collective: abort so they fail fast too.
-      messenger_->abort(std::string(op_name(kind)) + " failed on rank " + std::to_string(rank()) + ": " + e.what(),
-                        std::current_exception());
+      const std::string reason =
+          std::string(op_name(kind)) + " failed on rank " + std::to_string(rank()) + ": " + e.what();
+      messenger_->abort(reason, std::current_exception());
+      if (two_level_) two_level_->abort(reason, std::current_exception());
       rethrow_with_context(std::string(op_name(kind)) + " (" + std::string(to_string(dtype)) + ", " +
-                           std::to_string(bytes) + " bytes, " + algorithm_name(a) + ", " + transport_name_ +
-                           ") on rank " + std::to_string(rank()));
+                           std::to_string(bytes) + " bytes, " + algorithm + ", " + transport_name_ + ") on rank " +
+                           std::to_string(rank()) + (two_level_ ? " (" + two_level_->local_ranks_text() + ")" : ""));
     }
   }
 
@@ -441,6 +428,7 @@ class CpuBackend final : public Backend {
     // the goodbye first tells them we left rather than failed (their receives from any rank keep waiting).
     messenger_->say_goodbye();
     messenger_->close(std::make_exception_ptr(CommError("comm: the process group was shut down")));
+    if (two_level_) two_level_->close(std::make_exception_ptr(CommError("comm: the process group was shut down")));
     progress::release_slot(progress_);
   }
 
@@ -450,6 +438,7 @@ class CpuBackend final : public Backend {
   std::string transport_name_;
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::Messenger> messenger_;
+  std::unique_ptr<TwoLevel> two_level_;  // a group spanning hosts with several ranks on some: shm inside them
   algorithms::Scratch scratch_;
   std::uint64_t seq_ = 0;  // the group's collective counter (guarded by mutex_)
   progress::SlotWriter progress_;

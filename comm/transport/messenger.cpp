@@ -29,11 +29,9 @@ void encode_header(char* out, std::uint64_t tag, std::uint64_t bytes) {
   std::memcpy(out + 8, &bytes, 8);
 }
 
-std::string peer_name(int peer) { return peer == kAnyPeer ? std::string("any rank") : "rank " + std::to_string(peer); }
-
-std::exception_ptr left_error(int peer) {
+std::exception_ptr left_error(const std::string& peer_name) {
   return std::make_exception_ptr(
-      PeerError(peer_name(peer) + " closed its process group: it sends nothing more (it finished or exited)"));
+      PeerError(peer_name + " closed its process group: it sends nothing more (it finished or exited)"));
 }
 
 }  // namespace
@@ -60,6 +58,12 @@ std::string describe_tag(std::uint64_t tag) {
     name = kind < static_cast<int>(op_names().size()) ? op_names()[kind] : "op " + std::to_string(kind);
   }
   return name + "(" + std::string(to_string(dtype)) + ") as collective call #" + std::to_string(tag & kSeqMask);
+}
+
+std::string Messenger::name_of(int peer) const {
+  if (peer == kAnyPeer) return "any rank";
+  const int named = names_.empty() ? peer : names_[static_cast<std::size_t>(peer)];
+  return "rank " + std::to_string(named);
 }
 
 Messenger::Messenger(Transport& transport, int rank, int size)
@@ -109,7 +113,7 @@ void Messenger::post(const RequestPtr& r) {
   // A message that already arrived (even from a peer that has since exited) is delivered first.
   auto it = p.unexpected.find(r->tag);
   if (it != p.unexpected.end() && !it->second.empty()) return take_unexpected(p, it, r);
-  if (p.left) return finish(r, left_error(r->peer));
+  if (p.left) return finish(r, left_error(name_of(r->peer)));
   if (p.error) return finish(r, p.error);
   if (r->tag & kCollectiveBit) {
     for (const auto& [utag, queue] : p.unexpected) {
@@ -135,7 +139,7 @@ void Messenger::take_unexpected(Peer& p, std::map<std::uint64_t, std::deque<std:
   if (it->second.empty()) p.unexpected.erase(it);
   if (u->data.size() != r->bytes) {
     auto err = std::make_exception_ptr(PeerError(
-        peer_name(r->peer) + " sent " + std::to_string(u->data.size()) + " bytes for " + describe_tag(r->tag) +
+        name_of(r->peer) + " sent " + std::to_string(u->data.size()) + " bytes for " + describe_tag(r->tag) +
         " but this rank expects " + std::to_string(r->bytes) + " bytes: the ranks passed different sizes"));
     finish(r, err);
     fail_peer(r->peer, err);
@@ -218,7 +222,7 @@ RequestPtr Messenger::match_posted(int peer, Peer& p, std::uint64_t tag) {
 void Messenger::check_signature(int peer, std::uint64_t incoming_tag, std::uint64_t posted_tag) const {
   if (!(incoming_tag & kCollectiveBit) || !(posted_tag & kCollectiveBit) || incoming_tag == kAbortTag) return;
   if ((incoming_tag & kSeqMask) != (posted_tag & kSeqMask) || incoming_tag == posted_tag) return;
-  throw PeerError("mismatched collectives: " + peer_name(peer) + " called " + describe_tag(incoming_tag) +
+  throw PeerError("mismatched collectives: " + name_of(peer) + " called " + describe_tag(incoming_tag) +
                   " while this rank (rank " + std::to_string(rank_) + ") called " + describe_tag(posted_tag) +
                   "; every rank must issue the same collectives, with the same dtype, in the same order");
 }
@@ -318,20 +322,20 @@ void Messenger::on_header(int peer, Peer& p) {
     p.recvs.clear();
     p.pending_recvs = 0;
     for (auto& [ptag, queue] : recvs) {
-      for (auto& r : queue) finish(r, left_error(peer));
+      for (auto& r : queue) finish(r, left_error(name_of(peer)));
     }
     return;
   }
   if (tag == kAbortTag) {
     p.abort_remaining = std::min<std::uint64_t>(len, kMaxAbortReason);
     p.abort_reason.clear();
-    if (p.abort_remaining == 0) throw PeerError(peer_name(peer) + " aborted the group");
+    if (p.abort_remaining == 0) throw PeerError(name_of(peer) + " aborted the group");
     return;
   }
   if (RequestPtr r = match_posted(peer, p, tag)) {
     if (len != r->bytes) {
       auto err = std::make_exception_ptr(
-          PeerError(peer_name(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
+          PeerError(name_of(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
                     " but this rank expects " + std::to_string(r->bytes) + " bytes: the ranks passed different sizes"));
       finish(r, err);
       std::rethrow_exception(err);
@@ -352,7 +356,7 @@ void Messenger::on_header(int peer, Peer& p) {
     return;
   }
   if (len > kMaxUnexpectedBytes) {
-    throw PeerError(peer_name(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
+    throw PeerError(name_of(peer) + " sent " + std::to_string(len) + " bytes for " + describe_tag(tag) +
                     " that no receive expects (more than the " + std::to_string(kMaxUnexpectedBytes) +
                     "-byte limit for early messages): a protocol error");
   }
@@ -381,7 +385,7 @@ bool Messenger::progress_recvs(int peer, Peer& p) {
       if (n == 0) return moved;
       p.abort_reason.append(buf, n);
       p.abort_remaining -= n;
-      if (p.abort_remaining == 0) throw PeerError(peer_name(peer) + " aborted the group: " + p.abort_reason);
+      if (p.abort_remaining == 0) throw PeerError(name_of(peer) + " aborted the group: " + p.abort_reason);
       continue;
     }
     if (p.target) {
@@ -491,7 +495,7 @@ void Messenger::wait(const std::vector<RequestPtr>& requests, Clock::time_point 
       for (const auto& r : requests) {
         if (r->finished) continue;
         const bool send = r->kind == Request::Kind::kSend;
-        throw TimeoutError("timed out waiting for " + peer_name(r->peer) + " (" + (send ? "send of " : "receive of ") +
+        throw TimeoutError("timed out waiting for " + name_of(r->peer) + " (" + (send ? "send of " : "receive of ") +
                            std::to_string(r->bytes) + " bytes, " + std::to_string(r->done) + " done, for " +
                            describe_tag(r->tag) + "): the peer is stalled, dead, or called a different op");
       }

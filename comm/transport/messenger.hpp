@@ -108,8 +108,11 @@ class Messenger {
   Transport& transport() { return transport_; }
   // The group's progress record: wait() notes in it which peer it blocks on (common/progress.hpp); null: none.
   void set_progress(progress::SlotWriter* writer) { progress_ = writer; }
+  // How errors name peer r: names[r] (a two-level group's host level names its peers by group rank); empty: r.
+  void set_peer_names(std::vector<int> names) { names_ = std::move(names); }
 
  private:
+  std::string name_of(int peer) const;
   struct Unexpected {
     std::uint64_t tag = 0;
     std::vector<char> data;
@@ -162,6 +165,7 @@ class Messenger {
   std::uint64_t posted_ = 0;    // receives posted (Request::order)
   std::uint64_t arrivals_ = 0;  // early messages buffered (Unexpected::arrival)
   progress::SlotWriter* progress_ = nullptr;
+  std::vector<int> names_;
   std::vector<int> want_read_;  // scratch for wait_for_events
   std::vector<int> want_write_;
 };

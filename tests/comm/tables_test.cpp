@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "comm/algorithms/cost_model.hpp"
 #include "comm/algorithms/selection.hpp"
 #include "comm/config.hpp"
 #include "comm/options.hpp"
@@ -205,7 +206,8 @@ TEST(SettingsTable, OneIntegerParser) {
 std::string generated_section() {
   return "<!-- BEGIN generated comm tables: tests/comm/tables_test.cpp (comm_tables_test --print) -->\n\n"
          "#### Algorithms (comm/algorithms/table.cpp)\n\n" +
-         algorithms::algorithm_markdown() + "\n#### Settings (comm/config.cpp)\n\n" + settings_markdown() +
+         algorithms::algorithm_markdown() + "\n#### Cost model between hosts (comm/algorithms/cost_model.cpp)\n\n" +
+         algorithms::cost_markdown() + "\n#### Settings (comm/config.cpp)\n\n" + settings_markdown() +
          "\n<!-- END generated comm tables -->";
 }
 

@@ -75,6 +75,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   ShmTransport(std::shared_ptr<store::Store> store, int rank, int size, Options options)
       : rank_(rank),
         size_(size),
+        rank_names_(options.rank_names),
         ring_bytes_(options.ring_bytes),
         slot_bytes_(options.slot_bytes),
         slots_(std::clamp(options.slots, 1, kMaxSlots)),
@@ -242,7 +243,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   }
 
   [[noreturn]] void mismatch(int r) const override {
-    throw PeerError("mismatched collectives: rank " + std::to_string(r) +
+    throw PeerError("mismatched collectives: rank " + named(r) +
                     " entered a shared-memory collective with a different op, dtype or size than rank " +
                     std::to_string(rank_) +
                     "; every rank must issue the same collectives with the same sizes in the same order");
@@ -341,7 +342,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       if (!noted) note_wait(waiting_.size() == 1 ? waiting_[0] : -1);
       if (Clock::now() >= deadline) {
         std::string who;
-        for (int r : waiting_) who += (who.empty() ? "" : ", ") + std::to_string(r);
+        for (int r : waiting_) who += (who.empty() ? "" : ", ") + named(r);
         throw TimeoutError("shared-memory barrier timed out: rank(s) " + who + " did not arrive");
       }
       wait_event(token, deadline, waiting_, {});
@@ -392,7 +393,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
       if (r == rank_) continue;
       for (const Want& w : wants) {
         if ((w.rank < 0 || w.rank == r) && progress(r, w.counter) < w.value) {
-          who += (who.empty() ? "" : ", ") + std::to_string(r);
+          who += (who.empty() ? "" : ", ") + named(r);
           break;
         }
       }
@@ -417,13 +418,17 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     if (h->sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(&h->doorbell);
   }
 
+  std::string named(int r) const {
+    return std::to_string(rank_names_.empty() ? r : rank_names_[static_cast<std::size_t>(r)]);
+  }
+
   void check_aborted() const {
     const SegmentHeader* h = own();
     const std::uint32_t state = h->aborted.load(std::memory_order_acquire);
     if (state == 0) return;
     const int by = h->aborted_by.load();
     if (by == rank_) throw PeerError("comm shm: this rank aborted the group");
-    throw PeerError("rank " + std::to_string(by) + " aborted the group" +
+    throw PeerError("rank " + named(by) + " aborted the group" +
                     (state == 1 ? std::string(": ") + h->abort_reason : std::string()));
   }
 
@@ -431,10 +436,10 @@ class ShmTransport final : public Transport, public SharedWorkspace {
     for (int r = 0; r < size_; ++r) {
       auto* h = static_cast<SegmentHeader*>(segments_[static_cast<std::size_t>(r)]);
       if (r != rank_ && h->barrier_signature[gen % 2].load(std::memory_order_relaxed) != signature) {
-        throw PeerError("mismatched collectives: rank " + std::to_string(r) +
+        throw PeerError("mismatched collectives: rank " + named(r) +
                         " entered a shared-memory collective "
                         "with a different op, dtype or size than rank " +
-                        std::to_string(rank_) +
+                        named(rank_) +
                         "; every rank must issue the same collectives with the same sizes in the same order");
       }
     }
@@ -443,7 +448,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
   void check_alive(int peer) const {
     const int pid = pids_[static_cast<std::size_t>(peer)];
     if (liveness_.exited(peer)) {
-      throw PeerError("rank " + std::to_string(peer) + " (pid " + std::to_string(pid) +
+      throw PeerError("rank " + named(peer) + " (pid " + std::to_string(pid) +
                       ") exited while this rank was waiting for it");
     }
   }
@@ -543,6 +548,7 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
   int rank_;
   int size_;
+  std::vector<int> rank_names_;  // how errors name ranks (Options::rank_names)
   std::size_t ring_bytes_;
   std::size_t slot_bytes_;
   int slots_;
@@ -567,7 +573,8 @@ class ShmTransport final : public Transport, public SharedWorkspace {
 
 std::string host_key() {
   return host::name() + "|" + read_first_line("/proc/sys/kernel/random/boot_id") + "|" +
-         link_target("/proc/self/ns/ipc") + "|" + link_target("/proc/self/ns/pid");
+         link_target("/proc/self/ns/ipc") + "|" + link_target("/proc/self/ns/mnt") + "|" +
+         link_target("/proc/self/ns/pid");
 }
 
 std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options) {

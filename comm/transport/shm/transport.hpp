@@ -32,9 +32,12 @@ struct Options {
   // Outputs of at least this many bytes are written with streaming stores: CTRUN_COMM_SHM_STREAM_BYTES.
   std::size_t stream_bytes = 4u << 20;
   bool peer_reads = true;  // probe process_vm_readv between ranks (CTRUN_COMM_SHM_DIRECT)
+  // How errors name rank r: rank_names[r] (a two-level group's host level: group ranks); empty: r.
+  std::vector<int> rank_names;
 };
 
-// "hostname|boot id|ipc namespace": ranks with equal keys can share POSIX shm segments.
+// "hostname|boot id|ipc, mount and pid namespaces": ranks with equal keys can share POSIX shm segments (the
+// mount namespace decides which /dev/shm they see: `ip netns exec` shares it, `unshare --mount` does not).
 std::string host_key();
 
 std::unique_ptr<Transport> create(std::shared_ptr<store::Store> store, int rank, int size, Options options);

@@ -1,0 +1,133 @@
+#include "comm/algorithms/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "comm/algorithms/binary_tree.hpp"
+
+namespace ctrun::comm::algorithms {
+namespace {
+
+double log2_ceil(int n) { return n <= 1 ? 0 : std::ceil(std::log2(static_cast<double>(n))); }
+double m(const Shape& s) { return static_cast<double>(s.bytes); }
+double chunks(const Shape& s, double bytes) {
+  return std::max(1.0, std::ceil(bytes / static_cast<double>(std::max<std::size_t>(s.chunk_bytes, 1))));
+}
+// Depth of the in-order binary tree: computed exactly for small n, log2 beyond (the simulator's 32,768).
+double depth(int n) { return n <= 4096 ? tree_depth(n, 0) : std::floor(std::log2(static_cast<double>(n))); }
+
+double ring(const Shape& s, const LinkCost& l) {
+  const double n = s.nodes;
+  if (n <= 1) return 0;
+  return 2 * (n - 1) * (l.latency_s * chunks(s, m(s) / n)) + 2 * (n - 1) / n * m(s) / l.bytes_per_s;
+}
+double doubling(const Shape& s, const LinkCost& l) {
+  if (s.nodes <= 1) return 0;
+  const bool pow2 = (s.nodes & (s.nodes - 1)) == 0;
+  const double steps = std::floor(std::log2(static_cast<double>(s.nodes))) + (pow2 ? 0 : 2);
+  return steps * (l.latency_s + m(s) / l.bytes_per_s);
+}
+// Up and down the tree: depth + chunks - 1 pipelined steps each way; an interior rank takes in two chunks per
+// step (its children's) and sends two down.
+double tree(const Shape& s, const LinkCost& l) {
+  if (s.nodes <= 1) return 0;
+  const double c = chunks(s, m(s));
+  return 2 * (depth(s.nodes) + c - 1) * (l.latency_s + 2 * (m(s) / c) / l.bytes_per_s);
+}
+// Two trees, half of the data each: a rank is interior in one tree (two chunks of that tree in per step) and a
+// leaf in the other (one chunk out), so its link carries about the whole buffer each way, as a ring's does.
+double double_tree(const Shape& s, const LinkCost& l) {
+  if (s.nodes <= 1) return 0;
+  const double c = chunks(s, m(s) / 2);
+  return 2 * (depth(s.nodes) + 1 + c - 1) * l.latency_s + 2 * m(s) / l.bytes_per_s;
+}
+double binomial(const Shape& s, const LinkCost& l) { return log2_ceil(s.nodes) * (l.latency_s + m(s) / l.bytes_per_s); }
+double chain(const Shape& s, const LinkCost& l) {
+  if (s.nodes <= 1) return 0;
+  const double c = chunks(s, m(s));
+  return (s.nodes - 1 + c - 1) * (l.latency_s + m(s) / c / l.bytes_per_s);
+}
+double dissemination(const Shape& s, const LinkCost& l) { return log2_ceil(s.nodes) * l.latency_s; }
+// all_gather / reduce_scatter's cross step: every host's blocks straight to every other host.
+double exchange(const Shape& s, const LinkCost& l) {
+  if (s.nodes <= 1) return 0;
+  const double blocks = static_cast<double>(s.nodes - 1) * s.ranks_per_node;
+  return (s.nodes - 1) * l.latency_s + blocks * m(s) / l.bytes_per_s;
+}
+
+using A = Algorithm;
+using O = OpKind;
+constexpr CostRow kRows[] = {
+    {O::kAllReduce, A::kRecursiveDoubling, doubling, "floor(log2 N) (+2 unless N is a power of two) x (a + m/B)"},
+    {O::kAllReduce, A::kRing, ring, "2(N-1) x a x ceil(m/(N k)) + 2(N-1)/N x m/B"},
+    {O::kAllReduce, A::kTree, tree, "2(D + C - 1) x (a + 2 m/(C B)), C = ceil(m/k), D = tree depth"},
+    {O::kAllReduce, A::kDoubleBinaryTree, double_tree, "2(D + C) x a + 2 m/B, C = ceil(m/(2k))"},
+    {O::kBroadcast, A::kTree, binomial, "ceil(log2 N) x (a + m/B)"},
+    {O::kBroadcast, A::kChain, chain, "(N + C - 2) x (a + m/(C B)), C = ceil(m/k)"},
+    {O::kReduce, A::kTree, binomial, "ceil(log2 N) x (a + m/B)"},
+    {O::kReduce, A::kChain, chain, "(N + C - 2) x (a + m/(C B)), C = ceil(m/k)"},
+    {O::kBarrier, A::kDissemination, dissemination, "ceil(log2 N) x a"},
+};
+
+double cross_seconds(OpKind op, Algorithm a, const Shape& s, const LinkCost& net) {
+  if (op == O::kAllGather || op == O::kReduceScatter) return exchange(s, net);
+  for (const auto& r : kRows) {
+    if (r.op == op && r.algorithm == a) return r.seconds(s, net);
+  }
+  return 0;
+}
+
+// One shared-memory step over a host's ranks: every rank writes and reads the buffer once.
+double local_step(const Shape& s, const LinkCost& local, double bytes) {
+  if (s.ranks_per_node <= 1) return 0;
+  return local.latency_s + 2 * bytes / local.bytes_per_s;
+}
+
+}  // namespace
+
+std::span<const CostRow> cost_table() { return kRows; }
+
+const CostRow* cheapest(OpKind op, const Shape& shape, const LinkCost& link) {
+  const CostRow* best = nullptr;
+  double best_s = 0;
+  for (const auto& r : kRows) {
+    if (r.op != op) continue;
+    const double t = r.seconds(shape, link);
+    if (!best || t < best_s) best = &r, best_s = t;
+  }
+  return best;
+}
+
+double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, const LinkCost& net,
+                         const LinkCost& local) {
+  const double cross = cross_seconds(op, algorithm, shape, net);
+  const double b = static_cast<double>(shape.bytes);
+  const double all = b * shape.nodes * shape.ranks_per_node;
+  switch (op) {
+    case O::kAllReduce:  // local all_reduce, cross, local broadcast
+      return 2 * local_step(shape, local, b) + cross;
+    case O::kBroadcast:
+    case O::kReduce:
+      return local_step(shape, local, b) + cross;
+    case O::kAllGather:  // local all_gather, cross, local broadcast of the other hosts' blocks
+      return local_step(shape, local, b * shape.ranks_per_node) + cross +
+             local_step(shape, local, all - b * shape.ranks_per_node);
+    case O::kReduceScatter:  // local reduce of everything, cross, local scatter
+      return local_step(shape, local, all) + cross + local_step(shape, local, b * shape.ranks_per_node);
+    case O::kBarrier:
+      return 2 * local_step(shape, local, 0) + cross;
+    default:
+      return cross;
+  }
+}
+
+std::string cost_markdown() {
+  std::string out = "| op | cross-level algorithm | predicted time of the cross step |\n|---|---|---|\n";
+  for (const auto& r : kRows) {
+    out += std::string("| ") + op_name(r.op) + " | `" + algorithm_name(r.algorithm) + "` | " + r.formula + " |\n";
+  }
+  out += "| all_gather, reduce_scatter | (each host's blocks to every other host) | (N-1) x a + (N-1) x R x m/B |\n";
+  return out;
+}
+
+}  // namespace ctrun::comm::algorithms

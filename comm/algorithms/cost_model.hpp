@@ -1,0 +1,50 @@
+#pragma once
+// comm's cost model (NCCL's tuning model, from a table): per (op, algorithm) a time formula in the number of
+// nodes, ranks per node and bytes, from each level's per-message latency and bandwidth. The two-level groups'
+// cross level runs the cheapest row of its op (unless CTRUN_COMM_ALGO overrides it), the simulator
+// (apps/bench/comm_sim) prints the same formulas from 2 to 32,768 ranks, and tests/comm/cost_model_test.cpp
+// checks the choice. Latency and bandwidth come from settings (CTRUN_COMM_NET_*, CTRUN_COMM_SHM_* in
+// comm/config.cpp) or are measured between two hosts when a two-level group is created.
+
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "comm/algorithms/table.hpp"
+
+namespace ctrun::comm::algorithms {
+
+// One level's link: seconds per message and bytes per second per rank.
+struct LinkCost {
+  double latency_s = 0;
+  double bytes_per_s = 1;
+};
+
+struct Shape {
+  int nodes = 1;           // participants of the level the formula prices (hosts on the cross level)
+  int ranks_per_node = 1;  // ranks on each host (the local steps)
+  std::size_t bytes = 0;   // the op's per-rank message
+  std::size_t chunk_bytes = std::size_t{1} << 20;  // pipelining unit of the chunked algorithms
+};
+
+struct CostRow {
+  OpKind op;
+  Algorithm algorithm;
+  double (*seconds)(const Shape& shape, const LinkCost& link);  // the cross level's part
+  const char* formula;                                          // docs/comm.md
+};
+std::span<const CostRow> cost_table();
+
+// The row of `op` with the smallest predicted time over `link` (first in table order on ties), null when the
+// op has no row (its cross step is fixed: all_gather, reduce_scatter).
+const CostRow* cheapest(OpKind op, const Shape& shape, const LinkCost& link);
+
+// The whole op on a two-level group (local steps at `local` + the cross step with `algorithm` at `net`), as
+// two_level_*.cpp run it; a flat group over tcp when ranks_per_node == 1.
+double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, const LinkCost& net,
+                         const LinkCost& local);
+
+// docs/comm.md's cost table, generated from cost_table().
+std::string cost_markdown();
+
+}  // namespace ctrun::comm::algorithms

@@ -1,0 +1,81 @@
+#!/bin/bash
+# comm's two levels between namespaced hosts: HOSTS network namespaces joined by a bridge (links shaped with tc
+# tbf at RATE, egress of every host), RANKS ranks per host sharing one IPC + mount namespace (own /dev/shm).
+# Runs ctbench with comm's choice (cost model), each cross-host all_reduce algorithm forced, comm flat over tcp
+# (one level, as before), and torch gloo, then comm_sim's prediction for the same shape (at the latency and
+# bandwidth comm measured). Deletes what it creates; exit 77 when namespaces cannot be made.
+#   sudo scripts/bench/two_level_compare.sh [BUILD_DIR]   env: HOSTS=2 RANKS=2 RATE=1gbit OPS=all_reduce
+#                                                         SIZES=8,64K,1M,16M SCALE=0.1
+set -u
+build=${1:-build}
+hosts=${HOSTS:-2}; ranks=${RANKS:-2}; rate=${RATE:-1gbit}; ops=${OPS:-all_reduce}; sizes=${SIZES:-8,64K,1M,16M}
+scale=${SCALE:-0.1}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+bench=$(readlink -f "$build/bin/ctbench")
+[ -x "$bench" ] || { echo "no $bench (make bench)"; exit 2; }
+tag=tlb$$; sw=${tag}sw
+cleanup() {
+  for ((h = 0; h < hosts; h++)); do ip netns del "${tag}h$h" 2>/dev/null; done
+  ip netns del "$sw" 2>/dev/null
+}
+trap cleanup EXIT
+ip netns add "$sw" 2>/dev/null || { echo "SKIP: cannot create network namespaces (need root)"; exit 77; }
+ip -n "$sw" link add br0 type bridge && ip -n "$sw" link set br0 up || exit 77
+for ((h = 0; h < hosts; h++)); do
+  ns=${tag}h$h
+  ip netns add "$ns"; ip link add "${tag}a$h" type veth peer name "${tag}b$h" || exit 77
+  ip link set "${tag}a$h" netns "$ns"; ip link set "${tag}b$h" netns "$sw"
+  ip -n "$sw" link set "${tag}b$h" master br0; ip -n "$sw" link set "${tag}b$h" up
+  ip -n "$ns" addr add "10.79.0.$((h + 1))/24" dev "${tag}a$h"; ip -n "$ns" link set "${tag}a$h" up
+  ip -n "$ns" link set lo up
+  [ -n "$rate" ] && ip netns exec "$ns" tc qdisc add dev "${tag}a$h" root tbf rate "$rate" burst 256kb latency 50ms
+done
+echo "# $hosts namespaced hosts x $ranks ranks, links ${rate:-unshaped} (tc tbf); load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# run_job PORT ENV... -- CMD...: every host's ranks in one IPC + mount namespace; prints rank 0's output.
+run_job() {
+  local port=$1; shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local out; out=$(mktemp); local pids=()
+  for ((h = 0; h < hosts; h++)); do
+    local first=$((h * ranks))
+    ip netns exec "${tag}h$h" unshare --ipc --mount --propagation private bash -c '
+      mount -t tmpfs tmpfs /dev/shm; out=$1; first=$2; n=$3; shift 3; pids=()
+      for ((l = 0; l < n; l++)); do
+        r=$((first + l)); dest=/dev/null; ((r == 0)) && dest=$out
+        env RANK=$r LOCAL_RANK=$l "$@" >"$dest" 2>&1 & pids+=($!)
+      done
+      for p in "${pids[@]}"; do wait "$p"; done' bash "$out" "$first" "$ranks" \
+      WORLD_SIZE=$((hosts * ranks)) MASTER_ADDR=10.79.0.1 MASTER_PORT=$port CTRUN_COMM_IFADDR=10.79.0.$((h + 1)) \
+      GLOO_SOCKET_IFNAME=${tag}a$h OMP_NUM_THREADS=1 "${envs[@]}" timeout -k 10 "${JOB_TIMEOUT:-600}" "$@" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  grep -v '^#' "$out" | grep . ; rm -f "$out"
+}
+port=29620
+log=$(mktemp)
+for algo in "" all_reduce=ring all_reduce=recursive_doubling all_reduce=tree all_reduce=double_binary_tree; do
+  echo "## comm two levels, cross-host algorithm: ${algo:-(the cost model decides)}"
+  run_job $((port++)) CTRUN_COMM_ALGO=$algo CTRUN_LOG_LEVEL=debug -- "$bench" --no-gloo --ops "$ops" \
+    --sizes "$sizes" --iters-scale "$scale" 2>&1 | grep -vE "\[debug\] comm cpu: rank 0/[0-9]+ transport" |
+    grep -E "two levels|op |$(echo "$ops" | tr ',' '|')" | tee -a "$log"
+done
+# The model at what comm measured between the hosts (the first run's figures).
+read -r lat mbps < <(sed -n 's/.*between hosts \([0-9.]*\) us \([0-9.]*\) MB\/s.*/\1 \2/p' "$log" | head -n1)
+rm -f "$log"
+if [ -n "${lat:-}" ] && [ "$ops" = all_reduce ]; then
+  echo "## comm_sim's prediction at the measured ${lat} us, ${mbps} MB/s between hosts"
+  bytes=$(echo "$sizes" | tr ',' '\n' | sed -e 's/K$/*1024/' -e 's/M$/*1048576/' | bc | paste -sd,)
+  "$(dirname "$bench")/comm_sim" --ranks $((hosts * ranks)) --ranks-per-node "$ranks" --latency-us "$lat" \
+    --gbps "$(echo "$mbps * 8 / 1000" | bc -l)" --bytes "$bytes"
+fi
+echo "## comm flat over tcp (one level)"
+run_job $((port++)) CTRUN_COMM_TRANSPORT=tcp -- "$bench" --transport tcp --no-gloo --ops "$ops" --sizes "$sizes" \
+  --iters-scale "$scale"
+echo "## torch gloo"
+bytes=$(echo "$sizes" | tr ',' '\n' | sed -e 's/K$/*1024/' -e 's/M$/*1048576/' | bc | paste -sd,)
+run_job $((port++)) -- /usr/bin/python3 "$here/apps/bench/ctbench/torch_gloo_bench.py" "$ops" "$bytes" \
+  "$(python3 -c "print(int(67108864*$scale))")"

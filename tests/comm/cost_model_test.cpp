@@ -1,0 +1,98 @@
+// The shapes of the trees (binary_tree.hpp), the host layout, and the cost model's choices (cost_model.hpp):
+// pure functions, no ranks.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "comm/algorithms/binary_tree.hpp"
+#include "comm/algorithms/cost_model.hpp"
+#include "comm/algorithms/two_level.hpp"
+
+namespace ctrun::comm::algorithms {
+namespace {
+
+// Every tree is one tree: one root, parents and children agree, every rank reaches the root.
+TEST(BinaryTree, EveryTreeIsConsistentAndSpansEveryRank) {
+  for (int n = 1; n <= 300; ++n) {
+    for (int which = 0; which < 2; ++which) {
+      int roots = 0;
+      for (int i = 0; i < n; ++i) {
+        const TreeNode t = tree_node(n, i, which);
+        if (t.parent < 0) ++roots;
+        if (t.parent >= 0) {
+          const TreeNode p = tree_node(n, t.parent, which);
+          EXPECT_TRUE(p.children[0] == i || p.children[1] == i) << n << " " << i << " tree " << which;
+        }
+        for (int c : t.children) {
+          if (c >= 0) {
+            EXPECT_EQ(tree_node(n, c, which).parent, i) << n << " " << i;
+          }
+        }
+        int steps = 0;
+        for (int r = i; tree_node(n, r, which).parent >= 0 && steps <= n; r = tree_node(n, r, which).parent) ++steps;
+        EXPECT_LE(steps, n) << "cycle at n=" << n;
+      }
+      EXPECT_EQ(roots, 1) << "n=" << n << " tree " << which;
+    }
+  }
+}
+
+// The double binary tree's point: no rank is interior (has children) in both trees.
+TEST(BinaryTree, EveryRankIsInteriorInAtMostOneTree) {
+  for (int n = 2; n <= 300; ++n) {
+    for (int i = 0; i < n; ++i) {
+      const bool a = tree_node(n, i, 0).child_count() > 0;
+      const bool b = tree_node(n, i, 1).child_count() > 0;
+      EXPECT_FALSE(a && b) << "rank " << i << " of " << n;
+    }
+    EXPECT_LE(tree_depth(n, 0), 9);  // log2(300) + 1
+  }
+}
+
+TEST(HostLayout, GroupsRanksByIdentityInRankOrder) {
+  const HostLayout l = HostLayout::from_identities({"b", "a", "b", "c", "a"});
+  ASSERT_EQ(l.hosts.size(), 3u);
+  EXPECT_EQ(l.hosts[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(l.hosts[1], (std::vector<int>{1, 4}));
+  EXPECT_EQ(l.hosts[2], (std::vector<int>{3}));
+  EXPECT_EQ(l.local_index, (std::vector<int>{0, 0, 1, 0, 1}));
+  EXPECT_EQ(l.max_ranks_per_host(), 2);
+  EXPECT_FALSE(l.single_host());
+  EXPECT_FALSE(l.one_rank_per_host());
+}
+
+// Latency-bound sizes pick a log-depth algorithm, bandwidth-bound ones at many nodes the double binary tree
+// (a ring's bandwidth, a tree's latency), and the ring's latency grows linearly where the trees' does not.
+TEST(CostModel, ChoosesByLatencyAndBandwidth) {
+  const LinkCost net{50e-6, 1.25e9};  // 50 us, 10 Gbit/s
+  const auto pick = [&](int nodes, std::size_t bytes) {
+    return cheapest(OpKind::kAllReduce, Shape{nodes, 8, bytes, std::size_t{1} << 20}, net)->algorithm;
+  };
+  EXPECT_EQ(pick(8, 8), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pick(3072, 8), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pick(3072, std::size_t{1} << 30), Algorithm::kDoubleBinaryTree);
+  EXPECT_EQ(pick(2, std::size_t{256} << 20), Algorithm::kRecursiveDoubling);  // one exchange of the buffer
+  EXPECT_EQ(pick(16, std::size_t{256} << 20), Algorithm::kRing);
+  for (OpKind op : {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce, OpKind::kBarrier}) {
+    EXPECT_NE(cheapest(op, Shape{16, 4, 4096, 1 << 20}, net), nullptr) << op_name(op);
+  }
+  EXPECT_EQ(cheapest(OpKind::kAllGather, Shape{16, 4, 4096, 1 << 20}, net), nullptr);
+  const auto row = [](Algorithm a) {
+    for (const auto& r : cost_table()) {
+      if (r.op == OpKind::kAllReduce && r.algorithm == a) return &r;
+    }
+    return static_cast<const CostRow*>(nullptr);
+  };
+  const Shape small{3072, 8, 8, 1 << 20};
+  EXPECT_GT(row(Algorithm::kRing)->seconds(small, net), 100 * row(Algorithm::kDoubleBinaryTree)->seconds(small, net));
+  // Every prediction grows with the bytes.
+  for (const auto& r : cost_table()) {
+    EXPECT_LE(r.seconds(Shape{16, 8, 1024, 1 << 20}, net), r.seconds(Shape{16, 8, 1 << 24, 1 << 20}, net));
+  }
+  EXPECT_GT(
+      predict_two_level(OpKind::kAllReduce, Algorithm::kRing, Shape{4, 8, 1 << 20, 1 << 20}, net, LinkCost{3e-6, 4e9}),
+      row(Algorithm::kRing)->seconds(Shape{4, 8, 1 << 20, 1 << 20}, net));
+}
+
+}  // namespace
+}  // namespace ctrun::comm::algorithms
