@@ -111,8 +111,12 @@ class Plan:
             del view  # the mmap cannot close while a tensor still exports it
 
 
-def read(path):
-    """The object of a snapshot file, its tensors CPU tensors in memory of their own. Returns (header, object)."""
+def read(path, copy=True):
+    """The object of a snapshot file, its tensors CPU tensors in memory of their own. Returns (header, object).
+    copy=False: the tensors are views of a private (copy-on-write) mapping of the file instead, nothing copied
+    until they are read; for readers that copy what they need elsewhere (MemoryReader, the spill process)."""
+    if not copy:
+        return _view(path)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as mapped:
         if mapped[:len(MAGIC)] != MAGIC:
             raise RuntimeError(f"{path} is not a ctrun checkpoint snapshot")
@@ -128,14 +132,34 @@ def read(path):
                 del view
             storages.append(_untyped_of_tensor(owned))
         at, n = header["pickle"]
-        unpickler = pickle.Unpickler(io.BytesIO(mapped[at:at + n]))
-        typed = {}
+        return header, _unpickle(mapped[at:at + n], storages)
 
-        def persistent_load(saved_id):
-            _, key, dtype = saved_id
-            if (key, dtype) not in typed:
-                typed[(key, dtype)] = _typed(storages[key], getattr(torch, dtype))
-            return typed[(key, dtype)]
 
-        unpickler.persistent_load = persistent_load
-        return header, unpickler.load()
+def _view(path):
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # lives as long as a tensor viewing it
+    if mapped[:len(MAGIC)] != MAGIC:
+        raise RuntimeError(f"{path} is not a ctrun checkpoint snapshot")
+    (length,) = _LENGTH.unpack(mapped[len(MAGIC):len(MAGIC) + _LENGTH.size])
+    start = len(MAGIC) + _LENGTH.size
+    header = json.loads(mapped[start:start + length])
+    storages = []
+    for at, n in header["storages"]:
+        view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at) if n else torch.empty(0, dtype=torch.uint8)
+        storages.append(_untyped_of_tensor(view))
+    at, n = header["pickle"]
+    return header, _unpickle(mapped[at:at + n], storages)
+
+
+def _unpickle(data, storages):
+    unpickler = pickle.Unpickler(io.BytesIO(data))
+    typed = {}
+
+    def persistent_load(saved_id):
+        _, key, dtype = saved_id
+        if (key, dtype) not in typed:
+            typed[(key, dtype)] = _typed(storages[key], getattr(torch, dtype))
+        return typed[(key, dtype)]
+
+    unpickler.persistent_load = persistent_load
+    return unpickler.load()
