@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/checkpoint/job_directory.hpp"
+#include "agent/process/escapees.hpp"
 #include "common/log.hpp"
 
 extern char** environ;
@@ -53,7 +54,12 @@ struct Spiller::Impl : std::enable_shared_from_this<Impl> {
       pid = -1;
       report(status);
     } else {
-      ::kill(pid, SIGKILL);  // the job ends: a copy still running is abandoned (the next spill removes its folder)
+      // The job ends: a copy still running is abandoned (the next spill removes its folder), with whatever a
+      // wrapper started in its process group. SIGTERM first, so that a wrapper can undo what it set up (a chroot's
+      // mounts), then SIGKILL after at most a second.
+      ::kill(-pid, SIGTERM);
+      for (int i = 0; i < 100 && ::waitpid(pid, nullptr, WNOHANG) == 0; ++i) ::usleep(10'000);
+      ::kill(-pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
     }
     remove_pinned();
@@ -116,7 +122,10 @@ struct Spiller::Impl : std::enable_shared_from_this<Impl> {
     std::vector<std::string> env_strings;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string kv = *e;
-      if (!settings.env.contains(kv.substr(0, kv.find('=')))) env_strings.push_back(kv);
+      const std::string name = kv.substr(0, kv.find('='));
+      // Without the job's mark: the sweep of a group's leftover processes spares the spill process by its pid, but
+      // not what a wrapper (a chroot's python script) starts under it. It is ended by its process group instead.
+      if (!settings.env.contains(name) && name != kJobTokenVariable) env_strings.push_back(kv);
     }
     for (const auto& [k, v] : settings.env) env_strings.push_back(k + "=" + v);
     std::vector<char*> argv, envp;

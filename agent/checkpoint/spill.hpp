@@ -6,8 +6,9 @@
 // (JobDirectory::pin_step: their pages are then never reused by a later save) and starts one spill process,
 // `PYTHON -m ctrun_torch.checkpoint.spill` (the workers' python), at the lowest CPU and I/O priority. It writes
 // DIR/step-<S>/ atomically in torch DCP's file layout (or torch.save files), and exits. The process outlives worker
-// restarts (it is not a worker: WorkerHooks::helpers spares it), is killed when the job ends, and its death loses
-// nothing held in memory: the agent removes the links, and the next due step is tried.
+// restarts (it is not a worker: WorkerHooks::helpers spares it, and it does not carry the job's mark), is killed
+// with its process group when the job ends, and its death loses nothing held in memory: the agent removes the
+// links, and the next due step is tried. After a kill -9 of ctrun it finishes its one copy and exits.
 
 #include <sys/types.h>
 

@@ -30,7 +30,8 @@ JOB_TIMEOUT = 240
 PLAIN_LOAD = r"""
 import sys, torch, torch.distributed as dist, torch.distributed.checkpoint as dcp
 path = sys.argv[1]
-sd = {"sharded": torch.zeros(16, 6), "replicated": torch.zeros(5), "own.3": torch.zeros(3), "meta": {}}
+sd = {"sharded": torch.zeros(16, 6), "replicated": torch.zeros(5), "own.3": torch.zeros(3),
+      "meta": {"step": -1, "name": ""}}
 dcp.load(sd, checkpoint_id=path)   # no process group: torch reads every shard itself
 assert not dist.is_initialized()
 assert torch.equal(sd["sharded"], torch.arange(96, dtype=torch.float32).reshape(16, 6) * 8), sd["sharded"]
@@ -54,7 +55,13 @@ def main():
         cmd = [a.ctrun, "--standalone", "--nproc-per-node", "4", "--event-log", os.path.join(tmp, "events.jsonl"),
                "--checkpoint-dir", out, "--checkpoint-dir-every", "1", WORKER, "--spill-dir", out]
         t0 = time.time()
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=JOB_TIMEOUT)
+        except subprocess.TimeoutExpired as e:
+            text = lambda b: (b or b"").decode(errors="replace") if isinstance(b, bytes) else (b or "")  # noqa: E731
+            print(f"FAIL: the job did not end within {JOB_TIMEOUT} s\n--- stdout\n{text(e.stdout)[-4000:]}\n"
+                  f"--- stderr\n{text(e.stderr)[-6000:]}")
+            return 1
         oks = [line for line in r.stdout.splitlines() if " dcp ok checks=" in line]
         print(f"ctrun job: exit {r.returncode}, {len(oks)}/4 ranks ok, {time.time() - t0:.1f} s", flush=True)
         for line in oks:

@@ -15,7 +15,6 @@ None}; the spill process (spill.py) gives the same items to torch's FileSystemWr
 
 import io
 import os
-from concurrent.futures import Future
 
 import torch
 
@@ -39,6 +38,13 @@ def _require_dcp(what):
         raise RuntimeError(
             f"ck.{what} needs torch.distributed.checkpoint, which this torch ({torch.__version__}) does not have "
             f"({_MISSING}). Use ck.save(obj, step) / ck.load(), which work on every torch.")
+
+
+def _done(value):
+    """A completed torch Future (DCP waits on what write_data / read_data return)."""
+    future = torch.futures.Future()
+    future.set_result(value)
+    return future
 
 
 def _step_of(checkpoint_id):
@@ -119,9 +125,7 @@ class MemoryWriter(_Writer):
             self._held = items
         else:
             _save_snapshot(s, {MARK: 1, "items": items, "metadata": None}, self.step)
-        future = Future()
-        future.set_result(results)
-        return future
+        return _done(results)
 
     def finish(self, metadata, results):
         from . import _save_snapshot, _state
@@ -202,9 +206,7 @@ class MemoryReader(_Reader):
             assert target.size() == src.size(), f"{req.storage_index}: {target.size()} != {src.size()}"
             target.copy_(src)
             planner.commit_tensor(req, target)
-        future = Future()
-        future.set_result(None)
-        return future
+        return _done(None)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):

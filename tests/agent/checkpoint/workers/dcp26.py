@@ -63,7 +63,7 @@ def zeroed(sd):
         elif isinstance(v, torch.Tensor):
             out[k] = torch.zeros_like(v)
         else:
-            out[k] = {}
+            out[k] = {"step": -1, "name": ""}
     return out
 
 
