@@ -50,18 +50,20 @@ struct Spiller::Impl : std::enable_shared_from_this<Impl> {
   ~Impl() {
     if (pid <= 0) return;
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {  // it finished after the last poll: say how
-      pid = -1;
-      report(status);
-    } else {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == 0) {
       // The job ends: a copy still running is abandoned (the next spill removes its folder), with whatever a
       // wrapper started in its process group. SIGTERM first, so that a wrapper can undo what it set up (a chroot's
       // mounts), then SIGKILL after at most a second.
       ::kill(-pid, SIGTERM);
-      for (int i = 0; i < 100 && ::waitpid(pid, nullptr, WNOHANG) == 0; ++i) ::usleep(10'000);
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
+      for (int i = 0; i < 100 && (r = ::waitpid(pid, &status, WNOHANG)) == 0; ++i) ::usleep(10'000);
+      if (r == 0) {
+        ::kill(-pid, SIGKILL);
+        r = ::waitpid(pid, &status, 0);
+      }
     }
+    pid = -1;
+    report(r > 0 ? status : -1);
     remove_pinned();
   }
 

@@ -4,14 +4,15 @@ one failure costs"): a 4-rank torch job, MiB of state per rank, fixed-length ste
 rank finished step KILL_AFTER; the time from the kill until every rank has finished step KILL_AFTER + 1, minus one
 step, and the steps done again, for
 
-  torchrun + disk      torch's own torchrun (python3 -m torch.distributed.run), torch.save to local disk every 5 steps
+  torchrun + disk      torch's own torchrun (1.13's torch.distributed.run: ../shared/interop/torchrun_py311.py,
+                       which fixes its start on python 3.11), torch.save to local disk every 5 steps
   ctrun + disk         ctrun --preload torch, the same saves
   ctrun + ck           ctrun --preload torch, ck.save every step (ctrun_torch.checkpoint)
 
 plus each attempt-1 load's time and the saves' cost per step. Both launchers restart once (--max-restarts 1) with
 their defaults otherwise, as a new user would run them (torchrun 1.13 checks its workers every 5 s).
 
-usage: failure_cost.py --ctrun BIN [--python /usr/bin/python3] [--mib 128] [--runs 1] [--step-s 0.3]
+usage: failure_cost.py --ctrun BIN [--python /usr/bin/python3] [--torchrun PY] [--mib 128] [--runs 1] [--step-s 0.3]
 Takes about a minute at 128 MiB; not part of `make test`."""
 
 import argparse
@@ -33,8 +34,7 @@ def run(kind, a, out):
               str(KILL_AFTER), "--kill-rank", str(KILL_RANK), "--mib", str(a.mib), "--step-s", str(a.step_s)]
     env = dict(os.environ, PYTHON_EXEC=a.python)
     if kind == "torchrun + disk":
-        cmd = [a.python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={RANKS}",
-               "--max-restarts=1"] + worker
+        cmd = [a.python, a.torchrun, "--standalone", f"--nproc_per_node={RANKS}", "--max_restarts=1"] + worker
     else:
         cmd = [a.ctrun, "--standalone", "--nproc-per-node", str(RANKS), "--max-restarts", "1", "--preload",
                "torch"] + worker
@@ -70,6 +70,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ctrun", required=True)
     ap.add_argument("--python", default="/usr/bin/python3")
+    # Debian's torch 1.13 `python3 -m torch.distributed.run` fails on python 3.11 (a dataclass default); this is the
+    # same torchrun with that fixed.
+    ap.add_argument("--torchrun", default=os.path.normpath(os.path.join(HERE, "..", "..", "..", "..", "shared",
+                                                                        "interop", "torchrun_py311.py")))
     ap.add_argument("--mib", type=int, default=128)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--step-s", type=float, default=0.3)
