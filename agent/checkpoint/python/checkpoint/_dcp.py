@@ -24,7 +24,6 @@ MARK = "ctrun_dcp"
 
 try:
     from torch.distributed.checkpoint import StorageReader as _Reader, StorageWriter as _Writer
-    from torch.distributed.checkpoint.metadata import Metadata
     from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
     from torch.distributed.checkpoint.storage import WriteResult
     _MISSING = None
@@ -103,12 +102,13 @@ class MemoryWriter(_Writer):
         return plans
 
     def write_data(self, plan, planner):
-        from . import _save_snapshot, _state  # the package's save path, shared with ck.save
+        from . import _check_step, _save_snapshot, _state  # the package's save path, shared with ck.save
 
         if self.step is None:
             raise ValueError("ck.MemoryWriter: pass the step as checkpoint_id (dcp.save(..., checkpoint_id=step)) "
                              "or MemoryWriter(checkpoint_id=step)")
         s = _state()
+        _check_step(s, self.step, "ck.MemoryWriter")  # on every rank before any writes: the coordinator's too
         items, results = [], []
         for position, item in enumerate(plan.items):
             data = planner.resolve_data(item)
@@ -216,7 +216,8 @@ class MemoryReader(_Reader):
 class _Snapshots:
     """The snapshots of one step in the node's directory: the Metadata from the coordinator's, each item from the
     rank file that holds it. The files are mapped (copy-on-write, nothing copied until an item is read), and stay
-    open while this reader lives: a rank's later save then never writes into these pages (see _rank_dir)."""
+    open while this reader lives. Load while no rank of the node saves (as with any DCP storage): a save may reuse the
+    pages of a step that fell out of a rank's two newest."""
 
     def __init__(self, setting, step):
         self.setting, self.step = setting, step
