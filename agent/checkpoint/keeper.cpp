@@ -30,12 +30,14 @@ using namespace checkpoint;
 
 struct CheckpointKeeper::Impl {
   Impl(boost::asio::io_context& io, const LaunchConfig& config, EventLog& ev, const std::string& root)
-      : log(ctrun::log::get("checkpoint")), events(ev), nproc(config.nproc_per_node),
-        spill_dir(config.checkpoint_dir) {
+      : log(ctrun::log::get("checkpoint")), events(ev), nproc(config.nproc_per_node), spill_dir(config.checkpoint_dir) {
     if (config.checkpoint_memory && *config.checkpoint_memory == 0) {
       off = "in-memory checkpoints are off for this job (ctrun --checkpoint-memory 0)";
-      if (!spill_dir.empty()) log->warn("--checkpoint-dir copies in-memory checkpoints, which --checkpoint-memory 0 "
-                                        "turns off: nothing will be written to {}", spill_dir);
+      if (!spill_dir.empty())
+        log->warn(
+            "--checkpoint-dir copies in-memory checkpoints, which --checkpoint-memory 0 "
+            "turns off: nothing will be written to {}",
+            spill_dir);
       return;
     }
     for (const auto& path : sweep_stale_job_dirs(root)) log->info("removed {} (left by a killed ctrun)", path);
@@ -55,8 +57,8 @@ struct CheckpointKeeper::Impl {
     log->debug("in-memory checkpoints in {}, at most {} on this node ({})", dir->path(), format_bytes(limit),
                config.checkpoint_memory ? "--checkpoint-memory" : describe_default(facts, root));
     if (!config.checkpoint_dir.empty()) {
-      SpillSettings settings{config.checkpoint_dir, config.checkpoint_dir_every, {worker_python(process_env()).program},
-                             {}};
+      SpillSettings settings{
+          config.checkpoint_dir, config.checkpoint_dir_every, {worker_python(process_env()).program}, {}};
       // The workers' python and their first PYTHONPATH entries: `-m ctrun_torch.checkpoint.spill` is found as the
       // workers find ctrun_torch.checkpoint.
       if (const std::string dirs = python_dirs(); !dirs.empty()) {
@@ -192,9 +194,10 @@ std::optional<std::string> CheckpointKeeper::resume_line(bool job_ends) const {
   const auto step = resume_step();
   if (!step) return std::nullopt;
   if (job_ends && !impl_->spill_dir.empty())
-    return fmt::format("every rank of this node held step {} in memory; it goes with this run, and a new run with "
-                       "--checkpoint-dir {} resumes from the newest step copied there",
-                       *step, impl_->spill_dir);
+    return fmt::format(
+        "every rank of this node held step {} in memory; it goes with this run, and a new run with "
+        "--checkpoint-dir {} resumes from the newest step copied there",
+        *step, impl_->spill_dir);
   if (job_ends)
     return fmt::format(
         "every rank of this node held step {} in memory; it goes with this run (--checkpoint-dir keeps copies on "

@@ -14,10 +14,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "agent/checkpoint/job_directory.hpp"
 #include "agent/process/escapees.hpp"
@@ -189,11 +189,12 @@ struct Spiller::Impl : std::enable_shared_from_this<Impl> {
     nlohmann::json fields = {{"step", running_step}, {"dir", settings.out_dir}, {"seconds", seconds}, {"ok", ok}};
     if (!ok) {
       fields["exit"] = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      log->warn("--checkpoint-dir: the spill process of step {} failed ({}); nothing held in memory is lost, the "
-                "next due step is tried",
-                running_step,
-                WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                    : "exit " + std::to_string(fields["exit"].get<int>()));
+      log->warn(
+          "--checkpoint-dir: the spill process of step {} failed ({}); nothing held in memory is lost, the "
+          "next due step is tried",
+          running_step,
+          WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                              : "exit " + std::to_string(fields["exit"].get<int>()));
     }
     events.emit(Event::kCheckpointSpilled, fields);
   }

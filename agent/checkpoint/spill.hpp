@@ -30,10 +30,10 @@ namespace ctrun::agent::checkpoint {
 class JobDirectory;
 
 struct SpillSettings {
-  std::string out_dir;                        // --checkpoint-dir
-  int every = 1;                              // --checkpoint-dir-every (steps)
-  std::vector<std::string> python;            // argv before "-m": the workers' python
-  std::map<std::string, std::string> env;     // on top of the agent's environment (PYTHONPATH)
+  std::string out_dir;                     // --checkpoint-dir
+  int every = 1;                           // --checkpoint-dir-every (steps)
+  std::vector<std::string> python;         // argv before "-m": the workers' python
+  std::map<std::string, std::string> env;  // on top of the agent's environment (PYTHONPATH)
 };
 
 // Checks that `dir` is a directory this process can write (made when missing, with its parents); "" when it is,

@@ -180,7 +180,8 @@ const std::vector<FlagSpec>& flag_table() {
       {"checkpoint_dir", "", K::kValue, "", kPet, kCtrun,
        [](C& c, const std::string& v) {
          if (v.empty()) return;
-         if (const std::string problem = checkpoint::check_spill_dir(v); !problem.empty()) throw FlagValueError(problem);
+         if (const std::string problem = checkpoint::check_spill_dir(v); !problem.empty())
+           throw FlagValueError(problem);
          c.checkpoint_dir = v;
        },
        "Copy committed in-memory checkpoint steps to this directory in the background (torch DCP's file layout where "
