@@ -451,7 +451,11 @@ class Agent::Impl {
     hang_ = std::make_unique<HangSupervisor>(io_, config_, *group_, events_, lane_,
                                              [this] { return state_ == AgentState::kRunning; });
     metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_);  // --metrics-port
-    checkpoints_ = std::make_unique<CheckpointKeeper>(io_, config_, *group_, events_);
+    // CTRUN_CHECKPOINT_ROOT: where the job's snapshot directory is made instead of /dev/shm (a tmpfs of its own, a
+    // container's or a chroot's view of one; the torch 2.6 tests use a folder the chroot sees).
+    const auto root = env_("CTRUN_CHECKPOINT_ROOT");
+    checkpoints_ = std::make_unique<CheckpointKeeper>(io_, config_, *group_, events_,
+                                                      root && !root->empty() ? *root : std::string("/dev/shm"));
   }
 
   // Where the attempt's ranks list their held checkpoint steps: this node's workers' store, when it has one.

@@ -51,6 +51,8 @@ inline constexpr const char* kCheckpointKeys = "CTRUN_CHECKPOINT_KEYS";
 // none (then it writes no key: a job that never saves finds its store exactly as torch would leave it).
 inline constexpr const char* kCheckpointListed = "CTRUN_CHECKPOINT_LISTED";
 inline constexpr const char* kCheckpointOff = "CTRUN_CHECKPOINT_OFF";
+// --checkpoint-dir, where committed steps are copied: ck.load() falls back to it when memory holds nothing.
+inline constexpr const char* kCheckpointSpillDir = "CTRUN_CHECKPOINT_SPILL_DIR";
 
 // The agent store's value of kUseAgentStore (torch compares with the Python literal "True").
 inline constexpr const char* kTrue = "True";

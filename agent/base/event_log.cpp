@@ -63,6 +63,8 @@ constexpr EventKind kCatalogue[] = {
     {E::kCheckpointRefused, "checkpoint_refused",
      "a save failed (over `--checkpoint-memory`, ...): `rank`, `step`, "
      "`error`"},
+    {E::kCheckpointSpilled, "checkpoint_spilled",
+     "the spill process of `--checkpoint-dir` ended: `step`, `dir`, `seconds`, `ok` (and `exit` when not)"},
 };
 
 }  // namespace

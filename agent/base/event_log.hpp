@@ -43,6 +43,7 @@ enum class Event {
   kCheckpointCommit,
   kCheckpointLoad,
   kCheckpointRefused,
+  kCheckpointSpilled,
 };
 
 struct EventKind {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <stdexcept>
 
 #include "agent/checkpoint/layout.hpp"
@@ -76,11 +77,38 @@ std::vector<HeldStep> JobDirectory::held(int rank) const {
 
 std::uint64_t JobDirectory::used_bytes() const {
   std::uint64_t total = 0;
+  std::set<ino_t> linked;  // files of several links (pinned for the spill process) count once
   std::error_code ec;
   for (fs::recursive_directory_iterator it(path_, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->is_regular_file(ec)) total += allocated_bytes(it->path());
+    struct stat st {};
+    if (!it->is_regular_file(ec) || ::stat(it->path().c_str(), &st) != 0) continue;
+    if (st.st_nlink > 1 && !linked.insert(st.st_ino).second) continue;
+    total += static_cast<std::uint64_t>(st.st_blocks) * 512;
   }
   return total;
+}
+
+JobDirectory::Pin JobDirectory::pin_step(std::int64_t step, const std::vector<int>& ranks, std::string& pinned_dir) {
+  const int fd = ::open((path_ + "/" + std::string(kLockFile)).c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Pin::kBusy;
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Pin::kBusy;
+  }
+  const fs::path dir = fs::path(path_) / (std::string(kSpillPrefix) + std::to_string(step));
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // a leftover of a spill process that was killed
+  Pin result = fs::create_directory(dir, ec) ? Pin::kPinned : Pin::kMissing;
+  for (int rank : ranks) {
+    if (result != Pin::kPinned) break;
+    const fs::path from = fs::path(path_) / rank_dir_name(rank) / step_file_name(step);
+    const fs::path to = dir / (rank_dir_name(rank) + std::string(kStepSuffix));
+    if (::link(from.c_str(), to.c_str()) != 0) result = Pin::kMissing;
+  }
+  if (result != Pin::kPinned) fs::remove_all(dir, ec);
+  ::close(fd);  // releases the flock
+  pinned_dir = result == Pin::kPinned ? dir.string() : "";
+  return result;
 }
 
 Reconciled JobDirectory::reconcile() {

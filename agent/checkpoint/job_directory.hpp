@@ -32,8 +32,14 @@ class JobDirectory {
   const std::string& path() const { return path_; }
   // The complete steps global rank `rank` holds, oldest first.
   std::vector<HeldStep> held(int rank) const;
-  // Memory every file of the directory takes (partial snapshots included): what --checkpoint-memory bounds.
+  // Memory every file of the directory takes (partial snapshots included; a file of several links once): what
+  // --checkpoint-memory bounds.
   std::uint64_t used_bytes() const;
+  // Links every listed rank's snapshot of `step` into <dir>/.spill-<step>/rank-<R>.ckpt (layout.hpp), under the
+  // lock, which it only tries to take: a worker holding it (a save allocating) gives kBusy, to try again later,
+  // never a wait on the caller's thread. kMissing: a rank does not hold the step (nothing is left linked).
+  enum class Pin { kPinned, kBusy, kMissing };
+  Pin pin_step(std::int64_t step, const std::vector<int>& ranks, std::string& pinned_dir);
   // Between attempts (no worker alive), under the lock: torn saves removed, each rank pruned to its newest
   // kKeptSteps complete steps.
   Reconciled reconcile();

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -17,6 +18,9 @@
 #include "agent/checkpoint/memory_limit.hpp"
 #include "agent/checkpoint/memory_size.hpp"
 #include "agent/checkpoint/notices.hpp"
+#include "agent/checkpoint/spill.hpp"
+#include "agent/launch/worker_invocation.hpp"
+#include "agent/launch/worker_python.hpp"
 #include "agent/process/worker_group.hpp"
 #include "common/log.hpp"
 #include "common/worker_env.hpp"
@@ -26,9 +30,14 @@ using namespace checkpoint;
 
 struct CheckpointKeeper::Impl {
   Impl(boost::asio::io_context& io, const LaunchConfig& config, EventLog& ev, const std::string& root)
-      : log(ctrun::log::get("checkpoint")), events(ev), nproc(config.nproc_per_node) {
+      : log(ctrun::log::get("checkpoint")), events(ev), nproc(config.nproc_per_node), spill_dir(config.checkpoint_dir) {
     if (config.checkpoint_memory && *config.checkpoint_memory == 0) {
       off = "in-memory checkpoints are off for this job (ctrun --checkpoint-memory 0)";
+      if (!spill_dir.empty())
+        log->warn(
+            "--checkpoint-dir copies in-memory checkpoints, which --checkpoint-memory 0 "
+            "turns off: nothing will be written to {}",
+            spill_dir);
       return;
     }
     for (const auto& path : sweep_stale_job_dirs(root)) log->info("removed {} (left by a killed ctrun)", path);
@@ -37,7 +46,7 @@ struct CheckpointKeeper::Impl {
     try {
       dir = std::make_unique<JobDirectory>(static_cast<int>(::getpid()), root);
       notices = std::make_unique<NoticeSocket>(io, dir->path() + "/" + std::string(kNoticeSocket),
-                                               [this](const Notice& n) { events.emit(n.event, n.fields); });
+                                               [this](const Notice& n) { on_notice(n); });
     } catch (const std::exception& e) {
       off = std::string("in-memory checkpoints are off for this job: ") + e.what();
       log->warn("{}", off);
@@ -47,6 +56,24 @@ struct CheckpointKeeper::Impl {
     }
     log->debug("in-memory checkpoints in {}, at most {} on this node ({})", dir->path(), format_bytes(limit),
                config.checkpoint_memory ? "--checkpoint-memory" : describe_default(facts, root));
+    if (!config.checkpoint_dir.empty()) {
+      SpillSettings settings{
+          config.checkpoint_dir, config.checkpoint_dir_every, {worker_python(process_env()).program}, {}};
+      // The workers' python and their first PYTHONPATH entries: `-m ctrun_torch.checkpoint.spill` is found as the
+      // workers find ctrun_torch.checkpoint.
+      if (const std::string dirs = python_dirs(); !dirs.empty()) {
+        const char* inherited = std::getenv("PYTHONPATH");
+        settings.env["PYTHONPATH"] = dirs + (inherited && *inherited ? std::string(":") + inherited : "");
+      }
+      spiller = std::make_unique<Spiller>(io, std::move(settings), *dir, events);
+    }
+  }
+
+  void on_notice(const Notice& n) {
+    events.emit(n.event, n.fields);
+    if (spiller && n.event == Event::kCheckpointCommit && n.fields.contains("rank") && n.fields.contains("step") &&
+        n.fields["rank"].is_number_integer() && n.fields["step"].is_number_integer())
+      spiller->committed(n.fields["rank"].get<int>(), n.fields["step"].get<std::int64_t>());
   }
 
   // What a worker of the current attempt is told: where everything is, or why checkpoints are off.
@@ -60,6 +87,7 @@ struct CheckpointKeeper::Impl {
     env[worker_env::kCheckpointStore] = store_address;
     env[worker_env::kCheckpointKeys] = keys;
     env[worker_env::kCheckpointListed] = listed ? "1" : "0";
+    if (!spill_dir.empty()) env[worker_env::kCheckpointSpillDir] = spill_dir;
   }
 
   void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store) {
@@ -73,6 +101,11 @@ struct CheckpointKeeper::Impl {
                 format_bytes(r.partial_bytes));
     attempt_off = why_off(round, store);
     if (!attempt_off.empty()) return;
+    if (spiller) {
+      std::vector<int> local;
+      for (int rank = first_rank; rank < first_rank + ranks; ++rank) local.push_back(rank);
+      spiller->begin_attempt(local, round.global_world_size);
+    }
     store_address = store->address;
     keys = held_keys(restart_count);
     nlohmann::json held = nlohmann::json::object();
@@ -128,6 +161,8 @@ struct CheckpointKeeper::Impl {
   std::uint64_t limit = 0;
   std::unique_ptr<JobDirectory> dir;
   std::unique_ptr<NoticeSocket> notices;  // after dir: closed before the directory goes
+  std::unique_ptr<Spiller> spiller;       // --checkpoint-dir; after dir: its process is killed before the dir goes
+  std::string spill_dir;                  // --checkpoint-dir, told to the workers (ck.load() falls back to it)
   std::string store_address;
   std::string keys;
   bool listed = false;  // this attempt's held steps were written under `keys`
@@ -142,6 +177,7 @@ CheckpointKeeper::CheckpointKeeper(boost::asio::io_context& io, const LaunchConf
   hooks.before_start = [impl = impl_.get()](const Worker& w, std::map<std::string, std::string>& env) {
     impl->add_env(w, env);
   };
+  hooks.helpers = [impl = impl_.get()] { return impl->spiller ? impl->spiller->helpers() : std::vector<pid_t>{}; };
   group.add_hooks(std::move(hooks));
 }
 
@@ -157,9 +193,15 @@ std::optional<std::int64_t> CheckpointKeeper::resume_step() const { return impl_
 std::optional<std::string> CheckpointKeeper::resume_line(bool job_ends) const {
   const auto step = resume_step();
   if (!step) return std::nullopt;
+  if (job_ends && !impl_->spill_dir.empty())
+    return fmt::format(
+        "every rank of this node held step {} in memory; it goes with this run, and a new run with "
+        "--checkpoint-dir {} resumes from the newest step copied there",
+        *step, impl_->spill_dir);
   if (job_ends)
     return fmt::format(
-        "every rank of this node held step {} in memory; it goes with this run (phase 1 keeps no copy on storage)",
+        "every rank of this node held step {} in memory; it goes with this run (--checkpoint-dir keeps copies on "
+        "storage)",
         *step);
   return fmt::format("the next attempt can resume from step {} (held in memory by every rank of this node)", *step);
 }

@@ -8,6 +8,9 @@
 //     rank-<R>/.partial-<S>-<pid>                 a snapshot being written (renamed over step-<S>.ckpt when done)
 //     rank-<R>/.spare                             the step that fell out of the newest kKeptSteps, kept for the
 //                                                 rank's next save to write into (its pages already allocated)
+//     .spill-<S>/rank-<R>.ckpt                    hard links to step S's snapshots while the spill process copies
+//                                                 them to --checkpoint-dir (spill.hpp); a snapshot with another
+//                                                 link never becomes a spare, so nothing writes into its pages
 // A snapshot becomes visible only by that rename, so a save torn by a crash leaves a partial file and nothing
 // else: the agent removes partial files before each attempt (no worker is alive then).
 
@@ -26,6 +29,7 @@ inline constexpr std::string_view kStepPrefix = "step-";
 inline constexpr std::string_view kStepSuffix = ".ckpt";
 inline constexpr std::string_view kPartialPrefix = ".partial-";
 inline constexpr std::string_view kSpareFile = ".spare";
+inline constexpr std::string_view kSpillPrefix = ".spill-";
 // Complete steps kept per rank: two, so that a rank whose save of step S+1 is torn still holds S, and a rank one
 // step ahead of a torn one still holds the step they share.
 inline constexpr int kKeptSteps = 2;

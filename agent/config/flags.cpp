@@ -1,6 +1,7 @@
 #include "agent/config/flags.hpp"
 
 #include "agent/checkpoint/memory_size.hpp"
+#include "agent/checkpoint/spill.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -176,6 +177,20 @@ const std::vector<FlagSpec>& flag_table() {
        },
        "Memory this node's in-memory checkpoints (ctrun_torch.checkpoint) may take: bytes or 512M, 8G, ...; 0 turns "
        "them off (default: half of the machine's memory, at most /dev/shm's free space; docs/checkpoint.md)."},
+      {"checkpoint_dir", "", K::kValue, "", kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         if (v.empty()) return;
+         if (const std::string problem = checkpoint::check_spill_dir(v); !problem.empty())
+           throw FlagValueError(problem);
+         c.checkpoint_dir = v;
+       },
+       "Copy committed in-memory checkpoint steps to this directory in the background (torch DCP's file layout where "
+       "torch has it), so that a job that lost every node resumes from it (docs/checkpoint.md)."},
+      {"checkpoint_dir_every", "", K::kValue, "10", kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         c.checkpoint_dir_every = static_cast<int>(parse_flag_int(v, 1, INT_MAX, "must be a positive number of steps"));
+       },
+       "--checkpoint-dir copies a step at least this many steps after the last one it copied (one copy at a time)."},
       {"cpu_bind", "", K::kValue, "none", kPet, kCtrun,
        [](C& c, const std::string& v) { c.cpu_bind = parse_cpu_bind(v); },
        "Bind each local rank to a slice of the machine: none, core or numa."},

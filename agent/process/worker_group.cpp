@@ -164,7 +164,7 @@ class WorkerGroup::Impl {
     // Orphaned descendants that ctrun adopted as their subreaper (found even with a cleared environment).
     int n = subreaper_ ? kill_adopted(kept_children()) : 0;
     auto token = env_(kJobTokenVariable);
-    if (token && !token->empty()) n += signal_marked_processes(*token, SIGKILL, spawner_->helpers());
+    if (token && !token->empty()) n += signal_marked_processes(*token, SIGKILL, helpers());
     if (n > 0) {
       log_->warn("killed {} process(es) of the worker group that had left its process group (setsid or daemon)", n);
       events_.emit(Event::kEscapeesKilled, {{"count", n}});
@@ -301,8 +301,18 @@ class WorkerGroup::Impl {
   }
 
   // Children of ctrun that are not adopted orphans: the guardian, the spawner's helpers, the workers still running.
+  // The spawner's helpers and the hooks': ctrun's processes that outlive an attempt.
+  std::vector<pid_t> helpers() const {
+    std::vector<pid_t> out = spawner_->helpers();
+    for (const auto& h : hooks_) {
+      if (!h.helpers) continue;
+      for (pid_t pid : h.helpers()) out.push_back(pid);
+    }
+    return out;
+  }
+
   std::vector<pid_t> kept_children() const {
-    std::vector<pid_t> keep = spawner_->helpers();
+    std::vector<pid_t> keep = helpers();
     keep.push_back(guardian_pid());
     for (const auto& w : workers_) {
       if (w.running) keep.push_back(w.pid);

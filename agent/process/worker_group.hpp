@@ -61,6 +61,9 @@ struct WorkerHooks {
   std::function<void(const std::vector<Worker>& workers)> after_start;
   // A worker's exit was recorded.
   std::function<void(const Worker& worker)> on_exit;
+  // ctrun's own processes that are not workers and outlive an attempt (the checkpoint spill process): spared when
+  // the group's leftover processes are killed.
+  std::function<std::vector<pid_t>()> helpers;
 };
 
 class WorkerGroup {

@@ -142,6 +142,77 @@ def test_bad_input():
     print("ok: outside ctrun:", p.stderr.strip().splitlines()[-1])
 
 
+def spilled_steps(directory):
+    return sorted(int(n.split("-")[1]) for n in os.listdir(directory)
+                  if n.startswith("step-") and os.path.exists(os.path.join(directory, n, "ctrun-step.json")))
+
+
+def test_spill_resume():
+    """--checkpoint-dir: a job's committed steps reach storage in the background; a new ctrun (the first one's
+    memory gone with it) resumes from there, and ends at an uninterrupted run's parameters."""
+    with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as first, \
+            tempfile.TemporaryDirectory() as second, tempfile.TemporaryDirectory() as spill:
+        train(ref, [])
+        dir_args = ["--checkpoint-dir", spill, "--checkpoint-dir-every", "1"]
+        code, _ = ctrun(dir_args + ["--nproc-per-node", str(RANKS), os.path.join(WORKERS, "train.py"), first,
+                                    str(KILL_AFTER + 1), "--wait-spill", spill], first)
+        assert code == 0, f"the first job exited {code}"
+        assert KILL_AFTER in spilled_steps(spill), f"step {KILL_AFTER} not in --checkpoint-dir: {spilled_steps(spill)}"
+        assert len(spilled_steps(spill)) <= 2, f"more than two steps kept: {spilled_steps(spill)}"
+        assert not [n for n in os.listdir(spill) if n.startswith(".tmp-")], os.listdir(spill)
+        # The last copy may end with the job (the agent ends a spill still running then), but one was reported done.
+        assert [e for e in events(first, "checkpoint_spilled") if e["ok"]], events(first, "checkpoint_spilled")
+        # The files open without ctrun: plain torch.load.
+        state = torch.load(os.path.join(spill, f"step-{KILL_AFTER}", "rank-2.pt"))
+        assert set(state) == {"model", "optimizer", "extra"}, set(state)
+        code, _ = ctrun(dir_args + ["--nproc-per-node", str(RANKS), os.path.join(WORKERS, "train.py"), second,
+                                    str(STEPS)], second)
+        assert code == 0, f"the second job exited {code}"
+        assert loaded(second, 0) == [str(KILL_AFTER)] * RANKS, f"the new job loaded {loaded(second, 0)}"
+        loads = events(second, "checkpoint_load")
+        assert [e.get("source") for e in loads] == ["checkpoint-dir"] * RANKS, loads
+        assert_same_final(ref, second)
+        print("ok: a new ctrun resumed from --checkpoint-dir's step", KILL_AFTER, "to the uninterrupted parameters")
+
+
+def test_spill_killed():
+    """A spill process killed in the middle of its copy loses nothing held in memory: the next due step is copied,
+    and a worker failure after it still resumes from memory."""
+    with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as out, \
+            tempfile.TemporaryDirectory() as spill:
+        train(ref, [])
+        err = train(out, ["--kill-spill-at", "0", "--kill-rank", "2", "--kill-after", str(KILL_AFTER),
+                          "--wait-spill", spill], ["--checkpoint-dir", spill, "--checkpoint-dir-every", "1"])
+        assert os.path.exists(os.path.join(out, "spill-killed")), "no spill process was killed"
+        spilled = events(out, "checkpoint_spilled")
+        assert spilled and not spilled[0]["ok"] and spilled[0]["exit"] == 128 + 9, spilled
+        assert any(e["ok"] for e in spilled[1:]), f"no later step was copied: {spilled}"
+        assert "the spill process of step 0 failed (killed by signal 9)" in err, "the failed spill was not reported"
+        assert loaded(out, 1) == [str(KILL_AFTER)] * RANKS, f"attempt 1 loaded {loaded(out, 1)}"
+        assert STEPS - 1 in spilled_steps(spill), spilled_steps(spill)
+        assert_same_final(ref, out)
+        print("ok: the killed spill lost nothing; later steps were copied and attempt 1 resumed from memory")
+
+
+def test_spill_bad_dir():
+    """An unusable --checkpoint-dir is a usage error at start (exit 2), saying why."""
+    with tempfile.TemporaryDirectory() as out:
+        afile = os.path.join(out, "a-file")
+        open(afile, "w").close()
+        for bad in (afile, os.path.join(afile, "below"), "/proc/ctrun-no-such-dir"):
+            code, err = ctrun(["--nproc-per-node", "1", "--checkpoint-dir", bad, "--", "-c", "pass"], out)
+            assert code == 2, f"--checkpoint-dir {bad}: exit {code}"
+            assert "--checkpoint-dir" in err and bad in err, err
+    env = dict(os.environ, PYTHONPATH=os.environ["CTRUN_PYTHON_DIR"])
+    p = subprocess.run([PYTHON, "-c", "import ctrun_torch.checkpoint as ck; ck.MemoryWriter()"], env=env,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    has_dcp = subprocess.run([PYTHON, "-c", "import torch.distributed.checkpoint"], capture_output=True).returncode == 0
+    if not has_dcp:
+        assert p.returncode != 0 and "needs torch.distributed.checkpoint" in p.stderr, p.stderr
+        print("ok: on this torch, ck.MemoryWriter() says:", p.stderr.strip().splitlines()[-1])
+    print("ok: bad --checkpoint-dir values exit 2")
+
+
 def test_contract_names():
     """The Python side repeats the agent's names (common/worker_env.hpp, agent/checkpoint/layout.hpp)."""
     src = os.environ["CTRUN_SOURCE_DIR"]
@@ -151,11 +222,13 @@ def test_contract_names():
     env_hpp = open(os.path.join(src, "common", "worker_env.hpp")).read()
     layout_hpp = open(os.path.join(src, "agent", "checkpoint", "layout.hpp")).read()
     for cpp, py in [("kCheckpointDir", c.ENV_DIR), ("kCheckpointMemory", c.ENV_MEMORY),
-                    ("kCheckpointStore", c.ENV_STORE), ("kCheckpointKeys", c.ENV_KEYS), ("kCheckpointListed", c.ENV_LISTED), ("kCheckpointOff", c.ENV_OFF)]:
+                    ("kCheckpointStore", c.ENV_STORE), ("kCheckpointKeys", c.ENV_KEYS), ("kCheckpointListed", c.ENV_LISTED), ("kCheckpointOff", c.ENV_OFF),
+                    ("kCheckpointSpillDir", c.ENV_SPILL)]:
         assert f'{cpp} = "{py}"' in env_hpp, f"{cpp} != {py}"
     for cpp, py in [("kLockFile", c.LOCK_FILE), ("kNoticeSocket", c.NOTICE_SOCKET), ("kRankPrefix", c.RANK_PREFIX),
                     ("kStepPrefix", c.STEP_PREFIX), ("kStepSuffix", c.STEP_SUFFIX),
-                    ("kPartialPrefix", c.PARTIAL_PREFIX), ("kSpareFile", c.SPARE_FILE)]:
+                    ("kPartialPrefix", c.PARTIAL_PREFIX), ("kSpareFile", c.SPARE_FILE),
+                    ("kSpillPrefix", c.SPILL_PREFIX)]:
         assert f'{cpp} = "{py}"' in layout_hpp, f"{cpp} != {py}"
     assert f"kKeptSteps = {c.KEPT_STEPS};" in layout_hpp
     print("ok: names agree")

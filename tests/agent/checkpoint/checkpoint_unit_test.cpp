@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -147,6 +148,35 @@ TEST(CheckpointJobDirectory, ReconcileRemovesTornSavesAndPrunesToTheNewestTwo) {
   EXPECT_FALSE(fs::exists(dir.path() + "/rank-0/.partial-4-77"));
   EXPECT_TRUE(fs::exists(dir.path() + "/rank-1/.spare")) << "the memory for the rank's next save was given back";
   EXPECT_EQ(dir.reconcile().partial_files, 0);
+  fs::remove_all(root);
+}
+
+TEST(CheckpointJobDirectory, PinLinksEveryRanksStepOnlyWhenAllHoldItAndNeverWaitsForTheLock) {
+  const std::string root = temp_root();
+  {
+    JobDirectory dir(4243, root);
+    const std::string path = dir.path();
+    for (int rank : {0, 1}) {
+      fs::create_directory(path + "/rank-" + std::to_string(rank));
+      write_file(path + "/rank-" + std::to_string(rank) + "/step-7.ckpt", 64 << 10);
+    }
+    const std::uint64_t before = dir.used_bytes();
+    std::string pinned;
+    EXPECT_EQ(dir.pin_step(8, {0, 1}, pinned), JobDirectory::Pin::kMissing);  // nobody holds 8
+    EXPECT_EQ(pinned, "");
+    EXPECT_FALSE(fs::exists(path + "/.spill-8"));
+    ASSERT_EQ(dir.pin_step(7, {0, 1}, pinned), JobDirectory::Pin::kPinned);
+    EXPECT_EQ(pinned, path + "/.spill-7");
+    EXPECT_EQ(fs::hard_link_count(path + "/rank-1/step-7.ckpt"), 2u);
+    EXPECT_TRUE(fs::exists(pinned + "/rank-0.ckpt"));
+    EXPECT_EQ(dir.used_bytes(), before) << "a linked snapshot counts once against the limit";
+    // A worker holding the lock (a save allocating): the agent's loop gets kBusy at once, never waits.
+    const int fd = ::open((path + "/lock").c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+    EXPECT_EQ(dir.pin_step(7, {0, 1}, pinned), JobDirectory::Pin::kBusy);
+    ::close(fd);
+  }
   fs::remove_all(root);
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 
 #include <fstream>
 
@@ -141,6 +142,19 @@ TEST(Cli, CheckpointMemoryTakesSizes) {
   EXPECT_THROW(parse({"--checkpoint-memory", "8X", "t.py"}), UsageError);
 }
 
+TEST(Cli, CheckpointDirMustBeAWritableDirectory) {
+  EXPECT_EQ(parse({"t.py"}).checkpoint_dir, "");
+  EXPECT_EQ(parse({"t.py"}).checkpoint_dir_every, 10);
+  const std::string dir = ::testing::TempDir() + "ctrun-cli-ckdir-" + std::to_string(::getpid()) + "/a/b";
+  EXPECT_EQ(parse({"--checkpoint-dir", dir, "--checkpoint-dir-every", "3", "t.py"}).checkpoint_dir, dir);
+  EXPECT_TRUE(std::filesystem::is_directory(dir));  // made, with its parents
+  EXPECT_EQ(parse({"--checkpoint-dir-every", "3", "t.py"}).checkpoint_dir_every, 3);
+  std::filesystem::remove_all(::testing::TempDir() + "ctrun-cli-ckdir-" + std::to_string(::getpid()));
+  EXPECT_THROW(parse({"--checkpoint-dir", "/proc/ctrun-no-such", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--checkpoint-dir", "/proc/self/status", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--checkpoint-dir-every", "0", "t.py"}), UsageError);
+}
+
 TEST(Cli, Sigusr1And2AreForwardedUnlessTheyAreDeathSignals) {
   EXPECT_EQ(parse({"t.py"}).forwarded_signal_numbers, (std::vector<int>{SIGUSR1, SIGUSR2}));
   EXPECT_EQ(parse({"--signals-to-handle", "SIGTERM,SIGUSR1", "t.py"}).forwarded_signal_numbers,
@@ -277,6 +291,8 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"straggler_interval", "60"},
                                                      {"metrics_port", "0"},
                                                      {"checkpoint_memory", "512M"},
+                                                     {"checkpoint_dir", "/tmp"},
+                                                     {"checkpoint_dir_every", "5"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",

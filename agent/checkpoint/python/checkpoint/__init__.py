@@ -12,7 +12,9 @@
         ck.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, step)
 
 The snapshots live in shared memory that the node's agent owns, so they outlive a worker that crashes and come back
-to the restarted workers; they go when the job ends. Works on workers started by ctrun only.
+to the restarted workers; they go when the job ends, unless ctrun --checkpoint-dir DIR copies them to storage
+(load() then falls back to DIR when memory holds nothing). Works on workers started by ctrun only.
+torch.distributed.checkpoint users pass ck.MemoryWriter() / ck.MemoryReader() instead (_dcp.py).
 """
 
 import mmap
@@ -20,9 +22,10 @@ import numbers
 import os
 import time
 
-from . import _agreement, _contract, _notice, _rank_dir, _snapshot
+from . import _agreement, _contract, _dcp, _notice, _rank_dir, _snapshot, _spilled
+from ._dcp import MemoryReader, MemoryWriter
 
-__all__ = ["save", "load", "wait", "status"]
+__all__ = ["save", "load", "wait", "status", "MemoryWriter", "MemoryReader"]
 
 
 class _State:
@@ -55,13 +58,22 @@ def save(obj, step):
 
     Raises ValueError for a step that does not go forward, TypeError for an object that cannot be pickled and
     MemoryError when the node's --checkpoint-memory would be passed: in each case nothing held is lost."""
-    s = _state()
+    _save_snapshot(_state(), obj, step)
+
+
+def _check_step(s, step, what="ck.save"):
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
-        raise ValueError(f"ck.save: step must be an int >= 0, not {step!r}")
+        raise ValueError(f"{what}: step must be an int >= 0, not {step!r}")
     step = int(step)
     if s.last_step is not None and step <= s.last_step:
-        raise ValueError(f"ck.save(step {step}) on rank {s.setting.rank}: steps must go forward, and this process "
+        raise ValueError(f"{what}(step {step}) on rank {s.setting.rank}: steps must go forward, and this process "
                          f"already saved or loaded step {s.last_step}. Nothing held was changed.")
+    return step
+
+
+def _save_snapshot(s, obj, step):
+    """ck.save's work, shared with MemoryWriter: plan, reserve, write straight into the mapped file, publish."""
+    step = _check_step(s, step)
     began = time.perf_counter()
     plan = _plan(s, obj, step)
     try:
@@ -98,17 +110,29 @@ def load():
     none. The tensors in obj are CPU tensors the caller owns. Every rank gets the same step."""
     s = _state()
     began = time.perf_counter()
-    step = _agreement.newest_common_step(s.registry.every_rank())
+    step = _newest_common_step(s)
     if step is None:
-        s.notify("load", step=None, seconds=round(time.perf_counter() - began, 6))
-        return None
+        resumed = _spilled.load(s.setting)  # --checkpoint-dir, when memory holds nothing
+        if resumed is not None:
+            s.last_step = resumed[0] if s.last_step is None else max(s.last_step, resumed[0])
+        fields = {} if resumed is None else {"source": "checkpoint-dir"}
+        s.notify("load", step=None if resumed is None else resumed[0], seconds=round(time.perf_counter() - began, 6),
+                 **fields)
+        return resumed
     header, obj = _snapshot.read(s.dir.file_of(step))
     if header["world_size"] != s.setting.world_size:
         raise RuntimeError(f"ck.load(): step {step} was saved by a job of {header['world_size']} ranks, this one "
                            f"has {s.setting.world_size}; loading into another world size is not supported yet")
+    if isinstance(obj, dict) and obj.get(_dcp.MARK):
+        raise RuntimeError(f"ck.load(): step {step} was saved through torch.distributed.checkpoint "
+                           "(ck.MemoryWriter); load it with dcp.load(state_dict, storage_reader=ck.MemoryReader())")
     s.last_step = step if s.last_step is None else max(s.last_step, step)
     s.notify("load", step=step, seconds=round(time.perf_counter() - began, 6))
     return step, obj
+
+
+def _newest_common_step(s):
+    return _agreement.newest_common_step(s.registry.every_rank())
 
 
 def wait():

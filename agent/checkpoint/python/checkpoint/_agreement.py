@@ -33,8 +33,12 @@ class Registry:
 
     def store(self):
         if self._store is None:
-            self._store = dist.TCPStore(self.setting.store_host, self.setting.store_port, is_master=False,
-                                        timeout=_TIMEOUT)
+            args = (self.setting.store_host, self.setting.store_port)
+            try:
+                # A client: libuv only picks a server's implementation, and some builds (Debian's 2.6) lack it.
+                self._store = dist.TCPStore(*args, is_master=False, timeout=_TIMEOUT, use_libuv=False)
+            except TypeError:  # torch 1.13: no use_libuv
+                self._store = dist.TCPStore(*args, is_master=False, timeout=_TIMEOUT)
         return self._store
 
     def key(self, rank):

@@ -9,6 +9,7 @@ ENV_MEMORY = "CTRUN_CHECKPOINT_MEMORY"  # the node's limit in bytes (--checkpoin
 ENV_STORE = "CTRUN_CHECKPOINT_STORE"    # host:port of the store where ranks list their held steps
 ENV_KEYS = "CTRUN_CHECKPOINT_KEYS"      # the key prefix of those lists in this attempt (the rank is appended)
 ENV_LISTED = "CTRUN_CHECKPOINT_LISTED"  # "1": the agent listed this node's held steps; "0": it held none
+ENV_SPILL = "CTRUN_CHECKPOINT_SPILL_DIR"  # --checkpoint-dir: where committed steps are copied (load() falls back)
 ENV_OFF = "CTRUN_CHECKPOINT_OFF"        # instead of the above: why checkpoints are off for this job
 
 LOCK_FILE = "lock"
@@ -18,6 +19,7 @@ STEP_PREFIX = "step-"
 STEP_SUFFIX = ".ckpt"
 PARTIAL_PREFIX = ".partial-"
 SPARE_FILE = ".spare"
+SPILL_PREFIX = ".spill-"  # .spill-<S>/rank-<R>.ckpt: links the agent makes for the spill process (spill.py)
 KEPT_STEPS = 2
 
 
@@ -39,6 +41,7 @@ class Setting:
         self.store_host, self.store_port = host, int(port)
         self.keys = environ[ENV_KEYS]
         self.listed = environ.get(ENV_LISTED, "1") == "1"
+        self.spill_dir = environ.get(ENV_SPILL) or None
         self.rank = int(environ["RANK"])
         self.world_size = int(environ["WORLD_SIZE"])
 
@@ -55,4 +58,10 @@ def step_of(name):
     if not (name.startswith(STEP_PREFIX) and name.endswith(STEP_SUFFIX)):
         return None
     digits = name[len(STEP_PREFIX):-len(STEP_SUFFIX)]
+    return int(digits) if digits.isdigit() else None
+
+
+def rank_of(name):
+    """The rank of a rank directory's name, else None."""
+    digits = name[len(RANK_PREFIX):] if name.startswith(RANK_PREFIX) else ""
     return int(digits) if digits.isdigit() else None

@@ -1,7 +1,7 @@
 """This rank's snapshots in the job's directory (names: _contract.py): which complete steps it holds, room for a
 new one taken under the directory's lock and within the node's limit, and the atomic publication (a rename) that
 makes a step complete, after which only the newest KEPT_STEPS are kept. The step that falls out becomes the rank's
-spare file, which the next save writes into: its pages are already allocated and in memory, so a save in steady
+spare file (unless the spill process holds another link to it), which the next save writes into: its pages are already allocated and in memory, so a save in steady
 state costs a copy, not a copy plus a fresh allocation of every page."""
 
 import contextlib
@@ -26,12 +26,19 @@ def _allocated(path):
 
 
 def used_bytes(directory):
-    """Memory every file of the job's directory takes (partial snapshots included): what the limit bounds."""
+    """Memory every file of the job's directory takes (partial snapshots included): what the limit bounds. A file
+    with several links (a step the spill process is copying to --checkpoint-dir) counts once."""
     total = 0
+    seen = set()
     for root, _, files in os.walk(directory):
         for name in files:
             with contextlib.suppress(FileNotFoundError):
-                total += os.stat(os.path.join(root, name)).st_blocks * 512
+                st = os.stat(os.path.join(root, name))
+                if st.st_nlink > 1:
+                    if st.st_ino in seen:
+                        continue
+                    seen.add(st.st_ino)
+                total += st.st_blocks * 512
     return total
 
 
@@ -110,7 +117,9 @@ class RankDir:
             os.rename(partial, self.file_of(step))
             spare = os.path.join(self.path, _contract.SPARE_FILE)
             for old in self.held()[:-_contract.KEPT_STEPS]:
-                if os.path.exists(spare):
+                # A step with another link is being copied by the spill process (--checkpoint-dir): its pages are
+                # not for reuse, so it goes (the spill's link keeps them) instead of becoming the spare.
+                if os.path.exists(spare) or os.stat(self.file_of(old)).st_nlink > 1:
                     os.unlink(self.file_of(old))
                 else:
                     os.rename(self.file_of(old), spare)

@@ -11,6 +11,7 @@ shared memory the agent owns."""
 import io
 import json
 import mmap
+import os
 import pickle
 import struct
 
@@ -111,31 +112,74 @@ class Plan:
             del view  # the mmap cannot close while a tensor still exports it
 
 
-def read(path):
-    """The object of a snapshot file, its tensors CPU tensors in memory of their own. Returns (header, object)."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) as mapped:
-        if mapped[:len(MAGIC)] != MAGIC:
-            raise RuntimeError(f"{path} is not a ctrun checkpoint snapshot")
-        (length,) = _LENGTH.unpack(mapped[len(MAGIC):len(MAGIC) + _LENGTH.size])
+def read(path, copy=True):
+    """The object of a snapshot file, its tensors CPU tensors in memory of their own. Returns (header, object).
+    copy=False: the tensors are views of a private (copy-on-write) mapping of the file instead, nothing copied
+    until they are read; for readers that copy what they need elsewhere (MemoryReader, the spill process)."""
+    if not copy:
+        return _view(path)
+    # pread into each new tensor: one copy by the kernel, and no page faults on the source (a mapping of the file
+    # faulted in every page of it as well as every page of the copy; twice the time).
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
         start = len(MAGIC) + _LENGTH.size
-        header = json.loads(mapped[start:start + length])
+        head = _pread(fd, start, 0)
+        if head[:len(MAGIC)] != MAGIC:
+            raise RuntimeError(f"{path} is not a ctrun checkpoint snapshot")
+        (length,) = _LENGTH.unpack(head[len(MAGIC):])
+        header = json.loads(_pread(fd, length, start))
         storages = []
         for at, n in header["storages"]:
             owned = torch.empty(n, dtype=torch.uint8)
             if n:
-                view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at)
-                owned.copy_(view)
-                del view
+                _pread_into(fd, memoryview(owned.numpy()), at)
             storages.append(_untyped_of_tensor(owned))
         at, n = header["pickle"]
-        unpickler = pickle.Unpickler(io.BytesIO(mapped[at:at + n]))
-        typed = {}
+        return header, _unpickle(_pread(fd, n, at), storages)
+    finally:
+        os.close(fd)
 
-        def persistent_load(saved_id):
-            _, key, dtype = saved_id
-            if (key, dtype) not in typed:
-                typed[(key, dtype)] = _typed(storages[key], getattr(torch, dtype))
-            return typed[(key, dtype)]
 
-        unpickler.persistent_load = persistent_load
-        return header, unpickler.load()
+def _pread(fd, n, offset):
+    buffer = bytearray(n)
+    _pread_into(fd, memoryview(buffer), offset)
+    return bytes(buffer)
+
+
+def _pread_into(fd, view, offset):
+    done = 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got == 0:
+            raise RuntimeError(f"a snapshot file ended {len(view) - done} bytes early")
+        done += got
+
+
+def _view(path):
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # lives as long as a tensor viewing it
+    if mapped[:len(MAGIC)] != MAGIC:
+        raise RuntimeError(f"{path} is not a ctrun checkpoint snapshot")
+    (length,) = _LENGTH.unpack(mapped[len(MAGIC):len(MAGIC) + _LENGTH.size])
+    start = len(MAGIC) + _LENGTH.size
+    header = json.loads(mapped[start:start + length])
+    storages = []
+    for at, n in header["storages"]:
+        view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at) if n else torch.empty(0, dtype=torch.uint8)
+        storages.append(_untyped_of_tensor(view))
+    at, n = header["pickle"]
+    return header, _unpickle(mapped[at:at + n], storages)
+
+
+def _unpickle(data, storages):
+    unpickler = pickle.Unpickler(io.BytesIO(data))
+    typed = {}
+
+    def persistent_load(saved_id):
+        _, key, dtype = saved_id
+        if (key, dtype) not in typed:
+            typed[(key, dtype)] = _typed(storages[key], getattr(torch, dtype))
+        return typed[(key, dtype)]
+
+    unpickler.persistent_load = persistent_load
+    return unpickler.load()

@@ -2,9 +2,14 @@
 averaged per parameter by all_reduce (not DDP: its bucket rebuild after each attempt's first step changes the
 summation order on 3+ ranks), ck.save every step, ck.load at the start.
 
-Arguments: OUT STEPS [--kill-rank R --kill-after K] [--torn-save] [--extra-mib N]
+Arguments: OUT STEPS [--kill-rank R --kill-after K] [--torn-save] [--extra-mib N] [--kill-spill-at S]
+          [--wait-spill DIR]
   --kill-rank/--kill-after: in attempt 0, rank R SIGKILLs itself once every rank saved step K (--torn-save: in the
   middle of its own save of step K instead, after half of the snapshot's bytes are in shared memory).
+  --kill-spill-at: rank 0 SIGKILLs the --checkpoint-dir spill process running after its save of step S (waits for
+  one to start, bounded), and writes OUT/spill-killed.
+  --wait-spill: at the end, every rank waits (bounded) until DIR holds the last step (the spill runs in the
+  background; the job ending kills it).
 Writes OUT/loaded-<attempt>-<rank> (the step ck.load() returned, or "none") and, at the end, OUT/final-<rank>.pt.
 """
 
@@ -24,6 +29,8 @@ p.add_argument("--kill-rank", type=int, default=-1)
 p.add_argument("--kill-after", type=int, default=-1)
 p.add_argument("--torn-save", action="store_true")
 p.add_argument("--extra-mib", type=int, default=8)
+p.add_argument("--kill-spill-at", type=int, default=-1)
+p.add_argument("--wait-spill")
 args = p.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -46,6 +53,32 @@ if resumed is not None:
     optimizer.load_state_dict(state["optimizer"])
     extra = state["extra"]
     start = step + 1
+
+
+
+def kill_spill():
+    """SIGKILLs the spill process the agent (this worker's parent) runs, once one runs (at most 30 s)."""
+    import time
+
+    agent = os.getppid()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == agent and b"ctrun_torch.checkpoint.spill" in cmdline:
+                os.kill(int(pid), signal.SIGKILL)
+                with open(os.path.join(args.out, "spill-killed"), "w") as f:
+                    f.write(pid)
+                return
+        time.sleep(0.01)
+    raise SystemExit("no spill process started within 30 s")
+
 
 dying = attempt == 0 and rank == args.kill_rank
 if dying and args.torn_save:
@@ -73,6 +106,8 @@ for step in range(start, args.steps):
     optimizer.step()
     extra.add_(float(step + 1) * (rank + 1))
     ck.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "extra": extra}, step)
+    if attempt == 0 and rank == 0 and step == args.kill_spill_at:
+        kill_spill()
     if attempt == 0 and step == args.kill_after and not args.torn_save:
         # Every rank's save of this step is complete before the kill (else a slower rank, stopped by the agent in
         # the middle of its save, would make the step before the newest common one, as it should).
@@ -80,5 +115,14 @@ for step in range(start, args.steps):
         if dying:
             os.kill(os.getpid(), signal.SIGKILL)
 
+if args.wait_spill:
+    import time
+
+    marker = os.path.join(args.wait_spill, f"step-{args.steps - 1}", "ctrun-step.json")
+    deadline = time.monotonic() + 60
+    while not os.path.exists(marker):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{marker} not written within 60 s")
+        time.sleep(0.05)
 torch.save({"model": model.state_dict(), "extra": extra}, os.path.join(args.out, f"final-{rank}.pt"))
 dist.destroy_process_group()

@@ -1,0 +1,81 @@
+"""A worker of failure_cost.py: a training loop of fixed-length steps over a large per-rank state, saved to local
+disk with torch.save every EVERY steps (mode "disk") or with ck.save every step (mode "ck"); in attempt 0 one rank
+SIGKILLs itself once every rank has finished step KILL_AFTER. Each rank appends "what step unix-time [seconds]"
+lines to OUT/attempt-<A>-rank-<R>.txt: "loaded" (with the load's seconds), "done" per step, "killed".
+
+usage: failure_worker.py MODE OUT [--steps 25] [--kill-after 23] [--kill-rank 1] [--mib 128] [--step-s 0.3]
+                         [--every 5]
+"""
+
+import argparse
+import os
+import signal
+import time
+
+import torch
+import torch.distributed as dist
+
+p = argparse.ArgumentParser()
+p.add_argument("mode", choices=["disk", "ck"])
+p.add_argument("out")
+p.add_argument("--steps", type=int, default=25)
+p.add_argument("--kill-after", type=int, default=23)
+p.add_argument("--kill-rank", type=int, default=1)
+p.add_argument("--mib", type=int, default=128)
+p.add_argument("--step-s", type=float, default=0.3)
+p.add_argument("--every", type=int, default=5)
+args = p.parse_args()
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+log = open(os.path.join(args.out, f"attempt-{attempt}-rank-{rank}.txt"), "a")
+
+
+def note(what, step, extra=""):
+    log.write(f"{what} {step} {time.time():.6f} {extra}\n")
+    log.flush()
+
+
+state = torch.zeros(args.mib << 18)  # float32: MiB of state
+start = 0
+disk = os.path.join(args.out, "ckpt")
+began = time.perf_counter()
+if args.mode == "ck":
+    import ctrun_torch.checkpoint as ck
+
+    resumed = ck.load()
+    if resumed is not None:
+        start, state = resumed[0] + 1, resumed[1]["state"]
+else:
+    done = sorted(int(n.split("-")[1]) for n in os.listdir(disk) if os.path.exists(os.path.join(disk, n, "done"))) \
+        if os.path.isdir(disk) else []
+    if done:
+        state = torch.load(os.path.join(disk, f"step-{done[-1]}", f"rank-{rank}.pt"))
+        start = done[-1] + 1
+note("loaded", start - 1, f"{time.perf_counter() - began:.6f}")
+
+for step in range(start, args.steps):
+    t0 = time.perf_counter()
+    state.add_(1.0)
+    flag = torch.ones(1)
+    dist.all_reduce(flag)  # lockstep, as a gradient all-reduce keeps ranks
+    time.sleep(max(0.0, args.step_s - (time.perf_counter() - t0)))
+    if args.mode == "ck":
+        ck.save({"state": state}, step)
+    elif step % args.every == 0:
+        path = os.path.join(disk, f"step-{step}")
+        os.makedirs(path, exist_ok=True)
+        torch.save(state, os.path.join(path, f"rank-{rank}.pt"))
+        dist.barrier()
+        if rank == 0:
+            open(os.path.join(path, "done"), "w").close()
+    note("done", step)
+    if attempt == 0 and step == args.kill_after:
+        dist.barrier()  # every rank's step (and save) is complete
+        if rank == args.kill_rank:
+            note("killed", step)
+            os.kill(os.getpid(), signal.SIGKILL)
+dist.barrier()
+dist.destroy_process_group()
