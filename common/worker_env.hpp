@@ -51,6 +51,8 @@ inline constexpr const char* kCheckpointKeys = "CTRUN_CHECKPOINT_KEYS";
 // none (then it writes no key: a job that never saves finds its store exactly as torch would leave it).
 inline constexpr const char* kCheckpointListed = "CTRUN_CHECKPOINT_LISTED";
 inline constexpr const char* kCheckpointOff = "CTRUN_CHECKPOINT_OFF";
+// How many other nodes the agent copies this node's newest step to ("0": none; ck.wait() returns at once).
+inline constexpr const char* kCheckpointReplicas = "CTRUN_CHECKPOINT_REPLICAS";
 
 // The agent store's value of kUseAgentStore (torch compares with the Python literal "True").
 inline constexpr const char* kTrue = "True";

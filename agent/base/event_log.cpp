@@ -63,6 +63,13 @@ constexpr EventKind kCatalogue[] = {
     {E::kCheckpointRefused, "checkpoint_refused",
      "a save failed (over `--checkpoint-memory`, ...): `rank`, `step`, "
      "`error`"},
+    {E::kCheckpointReplicated, "checkpoint_replicated",
+     "this node's newest committed step was copied to another node's agent: `step`, `bytes`, `seconds`, `to`"},
+    {E::kCheckpointReplicationFailed, "checkpoint_replication_failed",
+     "a copy to another node's agent failed (what was held stays): `step`, `to`, `error`"},
+    {E::kCheckpointFetched, "checkpoint_fetched",
+     "before an attempt, a local rank's resume step was brought from where it was held: `rank`, `step`, `bytes`, "
+     "`from` (an endpoint, or `local replica`), `seconds`, `error`"},
 };
 
 }  // namespace

@@ -43,6 +43,9 @@ enum class Event {
   kCheckpointCommit,
   kCheckpointLoad,
   kCheckpointRefused,
+  kCheckpointReplicated,
+  kCheckpointReplicationFailed,
+  kCheckpointFetched,
 };
 
 struct EventKind {

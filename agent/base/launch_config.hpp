@@ -98,6 +98,8 @@ struct LaunchConfig {
   std::optional<int> metrics_port;       // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
   // --checkpoint-memory in bytes (agent/checkpoint/): nullopt = the default rule (memory_limit.hpp); 0 = off.
   std::optional<std::uint64_t> checkpoint_memory;
+  // --checkpoint-replicas: nodes each node's newest step is copied to (nullopt: 1 with several nodes).
+  std::optional<int> checkpoint_replicas;
 
   // Clusters (docs/cli.md "Clusters").
   int initial_restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the first attempt (Slurm: SLURM_RESTART_COUNT)

@@ -176,6 +176,12 @@ const std::vector<FlagSpec>& flag_table() {
        },
        "Memory this node's in-memory checkpoints (ctrun_torch.checkpoint) may take: bytes or 512M, 8G, ...; 0 turns "
        "them off (default: half of the machine's memory, at most /dev/shm's free space; docs/checkpoint.md)."},
+      {"checkpoint_replicas", "", K::kValue, std::nullopt, kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         c.checkpoint_replicas = static_cast<int>(parse_flag_int(v, 0, 16, "must be a count of nodes, 0-16"));
+       },
+       "Other nodes each node's newest in-memory checkpoint step is copied to, on a ring over the nodes (default: 1 "
+       "when the job has several nodes; 0: no copies; docs/checkpoint.md)."},
       {"cpu_bind", "", K::kValue, "none", kPet, kCtrun,
        [](C& c, const std::string& v) { c.cpu_bind = parse_cpu_bind(v); },
        "Bind each local rank to a slice of the machine: none, core or numa."},

@@ -151,11 +151,13 @@ def test_contract_names():
     env_hpp = open(os.path.join(src, "common", "worker_env.hpp")).read()
     layout_hpp = open(os.path.join(src, "agent", "checkpoint", "layout.hpp")).read()
     for cpp, py in [("kCheckpointDir", c.ENV_DIR), ("kCheckpointMemory", c.ENV_MEMORY),
-                    ("kCheckpointStore", c.ENV_STORE), ("kCheckpointKeys", c.ENV_KEYS), ("kCheckpointListed", c.ENV_LISTED), ("kCheckpointOff", c.ENV_OFF)]:
+                    ("kCheckpointStore", c.ENV_STORE), ("kCheckpointKeys", c.ENV_KEYS), ("kCheckpointListed", c.ENV_LISTED), ("kCheckpointOff", c.ENV_OFF),
+                    ("kCheckpointReplicas", c.ENV_REPLICAS)]:
         assert f'{cpp} = "{py}"' in env_hpp, f"{cpp} != {py}"
     for cpp, py in [("kLockFile", c.LOCK_FILE), ("kNoticeSocket", c.NOTICE_SOCKET), ("kRankPrefix", c.RANK_PREFIX),
                     ("kStepPrefix", c.STEP_PREFIX), ("kStepSuffix", c.STEP_SUFFIX),
-                    ("kPartialPrefix", c.PARTIAL_PREFIX), ("kSpareFile", c.SPARE_FILE)]:
+                    ("kPartialPrefix", c.PARTIAL_PREFIX), ("kSpareFile", c.SPARE_FILE),
+                    ("kReplicatedFile", c.REPLICATED_FILE), ("kReplicaPrefix", c.REPLICA_PREFIX)]:
         assert f'{cpp} = "{py}"' in layout_hpp, f"{cpp} != {py}"
     assert f"kKeptSteps = {c.KEPT_STEPS};" in layout_hpp
     print("ok: names agree")

@@ -10,6 +10,7 @@ ENV_STORE = "CTRUN_CHECKPOINT_STORE"    # host:port of the store where ranks lis
 ENV_KEYS = "CTRUN_CHECKPOINT_KEYS"      # the key prefix of those lists in this attempt (the rank is appended)
 ENV_LISTED = "CTRUN_CHECKPOINT_LISTED"  # "1": the agent listed this node's held steps; "0": it held none
 ENV_OFF = "CTRUN_CHECKPOINT_OFF"        # instead of the above: why checkpoints are off for this job
+ENV_REPLICAS = "CTRUN_CHECKPOINT_REPLICAS"  # other nodes the agent copies this node's newest step to ("0": none)
 
 LOCK_FILE = "lock"
 NOTICE_SOCKET = "notices.sock"
@@ -18,6 +19,8 @@ STEP_PREFIX = "step-"
 STEP_SUFFIX = ".ckpt"
 PARTIAL_PREFIX = ".partial-"
 SPARE_FILE = ".spare"
+REPLICATED_FILE = ".replicated"  # in the rank's directory: the newest step the agent copied to another node
+REPLICA_PREFIX = "replica-rank-"
 KEPT_STEPS = 2
 
 
@@ -39,6 +42,7 @@ class Setting:
         self.store_host, self.store_port = host, int(port)
         self.keys = environ[ENV_KEYS]
         self.listed = environ.get(ENV_LISTED, "1") == "1"
+        self.replicas = int(environ.get(ENV_REPLICAS, "0") or 0)
         self.rank = int(environ["RANK"])
         self.world_size = int(environ["WORLD_SIZE"])
 

@@ -5,12 +5,15 @@ summation order on 3+ ranks), ck.save every step, ck.load at the start.
 Arguments: OUT STEPS [--kill-rank R --kill-after K] [--torn-save] [--extra-mib N]
   --kill-rank/--kill-after: in attempt 0, rank R SIGKILLs itself once every rank saved step K (--torn-save: in the
   middle of its own save of step K instead, after half of the snapshot's bytes are in shared memory).
+  --hold-after K: in attempt 0, every rank saves step K, waits until it is replicated to another node (ck.wait()),
+  writes OUT/ready-<rank>, then waits in barriers until the test kills a node (the survivors' barrier then fails).
 Writes OUT/loaded-<attempt>-<rank> (the step ck.load() returned, or "none") and, at the end, OUT/final-<rank>.pt.
 """
 
 import argparse
 import os
 import signal
+import time
 
 import torch
 import torch.distributed as dist
@@ -24,6 +27,7 @@ p.add_argument("--kill-rank", type=int, default=-1)
 p.add_argument("--kill-after", type=int, default=-1)
 p.add_argument("--torn-save", action="store_true")
 p.add_argument("--extra-mib", type=int, default=8)
+p.add_argument("--hold-after", type=int, default=-1)
 args = p.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -73,6 +77,14 @@ for step in range(start, args.steps):
     optimizer.step()
     extra.add_(float(step + 1) * (rank + 1))
     ck.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "extra": extra}, step)
+    if attempt == 0 and step == args.hold_after:
+        ck.wait()
+        assert step in ck.status()["replicated"], ck.status()
+        with open(os.path.join(args.out, f"ready-{rank}"), "w") as f:
+            f.write(str(step))
+        while True:
+            dist.barrier()
+            time.sleep(0.05)
     if attempt == 0 and step == args.kill_after and not args.torn_save:
         # Every rank's save of this step is complete before the kill (else a slower rank, stopped by the agent in
         # the middle of its save, would make the step before the newest common one, as it should).
