@@ -52,7 +52,8 @@ class Connection {
 
   void send(const void* data, std::size_t size);
   void receive(void* data, std::size_t size);
-  // Sends `size` bytes of file `fd` from offset 0 with sendfile(2): no copy through user memory.
+  // Sends `size` bytes of file `fd` from offset 0 with sendfile(2): no copy through user memory. sendfile has no
+  // MSG_NOSIGNAL: a peer that left raises SIGPIPE, which ctrun ignores process-wide (agent.cpp), so it is EPIPE here.
   void send_file(int fd, std::uint64_t size);
 
   void send_frame(const Frame& frame);
