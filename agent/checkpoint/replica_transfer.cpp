@@ -27,6 +27,11 @@ namespace ctrun::agent::checkpoint {
 namespace fs = std::filesystem;
 namespace {
 
+std::uint64_t allocated(const fs::path& file) {
+  struct stat st {};
+  return ::stat(file.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_blocks) * 512 : 0;
+}
+
 std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 // A file received from a peer, made visible only by commit(): a failure before leaves nothing.
@@ -38,7 +43,12 @@ class Incoming {
       : dir_(fs::path(job_dir) / subdir), size_(size) {
     DirLock lock(job_dir);
     const std::uint64_t used = used_bytes_of(job_dir);
-    if (used + size > limit)
+    // A replica reuses the pages of the one that fell out of the newest kKeptSteps (its spare, as a rank's save
+    // does): receiving into fresh tmpfs pages costs as much again as the copy. The spare is in `used` already.
+    const fs::path spare = dir_ / kSpareFile;
+    std::error_code spare_ec;
+    const std::uint64_t reusable = fs::exists(spare, spare_ec) ? allocated(spare) : 0;
+    if (used + (size > reusable ? size - reusable : 0) > limit)
       throw std::runtime_error("a snapshot of " + format_bytes(size) + " would pass this node's --checkpoint-memory (" +
                                format_bytes(limit) + "; " + format_bytes(used) + " held)");
     std::error_code ec;
@@ -46,14 +56,23 @@ class Incoming {
     partial_ = dir_ / (std::string(kPartialPrefix) + std::to_string(step) + "-" + std::to_string(::getpid()) + "-" +
                        std::to_string(reinterpret_cast<std::uintptr_t>(this)));
     final_ = dir_ / step_file_name(step);
-    fd_ = ::open(partial_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (reusable > 0 && ::rename(spare.c_str(), partial_.c_str()) == 0) {
+      fd_ = ::open(partial_.c_str(), O_RDWR | O_CLOEXEC);
+      if (fd_ >= 0 && ::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+        ::close(fd_);
+        fd_ = -1;
+      }
+    } else {
+      fd_ = ::open(partial_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    }
     if (fd_ < 0) throw std::runtime_error(sys_error("cannot create " + partial_.string()));
     if (size > 0) {
       if (int rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(size)); rc != 0) {
         discard();
         throw std::runtime_error("cannot allocate " + format_bytes(size) + " in " + job_dir + ": " + std::strerror(rc));
       }
-      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+      // MAP_POPULATE: every page mapped in one call, not one fault per page while receiving.
+      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
       if (p == MAP_FAILED) {
         discard();
         throw std::runtime_error(sys_error("mmap"));
@@ -88,7 +107,12 @@ class Incoming {
         if (auto s = step_of(it->path().filename().string())) steps.push_back(*s);
       }
       std::sort(steps.begin(), steps.end());
-      for (std::size_t i = 0; i + kKeptSteps < steps.size(); ++i) ::unlink((dir_ / step_file_name(steps[i])).c_str());
+      for (std::size_t i = 0; i + kKeptSteps < steps.size(); ++i) {
+        const fs::path old = dir_ / step_file_name(steps[i]);
+        std::error_code ec;
+        if (fs::exists(dir_ / kSpareFile, ec) || ::rename(old.c_str(), (dir_ / kSpareFile).c_str()) != 0)
+          ::unlink(old.c_str());
+      }
     }
   }
 
