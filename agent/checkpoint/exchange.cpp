@@ -31,12 +31,9 @@ bool holds(const std::map<int, std::vector<std::int64_t>>& per_rank, int rank, s
 std::string record_key(int group_rank) { return "ctrun/checkpoint/node/" + std::to_string(group_rank); }
 
 std::string encode_record(const NodeRecord& r) {
-  return nlohmann::json{{"v", 1},
-                        {"group_rank", r.group_rank},
-                        {"endpoint", r.endpoint},
-                        {"off", r.off},
-                        {"own", steps_json(r.holdings.own)},
-                        {"replicas", steps_json(r.holdings.replicas)}}
+  return nlohmann::json{
+      {"v", 1},       {"group_rank", r.group_rank},        {"endpoint", r.endpoint},
+      {"off", r.off}, {"own", steps_json(r.holdings.own)}, {"replicas", steps_json(r.holdings.replicas)}}
       .dump();
 }
 

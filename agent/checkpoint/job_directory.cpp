@@ -42,7 +42,8 @@ std::vector<std::int64_t> steps_of(const std::vector<HeldStep>& held) {
 
 }  // namespace
 
-DirLock::DirLock(const std::string& dir) : fd_(::open((dir + "/" + std::string(kLockFile)).c_str(), O_RDWR | O_CLOEXEC)) {
+DirLock::DirLock(const std::string& dir)
+    : fd_(::open((dir + "/" + std::string(kLockFile)).c_str(), O_RDWR | O_CLOEXEC)) {
   if (fd_ >= 0) ::flock(fd_, LOCK_EX);
 }
 

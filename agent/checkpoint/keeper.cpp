@@ -39,8 +39,8 @@ struct CheckpointKeeper::Gathered {
   Reconciled reconciled;
   std::map<int, std::vector<std::int64_t>> steps;  // every rank of the job: the steps some node holds
   std::optional<std::int64_t> resume;
-  std::vector<std::string> targets;      // this node's replication targets (endpoints)
-  std::vector<nlohmann::json> fetched;   // checkpoint_fetched events
+  std::vector<std::string> targets;     // this node's replication targets (endpoints)
+  std::vector<nlohmann::json> fetched;  // checkpoint_fetched events
 };
 
 namespace {
@@ -64,11 +64,11 @@ struct CheckpointKeeper::Impl {
     limit = config.checkpoint_memory.value_or(default_checkpoint_memory(facts));
     try {
       dir = std::make_unique<JobDirectory>(static_cast<int>(::getpid()), root);
-      notices = std::make_unique<NoticeSocket>(io, dir->path() + "/" + std::string(kNoticeSocket),
-                                               [this](const Notice& n) {
-                                                 events.emit(n.event, n.fields);
-                                                 if (n.event == Event::kCheckpointCommit) maybe_replicate();
-                                               });
+      notices =
+          std::make_unique<NoticeSocket>(io, dir->path() + "/" + std::string(kNoticeSocket), [this](const Notice& n) {
+            events.emit(n.event, n.fields);
+            if (n.event == Event::kCheckpointCommit) maybe_replicate();
+          });
     } catch (const std::exception& e) {
       off = std::string("in-memory checkpoints are off for this job: ") + e.what();
       log->warn("{}", off);
@@ -147,13 +147,13 @@ struct CheckpointKeeper::Impl {
     if (gathered && !gathered->targets.empty()) {
       targets = gathered->targets;
       if (!replicator) {
-        replicator = std::make_unique<Replicator>(dir->path(), [this, token = std::weak_ptr<int>(alive)](
-                                                                   const ReplicationOutcome& out) {
-          boost::asio::post(io, [this, token, out] {
-            if (token.expired()) return;
-            on_replicated(out);
-          });
-        });
+        replicator = std::make_unique<Replicator>(
+            dir->path(), [this, token = std::weak_ptr<int>(alive)](const ReplicationOutcome& out) {
+              boost::asio::post(io, [this, token, out] {
+                if (token.expired()) return;
+                on_replicated(out);
+              });
+            });
       }
       maybe_replicate();  // the new ring's targets may lack this node's newest step
     }
@@ -166,8 +166,8 @@ struct CheckpointKeeper::Impl {
     if (!step || *step <= queued_step) return;
     ReplicationTask task{*step, {}, targets};
     for (int rank = first_rank; rank < first_rank + ranks; ++rank)
-      task.files.emplace_back(rank, (std::filesystem::path(dir->path()) / rank_dir_name(rank) / step_file_name(*step))
-                                        .string());
+      task.files.emplace_back(
+          rank, (std::filesystem::path(dir->path()) / rank_dir_name(rank) / step_file_name(*step)).string());
     queued_step = *step;
     replicator->submit(std::move(task));
   }
@@ -313,8 +313,8 @@ struct CheckpointKeeper::Impl {
   std::atomic<bool> stopping{false};  // cancels a fetch in gather() when the agent ends
   mutable std::mutex server_mu;       // server is made on the helper lane, read on the loop
   std::unique_ptr<ReplicaServer> server;
-  std::vector<std::string> targets;   // this attempt's replication targets
-  std::int64_t queued_step = -1;      // the newest step handed to the replicator in this attempt
+  std::vector<std::string> targets;  // this attempt's replication targets
+  std::int64_t queued_step = -1;     // the newest step handed to the replicator in this attempt
   std::unique_ptr<Replicator> replicator;
   std::shared_ptr<int> alive = std::make_shared<int>(0);  // posted replication outcomes check it
 };

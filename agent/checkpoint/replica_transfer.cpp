@@ -98,7 +98,8 @@ class Incoming {
         if (s && *s > step_of(final_.filename().string()).value_or(0)) ::unlink(it->path().c_str());
       }
     }
-    if (::rename(partial_.c_str(), final_.c_str()) != 0) throw std::runtime_error(sys_error("rename " + final_.string()));
+    if (::rename(partial_.c_str(), final_.c_str()) != 0)
+      throw std::runtime_error(sys_error("rename " + final_.string()));
     committed_ = true;
     if (prune) {
       std::vector<std::int64_t> steps;
@@ -162,8 +163,8 @@ ReplicaServer::ReplicaServer(std::string job_dir, std::uint64_t limit, const std
   listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  const bool bound = listen_fd_ >= 0 && ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 &&
-                     ::listen(listen_fd_, 16) == 0;
+  const bool bound =
+      listen_fd_ >= 0 && ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 && ::listen(listen_fd_, 16) == 0;
   ::freeaddrinfo(found);
   if (!bound) {
     const std::string why = std::strerror(errno);

@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
   }
   std::error_code ec;
   fs::remove_all(b_path, ec);
-  const double f = static_cast<double>(bytes) / median(floor) / 1e9, r = static_cast<double>(bytes) / median(replication) / 1e9;
+  const double f = static_cast<double>(bytes) / median(floor) / 1e9,
+               r = static_cast<double>(bytes) / median(replication) / 1e9;
   std::printf("snapshot %zu MiB, median of %d\n", mib, reps);
   std::printf("  loopback TCP stream (floor)   %7.2f GB/s\n", f);
   std::printf("  replication (push_snapshot)   %7.2f GB/s   %5.1f %% of the floor\n", r, 100.0 * r / f);

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -65,7 +65,10 @@ bool any_partial(const std::string& dir) {
 // Two "nodes": job directories under roots of their own, the receiver serving on 127.0.0.1.
 struct Pair {
   explicit Pair(std::uint64_t receiver_limit = 1u << 30)
-      : root_a(temp_root()), root_b(temp_root()), a(1000, root_a), b(1001, root_b),
+      : root_a(temp_root()),
+        root_b(temp_root()),
+        a(1000, root_a),
+        b(1001, root_b),
         server(b.path(), receiver_limit, "127.0.0.1", std::chrono::milliseconds(2000)) {
     ::signal(SIGPIPE, SIG_IGN);  // as in ctrun (agent.cpp): sendfile(2) to a peer that left has no MSG_NOSIGNAL
   }
@@ -74,7 +77,9 @@ struct Pair {
     fs::remove_all(root_a, ec);
     fs::remove_all(root_b, ec);
   }
-  fs::path own_file(int rank, std::int64_t step) const { return fs::path(a.path()) / rank_dir_name(rank) / step_file_name(step); }
+  fs::path own_file(int rank, std::int64_t step) const {
+    return fs::path(a.path()) / rank_dir_name(rank) / step_file_name(step);
+  }
   std::string root_a, root_b;
   JobDirectory a, b;
   ReplicaServer server;
