@@ -342,14 +342,28 @@ class Agent::Impl {
       if (attempt != attempt_seq_ || awaiting_start_ != attempt) return;
       awaiting_start_ = 0;
       if (state_ != AgentState::kRunning) return;
-      AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
-      hang_->begin_attempt(attempt_seq_, restart_count_);
-      checkpoints_->begin_attempt(restart_count_, round_, checkpoint_store());
-      group_->start(spec, *layout_, [this] { return state_ == AgentState::kRunning; });
-      hang_->attempt_started(round_);
-      watch_membership();
-      check_group_exited();
+      if (!CheckpointKeeper::needs_gather(round_)) return start_attempt(nullptr);
+      // Several nodes: the agents agree on the checkpoints every node holds (the round's store, blocking: the
+      // helper lane) before any worker starts.
+      lane_.run(BlockingCall::kCheckpointExchange,
+                [this, attempt, restart_count = restart_count_, round = round_, host = store_host_]() {
+                  auto gathered = checkpoints_->gather(restart_count, round, host);
+                  return [this, attempt, gathered]() {
+                    if (attempt != attempt_seq_ || state_ != AgentState::kRunning) return;
+                    start_attempt(gathered);
+                  };
+                });
     });
+  }
+
+  void start_attempt(const std::shared_ptr<const CheckpointKeeper::Gathered>& gathered) {
+    AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
+    hang_->begin_attempt(attempt_seq_, restart_count_);
+    checkpoints_->begin_attempt(restart_count_, round_, checkpoint_store(), gathered);
+    group_->start(spec, *layout_, [this] { return state_ == AgentState::kRunning; });
+    hang_->attempt_started(round_);
+    watch_membership();
+    check_group_exited();
   }
 
   // Multi-node rounds end when a node waits to join or a member is lost. The rendezvous answers that only when
@@ -458,8 +472,16 @@ class Agent::Impl {
                                                       root && !root->empty() ? *root : std::string("/dev/shm"));
   }
 
-  // Where the attempt's ranks list their held checkpoint steps: this node's workers' store, when it has one.
+  // Where the attempt's ranks list their held checkpoint steps: the workers' store. With several nodes it is group
+  // rank 0's, which that node's agent writes every rank's list into (the others write nothing there).
   std::optional<CheckpointKeeper::StoreSite> checkpoint_store() {
+    if (round_.group_world_size > 1) {
+      if (round_.master_addr.empty() || round_.master_port == 0) return std::nullopt;
+      CheckpointKeeper::StoreSite site{round_.master_addr + ":" + std::to_string(round_.master_port), nullptr};
+      if (store_ && round_.group_rank == 0)
+        site.set = [this](const std::string& key, const std::string& value) { store_->set(key, value); };
+      return site;
+    }
     if (!store_) return std::nullopt;
     return CheckpointKeeper::StoreSite{
         store_host_ + ":" + std::to_string(store_->port()),

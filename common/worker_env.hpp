@@ -53,6 +53,8 @@ inline constexpr const char* kCheckpointListed = "CTRUN_CHECKPOINT_LISTED";
 inline constexpr const char* kCheckpointOff = "CTRUN_CHECKPOINT_OFF";
 // --checkpoint-dir, where committed steps are copied: ck.load() falls back to it when memory holds nothing.
 inline constexpr const char* kCheckpointSpillDir = "CTRUN_CHECKPOINT_SPILL_DIR";
+// How many other nodes the agent copies this node's newest step to ("0": none; ck.wait() returns at once).
+inline constexpr const char* kCheckpointReplicas = "CTRUN_CHECKPOINT_REPLICAS";
 
 // The agent store's value of kUseAgentStore (torch compares with the Python literal "True").
 inline constexpr const char* kTrue = "True";

@@ -65,6 +65,13 @@ constexpr EventKind kCatalogue[] = {
      "`error`"},
     {E::kCheckpointSpilled, "checkpoint_spilled",
      "the spill process of `--checkpoint-dir` ended: `step`, `dir`, `seconds`, `ok` (and `exit` when not)"},
+    {E::kCheckpointReplicated, "checkpoint_replicated",
+     "this node's newest committed step was copied to another node's agent: `step`, `bytes`, `seconds`, `to`"},
+    {E::kCheckpointReplicationFailed, "checkpoint_replication_failed",
+     "a copy to another node's agent failed (what was held stays): `step`, `to`, `error`"},
+    {E::kCheckpointFetched, "checkpoint_fetched",
+     "before an attempt, a local rank's resume step was brought from where it was held: `rank`, `step`, `bytes`, "
+     "`from` (an endpoint, or `local replica`), `seconds`, `error`"},
 };
 
 }  // namespace

@@ -44,6 +44,9 @@ enum class Event {
   kCheckpointLoad,
   kCheckpointRefused,
   kCheckpointSpilled,
+  kCheckpointReplicated,
+  kCheckpointReplicationFailed,
+  kCheckpointFetched,
 };
 
 struct EventKind {

@@ -26,6 +26,8 @@ std::string_view blocking_call_name(BlockingCall call) {
       return "rendezvous leave";
     case BlockingCall::kProgress:
       return "progress summary exchange";
+    case BlockingCall::kCheckpointExchange:
+      return "checkpoint exchange between the nodes";
   }
   return "?";
 }

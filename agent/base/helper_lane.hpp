@@ -20,7 +20,17 @@ class thread_pool;
 namespace ctrun::agent {
 
 // What the helper is (or was last) busy with: a signal in some of them leaves the round first (Handler::abandon()).
-enum class BlockingCall { kNone, kConnect, kRendezvous, kMembershipCheck, kExitBarrier, kShutdown, kLeave, kProgress };
+enum class BlockingCall {
+  kNone,
+  kConnect,
+  kRendezvous,
+  kMembershipCheck,
+  kExitBarrier,
+  kShutdown,
+  kLeave,
+  kProgress,
+  kCheckpointExchange
+};
 std::string_view blocking_call_name(BlockingCall call);
 
 class HelperLane {

@@ -101,6 +101,8 @@ struct LaunchConfig {
   // --checkpoint-dir: committed steps copied there in the background ("" = none), every N steps at most.
   std::string checkpoint_dir;
   int checkpoint_dir_every{};
+  // --checkpoint-replicas: nodes each node's newest step is copied to (nullopt: 1 with several nodes).
+  std::optional<int> checkpoint_replicas;
 
   // Clusters (docs/cli.md "Clusters").
   int initial_restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the first attempt (Slurm: SLURM_RESTART_COUNT)

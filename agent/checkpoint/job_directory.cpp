@@ -19,30 +19,38 @@ namespace ctrun::agent::checkpoint {
 namespace fs = std::filesystem;
 namespace {
 
-// The directory's lock, held while snapshots are allocated or removed (workers take it in ck.save).
-class DirLock {
- public:
-  explicit DirLock(const std::string& dir)
-      : fd_(::open((dir + "/" + std::string(kLockFile)).c_str(), O_RDWR | O_CLOEXEC)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~DirLock() {
-    if (fd_ >= 0) ::close(fd_);  // releases the flock
-  }
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-
- private:
-  int fd_;
-};
-
 std::uint64_t allocated_bytes(const fs::path& file) {
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0) return 0;
   return static_cast<std::uint64_t>(st.st_blocks) * 512;
 }
 
+std::vector<HeldStep> held_in(const fs::path& dir) {
+  std::vector<HeldStep> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (auto step = step_of(it->path().filename().string())) out.push_back({*step, allocated_bytes(it->path())});
+  }
+  std::sort(out.begin(), out.end(), [](const HeldStep& a, const HeldStep& b) { return a.step < b.step; });
+  return out;
+}
+
+std::vector<std::int64_t> steps_of(const std::vector<HeldStep>& held) {
+  std::vector<std::int64_t> out;
+  for (const auto& h : held) out.push_back(h.step);
+  return out;
+}
+
 }  // namespace
+
+DirLock::DirLock(const std::string& dir)
+    : fd_(::open((dir + "/" + std::string(kLockFile)).c_str(), O_RDWR | O_CLOEXEC)) {
+  if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
 
 JobDirectory::JobDirectory(int agent_pid, const std::string& root) : path_(root + "/" + job_dir_name(agent_pid)) {
   std::error_code ec;
@@ -65,21 +73,47 @@ JobDirectory::~JobDirectory() {
   fs::remove_all(path_, ec);
 }
 
-std::vector<HeldStep> JobDirectory::held(int rank) const {
-  std::vector<HeldStep> out;
+std::vector<HeldStep> JobDirectory::held(int rank) const { return held_in(fs::path(path_) / rank_dir_name(rank)); }
+
+std::vector<HeldStep> JobDirectory::held_replicas(int rank) const {
+  return held_in(fs::path(path_) / replica_dir_name(rank));
+}
+
+NodeHoldings JobDirectory::holdings() const {
+  NodeHoldings out;
   std::error_code ec;
-  for (fs::directory_iterator it(fs::path(path_) / rank_dir_name(rank), ec), end; !ec && it != end; it.increment(ec)) {
-    if (auto step = step_of(it->path().filename().string())) out.push_back({*step, allocated_bytes(it->path())});
+  for (fs::directory_iterator dir(path_, ec), end; !ec && dir != end; dir.increment(ec)) {
+    const std::string name = dir->path().filename().string();
+    if (auto rank = rank_of(name)) {
+      if (auto steps = steps_of(held_in(dir->path())); !steps.empty()) out.own[*rank] = steps;
+    } else if (auto replica = replica_rank_of(name)) {
+      if (auto steps = steps_of(held_in(dir->path())); !steps.empty()) out.replicas[*replica] = steps;
+    }
   }
-  std::sort(out.begin(), out.end(), [](const HeldStep& a, const HeldStep& b) { return a.step < b.step; });
   return out;
 }
 
-std::uint64_t JobDirectory::used_bytes() const {
+int JobDirectory::drop_steps_above(std::int64_t step) {
+  DirLock lock(path_);
+  int dropped = 0;
+  std::error_code ec;
+  for (fs::directory_iterator dir(path_, ec), end; !ec && dir != end; dir.increment(ec)) {
+    const std::string name = dir->path().filename().string();
+    if (!rank_of(name) && !replica_rank_of(name)) continue;
+    for (const HeldStep& h : held_in(dir->path())) {
+      if (h.step > step && ::unlink((dir->path() / step_file_name(h.step)).c_str()) == 0) ++dropped;
+    }
+  }
+  return dropped;
+}
+
+std::uint64_t JobDirectory::used_bytes() const { return used_bytes_of(path_); }
+
+std::uint64_t used_bytes_of(const std::string& dir) {
   std::uint64_t total = 0;
   std::set<ino_t> linked;  // files of several links (pinned for the spill process) count once
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(path_, ec), end; !ec && it != end; it.increment(ec)) {
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     struct stat st {};
     if (!it->is_regular_file(ec) || ::stat(it->path().c_str(), &st) != 0) continue;
     if (st.st_nlink > 1 && !linked.insert(st.st_ino).second) continue;
@@ -116,8 +150,8 @@ Reconciled JobDirectory::reconcile() {
   Reconciled out;
   std::error_code ec;
   for (fs::directory_iterator dir(path_, ec), end; !ec && dir != end; dir.increment(ec)) {
-    const auto rank = rank_of(dir->path().filename().string());
-    if (!rank) continue;
+    const std::string name = dir->path().filename().string();
+    if (!rank_of(name) && !replica_rank_of(name)) continue;
     std::error_code files_ec;
     for (fs::directory_iterator f(dir->path(), files_ec), fend; !files_ec && f != fend; f.increment(files_ec)) {
       if (!is_partial(f->path().filename().string())) continue;
@@ -127,7 +161,7 @@ Reconciled JobDirectory::reconcile() {
         out.partial_bytes += bytes;
       }
     }
-    const auto steps = held(*rank);
+    const auto steps = held_in(dir->path());
     for (std::size_t i = 0; i + kKeptSteps < steps.size(); ++i) {
       if (::unlink((dir->path() / step_file_name(steps[i].step)).c_str()) == 0) ++out.pruned_steps;
     }

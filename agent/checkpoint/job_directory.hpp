@@ -4,6 +4,7 @@
 // a kill -9 left it behind. Workers write and publish snapshots in it; the agent reconciles it between attempts.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,25 @@ struct Reconciled {
   int pruned_steps = 0;  // complete steps beyond the newest kKeptSteps of a rank (a worker died before pruning)
 };
 
+// The directory's lock (its `lock` file, flock'd), held while snapshots or replicas are allocated or removed: the
+// limit is checked and the space taken in one step (workers take it in ck.save).
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir);
+  ~DirLock();  // releases the flock
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// Every step a node holds, per global rank: its ranks' own snapshots and the replicas it received.
+struct NodeHoldings {
+  std::map<int, std::vector<std::int64_t>> own;       // rank-<R>/ (oldest first)
+  std::map<int, std::vector<std::int64_t>> replicas;  // replica-rank-<R>/
+};
+
 class JobDirectory {
  public:
   // Creates <root>/ctrun-checkpoint-<agent_pid> (mode 0700) and its lock file, replacing a leftover of that name.
@@ -32,6 +52,14 @@ class JobDirectory {
   const std::string& path() const { return path_; }
   // The complete steps global rank `rank` holds, oldest first.
   std::vector<HeldStep> held(int rank) const;
+  // The replicas of `rank` this node received from another node, oldest first.
+  std::vector<HeldStep> held_replicas(int rank) const;
+  // Every rank directory and replica directory, whatever rank this node runs now (ranks move between nodes when a
+  // round forms anew: what a node held for its former ranks is still the job's state).
+  NodeHoldings holdings() const;
+  // Removes every complete step above `step` (own and replicas): the job resumes from `step`, so what lies beyond
+  // it belongs to a timeline the job abandoned. Under the lock; between attempts. Returns how many went.
+  int drop_steps_above(std::int64_t step);
   // Memory every file of the directory takes (partial snapshots included; a file of several links once): what
   // --checkpoint-memory bounds.
   std::uint64_t used_bytes() const;
@@ -47,6 +75,9 @@ class JobDirectory {
  private:
   std::string path_;
 };
+
+// Memory every file under `dir` takes (allocated blocks).
+std::uint64_t used_bytes_of(const std::string& dir);
 
 // Removes <root>/ctrun-checkpoint-<pid> directories whose agent pid is no longer alive (a ctrun killed with SIGKILL
 // cannot remove its own). Returns the paths removed.

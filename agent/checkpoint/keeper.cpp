@@ -4,8 +4,15 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <map>
+#include <mutex>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -13,6 +20,7 @@
 
 #include "agent/base/event_log.hpp"
 #include "agent/checkpoint/agreement.hpp"
+#include "agent/checkpoint/exchange.hpp"
 #include "agent/checkpoint/job_directory.hpp"
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/memory_limit.hpp"
@@ -21,6 +29,8 @@
 #include "agent/checkpoint/spill.hpp"
 #include "agent/launch/worker_invocation.hpp"
 #include "agent/launch/worker_python.hpp"
+#include "agent/checkpoint/replica_transfer.hpp"
+#include "agent/checkpoint/replicator.hpp"
 #include "agent/process/worker_group.hpp"
 #include "common/log.hpp"
 #include "common/worker_env.hpp"
@@ -28,9 +38,28 @@
 namespace ctrun::agent {
 using namespace checkpoint;
 
+struct CheckpointKeeper::Gathered {
+  std::string off;  // why checkpoints are off for the attempt ("" when on)
+  Reconciled reconciled;
+  std::map<int, std::vector<std::int64_t>> steps;  // every rank of the job: the steps some node holds
+  std::optional<std::int64_t> resume;
+  std::vector<std::string> targets;     // this node's replication targets (endpoints)
+  std::vector<nlohmann::json> fetched;  // checkpoint_fetched events
+};
+
+namespace {
+// How long an agent waits for the other nodes' records: they are written as soon as each agent's round completes.
+constexpr auto kExchangeTimeout = std::chrono::seconds(60);
+}  // namespace
+
 struct CheckpointKeeper::Impl {
-  Impl(boost::asio::io_context& io, const LaunchConfig& config, EventLog& ev, const std::string& root)
-      : log(ctrun::log::get("checkpoint")), events(ev), nproc(config.nproc_per_node), spill_dir(config.checkpoint_dir) {
+  Impl(boost::asio::io_context& io_context, const LaunchConfig& config, EventLog& ev, const std::string& root)
+      : io(io_context),
+        log(ctrun::log::get("checkpoint")),
+        events(ev),
+        nproc(config.nproc_per_node),
+        replicas_flag(config.checkpoint_replicas),
+        spill_dir(config.checkpoint_dir) {
     if (config.checkpoint_memory && *config.checkpoint_memory == 0) {
       off = "in-memory checkpoints are off for this job (ctrun --checkpoint-memory 0)";
       if (!spill_dir.empty())
@@ -71,6 +100,7 @@ struct CheckpointKeeper::Impl {
 
   void on_notice(const Notice& n) {
     events.emit(n.event, n.fields);
+    if (n.event == Event::kCheckpointCommit) maybe_replicate();
     if (spiller && n.event == Event::kCheckpointCommit && n.fields.contains("rank") && n.fields.contains("step") &&
         n.fields["rank"].is_number_integer() && n.fields["step"].is_number_integer())
       spiller->committed(n.fields["rank"].get<int>(), n.fields["step"].get<std::int64_t>());
@@ -88,19 +118,27 @@ struct CheckpointKeeper::Impl {
     env[worker_env::kCheckpointKeys] = keys;
     env[worker_env::kCheckpointListed] = listed ? "1" : "0";
     if (!spill_dir.empty()) env[worker_env::kCheckpointSpillDir] = spill_dir;
+    env[worker_env::kCheckpointReplicas] = std::to_string(targets.size());
   }
 
-  void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store) {
+  void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store,
+                     const Gathered* gathered) {
     first_rank = round.base_global_rank;
     ranks = nproc;
+    multi_node = round.group_world_size > 1;
     attempt_off.clear();
+    targets.clear();
+    queued_step = -1;
     if (!dir) return;
-    const Reconciled r = dir->reconcile();
+    const Reconciled r = gathered ? gathered->reconciled : dir->reconcile();
     if (r.partial_files > 0)
       log->info("removed {} torn checkpoint save(s) ({}) of the previous attempt", r.partial_files,
                 format_bytes(r.partial_bytes));
-    attempt_off = why_off(round, store);
-    if (!attempt_off.empty()) return;
+    attempt_off = why_off(round, store, gathered);
+    if (!attempt_off.empty()) {
+      if (gathered) log->warn("{}", attempt_off);
+      return;
+    }
     if (spiller) {
       std::vector<int> local;
       for (int rank = first_rank; rank < first_rank + ranks; ++rank) local.push_back(rank);
@@ -111,32 +149,167 @@ struct CheckpointKeeper::Impl {
     nlohmann::json held = nlohmann::json::object();
     std::map<int, std::vector<std::int64_t>> per_rank;
     for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
+      held[std::to_string(rank)] = held_steps(rank);
       per_rank[rank] = held_steps(rank);
-      held[std::to_string(rank)] = per_rank[rank];
     }
+    // Several nodes: every rank of the job, as every node holds it (own snapshots and replicas), the same lists on
+    // every node.
+    if (gathered) per_rank = gathered->steps;
     // Keys only when something is held: a job that never saves keeps the store torch would give it (num_keys).
     listed = std::any_of(per_rank.begin(), per_rank.end(), [](const auto& r) { return !r.second.empty(); });
-    if (listed) {
+    if (listed && store->set) {
       for (const auto& [rank, steps] : per_rank) store->set(keys + std::to_string(rank), encode_steps(steps));
     }
     // The lists just read, not a second scan of every rank's directory before the workers start.
     std::vector<std::vector<std::int64_t>> lists;
     for (const auto& [rank, steps] : per_rank) lists.push_back(steps);
-    const auto resume = newest_common_step(lists);
-    events.emit(Event::kCheckpointHeld, {{"restart_count", restart_count},
-                                         {"held", held},
-                                         {"torn_saves_removed", r.partial_files},
-                                         {"bytes", dir->used_bytes()},
-                                         {"resume_step", resume ? nlohmann::json(*resume) : nlohmann::json()}});
+    const auto resume = gathered ? gathered->resume : newest_common_step(lists);
+    nlohmann::json fields = {{"restart_count", restart_count},
+                             {"held", held},
+                             {"torn_saves_removed", r.partial_files},
+                             {"bytes", dir->used_bytes()},
+                             {"resume_step", resume ? nlohmann::json(*resume) : nlohmann::json()}};
+    if (gathered) {
+      nlohmann::json replicas = nlohmann::json::object();
+      for (const auto& [rank, steps] : dir->holdings().replicas) replicas[std::to_string(rank)] = steps;
+      fields["replicas"] = replicas;
+      for (const auto& f : gathered->fetched) events.emit(Event::kCheckpointFetched, f);
+    }
+    events.emit(Event::kCheckpointHeld, fields);
+    if (gathered && !gathered->targets.empty()) {
+      targets = gathered->targets;
+      if (!replicator) {
+        replicator = std::make_unique<Replicator>(
+            dir->path(), [this, token = std::weak_ptr<int>(alive)](const ReplicationOutcome& out) {
+              boost::asio::post(io, [this, token, out] {
+                if (token.expired()) return;
+                on_replicated(out);
+              });
+            });
+      }
+      maybe_replicate();  // the new ring's targets may lack this node's newest step
+    }
+  }
+
+  // This node's newest committed step (every local rank holds it) to the ring's targets, unless already on its way.
+  void maybe_replicate() {
+    if (!replicator || targets.empty() || !dir) return;
+    const auto step = resume_step();
+    if (!step || *step <= queued_step) return;
+    ReplicationTask task{*step, {}, targets};
+    for (int rank = first_rank; rank < first_rank + ranks; ++rank)
+      task.files.emplace_back(
+          rank, (std::filesystem::path(dir->path()) / rank_dir_name(rank) / step_file_name(*step)).string());
+    queued_step = *step;
+    replicator->submit(std::move(task));
+  }
+
+  void on_replicated(const ReplicationOutcome& out) {
+    if (out.error.empty()) {
+      events.emit(Event::kCheckpointReplicated,
+                  {{"step", out.step}, {"bytes", out.bytes}, {"seconds", out.seconds}, {"to", out.to}});
+      return;
+    }
+    log->warn("could not copy checkpoint step {} to another node: {}", out.step, out.error);
+    events.emit(Event::kCheckpointReplicationFailed, {{"step", out.step}, {"to", out.to}, {"error", out.error}});
+    if (queued_step == out.step) queued_step = -1;  // the next commit (or attempt) tries again
+  }
+
+  std::shared_ptr<const Gathered> gather(int restart_count, const rdzv::RoundInfo& round, const std::string& host) {
+    (void)restart_count;
+    auto g = std::make_shared<Gathered>();
+    try {
+      if (!round.store) throw std::runtime_error("the rendezvous gave no store for the round");
+      NodeRecord self{round.group_rank, "", off, {}};
+      if (dir) {
+        g->reconciled = dir->reconcile();
+        {
+          std::lock_guard lock(server_mu);
+          if (!server) server = std::make_unique<ReplicaServer>(dir->path(), limit, host);
+          self.endpoint = server->endpoint();
+        }
+        self.holdings = dir->holdings();
+      }
+      round.store->set(record_key(round.group_rank), encode_record(self));
+      std::vector<std::string> record_keys;
+      for (int node = 0; node < round.group_world_size; ++node) record_keys.push_back(record_key(node));
+      try {
+        round.store->wait(record_keys, kExchangeTimeout);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("not every node wrote its checkpoint record within " +
+                                 std::to_string(kExchangeTimeout.count()) + " s (" + e.what() + ")");
+      }
+      std::vector<NodeRecord> nodes;
+      for (const auto& text : round.store->multi_get(record_keys)) nodes.push_back(decode_record(text));
+      for (const auto& node : nodes) {
+        if (!node.off.empty())
+          throw std::runtime_error("node " + std::to_string(node.group_rank) + " has them off (" + node.off + ")");
+      }
+      g->steps = merged_steps(nodes, round.global_world_size);
+      std::vector<std::vector<std::int64_t>> lists;
+      for (const auto& [rank, steps] : g->steps) lists.push_back(steps);
+      g->resume = newest_common_step(lists);
+      if (g->resume) {
+        if (int dropped = dir->drop_steps_above(*g->resume); dropped > 0)
+          log->info("removed {} snapshot(s) above step {}, the step the job resumes from", dropped, *g->resume);
+        for (int rank = round.base_global_rank; rank < round.base_global_rank + nproc; ++rank)
+          bring(rank, *g->resume, nodes, round.group_rank, *g);
+      }
+      const int count = replicas_flag.value_or(1);
+      for (int target : ring_targets(round.group_rank, round.group_world_size, count)) {
+        for (const auto& node : nodes)
+          if (node.group_rank == target && !node.endpoint.empty()) g->targets.push_back(node.endpoint);
+      }
+    } catch (const std::exception& e) {
+      g->off = off.empty() ? std::string("in-memory checkpoints are off for this attempt: ") + e.what() : off;
+    }
+    return g;
+  }
+
+  // Makes `step` of `rank` a snapshot of this node's rank directory: already there, a replica this node received
+  // (moved), or fetched from a node that holds it. A failure is logged; the rank's ck.load() then says so.
+  void bring(int rank, std::int64_t step, const std::vector<NodeRecord>& nodes, int self, Gathered& g) {
+    namespace fs = std::filesystem;
+    const auto have = held_steps(rank);
+    if (std::find(have.begin(), have.end(), step) != have.end()) return;
+    const auto began = std::chrono::steady_clock::now();
+    nlohmann::json event = {{"rank", rank}, {"step", step}};
+    const fs::path own = fs::path(dir->path()) / rank_dir_name(rank);
+    const fs::path replica = fs::path(dir->path()) / replica_dir_name(rank) / step_file_name(step);
+    std::error_code ec;
+    fs::create_directories(own, ec);
+    if (fs::exists(replica, ec)) {
+      fs::rename(replica, own / step_file_name(step), ec);
+      event["from"] = "local replica";
+      event["bytes"] = ec ? 0 : fs::file_size(own / step_file_name(step), ec);
+      if (ec) event["error"] = ec.message();
+    } else {
+      std::string errors;
+      for (const auto& endpoint : holders_of(nodes, rank, step, self)) {
+        try {
+          event["bytes"] = fetch_snapshot(endpoint, rank, step, dir->path(), limit, stopping);
+          event["from"] = endpoint;
+          errors.clear();
+          break;
+        } catch (const std::exception& e) {
+          errors += (errors.empty() ? "" : "; ") + endpoint + ": " + e.what();
+        }
+      }
+      if (!event.contains("from")) event["error"] = errors.empty() ? "no node holds it" : errors;
+    }
+    event["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    if (event.contains("error"))
+      log->warn("could not bring step {} of rank {} to this node: {}", step, rank, event["error"].dump());
+    g.fetched.push_back(event);
   }
 
   // Why an attempt cannot have checkpoints although the job can ("" when it can).
-  static std::string why_off(const rdzv::RoundInfo& round, const std::optional<StoreSite>& store) {
-    // Phase 1 lists ranks only in this node's own store: the ranks of other nodes would find no list there.
-    if (round.group_world_size > 1)
-      return "in-memory checkpoints are for single-node jobs in this version of ctrun (this job has " +
-             std::to_string(round.group_world_size) + " nodes)";
-    if (!store) return "in-memory checkpoints need the workers' store on this node (not the case on this node)";
+  static std::string why_off(const rdzv::RoundInfo& round, const std::optional<StoreSite>& store,
+                             const Gathered* gathered) {
+    if (gathered && !gathered->off.empty()) return gathered->off;
+    if (round.group_world_size > 1 && !gathered)
+      return "in-memory checkpoints on several nodes need the nodes' agreement before the attempt (none was made)";
+    if (!store) return "in-memory checkpoints need the workers' store (the job's rendezvous gave none)";
     return "";
   }
 
@@ -153,9 +326,11 @@ struct CheckpointKeeper::Impl {
     return newest_common_step(per_rank);
   }
 
+  boost::asio::io_context& io;
   std::shared_ptr<spdlog::logger> log;
   EventLog& events;
-  int nproc = 0;            // local ranks of every attempt
+  int nproc = 0;  // local ranks of every attempt
+  std::optional<int> replicas_flag;
   std::string off;          // why checkpoints are off for the whole job ("" when on)
   std::string attempt_off;  // why they are off for this attempt
   std::uint64_t limit = 0;
@@ -168,6 +343,14 @@ struct CheckpointKeeper::Impl {
   bool listed = false;  // this attempt's held steps were written under `keys`
   int first_rank = 0;
   int ranks = 0;
+  bool multi_node = false;
+  std::atomic<bool> stopping{false};  // cancels a fetch in gather() when the agent ends
+  mutable std::mutex server_mu;       // server is made on the helper lane, read on the loop
+  std::unique_ptr<ReplicaServer> server;
+  std::vector<std::string> targets;  // this attempt's replication targets
+  std::int64_t queued_step = -1;     // the newest step handed to the replicator in this attempt
+  std::unique_ptr<Replicator> replicator;
+  std::shared_ptr<int> alive = std::make_shared<int>(0);  // posted replication outcomes check it
 };
 
 CheckpointKeeper::CheckpointKeeper(boost::asio::io_context& io, const LaunchConfig& config, WorkerGroup& group,
@@ -181,11 +364,38 @@ CheckpointKeeper::CheckpointKeeper(boost::asio::io_context& io, const LaunchConf
   group.add_hooks(std::move(hooks));
 }
 
-CheckpointKeeper::~CheckpointKeeper() = default;
+CheckpointKeeper::~CheckpointKeeper() { impl_->stopping = true; }
+
+bool CheckpointKeeper::needs_gather(const rdzv::RoundInfo& round) { return round.group_world_size > 1; }
+
+std::shared_ptr<const CheckpointKeeper::Gathered> CheckpointKeeper::gather(int restart_count,
+                                                                           const rdzv::RoundInfo& round,
+                                                                           const std::string& host) {
+  return impl_->gather(restart_count, round, host);
+}
 
 void CheckpointKeeper::begin_attempt(int restart_count, const rdzv::RoundInfo& round,
-                                     const std::optional<StoreSite>& store) {
-  impl_->begin_attempt(restart_count, round, store);
+                                     const std::optional<StoreSite>& store,
+                                     const std::shared_ptr<const Gathered>& gathered) {
+  impl_->begin_attempt(restart_count, round, store, gathered.get());
+}
+
+CheckpointKeeper::Summary CheckpointKeeper::summary() const {
+  Summary s;
+  const Impl& i = *impl_;
+  if (!i.dir) return s;
+  s.on = i.off.empty() && i.attempt_off.empty();
+  s.newest_step = i.resume_step().value_or(-1);
+  s.bytes = i.dir->used_bytes();
+  s.limit = i.limit;
+  s.replicas = static_cast<int>(i.targets.size());
+  if (i.replicator) {
+    s.replicated_step = i.replicator->replicated_step();
+    s.bytes_sent = i.replicator->bytes_sent();
+  }
+  std::lock_guard lock(i.server_mu);
+  if (i.server) s.bytes_received = i.server->bytes_received();
+  return s;
 }
 
 std::optional<std::int64_t> CheckpointKeeper::resume_step() const { return impl_->resume_step(); }
@@ -193,6 +403,17 @@ std::optional<std::int64_t> CheckpointKeeper::resume_step() const { return impl_
 std::optional<std::string> CheckpointKeeper::resume_line(bool job_ends) const {
   const auto step = resume_step();
   if (!step) return std::nullopt;
+  if (impl_->multi_node) {
+    const auto replicated = impl_->replicator ? impl_->replicator->replicated_step() : -1;
+    const std::string copies =
+        replicated >= 0 ? fmt::format("; step {} also on another node", replicated) : "; no copy on another node yet";
+    if (job_ends)
+      return fmt::format("every rank of this node held step {} in memory{}; it goes with this run", *step, copies);
+    return fmt::format(
+        "every rank of this node holds step {} in memory{}; the next attempt resumes from the newest step every rank "
+        "of the job holds on some node",
+        *step, copies);
+  }
   if (job_ends && !impl_->spill_dir.empty())
     return fmt::format(
         "every rank of this node held step {} in memory; it goes with this run, and a new run with "

@@ -5,6 +5,11 @@
 // ck.load() finds the newest step every rank holds; workers' notices turned into event-log lines; and the step the
 // next attempt can resume from, for the restart and failure messages. Workers learn where all this is from their
 // environment (common/worker_env.hpp, kCheckpoint*), set by a WorkerGroup hook.
+//
+// On several nodes (docs/checkpoint.md, "Several nodes") the agents also agree through the round's rendezvous store
+// (exchange.hpp: gather(), on the helper lane, before begin_attempt), bring each local rank's resume step from the
+// node that holds it when this node lacks it, and copy each newest committed step to the next nodes of the ring
+// (replicator.hpp), receiving theirs (replica_transfer.hpp).
 
 #include <cstdint>
 #include <functional>
@@ -40,10 +45,35 @@ class CheckpointKeeper {
   CheckpointKeeper(const CheckpointKeeper&) = delete;
   CheckpointKeeper& operator=(const CheckpointKeeper&) = delete;
 
+  // What the nodes of a round agreed (opaque: made by gather(), read by begin_attempt()).
+  struct Gathered;
+
+  // Whether an attempt of this round needs gather() first (several nodes).
+  static bool needs_gather(const rdzv::RoundInfo& round);
+  // Blocking (the helper lane; none of the job's workers alive): torn saves removed, this node's holdings and its
+  // replication endpoint (bound on `host` the first time) written into the round's store, every node's read
+  // (bounded), and each local rank's resume step brought here when another node holds it. Never throws: a failure
+  // turns checkpoints off for the attempt, saying why.
+  std::shared_ptr<const Gathered> gather(int restart_count, const rdzv::RoundInfo& round, const std::string& host);
+
   // Before an attempt's workers start (none of the job's is alive): torn saves removed, ranks pruned, each local
   // rank's held steps listed in the attempt's keyspace of `store` (nullopt: this node serves no store; checkpoints
-  // are off for the attempt).
-  void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store);
+  // are off for the attempt). With several nodes, `gathered` says what every node holds, and `store.set` is given
+  // only to the agent that hosts the workers' store (it lists every rank).
+  void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store,
+                     const std::shared_ptr<const Gathered>& gathered = nullptr);
+
+  // For `ctrun --status` and /metrics: what this node holds and how far replication is behind.
+  struct Summary {
+    bool on = false;
+    std::int64_t newest_step = -1;      // the newest step every local rank holds (-1: none)
+    std::int64_t replicated_step = -1;  // the newest step copied to the ring's targets (-1: none)
+    std::uint64_t bytes = 0;            // the job directory (own snapshots and replicas)
+    std::uint64_t limit = 0;
+    std::uint64_t bytes_sent = 0, bytes_received = 0;
+    int replicas = 0;  // targets of this attempt
+  };
+  Summary summary() const;
 
   // The newest step every local rank of the last attempt holds, and a sentence saying so for the restart and
   // failure messages; nullopt when none (or checkpoints are off).

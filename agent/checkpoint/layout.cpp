@@ -19,6 +19,7 @@ std::optional<T> whole_number(std::string_view digits) {
 
 std::string job_dir_name(int agent_pid) { return std::string(kDirPrefix) + std::to_string(agent_pid); }
 std::string rank_dir_name(int global_rank) { return std::string(kRankPrefix) + std::to_string(global_rank); }
+std::string replica_dir_name(int global_rank) { return std::string(kReplicaPrefix) + std::to_string(global_rank); }
 std::string step_file_name(std::int64_t step) {
   return std::string(kStepPrefix) + std::to_string(step) + std::string(kStepSuffix);
 }
@@ -33,6 +34,11 @@ std::optional<int> agent_pid_of(std::string_view name) {
 std::optional<int> rank_of(std::string_view name) {
   if (!name.starts_with(kRankPrefix)) return std::nullopt;
   return whole_number<int>(name.substr(kRankPrefix.size()));
+}
+
+std::optional<int> replica_rank_of(std::string_view name) {
+  if (!name.starts_with(kReplicaPrefix)) return std::nullopt;
+  return whole_number<int>(name.substr(kReplicaPrefix.size()));
 }
 
 std::optional<std::int64_t> step_of(std::string_view name) {

@@ -11,6 +11,9 @@
 //     .spill-<S>/rank-<R>.ckpt                    hard links to step S's snapshots while the spill process copies
 //                                                 them to --checkpoint-dir (spill.hpp); a snapshot with another
 //                                                 link never becomes a spare, so nothing writes into its pages
+//     rank-<R>/.replicated                        the newest step of R the agent copied to another node ("<S>")
+//     replica-rank-<R>/step-<S>.ckpt              another node's snapshot of R, received by this node's agent
+//     replica-rank-<R>/.partial-<S>-<pid>         a replica being received (renamed when complete)
 // A snapshot becomes visible only by that rename, so a save torn by a crash leaves a partial file and nothing
 // else: the agent removes partial files before each attempt (no worker is alive then).
 
@@ -30,18 +33,22 @@ inline constexpr std::string_view kStepSuffix = ".ckpt";
 inline constexpr std::string_view kPartialPrefix = ".partial-";
 inline constexpr std::string_view kSpareFile = ".spare";
 inline constexpr std::string_view kSpillPrefix = ".spill-";
+inline constexpr std::string_view kReplicatedFile = ".replicated";
+inline constexpr std::string_view kReplicaPrefix = "replica-rank-";
 // Complete steps kept per rank: two, so that a rank whose save of step S+1 is torn still holds S, and a rank one
 // step ahead of a torn one still holds the step they share.
 inline constexpr int kKeptSteps = 2;
 
 std::string job_dir_name(int agent_pid);
 std::string rank_dir_name(int global_rank);
+std::string replica_dir_name(int global_rank);
 std::string step_file_name(std::int64_t step);
 
 // The agent pid of a job directory's name, the rank of a rank directory's, the step of a complete snapshot's;
 // nullopt for any other name.
 std::optional<int> agent_pid_of(std::string_view dir_name);
 std::optional<int> rank_of(std::string_view dir_name);
+std::optional<int> replica_rank_of(std::string_view dir_name);
 std::optional<std::int64_t> step_of(std::string_view file_name);
 bool is_partial(std::string_view file_name);
 

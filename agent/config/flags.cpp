@@ -191,6 +191,12 @@ const std::vector<FlagSpec>& flag_table() {
          c.checkpoint_dir_every = static_cast<int>(parse_flag_int(v, 1, INT_MAX, "must be a positive number of steps"));
        },
        "--checkpoint-dir copies a step at least this many steps after the last one it copied (one copy at a time)."},
+      {"checkpoint_replicas", "", K::kValue, std::nullopt, kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         c.checkpoint_replicas = static_cast<int>(parse_flag_int(v, 0, 16, "must be a count of nodes, 0-16"));
+       },
+       "Other nodes each node's newest in-memory checkpoint step is copied to, on a ring over the nodes (default: 1 "
+       "when the job has several nodes; 0: no copies; docs/checkpoint.md)."},
       {"cpu_bind", "", K::kValue, "none", kPet, kCtrun,
        [](C& c, const std::string& v) { c.cpu_bind = parse_cpu_bind(v); },
        "Bind each local rank to a slice of the machine: none, core or numa."},

@@ -223,12 +223,14 @@ def test_contract_names():
     layout_hpp = open(os.path.join(src, "agent", "checkpoint", "layout.hpp")).read()
     for cpp, py in [("kCheckpointDir", c.ENV_DIR), ("kCheckpointMemory", c.ENV_MEMORY),
                     ("kCheckpointStore", c.ENV_STORE), ("kCheckpointKeys", c.ENV_KEYS), ("kCheckpointListed", c.ENV_LISTED), ("kCheckpointOff", c.ENV_OFF),
-                    ("kCheckpointSpillDir", c.ENV_SPILL)]:
+                    ("kCheckpointSpillDir", c.ENV_SPILL),
+                    ("kCheckpointReplicas", c.ENV_REPLICAS)]:
         assert f'{cpp} = "{py}"' in env_hpp, f"{cpp} != {py}"
     for cpp, py in [("kLockFile", c.LOCK_FILE), ("kNoticeSocket", c.NOTICE_SOCKET), ("kRankPrefix", c.RANK_PREFIX),
                     ("kStepPrefix", c.STEP_PREFIX), ("kStepSuffix", c.STEP_SUFFIX),
                     ("kPartialPrefix", c.PARTIAL_PREFIX), ("kSpareFile", c.SPARE_FILE),
-                    ("kSpillPrefix", c.SPILL_PREFIX)]:
+                    ("kSpillPrefix", c.SPILL_PREFIX),
+                    ("kReplicatedFile", c.REPLICATED_FILE), ("kReplicaPrefix", c.REPLICA_PREFIX)]:
         assert f'{cpp} = "{py}"' in layout_hpp, f"{cpp} != {py}"
     assert f"kKeptSteps = {c.KEPT_STEPS};" in layout_hpp
     print("ok: names agree")

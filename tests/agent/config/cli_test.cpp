@@ -136,6 +136,9 @@ TEST(Cli, CheckpointMemoryTakesSizes) {
   EXPECT_EQ(parse({"--checkpoint-memory=1.5KiB", "t.py"}).checkpoint_memory, 1536u);
   EXPECT_EQ(parse({"--checkpoint-memory", "4096", "t.py"}).checkpoint_memory, 4096u);
   EXPECT_EQ(parse({"--checkpoint-memory", "0", "t.py"}).checkpoint_memory, 0u);
+  EXPECT_FALSE(parse({"t.py"}).checkpoint_replicas);  // 1 with several nodes, decided per round
+  EXPECT_EQ(parse({"--checkpoint-replicas", "2", "t.py"}).checkpoint_replicas, 2);
+  EXPECT_THROW(parse({"--checkpoint-replicas", "-1", "t.py"}), UsageError);
   EXPECT_EQ(parse({"t.py"}, {{"PET_CHECKPOINT_MEMORY", "512M"}}).checkpoint_memory, std::uint64_t{512} << 20);
   EXPECT_THROW(parse({"--checkpoint-memory", "lots", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--checkpoint-memory", "-1G", "t.py"}), UsageError);
@@ -293,6 +296,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"checkpoint_memory", "512M"},
                                                      {"checkpoint_dir", "/tmp"},
                                                      {"checkpoint_dir_every", "5"},
+                                                     {"checkpoint_replicas", "1"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",

@@ -135,20 +135,46 @@ def _newest_common_step(s):
     return _agreement.newest_common_step(s.registry.every_rank())
 
 
-def wait():
-    """Returns once the newest saved step is replicated to another node. This version of ctrun keeps snapshots on
-    the node that saved them only (no replication yet): it returns at once."""
-    _state()
+_WAIT_TIMEOUT = 120.0
+
+
+def _replicated_step(s):
+    """The newest step of this rank the agent copied to another node (its .replicated file), or None."""
+    try:
+        with open(os.path.join(s.setting.rank_dir(), _contract.REPLICATED_FILE)) as f:
+            return int(f.read().strip() or -1)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def wait(timeout=_WAIT_TIMEOUT):
+    """Returns once the newest step this process saved is replicated to another node (ctrun --checkpoint-replicas;
+    at once when there is nothing to wait for: one node, no copies asked, or nothing saved yet). Raises TimeoutError
+    after `timeout` seconds: the copy goes on in the background, and nothing held is lost."""
+    s = _state()
+    if s.setting.replicas <= 0 or s.last_step is None:
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        done = _replicated_step(s)
+        if done is not None and done >= s.last_step:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"ck.wait() on rank {s.setting.rank}: step {s.last_step} was not copied to another node "
+                               f"within {timeout:.0f} s (newest copied: {done}); see ctrun's log for why")
+        time.sleep(0.005)
 
 
 def status():
     """What is held: {"rank", "held": {step: bytes} of this rank, "node_bytes" (every rank of this node, partial
-    saves included), "node_limit" (--checkpoint-memory), "replicated": {} (no replication yet)}."""
+    saves and replicas of other nodes included), "node_limit" (--checkpoint-memory), "replicated": {step: copies} for
+    the newest step of this rank copied to other nodes ({} when none)}."""
     s = _state()
+    done = _replicated_step(s)
     return {
         "rank": s.setting.rank,
         "held": s.dir.held(sizes=True),
         "node_bytes": _rank_dir.used_bytes(s.setting.directory),
         "node_limit": s.setting.limit,
-        "replicated": {},
+        "replicated": {} if done is None or done < 0 else {done: s.setting.replicas},
     }

@@ -11,6 +11,7 @@ ENV_KEYS = "CTRUN_CHECKPOINT_KEYS"      # the key prefix of those lists in this 
 ENV_LISTED = "CTRUN_CHECKPOINT_LISTED"  # "1": the agent listed this node's held steps; "0": it held none
 ENV_SPILL = "CTRUN_CHECKPOINT_SPILL_DIR"  # --checkpoint-dir: where committed steps are copied (load() falls back)
 ENV_OFF = "CTRUN_CHECKPOINT_OFF"        # instead of the above: why checkpoints are off for this job
+ENV_REPLICAS = "CTRUN_CHECKPOINT_REPLICAS"  # other nodes the agent copies this node's newest step to ("0": none)
 
 LOCK_FILE = "lock"
 NOTICE_SOCKET = "notices.sock"
@@ -20,6 +21,8 @@ STEP_SUFFIX = ".ckpt"
 PARTIAL_PREFIX = ".partial-"
 SPARE_FILE = ".spare"
 SPILL_PREFIX = ".spill-"  # .spill-<S>/rank-<R>.ckpt: links the agent makes for the spill process (spill.py)
+REPLICATED_FILE = ".replicated"  # in the rank's directory: the newest step the agent copied to another node
+REPLICA_PREFIX = "replica-rank-"
 KEPT_STEPS = 2
 
 
@@ -42,6 +45,7 @@ class Setting:
         self.keys = environ[ENV_KEYS]
         self.listed = environ.get(ENV_LISTED, "1") == "1"
         self.spill_dir = environ.get(ENV_SPILL) or None
+        self.replicas = int(environ.get(ENV_REPLICAS, "0") or 0)
         self.rank = int(environ["RANK"])
         self.world_size = int(environ["WORLD_SIZE"])
 

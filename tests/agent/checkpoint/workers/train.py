@@ -10,12 +10,15 @@ Arguments: OUT STEPS [--kill-rank R --kill-after K] [--torn-save] [--extra-mib N
   one to start, bounded), and writes OUT/spill-killed.
   --wait-spill: at the end, every rank waits (bounded) until DIR holds the last step (the spill runs in the
   background; the job ending kills it).
+  --hold-after K: in attempt 0, every rank saves step K, waits until it is replicated to another node (ck.wait()),
+  writes OUT/ready-<rank>, then waits in barriers until the test kills a node (the survivors' barrier then fails).
 Writes OUT/loaded-<attempt>-<rank> (the step ck.load() returned, or "none") and, at the end, OUT/final-<rank>.pt.
 """
 
 import argparse
 import os
 import signal
+import time
 
 import torch
 import torch.distributed as dist
@@ -31,6 +34,7 @@ p.add_argument("--torn-save", action="store_true")
 p.add_argument("--extra-mib", type=int, default=8)
 p.add_argument("--kill-spill-at", type=int, default=-1)
 p.add_argument("--wait-spill")
+p.add_argument("--hold-after", type=int, default=-1)
 args = p.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -108,6 +112,14 @@ for step in range(start, args.steps):
     ck.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "extra": extra}, step)
     if attempt == 0 and rank == 0 and step == args.kill_spill_at:
         kill_spill()
+    if attempt == 0 and step == args.hold_after:
+        ck.wait()
+        assert step in ck.status()["replicated"], ck.status()
+        with open(os.path.join(args.out, f"ready-{rank}"), "w") as f:
+            f.write(str(step))
+        while True:
+            dist.barrier()
+            time.sleep(0.05)
     if attempt == 0 and step == args.kill_after and not args.torn_save:
         # Every rank's save of this step is complete before the kill (else a slower rank, stopped by the agent in
         # the middle of its save, would make the step before the newest common one, as it should).

@@ -1,0 +1,67 @@
+#pragma once
+// Snapshots moved between agents (the protocol: replica_wire.hpp). The server side receives replicas into
+// replica-rank-<R>/ of this node's job directory and serves what it holds to agents that fetch; the client side
+// pushes a snapshot file to a peer and fetches one into a rank directory. All of it blocks: it runs on the
+// replication threads (replicator.hpp) and the agent's helper lane, never on the loop. Memory: a transfer streams
+// between the socket and the snapshot file (sendfile out, recv straight into the mmap'd file in), and every byte a
+// receiver allocates is counted against its --checkpoint-memory first, under the directory's lock.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace ctrun::agent::checkpoint {
+
+inline constexpr auto kTransferIdle = std::chrono::milliseconds(10000);
+
+class ReplicaServer {
+ public:
+  // Binds host:0 (the kernel picks the port) and serves on a thread of its own until destroyed. Throws with the
+  // address when it cannot bind.
+  ReplicaServer(std::string job_dir, std::uint64_t limit, const std::string& host,
+                std::chrono::milliseconds idle = kTransferIdle);
+  ~ReplicaServer();  // stops within 100 ms; a transfer cut short leaves only its partial file, which is removed
+  ReplicaServer(const ReplicaServer&) = delete;
+  ReplicaServer& operator=(const ReplicaServer&) = delete;
+
+  // "host:port" other agents reach it at.
+  std::string endpoint() const { return endpoint_; }
+  // Bytes received into replicas since start (for /metrics).
+  std::uint64_t bytes_received() const { return received_.load(); }
+
+ private:
+  void accept_loop();
+  void serve(int fd);
+  std::string dir_;
+  std::uint64_t limit_;
+  std::chrono::milliseconds idle_;
+  int listen_fd_ = -1;
+  std::string endpoint_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> received_{0};
+  struct Served {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Served> served_;  // accept thread only
+  std::thread acceptor_;
+};
+
+// Sends `file` (the complete snapshot of `rank` at `step`) to the agent at `endpoint`, which keeps it as a replica.
+// Before committing, checks that `file` is still that snapshot (a worker may have reused its pages for a later save
+// meanwhile): if not, aborts. Throws std::runtime_error saying why the peer did not take it.
+void push_snapshot(const std::string& endpoint, int rank, std::int64_t step, const std::string& file,
+                   const std::atomic<bool>& stop, std::chrono::milliseconds idle = kTransferIdle);
+
+// Fetches step `step` of `rank` (the peer's own snapshot or replica) into rank-<R>/step-<S>.ckpt of `job_dir`,
+// counting it against `limit` first. Throws std::runtime_error saying why (the peer lacks it, the limit, the peer
+// died: then nothing is left behind).
+std::uint64_t fetch_snapshot(const std::string& endpoint, int rank, std::int64_t step, const std::string& job_dir,
+                             std::uint64_t limit, const std::atomic<bool>& stop,
+                             std::chrono::milliseconds idle = kTransferIdle);
+
+}  // namespace ctrun::agent::checkpoint

@@ -1,0 +1,72 @@
+#pragma once
+// The agents' replication protocol (docs/checkpoint.md, "Replication"): fixed 32-byte frames over a TCP connection
+// of their own, and the connection's blocking reads and writes, each bounded (no progress for `idle` seconds is an
+// error) and cancellable (a stop flag, looked at every 100 ms). Used on the replication threads only, never on the
+// agent's loop.
+//
+//   push:  -> put(rank, step, size)  <- ok | refused+text   -> size bytes   -> commit | abort   <- ok | refused+text
+//   fetch: -> get(rank, step)        <- data(size)+bytes | refused+text
+//
+// A receiver counts a put's size against its --checkpoint-memory before it allocates anything, and makes the replica
+// visible only on commit (a rename), so a peer that dies mid-transfer leaves nothing behind and changes nothing held.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ctrun::agent::checkpoint {
+
+enum class FrameKind : std::uint32_t { kPut = 1, kGet = 2, kCommit = 3, kAbort = 4, kOk = 5, kRefused = 6, kData = 7 };
+
+struct Frame {
+  FrameKind kind = FrameKind::kOk;
+  std::int32_t rank = 0;
+  std::int64_t step = 0;
+  std::uint64_t size = 0;  // put: the snapshot's bytes; data: the bytes that follow; refused: the text that follows
+};
+
+inline constexpr std::size_t kFrameBytes = 32;
+inline constexpr std::uint32_t kFrameMagic = 0x43'4b'52'31;  // "CKR1"
+// The longest refusal text a peer may send (a frame's size is never trusted to allocate more).
+inline constexpr std::uint64_t kMaxText = 4096;
+
+std::array<char, kFrameBytes> encode_frame(const Frame& frame);
+// Throws std::runtime_error for bytes that are not a frame (wrong magic, unknown kind, a negative rank or step).
+Frame decode_frame(const std::array<char, kFrameBytes>& bytes);
+
+// One connected socket (owned). Every call throws std::runtime_error saying what failed: the peer closed, `idle`
+// passed with no progress, or `stop` was set.
+class Connection {
+ public:
+  Connection(int fd, const std::atomic<bool>& stop, std::chrono::milliseconds idle);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Connects to "host:port" (bounded by `idle`).
+  static Connection connect(const std::string& endpoint, const std::atomic<bool>& stop, std::chrono::milliseconds idle);
+  Connection(Connection&& other) noexcept;
+
+  void send(const void* data, std::size_t size);
+  void receive(void* data, std::size_t size);
+  // Sends `size` bytes of file `fd` from offset 0 with sendfile(2): no copy through user memory. sendfile has no
+  // MSG_NOSIGNAL: a peer that left raises SIGPIPE, which ctrun ignores process-wide (agent.cpp), so it is EPIPE here.
+  void send_file(int fd, std::uint64_t size);
+
+  void send_frame(const Frame& frame);
+  Frame receive_frame();
+  void send_refusal(const std::string& text);
+  // The text of a refusal whose frame was just received.
+  std::string receive_text(const Frame& refused);
+
+ private:
+  void await(short events);
+  int fd_;
+  const std::atomic<bool>* stop_;
+  std::chrono::milliseconds idle_;
+};
+
+}  // namespace ctrun::agent::checkpoint

@@ -1,0 +1,120 @@
+// Replication throughput (agent/checkpoint/replica_transfer.hpp) against its floor, side by side in one run:
+//   floor:        a loopback TCP stream of the same bytes, memory to memory (send from a buffer, recv into one
+//                 reused buffer): what the kernel's TCP path gives on this machine
+//   replication:  push_snapshot of a snapshot file in /dev/shm to a ReplicaServer on 127.0.0.1, which allocates a
+//                 replica file in its own /dev/shm directory, receives into its mmap and renames it (what an agent
+//                 does for each step)
+// Usage: replication_bench [MiB=128] [reps=7]. Prints the median of `reps` runs of each, and the ratio.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/checkpoint/job_directory.hpp"
+#include "agent/checkpoint/layout.hpp"
+#include "agent/checkpoint/replica_transfer.hpp"
+
+namespace ck = ctrun::agent::checkpoint;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One memory-to-memory stream of `bytes` over loopback TCP; seconds.
+double tcp_stream(std::size_t bytes) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::listen(listener, 1);
+  std::thread receiver([listener, bytes] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    std::vector<char> buf(8u << 20);
+    std::size_t got = 0;
+    while (got < bytes) {
+      const ssize_t n = ::recv(fd, buf.data(), std::min(buf.size(), bytes - got), 0);
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+  });
+  std::vector<char> src(bytes, 1);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  const auto began = Clock::now();
+  ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  std::size_t sent = 0;
+  while (sent < bytes) {
+    const ssize_t n = ::send(fd, src.data() + sent, std::min<std::size_t>(8u << 20, bytes - sent), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  receiver.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+  ::close(fd);
+  ::close(listener);
+  return seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 128;
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 7;
+  const std::size_t bytes = mib << 20;
+  const std::string root_a = "/dev/shm", root_b = "/dev/shm";
+  // Two directories as two agents would have (pids as names: this process's and a made-up one beside it).
+  ck::JobDirectory a(static_cast<int>(::getpid()), root_a);
+  const std::string b_path = root_b + "/ctrun-replication-bench-" + std::to_string(::getpid());
+  fs::create_directories(b_path);
+  std::ofstream(b_path + "/lock").flush();
+  const fs::path file = fs::path(a.path()) / ck::rank_dir_name(0) / ck::step_file_name(1);
+  fs::create_directories(file.parent_path());
+  {
+    const int fd = ::open(file.c_str(), O_CREAT | O_RDWR, 0600);
+    std::vector<char> block(1u << 20, 7);
+    for (std::size_t i = 0; i < mib; ++i) (void)!::write(fd, block.data(), block.size());
+    ::close(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::vector<double> floor, replication;
+  {
+    ck::ReplicaServer server(b_path, std::uint64_t{1} << 40, "127.0.0.1");
+    for (int i = 0; i < reps; ++i) {
+      floor.push_back(tcp_stream(bytes));
+      const auto began = Clock::now();
+      ck::push_snapshot(server.endpoint(), 0, 1 + i, file.string(), stop);
+      replication.push_back(std::chrono::duration<double>(Clock::now() - began).count());
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(b_path, ec);
+  const double f = static_cast<double>(bytes) / median(floor) / 1e9,
+               r = static_cast<double>(bytes) / median(replication) / 1e9;
+  std::printf("snapshot %zu MiB, median of %d\n", mib, reps);
+  std::printf("  loopback TCP stream (floor)   %7.2f GB/s\n", f);
+  std::printf("  replication (push_snapshot)   %7.2f GB/s   %5.1f %% of the floor\n", r, 100.0 * r / f);
+  return 0;
+}

@@ -1,0 +1,234 @@
+// Replication between agents (agent/checkpoint/replica_wire, replica_transfer, exchange): the frames, a push and a
+// fetch over a real loopback connection, the receiver's byte limit, a peer that dies mid-transfer (nothing held
+// is lost, nothing partial stays), replicas pruned, and the pure parts of the nodes' agreement.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent/checkpoint/exchange.hpp"
+#include "agent/checkpoint/job_directory.hpp"
+#include "agent/checkpoint/layout.hpp"
+#include "agent/checkpoint/replica_transfer.hpp"
+#include "agent/checkpoint/replica_wire.hpp"
+
+namespace ctrun::agent::checkpoint {
+namespace {
+namespace fs = std::filesystem;
+
+std::string temp_root() {
+  std::string pattern = (fs::temp_directory_path() / "ctrun-ckrep-test-XXXXXX").string();
+  return ::mkdtemp(pattern.data());
+}
+
+std::string pattern_bytes(std::size_t n, int seed) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + static_cast<std::size_t>(seed)) & 0xff);
+  return s;
+}
+
+void write(const fs::path& path, const std::string& bytes) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::int64_t> steps(const std::vector<HeldStep>& held) {
+  std::vector<std::int64_t> out;
+  for (const auto& h : held) out.push_back(h.step);
+  return out;
+}
+
+bool any_partial(const std::string& dir) {
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (is_partial(e.path().filename().string())) return true;
+  return false;
+}
+
+// Two "nodes": job directories under roots of their own, the receiver serving on 127.0.0.1.
+struct Pair {
+  explicit Pair(std::uint64_t receiver_limit = 1u << 30)
+      : root_a(temp_root()),
+        root_b(temp_root()),
+        a(1000, root_a),
+        b(1001, root_b),
+        server(b.path(), receiver_limit, "127.0.0.1", std::chrono::milliseconds(2000)) {
+    ::signal(SIGPIPE, SIG_IGN);  // as in ctrun (agent.cpp): sendfile(2) to a peer that left has no MSG_NOSIGNAL
+  }
+  ~Pair() {
+    std::error_code ec;
+    fs::remove_all(root_a, ec);
+    fs::remove_all(root_b, ec);
+  }
+  fs::path own_file(int rank, std::int64_t step) const {
+    return fs::path(a.path()) / rank_dir_name(rank) / step_file_name(step);
+  }
+  std::string root_a, root_b;
+  JobDirectory a, b;
+  ReplicaServer server;
+  std::atomic<bool> stop{false};
+};
+
+TEST(ReplicaWire, FramesRoundTripAndStrangersAreRefused) {
+  const Frame f{FrameKind::kPut, 7, 123456789012, 42};
+  const Frame g = decode_frame(encode_frame(f));
+  EXPECT_EQ(g.kind, FrameKind::kPut);
+  EXPECT_EQ(g.rank, 7);
+  EXPECT_EQ(g.step, 123456789012);
+  EXPECT_EQ(g.size, 42u);
+  auto bytes = encode_frame(f);
+  bytes[0] ^= 1;
+  EXPECT_THROW(decode_frame(bytes), std::runtime_error);  // not our peer (an HTTP client, a port scanner)
+  bytes = encode_frame(f);
+  bytes[4] = 99;
+  EXPECT_THROW(decode_frame(bytes), std::runtime_error);
+  EXPECT_THROW(decode_frame(encode_frame({FrameKind::kGet, -1, 0, 0})), std::runtime_error);
+}
+
+TEST(ReplicaTransfer, PushKeepsAReplicaAndFetchBringsItBack) {
+  Pair p;
+  const std::string bytes = pattern_bytes(3 << 20, 1);
+  write(p.own_file(2, 5), bytes);
+  push_snapshot(p.server.endpoint(), 2, 5, p.own_file(2, 5).string(), p.stop);
+  EXPECT_EQ(steps(p.b.held_replicas(2)), (std::vector<std::int64_t>{5}));
+  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(2) / step_file_name(5)), bytes);
+  EXPECT_EQ(p.server.bytes_received(), bytes.size());
+  EXPECT_TRUE(p.b.held(2).empty());  // a replica, not the node's own rank
+
+  // A third node (a spare) fetches it into its own rank directory.
+  const std::string root_c = temp_root();
+  {
+    JobDirectory c(1002, root_c);
+    EXPECT_EQ(fetch_snapshot(p.server.endpoint(), 2, 5, c.path(), 1u << 30, p.stop), bytes.size());
+    EXPECT_EQ(steps(c.held(2)), (std::vector<std::int64_t>{5}));
+    EXPECT_EQ(read(fs::path(c.path()) / rank_dir_name(2) / step_file_name(5)), bytes);
+    // A step nobody holds: a clear error, nothing left behind.
+    EXPECT_THROW(
+        try { fetch_snapshot(p.server.endpoint(), 2, 6, c.path(), 1u << 30, p.stop); } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find("holds no step 6 of rank 2"), std::string::npos) << e.what();
+          throw;
+        },
+        std::runtime_error);
+    EXPECT_EQ(steps(c.held(2)), (std::vector<std::int64_t>{5}));
+    // Over the fetching node's own limit: refused before anything is allocated.
+    EXPECT_THROW(fetch_snapshot(p.server.endpoint(), 3, 5, c.path(), 1u << 30, p.stop), std::runtime_error);
+    EXPECT_THROW(fetch_snapshot(p.server.endpoint(), 2, 5, c.path(), c.used_bytes() + 4096, p.stop),
+                 std::runtime_error);
+    EXPECT_FALSE(any_partial(c.path()));
+  }
+  fs::remove_all(root_c);
+}
+
+TEST(ReplicaTransfer, TheReceiverRefusesBeyondItsLimitAndKeepsWhatItHeld) {
+  Pair p(4u << 20);  // room for one 3 MiB replica, not two
+  write(p.own_file(0, 1), pattern_bytes(3 << 20, 1));
+  write(p.own_file(0, 2), pattern_bytes(3 << 20, 2));
+  push_snapshot(p.server.endpoint(), 0, 1, p.own_file(0, 1).string(), p.stop);
+  try {
+    push_snapshot(p.server.endpoint(), 0, 2, p.own_file(0, 2).string(), p.stop);
+    FAIL() << "a replica beyond the receiver's --checkpoint-memory was taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--checkpoint-memory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(steps(p.b.held_replicas(0)), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(0) / step_file_name(1)), pattern_bytes(3 << 20, 1));
+  EXPECT_FALSE(any_partial(p.b.path()));
+}
+
+TEST(ReplicaTransfer, APeerThatDiesMidTransferLeavesNothingAndTakesNothing) {
+  Pair p;
+  write(p.own_file(1, 4), pattern_bytes(1 << 20, 4));
+  push_snapshot(p.server.endpoint(), 1, 4, p.own_file(1, 4).string(), p.stop);
+
+  // A sender that announces step 5 (2 MiB), sends half, and dies.
+  const auto colon = p.server.endpoint().rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(p.server.endpoint().substr(colon + 1))));
+  ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const auto put = encode_frame({FrameKind::kPut, 1, 5, 2u << 20});
+  ASSERT_EQ(::send(fd, put.data(), put.size(), 0), static_cast<ssize_t>(put.size()));
+  std::array<char, kFrameBytes> ok{};
+  ASSERT_EQ(::recv(fd, ok.data(), ok.size(), MSG_WAITALL), static_cast<ssize_t>(ok.size()));
+  EXPECT_EQ(decode_frame(ok).kind, FrameKind::kOk);
+  const std::string half = pattern_bytes(1 << 20, 5);
+  ASSERT_EQ(::send(fd, half.data(), half.size(), 0), static_cast<ssize_t>(half.size()));
+  ::close(fd);
+
+  // The receiver drops the partial file once it sees the connection end (bounded wait).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (any_partial(p.b.path()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(any_partial(p.b.path()));
+  EXPECT_EQ(steps(p.b.held_replicas(1)), (std::vector<std::int64_t>{4}));
+  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(1) / step_file_name(4)), pattern_bytes(1 << 20, 4));
+}
+
+TEST(ReplicaTransfer, ReplicasKeepTheNewestStepsAndDropAnAbandonedTimeline) {
+  Pair p;
+  for (std::int64_t s : {1, 2, 3}) {
+    write(p.own_file(0, s), pattern_bytes(4096, static_cast<int>(s)));
+    push_snapshot(p.server.endpoint(), 0, s, p.own_file(0, s).string(), p.stop);
+  }
+  EXPECT_EQ(steps(p.b.held_replicas(0)), (std::vector<std::int64_t>{2, 3}));
+  // The job resumed from step 1 and saved step 2 again: the old timeline's step 3 goes.
+  write(p.own_file(0, 2), pattern_bytes(4096, 22));
+  push_snapshot(p.server.endpoint(), 0, 2, p.own_file(0, 2).string(), p.stop);
+  EXPECT_EQ(steps(p.b.held_replicas(0)), (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(0) / step_file_name(2)), pattern_bytes(4096, 22));
+}
+
+TEST(ReplicaTransfer, AStoppedTransferEndsWithinItsSlice) {
+  Pair p;
+  p.stop = true;
+  write(p.own_file(0, 1), pattern_bytes(4096, 1));
+  const auto began = std::chrono::steady_clock::now();
+  EXPECT_THROW(push_snapshot(p.server.endpoint(), 0, 1, p.own_file(0, 1).string(), p.stop), std::runtime_error);
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(1));
+}
+
+TEST(Exchange, RecordsMergeIntoEveryRanksStepsAndSayWhereEachIs) {
+  NodeRecord a{0, "127.0.0.2:1", "", {{{0, {2, 3}}, {1, {2, 3}}}, {{2, {3}}, {3, {2, 3}}}}};
+  NodeRecord c{1, "127.0.0.4:2", "", {{}, {{0, {3}}}}};
+  const NodeRecord back = decode_record(encode_record(a));
+  EXPECT_EQ(back.endpoint, a.endpoint);
+  EXPECT_EQ(back.holdings.own, a.holdings.own);
+  EXPECT_EQ(back.holdings.replicas, a.holdings.replicas);
+  EXPECT_THROW(decode_record("{\"v\": 9}"), std::runtime_error);
+
+  const auto merged = merged_steps({a, c}, 4);
+  EXPECT_EQ(merged.at(0), (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(merged.at(2), (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(merged.size(), 4u);
+  // Own snapshots before replicas; never the asking node itself.
+  EXPECT_EQ(holders_of({a, c}, 0, 3, 5), (std::vector<std::string>{"127.0.0.2:1", "127.0.0.4:2"}));
+  EXPECT_EQ(holders_of({a, c}, 0, 3, 0), (std::vector<std::string>{"127.0.0.4:2"}));
+  EXPECT_TRUE(holders_of({a, c}, 2, 2, 5).empty());
+
+  EXPECT_EQ(ring_targets(0, 3, 1), (std::vector<int>{1}));
+  EXPECT_EQ(ring_targets(2, 3, 2), (std::vector<int>{0, 1}));
+  EXPECT_EQ(ring_targets(1, 2, 5), (std::vector<int>{0}));  // never itself, never twice
+  EXPECT_TRUE(ring_targets(0, 1, 1).empty());
+}
+
+}  // namespace
+}  // namespace ctrun::agent::checkpoint

@@ -1,0 +1,161 @@
+"""In-memory checkpoints on two nodes (agent/checkpoint/: exchange, replication, load from a replica) with real ctrun
+agents and torch 1.13 workers. Each "node" is an agent on its own loopback address (127.0.0.2, .3, .4) in a mount
+namespace of its own with a private tmpfs on /dev/shm, so its snapshots are its own memory: when the test SIGKILLs
+node B's agent and workers, the namespace and B's memory go with them. A spare agent then takes B's place, and the
+ranks B ran load their state from the replica A received; the final parameters equal an uninterrupted run's bit
+for bit. Environment as checkpoint_test.py. Exit 77 (skip) without torch or without mount namespaces."""
+
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = os.path.join(HERE, "workers", "train.py")
+CTRUN = os.environ["CTRUN_BIN"]
+PYTHON = os.environ["CTRUN_TORCH_PYTHON"]
+STEPS, HOLD_AFTER, NPROC = 6, 3, 2
+SKIP = 77
+
+sys.path.insert(0, os.path.join(os.environ["CTRUN_SOURCE_DIR"], "tests", "common"))
+from ports import reserve_port  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    print("skipped: no torch in", sys.executable)
+    sys.exit(SKIP)
+
+# A node's private /dev/shm: a new mount namespace (mounts private to it) with a tmpfs there, then the agent.
+NODE = 'mount -t tmpfs -o size=1g,mode=1777 ctrun-test-shm /dev/shm && exec "$@"'
+
+
+def can_make_nodes():
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", NODE, "sh", "true"],
+                       capture_output=True, text=True, timeout=30)
+    return p.returncode == 0, p.stderr.strip()
+
+
+class Nodes:
+    def __init__(self, out):
+        self.out = out
+        self.agents = {}
+        self.endpoint = f"127.0.0.2:{reserve_port()}"
+
+    def start(self, tag, addr, extra):
+        log = open(os.path.join(self.out, f"agent.{tag}.log"), "w")
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", NODE, "sh", CTRUN,
+               "--local-addr", addr, "--nproc-per-node", str(NPROC), "--nnodes", "2:2", "--max-restarts", "2",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", self.endpoint, "--rdzv-id", "ckrep",
+               "--rdzv-conf", "join_timeout=90,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=2",
+               "--monitor-interval", "0.2", "--event-log", os.path.join(self.out, f"events.{tag}.jsonl"),
+               TRAIN, self.out, str(STEPS), "--extra-mib", "4"] + extra
+        env = dict(os.environ, PYTHON_EXEC=PYTHON, GLOO_SOCKET_IFNAME="lo")
+        self.agents[tag] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                            start_new_session=True)
+
+    def wait(self, tag, timeout):
+        try:
+            return self.agents[tag].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"agent {tag} did not end within {timeout} s\n{self.logs()}")
+
+    def kill(self, tag):
+        """SIGKILL to the node's agent and every process of its session (its workers)."""
+        try:
+            os.killpg(self.agents[tag].pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.agents[tag].wait(timeout=30)
+
+    def logs(self):
+        out = []
+        for tag in self.agents:
+            with open(os.path.join(self.out, f"agent.{tag}.log")) as f:
+                out.append(f"--- {tag}\n{f.read()[-5000:]}")
+        return "\n".join(out)
+
+    def events(self, tag, name):
+        path = os.path.join(self.out, f"events.{tag}.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [e for e in map(json.loads, f) if e["event"] == name]
+
+    def close(self):
+        for tag in self.agents:
+            if self.agents[tag].poll() is None:
+                self.kill(tag)
+
+
+def wait_for(what, predicate, timeout, nodes):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}\n{nodes.logs()}")
+
+
+def assert_same_final(a, b):
+    for r in range(2 * NPROC):
+        x = torch.load(os.path.join(a, f"final-{r}.pt"))
+        y = torch.load(os.path.join(b, f"final-{r}.pt"))
+        assert torch.equal(x["extra"], y["extra"]), f"rank {r}: extra differs"
+        for k in x["model"]:
+            same = torch.equal(x["model"][k].view(torch.int32), y["model"][k].view(torch.int32))
+            assert same, f"rank {r}: {k} differs from the uninterrupted run's"
+
+
+def test_spare_loads_replica():
+    ok, why = can_make_nodes()
+    if not ok:
+        print("skipped: cannot make a mount namespace with its own /dev/shm:", why)
+        sys.exit(SKIP)
+    ref, out = tempfile.mkdtemp(prefix="ckrep-ref-"), tempfile.mkdtemp(prefix="ckrep-run-")
+    ref_nodes, nodes = Nodes(ref), Nodes(out)
+    try:
+        # The uninterrupted run: two nodes, four ranks.
+        ref_nodes.start("A", "127.0.0.2", [])
+        ref_nodes.start("B", "127.0.0.3", [])
+        for tag in ("A", "B"):
+            assert ref_nodes.wait(tag, 180) == 0, ref_nodes.logs()
+
+        nodes.start("A", "127.0.0.2", ["--hold-after", str(HOLD_AFTER)])
+        nodes.start("B", "127.0.0.3", ["--hold-after", str(HOLD_AFTER)])
+        ready = lambda: all(os.path.exists(os.path.join(out, f"ready-{r}")) for r in range(2 * NPROC))  # noqa: E731
+        wait_for("every rank's step to be saved and replicated", ready, 150, nodes)
+        replicated = {t: [e["step"] for e in nodes.events(t, "checkpoint_replicated")] for t in ("A", "B")}
+        assert all(HOLD_AFTER in s for s in replicated.values()), replicated
+        nodes.kill("B")  # its workers and its /dev/shm (the namespace's tmpfs) go with it
+        nodes.start("C", "127.0.0.4", ["--hold-after", str(HOLD_AFTER)])
+        for tag in ("A", "C"):
+            assert nodes.wait(tag, 180) == 0, nodes.logs()
+
+        # Every rank of the new attempt resumed from the step held before the kill, B's ranks from A's replica. (A
+        # membership change is not a restart: the new round's workers have the same restart count and rewrite the
+        # loaded-<attempt>-<rank> files of the first round, which said "none".)
+        loaded = {}
+        for path in glob.glob(os.path.join(out, "loaded-*-*")):
+            loaded[int(os.path.basename(path).split("-")[2])] = open(path).read()
+        assert loaded == {r: str(HOLD_AFTER) for r in range(2 * NPROC)}, f"loaded after the kill: {loaded}"
+        fetched = nodes.events("C", "checkpoint_fetched")
+        assert fetched and all("error" not in f and f["from"].startswith("127.0.0.2:") for f in fetched), fetched
+        assert all(f["step"] == HOLD_AFTER for f in fetched), fetched
+        assert_same_final(ref, out)
+        print("ok: the spare loaded B's state from A's replica:", fetched)
+    finally:
+        ref_nodes.close()
+        nodes.close()
+        if not os.environ.get("KEEP_DIR"):
+            shutil.rmtree(ref, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    globals()["test_" + sys.argv[1]]()
