@@ -53,6 +53,9 @@ constexpr EventKind kCatalogue[] = {
      "`window_s`"},
     {E::kQuiet, "quiet",
      "workers without ctrun's collectives used no CPU and wrote nothing for `--hang-report-after`: `quiet_s`"},
+    {E::kHangTimeoutLearned, "hang_timeout_learned",
+     "`--hang-timeout auto` chose a timeout (past the warm-up, and again when it rose by a tenth): `timeout_s`, "
+     "`longest_gap_s`, `completed`"},
     {E::kCheckpointHeld, "checkpoint_held",
      "an attempt starts: the in-memory checkpoint steps each local rank holds, `bytes`, torn saves removed, "
      "`resume_step`"},

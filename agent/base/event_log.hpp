@@ -39,6 +39,7 @@ enum class Event {
   kP2pWaitResolved,
   kStraggler,
   kQuiet,
+  kHangTimeoutLearned,
   kCheckpointHeld,
   kCheckpointCommit,
   kCheckpointLoad,
