@@ -18,6 +18,7 @@
 #include "agent/checkpoint/keeper.hpp"
 #include "agent/exit_sequence.hpp"
 #include "agent/hang/supervisor.hpp"
+#include "agent/launch/reachable_address.hpp"
 #include "agent/launch/rendezvous_factory.hpp"
 #include "agent/launch/worker_python.hpp"
 #include "agent/launch/worker_store.hpp"
@@ -196,14 +197,17 @@ class Agent::Impl {
   // arrives while the endpoint does not answer is honoured at once.
   void make_handler() {
     std::shared_ptr<rdzv::Handler> given = std::move(rdzv_);
-    lane_.run(BlockingCall::kConnect, [this, given = std::move(given)]() mutable {
+    lane_.run(BlockingCall::kConnect, [this, given = std::move(given), store_host = store_host_]() mutable {
       int code = 0;
       std::string error;
+      PublishedAddress published{store_host, ""};
       try {
         if (!given)
           given =
               make_rendezvous_handler(config_, store_ ? std::optional<std::uint16_t>(store_->port()) : std::nullopt);
-        if (store_) given->set_worker_store_address(store_host_, store_->port());
+        // A host name that resolves to loopback here would send the other nodes' workers to their own loopback.
+        if (store_) published = publishable_store_host(config_, store_host);
+        if (store_) given->set_worker_store_address(published.host, store_->port());
       } catch (const std::invalid_argument& e) {
         code = 2;
         error = e.what();
@@ -211,7 +215,11 @@ class Agent::Impl {
         code = 1;
         error = std::string("rendezvous failed: ") + e.what();
       }
-      return [this, h = std::move(given), code, error]() mutable {
+      return [this, h = std::move(given), code, error, published]() mutable {
+        if (!published.why.empty()) {
+          log_->warn("{}", published.why);
+          store_host_ = published.host;
+        }
         if (code != 0) {
           log_->error("{}", error);
           events_.emit(Event::kRendezvousFailed, {{"error", error}});
@@ -259,14 +267,17 @@ class Agent::Impl {
     lane_.run(BlockingCall::kRendezvous, [this, attempt = attempt_seq_, restart_count = restart_count_]() {
       rdzv::AgreedRound agreed;
       std::string error;
+      std::string unreachable;
       try {
         agreed = rdzv::next_agreed_round(*rdzv_, restart_count, kAgreementTimeout, kMaxBrokenRounds);
+        unreachable = check_master_reachable(agreed.round);
       } catch (const rdzv::RendezvousError& e) {
         error = e.what();
       } catch (const std::exception& e) {
         error = e.what();
       }
-      return [this, attempt, agreed = std::move(agreed), error]() mutable {
+      return [this, attempt, agreed = std::move(agreed), error, unreachable]() mutable {
+        if (!unreachable.empty()) log_->error("{}", unreachable);
         if (attempt != attempt_seq_) return;
         rejoin_timer_.cancel();
         waiting_timer_.cancel();
@@ -286,6 +297,14 @@ class Agent::Impl {
         deliver(AgentEvent::kRoundFormed);
       };
     });
+  }
+
+  // On the helper lane, once a round formed: a node other than group rank 0's dials the workers' store once (at most
+  // 2 s) and says so before starting workers that would hang in init_process_group. Empty when reached.
+  std::string check_master_reachable(const rdzv::RoundInfo& round) const {
+    if (is_single_node(config_) || round.group_rank == 0 || round.master_port == 0 || static_multi_node_) return {};
+    const std::string why = unreachable_reason(round.master_addr, round.master_port, std::chrono::seconds(2));
+    return why.empty() ? why : unreachable_store_message(round.master_addr, round.master_port, why);
   }
 
   // Says what the agent waits for: once after a second without a round (a round that forms at once says nothing),
