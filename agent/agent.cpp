@@ -25,6 +25,7 @@
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/metrics/agent_metrics.hpp"
+#include "agent/metrics/liveness.hpp"
 #include "agent/policy/agent_policy.hpp"
 #include "agent/preload/preload_spawner.hpp"
 #include "agent/process/escapees.hpp"
@@ -469,8 +470,32 @@ class Agent::Impl {
                                            preload::make_worker_spawner(io_, config_, env_), subreaper_, std::move(cb));
     hang_ = std::make_unique<HangSupervisor>(io_, config_, *group_, events_, lane_,
                                              [this] { return state_ == AgentState::kRunning; });
-    metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_);  // --metrics-port
+    open_liveness();
+    std::function<double()> loop_age;
+    if (beat_) loop_age = [beat = beat_.get()] { return beat->age_s(); };
+    metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_, loop_age);  // --metrics-port
     checkpoints_ = std::make_unique<CheckpointKeeper>(io_, config_, *group_, events_);
+  }
+
+  // Liveness for schedulers (agent/metrics/liveness.hpp): the loop beats only when /healthz (--metrics-port) or
+  // TORCHELASTIC_HEALTH_CHECK_PORT asks for it. A bad port is torch's: said, and nothing started.
+  void open_liveness() {
+    int port = -1;  // none asked for (a plain int: GCC 12 warns falsely of an optional's value here)
+    try {
+      if (auto p = health_check_port(env_)) port = *p;
+    } catch (const std::invalid_argument& e) {
+      log_->warn("{}", e.what());
+    }
+    if (port < 0 && !config_.metrics_port) return;
+    beat_ = std::make_unique<LoopBeat>(io_);
+    if (port < 0) return;
+    try {
+      health_ = std::make_unique<HealthCheckServer>(static_cast<std::uint16_t>(port), *beat_);
+      log_->info("health check server ({}={}): http://0.0.0.0:{}/healthz", kHealthCheckPortVariable, port,
+                 health_->port());
+    } catch (const std::exception& e) {
+      log_->warn("no health check server ({}={}): {}", kHealthCheckPortVariable, port, e.what());
+    }
   }
 
   // Where the attempt's ranks list their held checkpoint steps: this node's workers' store, when it has one.
@@ -598,6 +623,8 @@ class Agent::Impl {
   std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
   std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
   std::unique_ptr<HangSupervisor> hang_;         // made with group_
+  std::unique_ptr<LoopBeat> beat_;                // liveness: only with /healthz or a health check port
+  std::unique_ptr<HealthCheckServer> health_;
   std::unique_ptr<AgentMetrics> metrics_;        // made with group_ (watches it and hang_): before any deliver()
 
   std::unique_ptr<CheckpointKeeper> checkpoints_;  // made with group_; the job's snapshots go with it
