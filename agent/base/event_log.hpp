@@ -40,6 +40,8 @@ enum class Event {
   kStraggler,
   kQuiet,
   kHangTimeoutLearned,
+  kWorkerUnkillable,
+  kNodeUnhealthy,
   kCheckpointHeld,
   kCheckpointCommit,
   kCheckpointLoad,

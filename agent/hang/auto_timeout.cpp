@@ -39,8 +39,8 @@ std::optional<AutoTimeout> parse_auto_timeout(const std::string& text) {
   if (parts.size() >= 2) a.floor_s = seconds(parts[1], "floor");
   if (parts.size() == 3) a.ceiling_s = seconds(parts[2], "ceiling");
   if (a.floor_s > a.ceiling_s)
-    throw std::invalid_argument("'" + text + "': the floor (" + number(a.floor_s) +
-                                " s) is above the ceiling (" + number(a.ceiling_s) + " s)");
+    throw std::invalid_argument("'" + text + "': the floor (" + number(a.floor_s) + " s) is above the ceiling (" +
+                                number(a.ceiling_s) + " s)");
   return a;
 }
 
@@ -76,8 +76,8 @@ Learned TimeoutLearner::current() const {
             .multiple = config_.multiple,
             .floor_s = config_.floor_s,
             .ceiling_s = config_.ceiling_s};
-  l.timeout_s = l.warm ? std::clamp(config_.multiple * longest_gap_s_, config_.floor_s, config_.ceiling_s)
-                       : config_.ceiling_s;
+  l.timeout_s =
+      l.warm ? std::clamp(config_.multiple * longest_gap_s_, config_.floor_s, config_.ceiling_s) : config_.ceiling_s;
   return l;
 }
 

@@ -44,9 +44,9 @@ std::optional<AutoTimeout> parse_auto_timeout(const std::string& text);
 // What the learner concluded at one look.
 struct Learned {
   double timeout_s = 0;
-  double longest_gap_s = 0;  // 0: no gap seen yet
-  std::uint64_t completed = 0;  // most collectives one group completed on one rank this attempt
-  bool warm = false;           // past the warm-up
+  double longest_gap_s = 0;                         // 0: no gap seen yet
+  std::uint64_t completed = 0;                      // most collectives one group completed on one rank this attempt
+  bool warm = false;                                // past the warm-up
   double multiple = 0, floor_s = 0, ceiling_s = 0;  // the rule it applied
 };
 

@@ -41,8 +41,7 @@ bool resolve(const std::string& host, std::uint16_t port, int socktype, AddrInfo
 }
 
 bool loopback(const sockaddr* a) {
-  if (a->sa_family == AF_INET)
-    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET) return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
   if (a->sa_family == AF_INET6) {
     const auto* in6 = &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
     if (IN6_IS_ADDR_LOOPBACK(in6)) return true;
@@ -103,17 +102,20 @@ PublishedAddress publishable_store_host(const LaunchConfig& config, const std::s
   if (!ep || !resolves_to_loopback(store_host) || resolves_to_loopback(ep->host)) return out;
   if (rdzv::is_local_host(ep->host)) {
     out.host = ep->host;
-    out.why = "this host's name '" + store_host + "' resolves to a loopback address here (/etc/hosts), which other "
-              "hosts cannot reach: the workers' store is published as " + ep->host +
+    out.why = "this host's name '" + store_host +
+              "' resolves to a loopback address here (/etc/hosts), which other "
+              "hosts cannot reach: the workers' store is published as " +
+              ep->host +
               ", the rendezvous endpoint's host, by which the other nodes reach this one (--local-addr sets it)";
     return out;
   }
   const auto local = local_address_towards(ep->host, ep->port);
   if (!local || resolves_to_loopback(*local)) return out;
   out.host = *local;
-  out.why = "this host's name '" + store_host + "' resolves to a loopback address here (/etc/hosts), which other "
-            "hosts cannot reach: the workers' store is published as " + *local +
-            ", this host's address on its route to the rendezvous endpoint " + ep->to_string() +
+  out.why = "this host's name '" + store_host +
+            "' resolves to a loopback address here (/etc/hosts), which other "
+            "hosts cannot reach: the workers' store is published as " +
+            *local + ", this host's address on its route to the rendezvous endpoint " + ep->to_string() +
             " (--local-addr sets it)";
   return out;
 }
@@ -152,7 +154,8 @@ std::string unreachable_store_message(const std::string& host, std::uint16_t por
                     " (MASTER_ADDR and MASTER_PORT, served by group rank 0's node) cannot be reached from this node (" +
                     why + "): its workers would hang in init_process_group.";
   if (resolves_to_loopback(host))
-    out += " '" + host + "' is a loopback address here: give group rank 0's node --local-addr with an address the "
+    out += " '" + host +
+           "' is a loopback address here: give group rank 0's node --local-addr with an address the "
            "other nodes reach (or fix /etc/hosts there)";
   else
     out += " Check that group rank 0's node is reachable on that port from here (firewall, --local-addr)";
