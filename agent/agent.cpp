@@ -18,12 +18,14 @@
 #include "agent/checkpoint/keeper.hpp"
 #include "agent/exit_sequence.hpp"
 #include "agent/hang/supervisor.hpp"
+#include "agent/launch/reachable_address.hpp"
 #include "agent/launch/rendezvous_factory.hpp"
 #include "agent/launch/worker_python.hpp"
 #include "agent/launch/worker_store.hpp"
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/log_layout.hpp"
 #include "agent/metrics/agent_metrics.hpp"
+#include "agent/metrics/liveness.hpp"
 #include "agent/policy/agent_policy.hpp"
 #include "agent/preload/preload_spawner.hpp"
 #include "agent/process/escapees.hpp"
@@ -196,14 +198,17 @@ class Agent::Impl {
   // arrives while the endpoint does not answer is honoured at once.
   void make_handler() {
     std::shared_ptr<rdzv::Handler> given = std::move(rdzv_);
-    lane_.run(BlockingCall::kConnect, [this, given = std::move(given)]() mutable {
+    lane_.run(BlockingCall::kConnect, [this, given = std::move(given), store_host = store_host_]() mutable {
       int code = 0;
       std::string error;
+      PublishedAddress published{store_host, ""};
       try {
         if (!given)
           given =
               make_rendezvous_handler(config_, store_ ? std::optional<std::uint16_t>(store_->port()) : std::nullopt);
-        if (store_) given->set_worker_store_address(store_host_, store_->port());
+        // A host name that resolves to loopback here would send the other nodes' workers to their own loopback.
+        if (store_) published = publishable_store_host(config_, store_host);
+        if (store_) given->set_worker_store_address(published.host, store_->port());
       } catch (const std::invalid_argument& e) {
         code = 2;
         error = e.what();
@@ -211,7 +216,11 @@ class Agent::Impl {
         code = 1;
         error = std::string("rendezvous failed: ") + e.what();
       }
-      return [this, h = std::move(given), code, error]() mutable {
+      return [this, h = std::move(given), code, error, published]() mutable {
+        if (!published.why.empty()) {
+          log_->warn("{}", published.why);
+          store_host_ = published.host;
+        }
         if (code != 0) {
           log_->error("{}", error);
           events_.emit(Event::kRendezvousFailed, {{"error", error}});
@@ -259,14 +268,17 @@ class Agent::Impl {
     lane_.run(BlockingCall::kRendezvous, [this, attempt = attempt_seq_, restart_count = restart_count_]() {
       rdzv::AgreedRound agreed;
       std::string error;
+      std::string unreachable;
       try {
         agreed = rdzv::next_agreed_round(*rdzv_, restart_count, kAgreementTimeout, kMaxBrokenRounds);
+        unreachable = check_master_reachable(agreed.round);
       } catch (const rdzv::RendezvousError& e) {
         error = e.what();
       } catch (const std::exception& e) {
         error = e.what();
       }
-      return [this, attempt, agreed = std::move(agreed), error]() mutable {
+      return [this, attempt, agreed = std::move(agreed), error, unreachable]() mutable {
+        if (!unreachable.empty()) log_->error("{}", unreachable);
         if (attempt != attempt_seq_) return;
         rejoin_timer_.cancel();
         waiting_timer_.cancel();
@@ -286,6 +298,14 @@ class Agent::Impl {
         deliver(AgentEvent::kRoundFormed);
       };
     });
+  }
+
+  // On the helper lane, once a round formed: a node other than group rank 0's dials the workers' store once (at most
+  // 2 s) and says so before starting workers that would hang in init_process_group. Empty when reached.
+  std::string check_master_reachable(const rdzv::RoundInfo& round) const {
+    if (is_single_node(config_) || round.group_rank == 0 || round.master_port == 0 || static_multi_node_) return {};
+    const std::string why = unreachable_reason(round.master_addr, round.master_port, std::chrono::seconds(2));
+    return why.empty() ? why : unreachable_store_message(round.master_addr, round.master_port, why);
   }
 
   // Says what the agent waits for: once after a second without a round (a round that forms at once says nothing),
@@ -464,12 +484,36 @@ class Agent::Impl {
                                            preload::make_worker_spawner(io_, config_, env_), subreaper_, std::move(cb));
     hang_ = std::make_unique<HangSupervisor>(io_, config_, *group_, events_, lane_,
                                              [this] { return state_ == AgentState::kRunning; });
-    metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_);  // --metrics-port
+    open_liveness();
+    std::function<double()> loop_age;
+    if (beat_) loop_age = [beat = beat_.get()] { return beat->age_s(); };
+    metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_, loop_age);  // --metrics-port
     // CTRUN_CHECKPOINT_ROOT: where the job's snapshot directory is made instead of /dev/shm (a tmpfs of its own, a
     // container's or a chroot's view of one; the torch 2.6 tests use a folder the chroot sees).
     const auto root = env_("CTRUN_CHECKPOINT_ROOT");
     checkpoints_ = std::make_unique<CheckpointKeeper>(io_, config_, *group_, events_,
                                                       root && !root->empty() ? *root : std::string("/dev/shm"));
+  }
+
+  // Liveness for schedulers (agent/metrics/liveness.hpp): the loop beats only when /healthz (--metrics-port) or
+  // TORCHELASTIC_HEALTH_CHECK_PORT asks for it. A bad port is torch's: said, and nothing started.
+  void open_liveness() {
+    int port = -1;  // none asked for (a plain int: GCC 12 warns falsely of an optional's value here)
+    try {
+      if (auto p = health_check_port(env_)) port = *p;
+    } catch (const std::invalid_argument& e) {
+      log_->warn("{}", e.what());
+    }
+    if (port < 0 && !config_.metrics_port) return;
+    beat_ = std::make_unique<LoopBeat>(io_);
+    if (port < 0) return;
+    try {
+      health_ = std::make_unique<HealthCheckServer>(static_cast<std::uint16_t>(port), *beat_);
+      log_->info("health check server ({}={}): http://0.0.0.0:{}/healthz", kHealthCheckPortVariable, port,
+                 health_->port());
+    } catch (const std::exception& e) {
+      log_->warn("no health check server ({}={}): {}", kHealthCheckPortVariable, port, e.what());
+    }
   }
 
   // Where the attempt's ranks list their held checkpoint steps: the workers' store. With several nodes it is group
@@ -605,6 +649,8 @@ class Agent::Impl {
   std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
   std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
   std::unique_ptr<HangSupervisor> hang_;         // made with group_
+  std::unique_ptr<LoopBeat> beat_;                // liveness: only with /healthz or a health check port
+  std::unique_ptr<HealthCheckServer> health_;
   std::unique_ptr<AgentMetrics> metrics_;        // made with group_ (watches it and hang_): before any deliver()
 
   std::unique_ptr<CheckpointKeeper> checkpoints_;  // made with group_; the job's snapshots go with it

@@ -53,6 +53,13 @@ constexpr EventKind kCatalogue[] = {
      "`window_s`"},
     {E::kQuiet, "quiet",
      "workers without ctrun's collectives used no CPU and wrote nothing for `--hang-report-after`: `quiet_s`"},
+    {E::kHangTimeoutLearned, "hang_timeout_learned",
+     "`--hang-timeout auto` chose a timeout (past the warm-up, and again when it rose by a tenth): `timeout_s`, "
+     "`longest_gap_s`, `completed`"},
+    {E::kWorkerUnkillable, "worker_unkillable",
+     "a worker survived SIGKILL for 5 s (stuck in the kernel): ctrun stopped waiting for it: `local_rank`, `rank`, "
+     "`pid`, `state` (its /proc state letter, `D`: uninterruptible sleep)"},
+    {E::kNodeUnhealthy, "node_unhealthy", "this node was found unhealthy: `reason`"},
     {E::kCheckpointHeld, "checkpoint_held",
      "an attempt starts: the in-memory checkpoint steps each local rank holds, `bytes`, torn saves removed, "
      "`resume_step`"},

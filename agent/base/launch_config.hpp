@@ -87,6 +87,12 @@ struct LaunchConfig {
   std::vector<int> forwarded_signal_numbers;
   double exit_barrier_timeout{};  // seconds a node that succeeded waits for the others (torchrun: 300)
   double hang_timeout{};          // --hang-timeout: 0 = hangs are reported, never a failure (docs/hang.md)
+  // --hang-timeout auto[:FLOOR[:CEILING]]: learned from the job (agent/hang/auto_timeout.hpp); hang_timeout is 0.
+  struct HangAuto {
+    double floor_s = 0;
+    double ceiling_s = 0;
+  };
+  std::optional<HangAuto> hang_timeout_auto;
   double hang_report_after{};     // --hang-report-after
   double straggler_interval{};    // --straggler-interval: the straggler window, seconds (tests shorten it)
   bool dry_run{};                 // print what would run, start nothing

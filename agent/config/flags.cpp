@@ -10,6 +10,7 @@
 
 #include "agent/base/command_line.hpp"
 #include "agent/config/flag_parsers.hpp"
+#include "agent/hang/auto_timeout.hpp"
 #include "common/text.hpp"
 #include "rendezvous/parameters.hpp"
 
@@ -71,6 +72,22 @@ void signals_to_handle(LaunchConfig& c, const std::string& v) {
     if (std::find(c.signal_numbers.begin(), c.signal_numbers.end(), sig) == c.signal_numbers.end())
       c.forwarded_signal_numbers.push_back(sig);
   }
+}
+
+void hang_timeout(LaunchConfig& c, const std::string& v) {
+  c.hang_timeout_auto.reset();
+  c.hang_timeout = 0;
+  std::optional<hang::AutoTimeout> a;
+  try {
+    a = hang::parse_auto_timeout(v);
+  } catch (const std::invalid_argument& e) {
+    throw FlagValueError(e.what());
+  }
+  if (a) {
+    c.hang_timeout_auto = LaunchConfig::HangAuto{.floor_s = a->floor_s, .ceiling_s = a->ceiling_s};
+    return;
+  }
+  c.hang_timeout = parse_flag_seconds(v, /*positive=*/false);
 }
 
 void ssh(LaunchConfig& c, const std::string& v) {
@@ -226,9 +243,11 @@ const std::vector<FlagSpec>& flag_table() {
        "Seconds a node that succeeded waits for the others before exiting (unset: "
        "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300, torchrun's fixed value).",
        "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT"},
-      {"hang_timeout", "", K::kValue, "0", kPet, kCtrun, seconds_of<&C::hang_timeout>,
+      {"hang_timeout", "", K::kValue, "0", kPet, kCtrun, hang_timeout,
        "Seconds ranks may wait in a collective another rank has not entered before that rank is treated as "
-       "failed (its stack dumped, the restart policy applied); 0: hangs are only reported (docs/hang.md)."},
+       "failed (its stack dumped, the restart policy applied); 0: hangs are only reported; auto[:FLOOR[:CEILING]]: "
+       "4 times the longest gap between completed collectives, learned each attempt, within 120-1200 s "
+       "(docs/hang.md)."},
       {"hang_report_after", "", K::kValue, "300", kPet, kCtrun, positive_seconds_of<&C::hang_report_after>,
        "Seconds of such a wait before ctrun reports it and dumps the local ranks' Python stacks."},
       {"straggler_interval", "", K::kValue, "300", kPet, kCtrun, positive_seconds_of<&C::straggler_interval>,

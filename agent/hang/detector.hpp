@@ -127,6 +127,8 @@ class Detector {
   std::vector<HangFinding> open_hangs() const;
   std::vector<P2pFinding> open_p2p_waits() const;
   const DetectorConfig& config() const { return config_; }
+  // `--hang-timeout auto` learns the timeout as the job runs (auto_timeout.hpp): later looks use this one.
+  void set_hang_timeout(double seconds) { config_.hang_timeout_s = seconds; }
 
  private:
   struct Episode {

@@ -88,6 +88,10 @@ struct HangSupervisor::Impl {
     hang::WatchConfig wc;
     wc.detector.report_after_s = config.hang_report_after;
     wc.detector.hang_timeout_s = config.hang_timeout;
+    if (config.hang_timeout_auto) {
+      wc.auto_timeout = hang::AutoTimeout{.floor_s = config.hang_timeout_auto->floor_s,
+                                          .ceiling_s = config.hang_timeout_auto->ceiling_s};
+    }
     wc.detector.straggler_every_s = config.straggler_interval;
     wc.host = host::short_name();
     wc.agent_pid = static_cast<int>(::getpid());
@@ -155,7 +159,7 @@ struct HangSupervisor::Impl {
 
   // What the tick found: the log, the console, the event log, and the stragglers the failure summary names.
   void say(const hang::WatchOutput& out) {
-    for (const auto& s : hang::say(out, watch->ranks(), watch->config().detector)) {
+    for (const auto& s : hang::say(out, watch->ranks(), watch->detector().config())) {
       if (s.warning) {
         log->warn("{}", s.line);
       } else {
@@ -170,7 +174,7 @@ struct HangSupervisor::Impl {
   // A verdict's culprit of this node: its error file, then SIGKILL; its exit is a failure like any other, so the
   // restart policy applies.
   void fail(const hang::Failure& failure) {
-    const std::string note = hang::failure_note(failure, watch->ranks(), watch->config().detector);
+    const std::string note = hang::failure_note(failure, watch->ranks(), watch->detector().config());
     for (const auto& w : group.workers()) {
       if (w.local_rank != failure.worker.local_rank || !w.running) continue;
       write_hang_error_file(w.error_file, "hang: " + note, failure.stack);

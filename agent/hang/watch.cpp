@@ -5,7 +5,8 @@
 
 namespace ctrun::agent::hang {
 
-HangWatch::HangWatch(WatchConfig config) : config_(std::move(config)), detector_(config_.detector) {}
+HangWatch::HangWatch(WatchConfig config)
+    : config_(std::move(config)), detector_(config_.detector), learner_(config_.auto_timeout.value_or(AutoTimeout{})) {}
 HangWatch::~HangWatch() = default;
 
 void HangWatch::begin_attempt(int attempt, int restarts) {
@@ -19,6 +20,11 @@ void HangWatch::begin_attempt(int attempt, int restarts) {
   asking_ = false;
   quiet_ = QuietWatch();
   quiet_reported_ = false;
+  if (config_.auto_timeout) {
+    learner_.reset();
+    told_timeout_s_ = 0;
+    detector_.set_hang_timeout(learner_.current().timeout_s);  // the ceiling until the warm-up is over
+  }
   region_ = std::make_unique<Region>(config_.agent_pid, attempt, config_.local_ranks, config_.shm_dir);
 }
 
@@ -152,6 +158,7 @@ std::optional<std::vector<RankStack>> HangWatch::collect_asked(double now_s) {
 WatchOutput HangWatch::tick(double now_s) {
   WatchOutput out;
   read_records(now_s);
+  out.learned = learn(now_s);
   out.findings = detector_.observe(now_s, last_all_);
   act_on(out.findings, now_s);
   out.quiet_s = watch_quiet(now_s);
@@ -191,6 +198,18 @@ void HangWatch::act_on(const Findings& f, double now_s) {
   for (const auto& w : f.p2p) {
     if (w.kind != P2pFinding::Kind::kResolved) request_dumps(now_s);
   }
+}
+
+// `--hang-timeout auto`: this node's records teach the learner; the detector applies what it says from this look
+// on. Said when first learned (past the warm-up) and when it rises by a tenth or more, so a log shows every value
+// that mattered without a line per tick.
+std::optional<Learned> HangWatch::learn(double now_s) {
+  if (!config_.auto_timeout) return std::nullopt;
+  const Learned l = learner_.observe(now_s, last_local_);
+  detector_.set_hang_timeout(l.timeout_s);
+  if (!l.warm || (told_timeout_s_ > 0 && l.timeout_s < told_timeout_s_ * 1.1)) return std::nullopt;
+  told_timeout_s_ = l.timeout_s;
+  return l;
 }
 
 // Workers without records (torch's own gloo/NCCL): the quiet rule, reported and dumped, never acted on.

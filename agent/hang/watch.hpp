@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/hang/auto_timeout.hpp"
 #include "agent/hang/detector.hpp"
 #include "agent/hang/region.hpp"
 #include "agent/hang/summary.hpp"
@@ -28,6 +29,8 @@ struct WatchConfig {
   int local_ranks = 1;
   std::string shm_dir = "/dev/shm";
   double dump_wait_s = 2;  // how long a requested stack dump may take to appear
+  // `--hang-timeout auto`: the detector's hang timeout is learned from this node's records, each attempt anew.
+  std::optional<AutoTimeout> auto_timeout;
 };
 
 struct LocalWorker {
@@ -66,6 +69,8 @@ struct WatchOutput {
   std::vector<RankStack> stacks;  // the culprits' stacks, once written (or given up), for the console
   std::vector<Failure> failures;  // a verdict's culprits on this node: treat them as failed workers
   std::optional<std::vector<RankStack>> requested_stacks;  // request_stacks()' answer, once complete
+  // `--hang-timeout auto`: the timeout chosen, when it was first learned this attempt or rose by a tenth or more.
+  std::optional<Learned> learned;
 };
 
 class HangWatch {
@@ -110,6 +115,7 @@ class HangWatch {
   void read_records(double now_s);
   void act_on(const Findings& findings, double now_s);
   std::optional<double> watch_quiet(double now_s);
+  std::optional<Learned> learn(double now_s);
   std::vector<RankStack> collect_shown_stacks(double now_s);
   std::vector<Failure> due_failures(double now_s);
   std::optional<std::vector<RankStack>> collect_asked(double now_s);
@@ -123,6 +129,8 @@ class HangWatch {
 
   WatchConfig config_;
   Detector detector_;
+  TimeoutLearner learner_;
+  double told_timeout_s_ = 0;  // the learned timeout last said (0: none yet this attempt)
   QuietWatch quiet_;
   PublishPacer pacer_;
   RemoteView remote_;

@@ -247,6 +247,19 @@ std::vector<Said> say(const WatchOutput& out, const std::vector<RankRecord>& ran
   for (const auto& s : out.findings.stragglers) {
     all.push_back({.line = describe(s), .event = Event::kStraggler, .fields = to_json(s)});
   }
+  if (out.learned) {
+    const Learned& l = *out.learned;
+    char multiple[16];
+    std::snprintf(multiple, sizeof multiple, "%g", l.multiple);
+    all.push_back({.line = "hang timeout (auto): " + human_seconds(l.timeout_s) + " = " + multiple +
+                           " x the longest gap between completed collectives (" + human_seconds(l.longest_gap_s) +
+                           " after " + std::to_string(l.completed) + " of them), within " +
+                           human_seconds(l.floor_s) + " - " + human_seconds(l.ceiling_s),
+                   .event = Event::kHangTimeoutLearned,
+                   .fields = {{"timeout_s", std::round(l.timeout_s * 1000) / 1000},
+                              {"longest_gap_s", std::round(l.longest_gap_s * 1000) / 1000},
+                              {"completed", l.completed}}});
+  }
   if (out.quiet_s) {
     all.push_back({.warning = true,
                    .line = "no local rank has used CPU time or written output for " + human_seconds(*out.quiet_s) +

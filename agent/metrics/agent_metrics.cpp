@@ -1,5 +1,7 @@
 #include "agent/metrics/agent_metrics.hpp"
 
+#include "agent/metrics/liveness.hpp"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -174,12 +176,19 @@ struct AgentMetrics::Impl {
   }
 };
 
-AgentMetrics::AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangSupervisor& hang, EventLog& events) {
+AgentMetrics::AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangSupervisor& hang, EventLog& events,
+                           std::function<double()> loop_age) {
   if (!config.metrics_port) return;
   impl_.reset(new Impl{group, {}, {}, {}});
   metrics::EndpointOptions options;
   options.host = worker_store_bind_host(config);
   options.port = static_cast<std::uint16_t>(*config.metrics_port);
+  if (loop_age) {
+    options.healthz = [loop_age = std::move(loop_age)] {
+      const HealthAnswer a = health_answer(loop_age());
+      return std::make_pair(a.status, a.body);
+    };
+  }
   impl_->endpoint = std::make_unique<metrics::Endpoint>(options, [impl = impl_.get()] { return impl->collect(); });
   log::get("agent")->info("serving Prometheus metrics at {}", impl_->endpoint->url());
   events.emit(Event::kMetrics,

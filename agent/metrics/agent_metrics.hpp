@@ -6,6 +6,7 @@
 // (common/metrics/endpoint.hpp), so a scrape can never stall the loop. Wiring: WorkerGroup hooks for exits and
 // starts, HangSupervisor::on_tick for the ranks, and on_step() from the loop's one place that changes state.
 
+#include <functional>
 #include <memory>
 
 #include "agent/base/launch_config.hpp"
@@ -22,7 +23,10 @@ class AgentMetrics {
   // Without --metrics-port nothing is served and every call is a no-op. With it: binds where the workers' store
   // binds (worker_store_bind_host) on that port (0: a free one), says where in the log and the event log
   // ("metrics" event), or throws std::runtime_error naming the address.
-  AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangSupervisor& hang, EventLog& events);
+  // `loop_age`: seconds since the agent's loop last turned (liveness.hpp's LoopBeat), for GET /healthz; none: no
+  // /healthz.
+  AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangSupervisor& hang, EventLog& events,
+               std::function<double()> loop_age = {});
   ~AgentMetrics();
   AgentMetrics(const AgentMetrics&) = delete;
   AgentMetrics& operator=(const AgentMetrics&) = delete;

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <fstream>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
@@ -47,6 +48,30 @@ int exitcode_of(int status) {
 
 }  // namespace
 
+std::string process_state_words(char state) {
+  switch (state) {
+    case 'D':
+      return "D (uninterruptible sleep: stuck in the kernel, e.g. a hung file system or device)";
+    case 'Z':
+      return "Z (zombie: exited, not yet reaped)";
+    case 'T':
+    case 't':
+      return std::string(1, state) + " (stopped)";
+    default:
+      return std::string(1, state);
+  }
+}
+
+char process_state(pid_t pid, const std::string& proc_root) {
+  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return 0;
+  // "pid (comm) S ...": comm may hold spaces and parentheses, so the state follows the last ')'.
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return 0;
+  return stat[close + 2];
+}
+
 class WorkerGroup::Impl {
  public:
   Impl(boost::asio::io_context& io, const LaunchConfig& config, EnvLookup env, ConsoleSink& console, EventLog& events,
@@ -60,6 +85,7 @@ class WorkerGroup::Impl {
         log_(ctrun::log::get("agent")),
         children_(io, SIGCHLD),
         kill_timer_(io),
+        stuck_timer_(io),
         streams_(io, config, console,
                  config.log_line_prefix_template ? config.log_line_prefix_template
                                                  : env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"),
@@ -132,6 +158,35 @@ class WorkerGroup::Impl {
           spawner_->signal(w.pid, SIGKILL);
         }
       }
+      if (any_running()) give_up_on_stuck_after_grace();
+    });
+  }
+
+  // A worker still there kUnkillableGrace after SIGKILL is stuck in the kernel: ctrun says which and in what state,
+  // marks this node unhealthy, counts the worker as killed and goes on, rather than waiting without bound.
+  void give_up_on_stuck_after_grace() {
+    stuck_timer_.expires_after(kUnkillableGrace);
+    stuck_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || closed_) return;
+      bool any = false;
+      for (auto& w : workers_) {
+        if (!w.running) continue;
+        char state = process_state(w.pid);
+        if (state == 0) continue;  // gone just now: its SIGCHLD is on its way
+        any = true;
+        log_->error(
+            "local_rank {} (rank {}, pid {}) survived SIGKILL for {} s, state {}; ctrun stops waiting for it and "
+            "marks this node unhealthy",
+            w.local_rank, w.global_rank, w.pid, kUnkillableGrace.count(), process_state_words(state));
+        events_.emit(
+            Event::kWorkerUnkillable,
+            {{"local_rank", w.local_rank}, {"rank", w.global_rank}, {"pid", w.pid}, {"state", std::string(1, state)}});
+        record_exit(w, SIGKILL);  // as if SIGKILL had ended it (wait status: killed by signal 9)
+        w.stuck_state = state;
+      }
+      if (!any) return;
+      events_.emit(Event::kNodeUnhealthy, {{"reason", "a worker survived SIGKILL (stuck in the kernel)"}});
+      if (cb_.exits_done) cb_.exits_done();
     });
   }
 
@@ -161,6 +216,7 @@ class WorkerGroup::Impl {
 
   void end_attempt() {
     kill_timer_.cancel();
+    stuck_timer_.cancel();
     // Orphaned descendants that ctrun adopted as their subreaper (found even with a cleared environment).
     int n = subreaper_ ? kill_adopted(kept_children()) : 0;
     auto token = env_(kJobTokenVariable);
@@ -175,6 +231,7 @@ class WorkerGroup::Impl {
     closed_ = true;
     children_.cancel();
     kill_timer_.cancel();
+    stuck_timer_.cancel();
   }
 
   bool any_running() const {
@@ -329,6 +386,7 @@ class WorkerGroup::Impl {
   std::shared_ptr<spdlog::logger> log_;
   boost::asio::signal_set children_;
   boost::asio::steady_timer kill_timer_;
+  boost::asio::steady_timer stuck_timer_;  // kUnkillableGrace after SIGKILL
   WorkerStreams streams_;
   std::vector<WorkerHooks> hooks_;
   std::vector<int> allowed_cpus_;

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -42,7 +43,18 @@ struct Worker {
   std::string error_file;         // its TORCHELASTIC_ERROR_FILE ("" without log files)
   std::string stderr_log;         // its stderr.log, written only with --redirects/--tee ("" without log files)
   std::string spawn_error;        // why it could not be started, for the summary's traceback field
+  // It survived SIGKILL for kUnkillableGrace (stuck in the kernel): its /proc state letter ('D': uninterruptible
+  // sleep) when ctrun stopped waiting for it; 0 otherwise.
+  char stuck_state = 0;
 };
+
+// How long ctrun waits for a worker to die after SIGKILL before it stops waiting: a process in uninterruptible
+// sleep (a hung file system, a wedged device) cannot be killed until the kernel lets it go, which may be never.
+inline constexpr std::chrono::seconds kUnkillableGrace{5};
+// "D (uninterruptible sleep: stuck in the kernel, e.g. a hung file system or device)" for a /proc state letter.
+std::string process_state_words(char state);
+// The state letter of /proc/<pid>/stat (0 when it cannot be read: the process is gone).
+char process_state(pid_t pid, const std::string& proc_root = "/proc");
 
 // The attempt the agent asks for: the round it runs in and its restart count.
 struct AttemptSpec {

@@ -49,6 +49,11 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
           f.local_rank, f.global_rank);
   }
   for (const auto& line : stragglers) log->error("straggler (last report): {}", line);
+  for (const auto& w : workers) {
+    if (w.stuck_state != 0)
+      log->error("node unhealthy: local_rank {} (pid {}) survived SIGKILL, state {}; ctrun did not wait for it",
+                 w.local_rank, w.pid, process_state_words(w.stuck_state));
+  }
   if (resume) log->error("checkpoint: {}", *resume);
   const WorkerFailure& root = failures[root_cause_index(failures)];
   if (root.error_file == "<N/A>") {

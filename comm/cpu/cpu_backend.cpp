@@ -6,13 +6,13 @@
 #include <deque>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include "comm/algorithms/algorithms.hpp"
 #include "comm/algorithms/selection.hpp"
 #include "comm/cpu/transports.hpp"
 #include "comm/cpu/two_level.hpp"
+#include "comm/progress_slot.hpp"
 #include "comm/reduce/reduce.hpp"
 #include "comm/transport/messenger.hpp"
 #include "common/log.hpp"
@@ -36,23 +36,6 @@ void register_op_names() {
 }
 
 // Re-raises the current exception with the op's description in front, keeping its type.
-// The group's progress record (common/progress.hpp), when the agent named a region and the setting is on. The
-// members agree on the group's id with one compare_set each (the first proposal wins): no member waits for
-// another here, so a member without a region (or with records off) costs the others nothing.
-progress::SlotWriter claim_progress_slot(const BackendContext& ctx) {
-  if (!ctx.config.progress || !progress::attached_region()) return {};
-  std::random_device rd;
-  std::uint64_t proposal = 0;
-  while (proposal == 0) proposal = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  try {
-    const std::string id = ctx.store->compare_set("progress/id", "", std::to_string(proposal));
-    return progress::claim_slot(std::strtoull(id.c_str(), nullptr, 10), ctx.rank, ctx.size);
-  } catch (const std::exception& e) {
-    // A diagnostic never fails the group: it runs unrecorded.
-    log::get("comm")->warn("comm: progress records off for this group: {}", e.what());
-    return {};
-  }
-}
 
 [[noreturn]] void rethrow_with_context(const std::string& what) {
   try {

@@ -8,6 +8,7 @@
 #include "comm/nccl/staging_backend.hpp"
 #include "comm/nccl/stream.hpp"
 #include "comm/nccl/unique_id_exchange.hpp"
+#include "comm/progress_slot.hpp"
 #include "common/log.hpp"
 
 namespace ctrun::comm::nccl {
@@ -65,7 +66,9 @@ NcclBackend::NcclBackend(BackendContext context) : Backend(std::move(context)) {
     release_device_resources();  // no destructor runs for a constructor that throws
     throw;
   }
-  watchdog_ = std::make_unique<Watchdog>(*communicator_, [this](std::exception_ptr e) { fail(std::move(e)); });
+  progress_ = StreamProgress(claim_progress_slot(context_));
+  watchdog_ = std::make_unique<Watchdog>(
+      *communicator_, [this](std::exception_ptr e) { fail(std::move(e)); }, &progress_);
   log::get("comm")->debug("nccl: rank {} of {} on cuda:{} ready", rank(), size(), device_);
 }
 
@@ -99,6 +102,7 @@ void NcclBackend::connect(NcclBackend* parent) {
 
 NcclBackend::~NcclBackend() {
   watchdog_.reset();      // no verdicts while tearing down
+  progress::release_slot(progress_.writer());
   communicator_.reset();  // finalize (bounded) or abort
   try {
     DeviceGuard guard(device_);
@@ -127,7 +131,8 @@ void NcclBackend::copy_on_stream(void* dst, const void* src, std::size_t bytes) 
   cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync D2D");
 }
 
-WorkPtr NcclBackend::launch(const std::string& what, const std::function<ncclResult_t()>& enqueue, bool host_sync) {
+WorkPtr NcclBackend::launch(const std::string& what, const std::function<ncclResult_t()>& enqueue, bool host_sync,
+                            std::optional<RecordedOp> record) {
   std::lock_guard lock(issue_mutex_);
   if (failed_.load()) {
     std::lock_guard error_lock(error_mutex_);
@@ -148,6 +153,7 @@ WorkPtr NcclBackend::launch(const std::string& what, const std::function<ncclRes
   cudaEvent_t done = events_->acquire();
   cuda_check(cudaEventRecord(done, stream_), "cudaEventRecord(op done)");
   auto work = std::make_shared<NcclWork>(events_, done, what, deadline, host_sync);
+  if (record) work->record = progress_.issued(record->op, record->dtype, record->bytes);
   watchdog_->track(work);
   return work;
 }

@@ -9,8 +9,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "comm/algorithms/table.hpp"
 #include "comm/backend.hpp"
 #include "comm/nccl/communicator.hpp"
 #include "comm/nccl/nccl_work.hpp"
@@ -48,7 +50,14 @@ class NcclBackend final : public Backend {
  private:
   // Runs `enqueue` (NCCL calls on stream_; returns the last call's result) and returns the op's Work.
   // host_sync: wait() blocks the host (barrier).
-  WorkPtr launch(const std::string& what, const std::function<ncclResult_t()>& enqueue, bool host_sync = false);
+  // record: a numbered collective's op, dtype and bytes for the progress record (its seq is given here); none for
+  // point-to-point ops.
+  WorkPtr launch(const std::string& what, const std::function<ncclResult_t()>& enqueue, bool host_sync = false,
+                 std::optional<RecordedOp> record = std::nullopt);
+  // The record of a collective of `op` over `buffer`'s dtype and `bytes`.
+  static RecordedOp op_record(algorithms::OpKind op, DataType dtype, std::size_t bytes) {
+    return {0, static_cast<std::uint32_t>(op), static_cast<std::uint32_t>(dtype), bytes};
+  }
   // Throws InvalidArgumentError unless `b` is CUDA memory on this group's device.
   void check_device(const Buffer& b, std::string_view what) const;
   void fail(std::exception_ptr error);  // the watchdog's verdict: abort + fail every pending op
@@ -63,6 +72,7 @@ class NcclBackend final : public Backend {
   void* barrier_buffer_ = nullptr;      // one int32 on the device
   std::shared_ptr<EventPool> events_;
   std::unique_ptr<Communicator> communicator_;
+  StreamProgress progress_;  // before watchdog_, whose thread writes its run part
   std::unique_ptr<Watchdog> watchdog_;
   std::mutex issue_mutex_;
   std::mutex error_mutex_;

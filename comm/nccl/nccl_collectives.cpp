@@ -26,26 +26,37 @@ std::string name_of(std::string_view op, DataType dtype, std::size_t count) {
 
 WorkPtr NcclBackend::broadcast(Buffer buffer, int root) {
   check_device(buffer, "broadcast");
-  return launch(name_of("broadcast", buffer.dtype(), buffer.count()), [&] {
-    return ncclBroadcast(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), root, comm(), stream_);
-  });
+  return launch(
+      name_of("broadcast", buffer.dtype(), buffer.count()),
+      [&] {
+        return ncclBroadcast(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), root, comm(),
+                             stream_);
+      },
+      false, op_record(algorithms::OpKind::kBroadcast, buffer.dtype(), buffer.bytes()));
 }
 
 WorkPtr NcclBackend::all_reduce(Buffer buffer, ReduceOp op) {
   check_device(buffer, "all_reduce");
   const ncclRedOp_t nop = to_nccl(op);
-  return launch(name_of("all_reduce", buffer.dtype(), buffer.count()), [&] {
-    return ncclAllReduce(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), nop, comm(), stream_);
-  });
+  return launch(
+      name_of("all_reduce", buffer.dtype(), buffer.count()),
+      [&] {
+        return ncclAllReduce(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), nop, comm(),
+                             stream_);
+      },
+      false, op_record(algorithms::OpKind::kAllReduce, buffer.dtype(), buffer.bytes()));
 }
 
 WorkPtr NcclBackend::reduce(Buffer buffer, int root, ReduceOp op) {
   check_device(buffer, "reduce");
   const ncclRedOp_t nop = to_nccl(op);
-  return launch(name_of("reduce", buffer.dtype(), buffer.count()), [&] {
-    return ncclReduce(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), nop, root, comm(),
-                      stream_);
-  });
+  return launch(
+      name_of("reduce", buffer.dtype(), buffer.count()),
+      [&] {
+        return ncclReduce(buffer.data(), buffer.data(), buffer.count(), to_nccl(buffer.dtype()), nop, root, comm(),
+                          stream_);
+      },
+      false, op_record(algorithms::OpKind::kReduce, buffer.dtype(), buffer.bytes()));
 }
 
 WorkPtr NcclBackend::all_gather(std::vector<Buffer> outputs, Buffer input) {
@@ -54,20 +65,25 @@ WorkPtr NcclBackend::all_gather(std::vector<Buffer> outputs, Buffer input) {
   const ncclDataType_t dt = to_nccl(input.dtype());
   const std::size_t count = input.count();
   const std::string what = name_of("all_gather", input.dtype(), count);
+  const RecordedOp rec = op_record(algorithms::OpKind::kAllGather, input.dtype(), input.bytes());
   if (consecutive(outputs, input.bytes())) {
-    return launch(what, [&] { return ncclAllGather(input.data(), outputs[0].data(), count, dt, comm(), stream_); });
+    return launch(
+        what, [&] { return ncclAllGather(input.data(), outputs[0].data(), count, dt, comm(), stream_); }, false, rec);
   }
-  return launch(what, [&] {
-    return run_grouped([&] {
-      for (int r = 0; r < size(); ++r) {
-        const void* send = r == rank() ? input.data() : outputs[static_cast<std::size_t>(r)].data();
-        ncclResult_t res =
-            ncclBroadcast(send, outputs[static_cast<std::size_t>(r)].data(), count, dt, r, comm(), stream_);
-        if (res != ncclSuccess && res != ncclInProgress) return res;
-      }
-      return ncclSuccess;
-    });
-  });
+  return launch(
+      what,
+      [&] {
+        return run_grouped([&] {
+          for (int r = 0; r < size(); ++r) {
+            const void* send = r == rank() ? input.data() : outputs[static_cast<std::size_t>(r)].data();
+            ncclResult_t res =
+                ncclBroadcast(send, outputs[static_cast<std::size_t>(r)].data(), count, dt, r, comm(), stream_);
+            if (res != ncclSuccess && res != ncclInProgress) return res;
+          }
+          return ncclSuccess;
+        });
+      },
+      false, rec);
 }
 
 WorkPtr NcclBackend::reduce_scatter(Buffer output, std::vector<Buffer> inputs, ReduceOp op) {
@@ -77,21 +93,26 @@ WorkPtr NcclBackend::reduce_scatter(Buffer output, std::vector<Buffer> inputs, R
   const ncclRedOp_t nop = to_nccl(op);
   const std::size_t count = output.count();
   const std::string what = name_of("reduce_scatter", output.dtype(), count);
+  const RecordedOp rec = op_record(algorithms::OpKind::kReduceScatter, output.dtype(), output.bytes());
   if (consecutive(inputs, output.bytes())) {
-    return launch(what,
-                  [&] { return ncclReduceScatter(inputs[0].data(), output.data(), count, dt, nop, comm(), stream_); });
+    return launch(
+        what, [&] { return ncclReduceScatter(inputs[0].data(), output.data(), count, dt, nop, comm(), stream_); },
+        false, rec);
   }
-  return launch(what, [&] {
-    return run_grouped([&] {
-      for (int r = 0; r < size(); ++r) {
-        // recvbuff is only written on the root (r == rank()).
-        ncclResult_t res =
-            ncclReduce(inputs[static_cast<std::size_t>(r)].data(), output.data(), count, dt, nop, r, comm(), stream_);
-        if (res != ncclSuccess && res != ncclInProgress) return res;
-      }
-      return ncclSuccess;
-    });
-  });
+  return launch(
+      what,
+      [&] {
+        return run_grouped([&] {
+          for (int r = 0; r < size(); ++r) {
+            // recvbuff is only written on the root (r == rank()).
+            ncclResult_t res = ncclReduce(inputs[static_cast<std::size_t>(r)].data(), output.data(), count, dt, nop, r,
+                                          comm(), stream_);
+            if (res != ncclSuccess && res != ncclInProgress) return res;
+          }
+          return ncclSuccess;
+        });
+      },
+      false, rec);
 }
 
 WorkPtr NcclBackend::barrier() {
@@ -99,7 +120,7 @@ WorkPtr NcclBackend::barrier() {
   return launch(
       "barrier",
       [&] { return ncclAllReduce(barrier_buffer_, barrier_buffer_, 1, ncclInt32, ncclSum, comm(), stream_); },
-      /*host_sync=*/true);
+      /*host_sync=*/true, op_record(algorithms::OpKind::kBarrier, DataType::kInt32, 4));
 }
 
 }  // namespace ctrun::comm::nccl

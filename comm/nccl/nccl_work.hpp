@@ -10,10 +10,12 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/nccl/cuda_check.hpp"
+#include "comm/nccl/stream_progress.hpp"
 #include "comm/work.hpp"
 
 namespace ctrun::comm::nccl {
@@ -54,6 +56,9 @@ class NcclWork final : public Work {
   void fail(std::exception_ptr error);
   Clock::time_point deadline() const { return deadline_; }
   const std::string& what() const { return what_; }
+  bool failed() const { return state_.load() == kFailed; }
+  // A numbered collective's progress record (stream_progress.hpp); none for point-to-point ops.
+  std::optional<RecordedOp> record;
 
  private:
   enum State : int { kPending, kDone, kFailed };

@@ -9,8 +9,11 @@ namespace {
 constexpr auto kPollInterval = std::chrono::milliseconds(1);
 }  // namespace
 
-Watchdog::Watchdog(Communicator& communicator, FailureHandler on_failure)
-    : communicator_(communicator), on_failure_(std::move(on_failure)), thread_([this] { run(); }) {}
+Watchdog::Watchdog(Communicator& communicator, FailureHandler on_failure, StreamProgress* progress)
+    : communicator_(communicator),
+      on_failure_(std::move(on_failure)),
+      progress_(progress && progress->enabled() ? progress : nullptr),
+      thread_([this] { run(); }) {}
 
 Watchdog::~Watchdog() {
   {
@@ -63,6 +66,20 @@ std::exception_ptr Watchdog::check(const std::vector<std::shared_ptr<NcclWork>>&
   return nullptr;
 }
 
+// The run part of the record: the tracked ops are in issue order, which is the order they run in on the stream;
+// each finished one is done (it is retired right after, so once), the first unfinished one is running.
+void Watchdog::record(const std::vector<std::shared_ptr<NcclWork>>& works) {
+  if (!progress_) return;
+  for (const auto& w : works) {
+    if (!w->record) continue;
+    if (!w->poll()) {
+      progress_->at_head(*w->record);
+      return;
+    }
+    progress_->done(*w->record, !w->failed());
+  }
+}
+
 void Watchdog::run() {
   std::unique_lock lock(mutex_);
   while (!stop_) {
@@ -73,6 +90,7 @@ void Watchdog::run() {
     std::vector<std::shared_ptr<NcclWork>> works = pending_;
     lock.unlock();
     std::exception_ptr failure = check(works);
+    record(works);
     if (failure) on_failure_(failure);  // aborts and calls fail_all
     lock.lock();
     // Retire finished ops (fail_all may have emptied the list meanwhile).

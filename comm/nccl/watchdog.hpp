@@ -13,6 +13,7 @@
 
 #include "comm/nccl/communicator.hpp"
 #include "comm/nccl/nccl_work.hpp"
+#include "comm/nccl/stream_progress.hpp"
 
 namespace ctrun::comm::nccl {
 
@@ -20,7 +21,8 @@ class Watchdog {
  public:
   using FailureHandler = std::function<void(std::exception_ptr)>;
 
-  Watchdog(Communicator& communicator, FailureHandler on_failure);
+  // `progress`: the group's record (its run part is written by this thread only); null or disabled: none.
+  Watchdog(Communicator& communicator, FailureHandler on_failure, StreamProgress* progress = nullptr);
   ~Watchdog();  // stops the thread
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -32,9 +34,11 @@ class Watchdog {
  private:
   void run();
   std::exception_ptr check(const std::vector<std::shared_ptr<NcclWork>>& works);
+  void record(const std::vector<std::shared_ptr<NcclWork>>& works);
 
   Communicator& communicator_;
   FailureHandler on_failure_;
+  StreamProgress* progress_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::shared_ptr<NcclWork>> pending_;

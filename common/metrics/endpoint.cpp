@@ -40,8 +40,15 @@ Endpoint::Endpoint(EndpointOptions o, std::function<Families()> collect) : impl_
     }
     return http::Reply{kTextContentType, to_text(families)};
   };
+  http::Routes routes{{"/metrics", http::answer_now(std::move(scrape))}};
+  if (o.healthz) {
+    routes["/healthz"] = http::answer_now([healthz = o.healthz] {
+      auto [status, body] = healthz();
+      return http::Reply{"text/plain; charset=utf-8", std::move(body), status};
+    });
+  }
   impl_->server = std::make_unique<http::Server>(
-      o.host, o.port, http::Routes{{"/metrics", http::answer_now(std::move(scrape))}},
+      o.host, o.port, std::move(routes),
       http::ServerBounds{o.connections, o.backlog, o.max_request_bytes, o.request_timeout, o.request_timeout});
 }
 

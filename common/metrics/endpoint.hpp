@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/metrics/families.hpp"
 
@@ -27,6 +28,8 @@ struct EndpointOptions {
   int backlog = 16;
   std::size_t max_request_bytes = 8192;
   std::chrono::milliseconds request_timeout{10000};
+  // When set, GET /healthz answers with its (HTTP status, text body): a liveness probe beside the metrics.
+  std::function<std::pair<int, std::string>()> healthz;
 };
 
 class Endpoint {

@@ -111,3 +111,26 @@ TEST(FlagValues, RdzvBackendParsedOnceIntoItsEnum) {
 
 }  // namespace
 }  // namespace ctrun::agent
+
+namespace ctrun::agent {
+namespace {
+
+// --hang-timeout: seconds, or auto[:FLOOR[:CEILING]] (agent/hang/auto_timeout.hpp), from the flag or PET_.
+TEST(FlagValues, HangTimeoutSecondsOrAutoWithItsBounds) {
+  EXPECT_EQ(parse({"--hang-timeout", "30", "t.py"}).hang_timeout, 30);
+  EXPECT_FALSE(parse({"--hang-timeout", "30", "t.py"}).hang_timeout_auto);
+  const LaunchConfig a = parse({"--hang-timeout", "auto", "t.py"});
+  ASSERT_TRUE(a.hang_timeout_auto);
+  EXPECT_EQ(a.hang_timeout, 0);
+  EXPECT_EQ(a.hang_timeout_auto->floor_s, 120);
+  EXPECT_EQ(a.hang_timeout_auto->ceiling_s, 1200);
+  const LaunchConfig b = parse({"t.py"}, {{"PET_HANG_TIMEOUT", "auto:5:60"}});
+  ASSERT_TRUE(b.hang_timeout_auto);
+  EXPECT_EQ(b.hang_timeout_auto->floor_s, 5);
+  EXPECT_EQ(b.hang_timeout_auto->ceiling_s, 60);
+  for (const char* bad : {"auto:", "auto:10:5", "automatic", "auto:x"})
+    EXPECT_THROW(parse({"--hang-timeout", bad, "t.py"}), UsageError) << bad;
+}
+
+}  // namespace
+}  // namespace ctrun::agent

@@ -117,6 +117,51 @@ TEST(CtrunHang, ASlowButProgressingRankIsNeverHungAndIsTheStraggler) {
   for (const auto& s : stragglers) EXPECT_EQ(s["rank"], 1) << s.dump();
 }
 
+// --hang-timeout auto: learned from the job's own rhythm (agent/hang/auto_timeout.hpp). A real hang after the
+// warm-up fails the job within the learned timeout; a job whose every step is slow (ranks 1-3 wait 1 s inside
+// each all_reduce for rank 0) runs to its end, since the timeout learned is a multiple of its gaps.
+TEST(CtrunHangAuto, ARealHangPastTheWarmUpFailsTheJob) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_auto");
+  auto env = kEnv;
+  env["HANG_RANK"] = "2";
+  env["SLOW_RANK"] = "0";
+  env["SLOW_S"] = "0.2";
+  env["STEPS"] = "14";
+  env["LOGLEVEL"] = "INFO";  // the learned value is said at info
+  RunResult r = run_ctrun(args(dir, {"--hang-timeout", "auto:2"}), env, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  auto learned = events_named(dir + "/events.jsonl", "hang_timeout_learned");
+  ASSERT_FALSE(learned.empty()) << r.err;
+  const double timeout = learned.back()["timeout_s"].get<double>();
+  EXPECT_GE(timeout, 2) << "the floor";
+  EXPECT_LT(timeout, 20) << learned.back().dump();
+  EXPECT_GE(learned.front()["completed"].get<int>(), 10) << "after the warm-up";
+  EXPECT_NE(r.err.find("hang timeout (auto): "), std::string::npos) << r.err;
+  auto verdicts = events_named(dir + "/events.jsonl", "hang_timeout");
+  ASSERT_EQ(verdicts.size(), 1u) << r.err;
+  EXPECT_EQ(verdicts[0]["not_entered"][0]["rank"], 2);
+  EXPECT_LT(verdicts[0]["waited_s"].get<double>(), timeout + 5);
+  EXPECT_EQ(events_named(dir + "/events.jsonl", "hang_failed").size(), 1u) << r.err;
+}
+
+TEST(CtrunHangAuto, ASlowButRegularStepIsNeverFailed) {
+  if (!torch_ready()) GTEST_SKIP() << "needs torch 1.13 and ctrun_torch";
+  const std::string dir = fresh_dir("ctrun_hang_auto_slow");
+  auto env = kEnv;
+  env["SLOW_RANK"] = "0";
+  env["SLOW_S"] = "1";
+  env["STEPS"] = "14";
+  // A floor below the step: only what is learned keeps the 1 s waits from being verdicts.
+  RunResult r = run_ctrun(args(dir, {"--hang-timeout", "auto:0.5"}), env, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(events_named(dir + "/events.jsonl", "hang_timeout").empty()) << r.err;
+  auto learned = events_named(dir + "/events.jsonl", "hang_timeout_learned");
+  ASSERT_FALSE(learned.empty()) << r.err;
+  EXPECT_GE(learned.front()["longest_gap_s"].get<double>(), 0.9) << learned.front().dump();
+  EXPECT_GE(learned.front()["timeout_s"].get<double>(), 3.6) << learned.front().dump();
+}
+
 // Point-to-point: rank 1 waits in a recv while rank 0 sleeps before sending. Reported naming both (with a hang
 // timeout set: never failed for it), resolved once the send comes, and the job ends well.
 TEST(CtrunHang, ALongRecvIsReportedNeverFailedAndResolved) {
