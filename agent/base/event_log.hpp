@@ -43,6 +43,8 @@ enum class Event {
   kCheckpointCommit,
   kCheckpointLoad,
   kCheckpointRefused,
+  kNoProgress,
+  kHealthCheckFailed,
 };
 
 struct EventKind {

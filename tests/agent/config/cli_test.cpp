@@ -277,6 +277,9 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"straggler_interval", "60"},
                                                      {"metrics_port", "0"},
                                                      {"checkpoint_memory", "512M"},
+                                                     {"stop_without_progress", "3"},
+                                                     {"health_check", "true"},
+                                                     {"health_check_timeout", "5"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",
