@@ -30,6 +30,7 @@
 #include "agent/preload/preload_spawner.hpp"
 #include "agent/process/escapees.hpp"
 #include "agent/process/file_timer.hpp"
+#include "agent/process/health_check.hpp"
 #include "agent/process/worker_group.hpp"
 #include "agent/report/failure_report.hpp"
 #include "common/log.hpp"
@@ -52,6 +53,7 @@ class Agent::Impl {
         leave_timer_(io_),
         rejoin_timer_(io_),
         waiting_timer_(io_),
+        health_timer_(io_),
         events_(config_.event_log) {}
 
   ~Impl() {
@@ -93,7 +95,9 @@ class Agent::Impl {
   // ---- the state machine (agent_policy.hpp decides; this file only acts) ----
 
   AgentFacts facts() const {
-    return AgentFacts{failure_seen_, membership_changed_, remaining_restarts_ > 0, death_signal_ != 0};
+    const int most = config_.stop_without_progress;
+    return AgentFacts{failure_seen_, membership_changed_, remaining_restarts_ > 0, death_signal_ != 0,
+                      most > 0 && failed_without_progress_ > most};
   }
 
   void deliver(AgentEvent event) {
@@ -120,7 +124,15 @@ class Agent::Impl {
                    remaining_restarts_, config_.max_restarts);
         --remaining_restarts_;
         ++restart_count_;
-        events_.emit(Event::kRestart, {{"restart_count", restart_count_}, {"remaining_restarts", remaining_restarts_}});
+        events_.emit(Event::kRestart, {{"restart_count", restart_count_},
+                                       {"remaining_restarts", remaining_restarts_},
+                                       {"attempts_without_progress", failed_without_progress_}});
+        if (config_.stop_without_progress > 0 && failed_without_progress_ > 0)
+          log_->warn(
+              "[{}] the attempt made no progress ({}): {} failed attempt(s) in a row without progress; the "
+              "job stops after {} (--stop-without-progress {})",
+              config_.role, progress_baseline(), failed_without_progress_, config_.stop_without_progress + 1,
+              config_.stop_without_progress);
         if (auto line = checkpoints_->resume_line(false)) log_->warn("[{}] {}", config_.role, *line);
         return join_round();
       case AgentAction::kSpawnWorkers:
@@ -138,6 +150,10 @@ class Agent::Impl {
         return close_run();
       case AgentAction::kCloseFailed:
         report_failure();
+        return close_run();
+      case AgentAction::kCloseNoProgress:
+        report_failure();
+        report_no_progress();
         return close_run();
       case AgentAction::kLeave:
         exit_code_ = signal_exit_code();
@@ -264,7 +280,67 @@ class Agent::Impl {
     // <= 2.0 workers scope their keys by attempt there).
     if (store_ && !static_multi_node_) store_->clear();
     if (store_lost_) watch_rejoin_after_store_loss();
-    report_waiting(attempt_seq_, SteadyClock::now(), std::chrono::seconds(1));
+    if (health_check_) return check_health_then_join(attempt_seq_, SteadyClock::now(), 0);
+    request_round();
+  }
+
+  // --health-check before each round: the node joins only once the command passes. A failure keeps it out (the
+  // others form the round without it, a spare in its place), logged with the command's output; it retries after
+  // 1, 2, 4, ... s (at most kHealthBackoffCap), and gives up when it has been kept out for the rendezvous'
+  // join_timeout: exit kHealthCheckExitCode. The check runs beside the loop; a death signal ends it at once (finish).
+  void check_health_then_join(std::uint64_t attempt, SteadyClock::time_point since, int failures) {
+    health_check_->run([this, attempt, since, failures](const HealthResult& r) {
+      if (attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+      if (r.passed) {
+        if (failures > 0) log_->warn("health check passed after {} failure(s); joining the rendezvous", failures);
+        return request_round();
+      }
+      const auto kept_out = SteadyClock::now() - since;
+      const auto limit = join_timeout();
+      const bool give_up = kept_out >= limit;
+      // The last try falls on the join timeout itself, not a backoff past it.
+      const auto backoff = std::min<SteadyClock::duration>(
+          {kHealthBackoffCap, std::chrono::seconds(1 << std::min(failures, 5)), limit - kept_out});
+      const double retry_s = std::chrono::duration<double>(backoff).count();
+      log_->warn("health check failed ({}, {:.1f} s): this node stays out of the round; {}. `{}` printed:\n{}", r.why,
+                 r.seconds, give_up ? std::string("giving up") : fmt::format("retrying in {:.0f} s", retry_s),
+                 *config_.health_check, r.output.empty() ? std::string("(nothing)") : r.output);
+      events_.emit(Event::kHealthCheckFailed, {{"command", *config_.health_check},
+                                               {"result", r.why},
+                                               {"output", r.output},
+                                               {"seconds", r.seconds},
+                                               {"failures", failures + 1},
+                                               {"retry_in_s", give_up ? nlohmann::json() : nlohmann::json(retry_s)}});
+      if (give_up) {
+        const std::string error = fmt::format(
+            "--health-check kept this node out of the job for {:.0f} s (the rendezvous' join_timeout): last result "
+            "{}. Fix the node (or the check) and start ctrun again; the other nodes go on without it",
+            std::chrono::duration<double>(kept_out).count(), r.why);
+        log_->error("{}", error);
+        events_.emit(Event::kRendezvousFailed, {{"error", error}});
+        exit_code_ = kHealthCheckExitCode;
+        return deliver(AgentEvent::kRendezvousFailed);
+      }
+      health_timer_.expires_after(backoff);
+      health_timer_.async_wait([this, attempt, since, failures](const boost::system::error_code& ec) {
+        if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+        check_health_then_join(attempt, since, failures + 1);
+      });
+    });
+  }
+
+  store::Duration join_timeout() const {
+    store::Duration timeout = std::chrono::seconds(600);
+    try {
+      if (auto v = rendezvous_parameters(config_).get_as_seconds("join_timeout")) timeout = *v;
+    } catch (const std::exception&) {
+    }
+    return timeout;
+  }
+
+  // next_rendezvous() and the restart-count agreement, on the helper thread.
+  void request_round() {
+    report_waiting(attempt_seq_, SteadyClock::now(), std::chrono::seconds(1));  // not while a health check keeps it out
     lane_.run(BlockingCall::kRendezvous, [this, attempt = attempt_seq_, restart_count = restart_count_]() {
       rdzv::AgreedRound agreed;
       std::string error;
@@ -325,23 +401,19 @@ class Agent::Impl {
   // handler's calls may then wait on keys nobody will write. The agent does not wait past join_timeout (+ a grace
   // for the restart-count agreement): it fails with a message that says what happened.
   void watch_rejoin_after_store_loss() {
-    store::Duration join_timeout = std::chrono::seconds(600);
-    try {
-      if (auto v = rendezvous_parameters(config_).get_as_seconds("join_timeout")) join_timeout = *v;
-    } catch (const std::exception&) {
-    }
-    rejoin_timer_.expires_after(join_timeout + kRejoinGrace);
-    rejoin_timer_.async_wait([this, attempt = attempt_seq_, join_timeout](const boost::system::error_code& ec) {
-      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
-      std::string error = fmt::format(
-          "no new round within join_timeout ({} s) after the rendezvous store was lost ({}). If the store was "
-          "restarted, restart the job with a new --rdzv-id; otherwise check the --rdzv-endpoint host",
-          std::chrono::duration_cast<std::chrono::seconds>(join_timeout).count(), last_round_end_);
-      log_->error("rendezvous failed: {}", error);
-      events_.emit(Event::kRendezvousFailed, {{"error", error}});
-      exit_code_ = 1;
-      deliver(AgentEvent::kRendezvousFailed);
-    });
+    rejoin_timer_.expires_after(join_timeout() + kRejoinGrace);
+    rejoin_timer_.async_wait(
+        [this, attempt = attempt_seq_, timeout = join_timeout()](const boost::system::error_code& ec) {
+          if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+          std::string error = fmt::format(
+              "no new round within join_timeout ({} s) after the rendezvous store was lost ({}). If the store was "
+              "restarted, restart the job with a new --rdzv-id; otherwise check the --rdzv-endpoint host",
+              std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), last_round_end_);
+          log_->error("rendezvous failed: {}", error);
+          events_.emit(Event::kRendezvousFailed, {{"error", error}});
+          exit_code_ = 1;
+          deliver(AgentEvent::kRendezvousFailed);
+        });
   }
 
   void spawn_group() {
@@ -380,6 +452,7 @@ class Agent::Impl {
     AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
     hang_->begin_attempt(attempt_seq_, restart_count_);
     checkpoints_->begin_attempt(restart_count_, round_, checkpoint_store(), gathered);
+    attempt_start_step_ = checkpoints_->resume_step();
     group_->start(spec, *layout_, [this] { return state_ == AgentState::kRunning; });
     hang_->attempt_started(round_);
     watch_membership();
@@ -493,6 +566,12 @@ class Agent::Impl {
     const auto root = env_("CTRUN_CHECKPOINT_ROOT");
     checkpoints_ = std::make_unique<CheckpointKeeper>(io_, config_, *group_, events_,
                                                       root && !root->empty() ? *root : std::string("/dev/shm"));
+    if (config_.health_check) {
+      health_check_ = std::make_unique<HealthCheck>(io_, *config_.health_check, config_.health_check_timeout);
+      group_->keep_children(
+          [this] { return health_check_ && health_check_->pid() > 0 ? std::vector<pid_t>{health_check_->pid()}
+                                                                   : std::vector<pid_t>{}; });
+    }
   }
 
   // Liveness for schedulers (agent/metrics/liveness.hpp): the loop beats only when /healthz (--metrics-port) or
@@ -564,6 +643,7 @@ class Agent::Impl {
     membership_timer_.cancel();
     hang_->end_attempt();   // the attempt's region goes: its workers are gone
     group_->end_attempt();  // the SIGKILL deadline off; what escaped the process groups killed
+    count_progress();
     deliver(AgentEvent::kGroupExited);
   }
 
@@ -582,6 +662,40 @@ class Agent::Impl {
     check_group_exited();
   }
 
+  // Progress is a newer checkpoint step committed by every local rank than the one the attempt started from (what
+  // the keeper lists for the next attempt). An attempt that made some resets the count; a failed one that made
+  // none adds one restart without progress (a new round of a membership change is not a restart: it counts
+  // nothing unless it made progress).
+  void count_progress() {
+    const auto now = checkpoints_->resume_step();
+    const bool progressed = now && (!attempt_start_step_ || *now > *attempt_start_step_);
+    if (progressed)
+      failed_without_progress_ = 0;
+    else if (failure_seen_)
+      ++failed_without_progress_;
+  }
+
+  std::string progress_baseline() const {
+    return attempt_start_step_ ? fmt::format("no checkpoint step newer than {}", *attempt_start_step_)
+                               : std::string("no checkpoint step committed by every local rank");
+  }
+
+  // The job stops although it could restart: say why (after the summary, as its last words) and exit with the code
+  // a requeue script tests.
+  void report_no_progress() {
+    exit_code_ = kNoProgressExitCode;
+    const int restarts = failed_without_progress_ - 1;  // the attempts after the first that made no progress
+    log_->error(
+        "[{}] stopping instead of restarting: {} failed attempt(s) in a row ({} restart(s)) made no progress ({}; "
+        "--stop-without-progress {}); exit code {}",
+        config_.role, failed_without_progress_, restarts, progress_baseline(), config_.stop_without_progress,
+        kNoProgressExitCode);
+    const auto step = checkpoints_->resume_step();
+    events_.emit(Event::kNoProgress, {{"restarts_without_progress", restarts},
+                                      {"resume_step", step ? nlohmann::json(*step) : nlohmann::json()},
+                                      {"exit_code", kNoProgressExitCode}});
+  }
+
   // No restarts left: torchrun's summary, ctrun's own error file, and the exit code of the root cause.
   void report_failure() {
     auto code = report_worker_failures(group_->workers(), config_, env_, events_, hang_->stragglers(),
@@ -596,6 +710,8 @@ class Agent::Impl {
     leave_timer_.cancel();
     rejoin_timer_.cancel();
     waiting_timer_.cancel();
+    health_timer_.cancel();
+    if (health_check_) health_check_->cancel();
     hang_->stop();
     death_signals_.cancel();
     forwarded_signals_.cancel();
@@ -630,6 +746,7 @@ class Agent::Impl {
   boost::asio::steady_timer leave_timer_;
   boost::asio::steady_timer rejoin_timer_;
   boost::asio::steady_timer waiting_timer_;
+  boost::asio::steady_timer health_timer_;
   EventLog events_;
   ConsoleSink console_;  // before group_: its tee streams write into it
 
@@ -638,6 +755,7 @@ class Agent::Impl {
   static constexpr std::chrono::milliseconds kLeaveBudget{500};
   bool subreaper_ = false;  // orphans of the job are our children: kill and reap them with the group
   static constexpr std::chrono::seconds kRejoinGrace{10};
+  static constexpr std::chrono::seconds kHealthBackoffCap{30};
 
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;
@@ -654,10 +772,14 @@ class Agent::Impl {
   std::unique_ptr<AgentMetrics> metrics_;        // made with group_ (watches it and hang_): before any deliver()
 
   std::unique_ptr<CheckpointKeeper> checkpoints_;  // made with group_; the job's snapshots go with it
+  std::unique_ptr<HealthCheck> health_check_;      // --health-check; made with group_, which must not reap it
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;
-  std::uint64_t attempt_seq_ = 0;     // every start_attempt, restarts and new rounds alike
+  // Failed attempts in a row without progress (the first attempt included: N restarts without progress make N+1).
+  int failed_without_progress_ = 0;
+  std::optional<std::int64_t> attempt_start_step_;  // the newest common checkpoint step when the attempt started
+  std::uint64_t attempt_seq_ = 0;                   // every start_attempt, restarts and new rounds alike
   std::uint64_t awaiting_start_ = 0;  // the attempt whose round formed and whose workers wait for the spawner
   AgentState state_ = AgentState::kInitialising;
   bool membership_changed_ = false;

@@ -23,7 +23,9 @@ constexpr EventKind kCatalogue[] = {
     {E::kWorkerStart, "worker_start", "a worker started: `local_rank`, `rank`, `pid`, `restart_count`"},
     {E::kWorkerExit, "worker_exit",
      "a worker exited: `local_rank`, `rank`, `pid`, `exitcode`, `restart_count`, and `signal` when a signal killed it"},
-    {E::kRestart, "restart", "the group restarts: `restart_count`, `remaining_restarts`"},
+    {E::kRestart, "restart",
+     "the group restarts: `restart_count`, `remaining_restarts`, `attempts_without_progress` (failed attempts in a "
+     "row that committed no newer checkpoint step)"},
     {E::kSignal, "signal",
      "the agent got a death signal: `signal`, and the agent's `state` (or `again`: a second one, which hurries the "
      "end)"},
@@ -79,6 +81,13 @@ constexpr EventKind kCatalogue[] = {
     {E::kCheckpointFetched, "checkpoint_fetched",
      "before an attempt, a local rank's resume step was brought from where it was held: `rank`, `step`, `bytes`, "
      "`from` (an endpoint, or `local replica`), `seconds`, `error`"},
+    {E::kNoProgress, "no_progress",
+     "`--stop-without-progress` restarts in a row made no progress, so the job stops instead of restarting: "
+     "`restarts_without_progress`, `resume_step` (the newest step every local rank holds, or null), `exit_code`"},
+    {E::kHealthCheckFailed, "health_check_failed",
+     "`--health-check` failed, so this node stays out of the round: `command`, `result` (`exit 1`, `timed out "
+     "after 60 s`, ...), `output` (its last 4 KiB), `seconds`, `failures` (in a row), `retry_in_s` (null: it gives "
+     "up)"},
 };
 
 }  // namespace

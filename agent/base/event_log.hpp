@@ -50,6 +50,8 @@ enum class Event {
   kCheckpointReplicated,
   kCheckpointReplicationFailed,
   kCheckpointFetched,
+  kNoProgress,
+  kHealthCheckFailed,
 };
 
 struct EventKind {

@@ -54,7 +54,10 @@ struct LaunchConfig {
 
   // Restarts and monitoring.
   int max_restarts{};
-  double monitor_interval{};  // seconds between membership checks of a multi-node round
+  int stop_without_progress{};              // 0: off; else restarts in a row without a newer checkpoint step
+  std::optional<std::string> health_check;  // a shell command run before joining each round
+  double health_check_timeout{};            // seconds
+  double monitor_interval{};                // seconds between membership checks of a multi-node round
   std::string start_method;
   std::string event_log_handler;
 

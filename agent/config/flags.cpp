@@ -243,6 +243,19 @@ const std::vector<FlagSpec>& flag_table() {
        "Seconds a node that succeeded waits for the others before exiting (unset: "
        "$TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT, else 300, torchrun's fixed value).",
        "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT"},
+      {"stop_without_progress", "", K::kValue, "0", kPet, kCtrun,
+       count_of<&C::stop_without_progress>,
+       "Stop (exit 3) instead of restarting once N restarts in a row made no progress: no newer in-memory "
+       "checkpoint step (ctrun_torch.checkpoint) committed by every local rank; 0: off."},
+      {"health_check", "", K::kValue, std::nullopt, kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         if (text::trim(v).empty()) throw FlagValueError("must name a command");
+         c.health_check = v;
+       },
+       "Shell command run before this node joins each round; a non-zero exit or a timeout keeps the node out (its "
+       "output logged), retried with backoff until the rendezvous' join_timeout, then exit 4."},
+      {"health_check_timeout", "", K::kValue, "60", kPet, kCtrun, positive_seconds_of<&C::health_check_timeout>,
+       "Seconds --health-check may run before it is killed and counted as failed."},
       {"hang_timeout", "", K::kValue, "0", kPet, kCtrun, hang_timeout,
        "Seconds ranks may wait in a collective another rank has not entered before that rank is treated as "
        "failed (its stack dumped, the restart policy applied); 0: hangs are only reported; auto[:FLOOR[:CEILING]]: "

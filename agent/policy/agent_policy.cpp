@@ -10,10 +10,14 @@ using A = AgentAction;
 // The group has ended (every local worker reaped): the outcome, in torchrun's order of precedence. A death signal
 // beats everything (leave, never close, the run: torchrun #67742); a failure beats a membership change (it uses up
 // a restart, and the other nodes follow it as a membership change); a new round does not use up --max-restarts.
+// A failure after too many restarts without progress stops the job whether or not restarts are left: the code
+// says "restarting again will not help", which is what a requeue script must learn even from the last attempt.
 AgentStep after_group(const AgentFacts& f) {
   if (f.signalled) return {S::kClosing, A::kLeave};
-  if (f.failure_seen)
+  if (f.failure_seen) {
+    if (f.progress_stalled) return {S::kClosing, A::kCloseNoProgress};
     return f.restarts_left ? AgentStep{S::kRendezvous, A::kRestartGroup} : AgentStep{S::kClosing, A::kCloseFailed};
+  }
   if (f.membership_changed) return {S::kRendezvous, A::kRejoin};
   return {S::kExitBarrier, A::kWaitExitBarrier};
 }
@@ -124,6 +128,8 @@ std::string_view action_name(AgentAction a) {
       return "close_succeeded";
     case A::kCloseFailed:
       return "close_failed";
+    case A::kCloseNoProgress:
+      return "close_no_progress";
     case A::kLeave:
       return "leave";
     case A::kExitNow:

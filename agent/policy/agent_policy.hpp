@@ -57,6 +57,7 @@ enum class AgentAction {
   kWaitExitBarrier,  // exit_barrier(--exit-barrier-timeout) on the helper thread
   kCloseSucceeded,   // shutdown() the run (success)
   kCloseFailed,      // print the failure summary, then shutdown() the run (no restarts left)
+  kCloseNoProgress,  // the summary and why the job stopped, then shutdown() the run; exit kNoProgressExitCode
   kLeave,            // leave() the round without closing the run (death signal; torchrun #67742)
   kExitNow,          // a blocking call cannot be waited for: exit with the death signal's code at once
   kExit,             // done: exit with the code already decided
@@ -68,7 +69,14 @@ struct AgentFacts {
   bool membership_changed = false;  // the round ended under this attempt
   bool restarts_left = false;       // --max-restarts not used up
   bool signalled = false;           // a death signal was received
+  bool progress_stalled = false;    // --stop-without-progress restarts in a row made no progress
 };
+
+// The exit code of a job stopped for making no progress: distinct from success (0), a failure with no restarts
+// left or a death signal (1) and a bad command line (2), so a requeue script can tell "do not requeue" apart.
+inline constexpr int kNoProgressExitCode = 3;
+// The exit code of a node that --health-check kept out of every round until the rendezvous' join_timeout.
+inline constexpr int kHealthCheckExitCode = 4;
 
 struct AgentStep {
   AgentState next;

@@ -101,6 +101,7 @@ class WorkerGroup::Impl {
   }
 
   void add_hooks(WorkerHooks hooks) { hooks_.push_back(std::move(hooks)); }
+  void keep_children(std::function<std::vector<pid_t>()> pids) { also_kept_.push_back(std::move(pids)); }
 
   void when_ready(std::function<void()> ready) { spawner_->when_ready(std::move(ready)); }
 
@@ -371,6 +372,9 @@ class WorkerGroup::Impl {
   std::vector<pid_t> kept_children() const {
     std::vector<pid_t> keep = helpers();
     keep.push_back(guardian_pid());
+    for (const auto& more : also_kept_) {
+      for (pid_t pid : more()) keep.push_back(pid);
+    }
     for (const auto& w : workers_) {
       if (w.running) keep.push_back(w.pid);
     }
@@ -385,6 +389,7 @@ class WorkerGroup::Impl {
   Callbacks cb_;
   std::shared_ptr<spdlog::logger> log_;
   boost::asio::signal_set children_;
+  std::vector<std::function<std::vector<pid_t>()>> also_kept_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer stuck_timer_;  // kUnkillableGrace after SIGKILL
   WorkerStreams streams_;
@@ -408,6 +413,7 @@ WorkerGroup::WorkerGroup(boost::asio::io_context& io, const LaunchConfig& config
                                    std::move(callbacks))) {}
 WorkerGroup::~WorkerGroup() = default;
 void WorkerGroup::add_hooks(WorkerHooks hooks) { impl_->add_hooks(std::move(hooks)); }
+void WorkerGroup::keep_children(std::function<std::vector<pid_t>()> pids) { impl_->keep_children(std::move(pids)); }
 void WorkerGroup::when_ready(std::function<void()> ready) { impl_->when_ready(std::move(ready)); }
 void WorkerGroup::start(const AttemptSpec& attempt, const LogLayout& layout, const std::function<bool()>& keep_going) {
   impl_->start(attempt, layout, keep_going);

@@ -96,6 +96,9 @@ class WorkerGroup {
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
   void add_hooks(WorkerHooks hooks);
+  // Children of the agent that are not workers but must not be reaped or killed as adopted orphans (a health check
+  // running between attempts): `pids` is asked at each reap.
+  void keep_children(std::function<std::vector<pid_t>()> pids);
 
   // Calls `ready` on the loop once start() will not wait for the spawner (WorkerSpawner::when_ready: --preload's
   // warm process may still be importing when a round forms).

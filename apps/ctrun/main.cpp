@@ -1,5 +1,6 @@
 // ctrun [options] SCRIPT [script args...]: torchrun's command line, one node or many, no orphaned workers.
-// Exit codes: 0 success, 1 a worker failed (or --propagate-exit-code: its code), 2 a bad command line.
+// Exit codes: 0 success, 1 a worker failed (or --propagate-exit-code: its code), 2 a bad command line, 3 restarts
+// made no progress (--stop-without-progress).
 
 #include <algorithm>
 #include <cstdio>

@@ -319,6 +319,32 @@ class MultiNode(unittest.TestCase):
         self.assertIn("closed its connection", self.c.log("n2"))
         self.assertEqual(sorted(self.c.results()), ["n2.0", "n4.0"])
 
+    def test_health_check_keeps_node_out(self):
+        # Three agents for 2 nodes on a ctstore; n3's --health-check fails: it stays out of every round (its output
+        # logged, retried with backoff) and gives up after its join_timeout with exit 4, while n2 and the spare n4
+        # run the job.
+        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.c.others.append(store)
+        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        conf = "last_call_timeout=0.5,is_host=0,join_timeout="
+        ok = ["--health-check", "test -d /", "--health-check-timeout", "20"]
+        bad = ["--health-check", "echo no GPU on $(hostname) >&2; exit 1", "--health-check-timeout", "20"]
+        self.c.start("n3", "127.0.0.3", c10d(f"127.0.0.1:{port}", "hc", "2", conf + "4") + bad, job_args=["--no-torch"])
+        for tag in ("n2", "n4"):
+            self.c.start(tag, "127.0.0." + tag[1:], c10d(f"127.0.0.1:{port}", "hc", "2", conf + "60") + ok,
+                         job_args=["--no-torch"])
+        for tag in ("n2", "n4"):
+            self.assertEqual(self.c.wait(tag, 90), 0, self.c.logs())
+        self.assertEqual(sorted(self.c.results()), ["n2.0", "n4.0"], self.c.logs())
+        self.assertEqual(self.c.wait("n3", 60), 4, self.c.logs())
+        log = self.c.log("n3")
+        self.assertIn("health check failed (exit 1", log)
+        self.assertIn("no GPU on", log)  # the command's output
+        self.assertIn("retrying in 1 s", log)
+        self.assertIn("kept this node out of the job", log)
+        self.assertNotIn("health check failed", self.c.log("n2") + self.c.log("n4"))
+
     def test_sigterm_agent_others_reform(self):
         ep = f"127.0.0.2:{reserve_port()}"
         # keep_alive_interval is long: the survivors must learn of the leave from leave(), not from lost heartbeats.

@@ -236,5 +236,45 @@ def test_contract_names():
     print("ok: names agree")
 
 
+def run_progress_job(out, mode, max_restarts, without_progress):
+    """progress.py on 2 ranks: (exit code, stderr, restart counts that ran on every rank)."""
+    code, err = ctrun(["--nproc-per-node", "2", "--max-restarts", str(max_restarts), "--stop-without-progress",
+                       str(without_progress), os.path.join(WORKERS, "progress.py"), out, mode], out, timeout=240)
+    ran = sorted({int(n.split("-")[1]) for n in os.listdir(out) if n.startswith("attempt-")})
+    return code, err, ran
+
+
+def test_no_progress_stops():
+    """Every attempt fails before committing a step newer than the first attempt's: with restarts left, ctrun
+    stops after the first attempt (which made step 0: progress) and 2 restarts without progress, exit 3."""
+    with tempfile.TemporaryDirectory() as out:
+        code, err, ran = run_progress_job(out, "stuck", max_restarts=10, without_progress=2)
+        assert code == 3, f"ctrun exited {code}, not 3"
+        # Attempt 0 made step 0 (progress); attempts 1, 2, 3 made none: the third failure without progress stops.
+        assert ran == [0, 1, 2, 3], ran
+        assert "stopping instead of restarting: 3 failed attempt(s) in a row (2 restart(s)) made no progress " \
+               "(no checkpoint step newer than 0" in err, "no reason given"
+        assert "Root Cause" in err, "no failure summary"
+        stop = events(out, "no_progress")
+        assert stop == [dict(stop[0], restarts_without_progress=2, resume_step=0, exit_code=3)], stop
+        restarts = [e["attempts_without_progress"] for e in events(out, "restart")]
+        assert restarts == [0, 1, 2], restarts
+        assert events(out, "shutdown")[-1]["exit_code"] == 3
+        print("ok: stopped after", len(ran), "attempts, exit 3")
+
+
+def test_progress_keeps_restarting():
+    """Every attempt commits a newer step before it fails: ctrun uses up --max-restarts as usual (exit 1)."""
+    with tempfile.TemporaryDirectory() as out:
+        code, err, ran = run_progress_job(out, "progress", max_restarts=3, without_progress=1)
+        assert code == 1, f"ctrun exited {code}, not 1"
+        assert ran == [0, 1, 2, 3], ran
+        steps = [open(os.path.join(out, f"attempt-{a}-0")).read() for a in ran]
+        assert steps == ["none", "0", "1", "2"], steps
+        assert not events(out, "no_progress"), "stopped for no progress although every attempt made some"
+        assert "stopping instead of restarting" not in err
+        print("ok: restarted", len(ran) - 1, "times with progress, then the usual failure")
+
+
 if __name__ == "__main__":
     globals()["test_" + sys.argv[1]]()

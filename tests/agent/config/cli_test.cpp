@@ -297,6 +297,9 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"checkpoint_dir", "/tmp"},
                                                      {"checkpoint_dir_every", "5"},
                                                      {"checkpoint_replicas", "1"},
+                                                     {"stop_without_progress", "3"},
+                                                     {"health_check", "true"},
+                                                     {"health_check_timeout", "5"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",

@@ -26,20 +26,36 @@ std::vector<E> all_events() {
   for (int i = 0; i < kAgentEventCount; ++i) v.push_back(static_cast<E>(i));
   return v;
 }
+constexpr int kFactCombinations = 32;
 std::vector<AgentFacts> all_facts() {
   std::vector<AgentFacts> v;
-  for (int bits = 0; bits < 16; ++bits)
-    v.push_back({(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0});
+  for (int bits = 0; bits < kFactCombinations; ++bits)
+    v.push_back({(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0, (bits & 16) != 0});
   return v;
 }
 std::string describe(S s, E e, const AgentFacts& f) {
   return std::string(state_name(s)) + " + " + std::string(event_name(e)) +
          " [failure=" + std::to_string(f.failure_seen) + " membership=" + std::to_string(f.membership_changed) +
-         " restarts_left=" + std::to_string(f.restarts_left) + " signalled=" + std::to_string(f.signalled) + "]";
+         " restarts_left=" + std::to_string(f.restarts_left) + " signalled=" + std::to_string(f.signalled) +
+         " stalled=" + std::to_string(f.progress_stalled) + "]";
 }
 
-// The outcome of an ended group, for each of the 16 fact combinations, written out by hand.
+// The outcome of an ended group, for each of the 16 combinations of the first four facts, written out by hand;
+// then what progress_stalled changes (only a failure that is not overtaken by a signal: the job stops, restarts
+// left or not).
 AgentStep expected_after_group(const AgentFacts& f) {
+  static const std::map<std::tuple<bool, bool, bool, bool>, AgentStep> stalled = {
+      // failure, membership, restarts_left, signalled
+      {{true, false, false, false}, {S::kClosing, A::kCloseNoProgress}},
+      {{true, false, true, false}, {S::kClosing, A::kCloseNoProgress}},  // stops with restarts left
+      {{true, true, false, false}, {S::kClosing, A::kCloseNoProgress}},
+      {{true, true, true, false}, {S::kClosing, A::kCloseNoProgress}},
+  };
+  if (f.progress_stalled) {
+    if (auto it = stalled.find({f.failure_seen, f.membership_changed, f.restarts_left, f.signalled});
+        it != stalled.end())
+      return it->second;
+  }
   static const std::map<std::tuple<bool, bool, bool, bool>, AgentStep> table = {
       // failure, membership, restarts_left, signalled
       {{false, false, false, false}, {S::kExitBarrier, A::kWaitExitBarrier}},
@@ -108,7 +124,7 @@ TEST(AgentPolicy, EveryCombination) {
       }
     }
   }
-  EXPECT_EQ(checked, kAgentStateCount * kAgentEventCount * 16);
+  EXPECT_EQ(checked, kAgentStateCount * kAgentEventCount * kFactCombinations);
 }
 
 // The promises the docs make, checked over every combination rather than by example.
@@ -137,7 +153,26 @@ TEST(AgentPolicy, DoneIsTerminalAndSignalledGroupsNeverRestartOrClose) {
         EXPECT_NE(step.action, A::kRestartGroup);
         EXPECT_NE(step.action, A::kRejoin);
         EXPECT_NE(step.action, A::kCloseFailed);
+        EXPECT_NE(step.action, A::kCloseNoProgress);
         EXPECT_NE(step.action, A::kCloseSucceeded);
+      }
+    }
+  }
+}
+
+// A job that makes no progress never restarts again, and a job that made progress is never stopped for it.
+TEST(AgentPolicy, NoProgressStopsOnlyAFailedUnsignalledGroup) {
+  for (const AgentFacts& f : all_facts()) {
+    for (S s : {S::kRunning, S::kStopping}) {
+      SCOPED_TRACE(describe(s, E::kGroupExited, f));
+      AgentStep step = decide(s, E::kGroupExited, f);
+      if (f.progress_stalled && f.failure_seen && !f.signalled) {
+        EXPECT_EQ(step, (AgentStep{S::kClosing, A::kCloseNoProgress}));
+      } else {
+        EXPECT_NE(step.action, A::kCloseNoProgress);
+      }
+      if (f.progress_stalled) {
+        EXPECT_NE(step.action, A::kRestartGroup);
       }
     }
   }
