@@ -21,6 +21,8 @@ except ImportError:
     print("skipped: no torch in", sys.executable)
     sys.exit(77)
 
+from final_params import assert_same_final  # noqa: E402  (beside this script)
+
 
 def ctrun(args, out_dir, timeout=150):
     """Runs ctrun to its end; returns (exit code, stderr), and leaves the event log in out_dir/events.jsonl."""
@@ -61,15 +63,6 @@ def train(out_dir, extra_args, ctrun_args=()):
     return err
 
 
-def assert_same_final(a, b):
-    for r in range(RANKS):
-        x = torch.load(os.path.join(a, f"final-{r}.pt"))
-        y = torch.load(os.path.join(b, f"final-{r}.pt"))
-        assert torch.equal(x["extra"], y["extra"]), f"rank {r}: extra differs"
-        for k in x["model"]:
-            # Bit for bit: equal as raw bytes, not only as numbers.
-            same = torch.equal(x["model"][k].view(torch.int32), y["model"][k].view(torch.int32))
-            assert same, f"rank {r}: {k} differs from the uninterrupted run's"
 
 
 def no_directory_left(out_dir):
@@ -95,7 +88,7 @@ def kill_resume(ctrun_args=()):
         assert len(commits) == RANKS * (KILL_AFTER + 1) + RANKS * (STEPS - KILL_AFTER - 1), len(commits)
         loads = [e["step"] for e in events(out, "checkpoint_load")]
         assert loads == [None] * RANKS + [KILL_AFTER] * RANKS, loads
-        assert_same_final(ref, out)
+        assert_same_final(ref, out, RANKS)
         no_directory_left(out)
         print("ok: attempt 1 loaded step", KILL_AFTER, "and the parameters equal the uninterrupted run's")
 
@@ -116,7 +109,7 @@ def test_torn_save():
         assert loaded(out, 1) == [str(KILL_AFTER - 1)] * RANKS, loaded(out, 1)
         torn = [e["torn_saves_removed"] for e in events(out, "checkpoint_held")]
         assert torn == [0, 1], f"the torn save was not removed before attempt 1: {torn}"
-        assert_same_final(ref, out)
+        assert_same_final(ref, out, RANKS)
         print("ok: every rank loaded step", KILL_AFTER - 1, "after a save torn by SIGKILL")
 
 
@@ -182,7 +175,7 @@ def test_spill_resume():
         assert loaded(second, 0) == [str(KILL_AFTER)] * RANKS, f"the new job loaded {loaded(second, 0)}"
         loads = events(second, "checkpoint_load")
         assert [e.get("source") for e in loads] == ["checkpoint-dir"] * RANKS, loads
-        assert_same_final(ref, second)
+        assert_same_final(ref, second, RANKS)
         print("ok: a new ctrun resumed from --checkpoint-dir's step", KILL_AFTER, "to the uninterrupted parameters")
 
 
@@ -201,7 +194,7 @@ def test_spill_killed():
         assert "the spill process of step 0 failed (killed by signal 9)" in err, "the failed spill was not reported"
         assert loaded(out, 1) == [str(KILL_AFTER)] * RANKS, f"attempt 1 loaded {loaded(out, 1)}"
         assert STEPS - 1 in spilled_steps(spill), spilled_steps(spill)
-        assert_same_final(ref, out)
+        assert_same_final(ref, out, RANKS)
         print("ok: the killed spill lost nothing; later steps were copied and attempt 1 resumed from memory")
 
 
