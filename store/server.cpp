@@ -216,6 +216,14 @@ class Server::Impl final : public detail::ReplySink {
     return fut.get();
   }
 
+  // Queues fn on the loop thread without waiting; inline when the loop is not running (or we are on it).
+  template <typename Fn>
+  void on_loop_later(Fn fn) {
+    if (!thread.joinable() || std::this_thread::get_id() == thread.get_id()) return fn();
+    throw_if_failed();
+    asio::post(io, std::move(fn));
+  }
+
   // ---- accepting ----
   void accept_next() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket s) {
@@ -794,7 +802,7 @@ std::optional<std::string> Server::failure() const {
 const std::string& Server::host() const { return impl_->opts.host; }
 
 void Server::clear() {
-  impl_->on_loop([this] { impl_->keyspace.clear(); });
+  impl_->on_loop_later([this] { impl_->keyspace.clear(); });
 }
 
 std::optional<std::string> Server::get_local(const std::string& key) {

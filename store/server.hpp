@@ -93,7 +93,10 @@ class Server {
   std::optional<std::string> failure() const;
 
   // Owner access to the keyspace (thread-safe; runs on the loop).
-  void clear();  // drop every key, queue and pending wait registration (fresh keyspace per attempt)
+  // Drops every key, queue and pending wait registration (fresh keyspace per attempt). Queued on the loop without
+  // waiting for it: the loop runs what is queued in order, so any later owner call, and any client that connects
+  // after this returns, sees the cleared keyspace; the caller's thread (an agent's event loop) is never held up.
+  void clear();
   std::optional<std::string> get_local(const std::string& key);
   void set_local(const std::string& key, std::string value);
   std::vector<std::string> keys_local();

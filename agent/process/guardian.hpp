@@ -23,5 +23,8 @@ pid_t guardian_pid();
 void guardian_watch(pid_t pgid);
 // The group is gone (its leader was reaped and the group signalled): forget it, so a recycled id is never hit.
 void guardian_forget(pid_t pgid);
+// ctrun's job is over and it swept what escaped the groups itself (WorkerGroup::end_attempt): the guardian still
+// kills any group left registered when ctrun exits, but skips its scan of every process for the job's mark.
+void guardian_release();
 
 }  // namespace ctrun::agent

@@ -104,12 +104,15 @@ int main(int argc, char** argv) {
   const auto log_queue = make_queued_stderr_sink();
   ctrun::log::use_sink(log_queue.spdlog_sink);
   int code = 1;
+  bool job_over = false;
   try {
     Agent agent(std::move(config), env);
     code = agent.run();
+    job_over = true;  // the agent's destructor then stops the warm process; every attempt ended with its sweep
   } catch (const std::exception& e) {
     log->error("{}", e.what());
   }
+  if (job_over) guardian_release();
   flush_queued_stderr(std::chrono::milliseconds(200));  // the agent flushed already; lines logged since
   return code;
 }

@@ -20,6 +20,13 @@ TEST(StdSpec, MapAndSingle) {
   EXPECT_EQ(m.for_rank(2), 0);
 }
 
+TEST(StdSpec, RejectsWhatTorchrunRejects) {
+  for (const char* bad : {"", "4", "-1", "0:4", "10:1", "0:1,", ",0:1", "0=1", "a", "0:1;1:2", "03"}) {
+    EXPECT_THROW(parse_std_spec(bad), FlagValueError) << "'" << bad << "'";
+  }
+  EXPECT_EQ(parse_std_spec("9:3").for_rank(9), 3);
+}
+
 TEST(StreamPlan, TeeRedirectFilter) {
   LaunchConfig c;
   c.tee = parse_std_spec("0:1");
