@@ -39,34 +39,38 @@ class EarlyMessages : public ::testing::TestWithParam<std::string> {};
 
 // Rank 1 is busy in a receive from rank 2 when rank 0's second broadcast arrives (held: nothing else is expected
 // from rank 0), then posts a receive for a point-to-point message that rank 0 sent *behind* that broadcast: the
-// held broadcast must be buffered to reach it, and still land intact in rank 1's second broadcast.
+// held broadcast must be buffered to reach it, and still land intact in rank 1's second broadcast. The receive
+// names rank 0, then names no source (kAnySource), which must find the message behind the held broadcast too.
 TEST_P(EarlyMessages, PointToPointBehindAHeldCollectiveArrives) {
   constexpr std::size_t kCount = 16 << 10;  // 64 KiB: fits the pipe, so rank 0's broadcasts complete early
-  run_ranks(3, options(GetParam(), "broadcast=tree"), [](int rank, ProcessGroup& pg) {
-    std::vector<float> b1 = rank == 0 ? pattern(kCount, 1) : std::vector<float>(kCount, -1);
-    std::vector<float> b2 = rank == 0 ? pattern(kCount, 7) : std::vector<float>(kCount, -1);
-    std::vector<std::int32_t> p2p{rank == 0 ? 99 : rank == 2 ? 33 : 0};
-    if (rank == 0) {
-      pg.broadcast(b1, 0);
-      pg.broadcast(b2, 0);
-      pg.send(p2p, 1, 9);
-    } else if (rank == 1) {
-      pg.broadcast(b1, 0);
-      std::vector<std::int32_t> from2{0};
-      pg.recv(from2, 2, 3);
-      EXPECT_EQ(from2[0], 33);
-      pg.recv(p2p, 0, 9);
-      EXPECT_EQ(p2p[0], 99);
-      pg.broadcast(b2, 0);
-    } else {
-      pg.broadcast(b1, 0);
-      std::this_thread::sleep_for(milliseconds(300));  // rank 0's second broadcast reaches rank 1 meanwhile
-      pg.send(p2p, 1, 3);
-      pg.broadcast(b2, 0);
-    }
-    EXPECT_EQ(b1, pattern(kCount, 1)) << "rank " << rank;
-    EXPECT_EQ(b2, pattern(kCount, 7)) << "rank " << rank;
-  });
+  for (const int source : {0, kAnySource}) {
+    SCOPED_TRACE(source == kAnySource ? "any source" : "source 0");
+    run_ranks(3, options(GetParam(), "broadcast=tree"), [source](int rank, ProcessGroup& pg) {
+      std::vector<float> b1 = rank == 0 ? pattern(kCount, 1) : std::vector<float>(kCount, -1);
+      std::vector<float> b2 = rank == 0 ? pattern(kCount, 7) : std::vector<float>(kCount, -1);
+      std::vector<std::int32_t> p2p{rank == 0 ? 99 : rank == 2 ? 33 : 0};
+      if (rank == 0) {
+        pg.broadcast(b1, 0);
+        pg.broadcast(b2, 0);
+        pg.send(p2p, 1, 9);
+      } else if (rank == 1) {
+        pg.broadcast(b1, 0);
+        std::vector<std::int32_t> from2{0};
+        pg.recv(from2, 2, 3);
+        EXPECT_EQ(from2[0], 33);
+        EXPECT_EQ(pg.recv(p2p, source, 9), 0);
+        EXPECT_EQ(p2p[0], 99);
+        pg.broadcast(b2, 0);
+      } else {
+        pg.broadcast(b1, 0);
+        std::this_thread::sleep_for(milliseconds(300));  // rank 0's second broadcast reaches rank 1 meanwhile
+        pg.send(p2p, 1, 3);
+        pg.broadcast(b2, 0);
+      }
+      EXPECT_EQ(b1, pattern(kCount, 1)) << "rank " << rank;
+      EXPECT_EQ(b2, pattern(kCount, 7)) << "rank " << rank;
+    });
+  }
 }
 
 // The root runs several large broadcasts ahead of a sleeping rank (chains of many chunks, each op's data

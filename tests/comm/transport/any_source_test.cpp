@@ -166,38 +166,7 @@ TEST_P(AnySource, PostedOrderDecidesBetweenAnAnySourceAndANamedReceive) {
   }
 }
 
-// Rank 1 waits for rank 2 while rank 0's next broadcast arrives and is held in the pipe (nothing else is expected
-// from rank 0); rank 0 sent a point-to-point message behind it, which an any-source receive must still find.
-TEST_P(AnySource, FindsAMessageBehindAHeldCollective) {
-  constexpr std::size_t kCount = 16 << 10;
-  auto o = options(GetParam());
-  o.algorithm = "broadcast=tree";
-  run_ranks(3, o, [](int rank, ProcessGroup& pg) {
-    std::vector<float> b1(kCount, rank == 0 ? 1.0f : -1.0f);
-    std::vector<float> b2(kCount, rank == 0 ? 2.0f : -1.0f);
-    std::vector<std::int32_t> p2p{rank == 0 ? 99 : 0};
-    if (rank == 0) {
-      pg.broadcast(b1, 0);
-      pg.broadcast(b2, 0);
-      pg.send(p2p, 1, 9);
-    } else if (rank == 1) {
-      pg.broadcast(b1, 0);
-      std::vector<std::int32_t> from2{0};
-      pg.recv(from2, 2, 3);
-      EXPECT_EQ(pg.recv(p2p, kAnySource, 9), 0);
-      EXPECT_EQ(p2p[0], 99);
-      pg.broadcast(b2, 0);
-    } else {
-      pg.broadcast(b1, 0);
-      std::this_thread::sleep_for(milliseconds(300));  // rank 0's second broadcast reaches rank 1 meanwhile
-      std::vector<std::int32_t> to1{33};
-      pg.send(to1, 1, 3);
-      pg.broadcast(b2, 0);
-    }
-    EXPECT_EQ(b1, std::vector<float>(kCount, 1.0f));
-    EXPECT_EQ(b2, std::vector<float>(kCount, 2.0f));
-  });
-}
+// A message behind a held collective, found by an any-source receive: tests/comm/early_messages_test.cpp.
 
 // A receive from any source stays pending across collectives of the same group, and gets its message after them.
 TEST_P(AnySource, StaysPendingAcrossCollectives) {
