@@ -107,9 +107,11 @@ struct LaunchConfig {
   std::optional<int> metrics_port;       // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
   // --checkpoint-memory in bytes (agent/checkpoint/): nullopt = the default rule (memory_limit.hpp); 0 = off.
   std::optional<std::uint64_t> checkpoint_memory;
-  // --checkpoint-dir: committed steps copied there in the background ("" = none), every N steps at most.
+  // --checkpoint-dir: committed steps copied there in the background ("" = none), every N steps at most, or (when
+  // --checkpoint-dir-every is a duration) every so many seconds at most: then checkpoint_dir_every is 0.
   std::string checkpoint_dir;
   int checkpoint_dir_every{};
+  double checkpoint_dir_every_s{};
   // --checkpoint-replicas: nodes each node's newest step is copied to (nullopt: 1 with several nodes).
   std::optional<int> checkpoint_replicas;
 

@@ -87,7 +87,8 @@ struct CheckpointKeeper::Impl {
                config.checkpoint_memory ? "--checkpoint-memory" : describe_default(facts, root));
     if (!config.checkpoint_dir.empty()) {
       SpillSettings settings{
-          config.checkpoint_dir, config.checkpoint_dir_every, {worker_python(process_env()).program}, {}};
+          config.checkpoint_dir, config.checkpoint_dir_every, config.checkpoint_dir_every_s,
+          {worker_python(process_env()).program}, {}};
       // The workers' python and their first PYTHONPATH entries: `-m ctrun_torch.checkpoint.spill` is found as the
       // workers find ctrun_torch.checkpoint.
       if (const std::string dirs = python_dirs(); !dirs.empty()) {

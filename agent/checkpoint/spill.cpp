@@ -43,6 +43,14 @@ std::string check_spill_dir(const std::string& dir) {
   return "";
 }
 
+bool spill_due(const SpillSettings& settings, std::int64_t step, std::optional<std::int64_t> last_started_step,
+               double seconds_since_last_start) {
+  if (!last_started_step) return true;
+  if (step <= *last_started_step) return false;  // copied (or being copied) already
+  if (settings.every_seconds > 0) return seconds_since_last_start >= settings.every_seconds;
+  return step >= *last_started_step + settings.every;
+}
+
 struct Spiller::Impl : std::enable_shared_from_this<Impl> {
   Impl(boost::asio::io_context& io, SpillSettings s, JobDirectory& d, EventLog& ev)
       : settings(std::move(s)), dir(d), events(ev), timer(io), log(ctrun::log::get("checkpoint")) {}
@@ -85,7 +93,8 @@ struct Spiller::Impl : std::enable_shared_from_this<Impl> {
     if (ranks.empty() || latest.size() != ranks.size()) return std::nullopt;
     std::int64_t step = latest.begin()->second;
     for (const auto& [rank, s] : latest) step = std::min(step, s);
-    if (last_started && step < *last_started + settings.every) return std::nullopt;
+    const double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!spill_due(settings, step, last_started, since)) return std::nullopt;
     return step;
   }
 

@@ -31,10 +31,16 @@ class JobDirectory;
 
 struct SpillSettings {
   std::string out_dir;                     // --checkpoint-dir
-  int every = 1;                           // --checkpoint-dir-every (steps)
+  int every = 1;                           // --checkpoint-dir-every N: steps (0 when given as a duration)
+  double every_seconds = 0;                // --checkpoint-dir-every 30s, 5m, 1h: seconds (0 when given in steps)
   std::vector<std::string> python;         // argv before "-m": the workers' python
   std::map<std::string, std::string> env;  // on top of the agent's environment (PYTHONPATH)
 };
+
+// Whether a step every local rank committed is due for a copy: the first one always; then, by steps, one at least
+// `every` steps after the last copy started, or, by time, any step once `every_seconds` passed since it started.
+bool spill_due(const SpillSettings& settings, std::int64_t step, std::optional<std::int64_t> last_started_step,
+               double seconds_since_last_start);
 
 // Checks that `dir` is a directory this process can write (made when missing, with its parents); "" when it is,
 // else a sentence saying what is wrong (for --checkpoint-dir's usage error).

@@ -69,6 +69,25 @@ double parse_flag_seconds(std::string_view text, bool positive) {
   return v;
 }
 
+std::optional<double> parse_flag_duration(std::string_view text) {
+  const std::string s(text::trim(text));
+  if (s.empty()) return std::nullopt;
+  double unit = 0;
+  switch (s.back()) {
+    case 's': unit = 1; break;
+    case 'm': unit = 60; break;
+    case 'h': unit = 3600; break;
+    default: return std::nullopt;
+  }
+  const std::string number = s.substr(0, s.size() - 1);
+  char* end = nullptr;
+  const double v = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !(v > 0) || v * unit > 1e9) {
+    throw FlagValueError("invalid duration: '" + s + "' (a positive number with s, m or h: 30s, 5m, 1h)");
+  }
+  return v * unit;
+}
+
 StdSpec parse_std_spec(std::string_view text) {
   // 0-3 for every local rank, or a map of single-digit local ranks like 0:1,1:2 (torchrun's two spellings). Read
   // by hand: compiling a std::regex costs every launch a few hundred microseconds.

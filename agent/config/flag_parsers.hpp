@@ -3,6 +3,7 @@
 // the table's default spells it, into a typed value. Each throws FlagValueError saying what is accepted; whoever
 // applies the row names the flag and where its text came from.
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -27,6 +28,10 @@ long long parse_flag_int(std::string_view text, long long min, long long max, st
 
 // Seconds, integer or decimal; `positive`: 0 refused too.
 double parse_flag_seconds(std::string_view text, bool positive);
+
+// A duration with its unit, `30s`, `1.5m`, `2h` (> 0): seconds; nullopt for text without a unit (a count, for
+// the caller to read); a unit with a bad number or a zero throws FlagValueError.
+std::optional<double> parse_flag_duration(std::string_view text);
 
 // torchrun's -r/--redirects and -t/--tee: 0-3 for every rank, or a map of single-digit ranks `0:1,1:2`.
 StdSpec parse_std_spec(std::string_view text);

@@ -205,9 +205,17 @@ const std::vector<FlagSpec>& flag_table() {
        "torch has it), so that a job that lost every node resumes from it (docs/checkpoint.md)."},
       {"checkpoint_dir_every", "", K::kValue, "10", kPet, kCtrun,
        [](C& c, const std::string& v) {
-         c.checkpoint_dir_every = static_cast<int>(parse_flag_int(v, 1, INT_MAX, "must be a positive number of steps"));
+         if (const auto seconds = parse_flag_duration(v)) {
+           c.checkpoint_dir_every = 0;
+           c.checkpoint_dir_every_s = *seconds;
+           return;
+         }
+         c.checkpoint_dir_every = static_cast<int>(
+             parse_flag_int(v, 1, INT_MAX, "must be a positive number of steps, or a duration like 30s, 5m, 1h"));
+         c.checkpoint_dir_every_s = 0;
        },
-       "--checkpoint-dir copies a step at least this many steps after the last one it copied (one copy at a time)."},
+       "--checkpoint-dir copies a step at least this many steps after the last one it copied (one copy at a time); "
+       "a duration (30s, 5m, 1h): at least that long after."},
       {"checkpoint_replicas", "", K::kValue, std::nullopt, kPet, kCtrun,
        [](C& c, const std::string& v) {
          c.checkpoint_replicas = static_cast<int>(parse_flag_int(v, 0, 16, "must be a count of nodes, 0-16"));

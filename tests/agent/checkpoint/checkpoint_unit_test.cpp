@@ -21,6 +21,7 @@
 #include "agent/checkpoint/memory_limit.hpp"
 #include "agent/checkpoint/memory_size.hpp"
 #include "agent/checkpoint/notices.hpp"
+#include "agent/checkpoint/spill.hpp"
 
 namespace ctrun::agent::checkpoint {
 namespace {
@@ -230,6 +231,22 @@ TEST(CheckpointNotices, ParsedIntoEventsAndReceivedOnTheLoop) {
   EXPECT_EQ(got[0].event, Event::kCheckpointCommit);
   EXPECT_EQ(got[1].event, Event::kCheckpointLoad);
   fs::remove_all(root);
+}
+
+// --checkpoint-dir-every: the first committed step is copied at once; then by steps, or by time when a duration.
+TEST(SpillDue, ByStepsOrByTime) {
+  SpillSettings steps;
+  steps.every = 10;
+  EXPECT_TRUE(spill_due(steps, 3, std::nullopt, 0));
+  EXPECT_FALSE(spill_due(steps, 12, 3, 1e6));  // however long ago: 9 steps only
+  EXPECT_TRUE(spill_due(steps, 13, 3, 0));
+  SpillSettings timed;
+  timed.every = 0;
+  timed.every_seconds = 30;
+  EXPECT_TRUE(spill_due(timed, 1, std::nullopt, 0));
+  EXPECT_FALSE(spill_due(timed, 500, 3, 29.9));  // however many steps: not yet 30 s
+  EXPECT_TRUE(spill_due(timed, 4, 3, 30.0));
+  EXPECT_FALSE(spill_due(timed, 3, 3, 1e6));  // the same step is never copied twice
 }
 
 }  // namespace

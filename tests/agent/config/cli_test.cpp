@@ -156,6 +156,15 @@ TEST(Cli, CheckpointDirMustBeAWritableDirectory) {
   EXPECT_THROW(parse({"--checkpoint-dir", "/proc/ctrun-no-such", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--checkpoint-dir", "/proc/self/status", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--checkpoint-dir-every", "0", "t.py"}), UsageError);
+  // Or a duration: then no step count.
+  const LaunchConfig by_time = parse({"--checkpoint-dir-every", "5m", "t.py"});
+  EXPECT_EQ(by_time.checkpoint_dir_every, 0);
+  EXPECT_DOUBLE_EQ(by_time.checkpoint_dir_every_s, 300.0);
+  EXPECT_DOUBLE_EQ(parse({"--checkpoint-dir-every", "1.5h", "t.py"}).checkpoint_dir_every_s, 5400.0);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"PET_CHECKPOINT_DIR_EVERY", "30s"}}).checkpoint_dir_every_s, 30.0);
+  for (const char* bad : {"0s", "-5m", "s", "5x", "five", "1e12h"}) {
+    EXPECT_THROW(parse({"--checkpoint-dir-every", bad, "t.py"}), UsageError) << bad;
+  }
 }
 
 TEST(Cli, Sigusr1And2AreForwardedUnlessTheyAreDeathSignals) {
