@@ -9,6 +9,8 @@
 #   make asan | tsan         the tests under ASan+UBSan / TSan (build-asan/, build-tsan/)
 #   make fuzz                build and briefly run the store codec fuzzer (clang + libFuzzer)
 #   make bench               build the benchmarks (see docs/benchmarks.md for how each is run)
+#   make bench-drift         launch of 8 no-op workers and a restart against their bounds (LAUNCH_MAX_MS=15,
+#                            RESTART_MAX_MS=4): exits 1 when either median drifts past; meaningful on a quiet machine
 #   make torch-dist-suite    PyTorch's whole distributed_test.py on backend "ctrun" (TORCH_SUITE_BACKEND=gloo for
 #                            the reference run; about 20 s per test on a loaded 2-core machine: see docs/comm.md)
 #   make torch2-dist-parity  one-off: PyTorch 2.6's distributed_test.py collective/p2p subset on gloo and on
@@ -21,7 +23,7 @@ CTEST_JOBS ?= 2
 CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 
-.PHONY: all deps configure build run test asan tsan fuzz bench format clean torch-dist-suite torch2 \
+.PHONY: all deps configure build run test asan tsan fuzz bench bench-drift format clean torch-dist-suite torch2 \
         torch2-dist-parity
 
 all: build
@@ -59,6 +61,12 @@ fuzz: deps
 	@mkdir -p fuzz-corpus && ./build-fuzz/bin/store_codec_fuzzer -max_total_time=60 fuzz-corpus
 
 bench: build
+
+LAUNCH_MAX_MS  ?= 15
+RESTART_MAX_MS ?= 4
+bench-drift: build
+	@$(BUILD_DIR)/bin/launch_bench --runs 60 --no-torchrun --max-ms $(LAUNCH_MAX_MS)
+	@$(BUILD_DIR)/bin/restart_bench --restarts 10 --repeat 6 --no-torchrun --max-ms $(RESTART_MAX_MS)
 
 TORCH_SUITE_BACKEND ?= ctrun
 torch-dist-suite: build
