@@ -438,7 +438,9 @@ class Agent::Impl {
       // Several nodes: the agents agree on the checkpoints every node holds (the round's store, blocking: the
       // helper lane) before any worker starts.
       lane_.run(BlockingCall::kCheckpointExchange,
-                [this, attempt, restart_count = restart_count_, round = round_, host = store_host_]() {
+                [this, attempt, restart_count = restart_count_, round = round_, store_host = store_host_,
+                 static_multi_node = static_multi_node_]() {
+                  const std::string host = node_listen_host(config_, store_host, static_multi_node);
                   auto gathered = checkpoints_->gather(restart_count, round, host);
                   return [this, attempt, gathered]() {
                     if (attempt != attempt_seq_ || state_ != AgentState::kRunning) return;

@@ -224,12 +224,16 @@ struct CheckpointKeeper::Impl {
       NodeRecord self{round.group_rank, "", off, {}};
       if (dir) {
         g->reconciled = dir->reconcile();
-        {
+        try {
           std::lock_guard lock(server_mu);
           if (!server) server = std::make_unique<ReplicaServer>(dir->path(), limit, host);
           self.endpoint = server->endpoint();
+        } catch (const std::exception& e) {
+          // Said in this node's record: the others learn at once that the attempt runs without checkpoints,
+          // instead of waiting the exchange's timeout for a record that never comes.
+          self.off = e.what();
         }
-        self.holdings = dir->holdings();
+        if (self.off.empty()) self.holdings = dir->holdings();
       }
       round.store->set(record_key(round.group_rank), encode_record(self));
       std::vector<std::string> record_keys;

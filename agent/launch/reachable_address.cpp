@@ -15,6 +15,7 @@
 #include "agent/launch/rendezvous_factory.hpp"
 #include "common/text.hpp"
 #include "rendezvous/factory.hpp"
+#include "rendezvous/parameters.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -118,6 +119,15 @@ PublishedAddress publishable_store_host(const LaunchConfig& config, const std::s
             *local + ", this host's address on its route to the rendezvous endpoint " + ep->to_string() +
             " (--local-addr sets it)";
   return out;
+}
+
+std::string node_listen_host(const LaunchConfig& config, const std::string& store_host, bool static_multi_node) {
+  if (!static_multi_node) return store_host;
+  const std::string own = node_address(config);  // --local-addr, else the host name
+  if ((config.local_addr && !config.local_addr->empty()) || !resolves_to_loopback(own)) return own;
+  const auto master = rdzv::static_endpoint(rendezvous_parameters(config));
+  const auto local = local_address_towards(master.host, master.port);
+  return local && !resolves_to_loopback(*local) ? *local : own;
 }
 
 std::string unreachable_reason(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout) {

@@ -36,6 +36,13 @@ struct PublishedAddress {
 // May resolve names (blocking: call it off the agent's loop).
 PublishedAddress publishable_store_host(const LaunchConfig& config, const std::string& store_host);
 
+// The address other nodes reach this node's own listeners at (its checkpoint replication endpoint). With c10d or
+// etcd that is where its worker store is published (`store_host`, already made publishable). With the static
+// backend node rank 0 serves the one store, so `store_host` is the master's: --local-addr, else this host's name
+// unless it resolves to loopback here, else the local address of this node's route to the master. May resolve
+// names (blocking: call it off the agent's loop).
+std::string node_listen_host(const LaunchConfig& config, const std::string& store_host, bool static_multi_node);
+
 // Empty when a TCP connection to host:port is made within `timeout`; else why not ("connection refused",
 // "timed out after 2 s", "does not resolve").
 std::string unreachable_reason(const std::string& host, std::uint16_t port, std::chrono::milliseconds timeout);
