@@ -6,6 +6,8 @@
 # bandwidth comm measured). Deletes what it creates; exit 77 when namespaces cannot be made.
 #   sudo scripts/bench/two_level_compare.sh [BUILD_DIR]   env: HOSTS=2 RANKS=2 RATE=1gbit OPS=all_reduce
 #                                                         SIZES=8,64K,1M,16M SCALE=0.1
+#   GLOO_PRELOAD=1: the gloo ranks under one `ctrun --preload torch` agent per host (8 x 8 ranks fit in memory);
+#   SKIP_COMM=1: the gloo row only; AGENT_LOG=PATH: each agent's log in PATH.<host>.
 set -u
 build=${1:-build}
 hosts=${HOSTS:-2}; ranks=${RANKS:-2}; rate=${RATE:-1gbit}; ops=${OPS:-all_reduce}; sizes=${SIZES:-8,64K,1M,16M}
@@ -55,8 +57,29 @@ run_job() {
   for p in "${pids[@]}"; do wait "$p"; done
   grep -v '^#' "$out" | grep . ; rm -f "$out"
 }
+# run_agents PORT -- SCRIPT ARGS...: one `ctrun --preload torch` agent per host (static rendezvous on host 0), each
+# forking its host's RANKS torch workers from one warm process, so that 64 gloo ranks fit in this machine's memory
+# (a cold torch process holds ~350 MB); prints rank 0's lines.
+run_agents() {
+  local port=$1; shift 2
+  local out; out=$(mktemp); local pids=()
+  for ((h = 0; h < hosts; h++)); do
+    ip netns exec "${tag}h$h" unshare --ipc --mount --propagation private bash -c '
+      mount -t tmpfs tmpfs /dev/shm; out=$1; h=$2; shift 2
+      err=/dev/null; [ -n "${AGENT_LOG:-}" ] && err=$AGENT_LOG.$h
+      if ((h == 0)); then exec "$@" >"$out" 2>"$err"; else exec "$@" >/dev/null 2>"$err"; fi' bash "$out" "$h" \
+      env GLOO_SOCKET_IFNAME=${tag}a$h OMP_NUM_THREADS=1 PYTHON_EXEC=/usr/bin/python3 \
+      timeout -k 10 "${JOB_TIMEOUT:-600}" "$ctrun" --nnodes "$hosts" --node-rank "$h" --nproc-per-node "$ranks" \
+      --master-addr 10.79.0.1 --master-port "$port" --local-addr "10.79.0.$((h + 1))" --preload torch "$@" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  grep -v '^#' "$out" | grep . ; rm -f "$out"
+}
+ctrun=$(readlink -f "$build/bin/ctrun")
 port=29620
 log=$(mktemp)
+if [ "${SKIP_COMM:-0}" != 1 ]; then
 for algo in "" all_reduce=ring all_reduce=recursive_doubling all_reduce=tree all_reduce=double_binary_tree; do
   echo "## comm two levels, cross-host algorithm: ${algo:-(the cost model decides)}"
   run_job $((port++)) CTRUN_COMM_ALGO=$algo CTRUN_LOG_LEVEL=debug -- "$bench" --no-gloo --ops "$ops" \
@@ -75,7 +98,12 @@ fi
 echo "## comm flat over tcp (one level)"
 run_job $((port++)) CTRUN_COMM_TRANSPORT=tcp -- "$bench" --transport tcp --no-gloo --ops "$ops" --sizes "$sizes" \
   --iters-scale "$scale"
+fi
 echo "## torch gloo"
 bytes=$(echo "$sizes" | tr ',' '\n' | sed -e 's/K$/*1024/' -e 's/M$/*1048576/' | bc | paste -sd,)
-run_job $((port++)) -- /usr/bin/python3 "$here/apps/bench/ctbench/torch_gloo_bench.py" "$ops" "$bytes" \
-  "$(python3 -c "print(int(67108864*$scale))")"
+budget=$(python3 -c "print(int(67108864*$scale))")
+if [ "${GLOO_PRELOAD:-0}" = 1 ]; then
+  run_agents $((port++)) -- "$here/apps/bench/ctbench/torch_gloo_bench.py" "$ops" "$bytes" "$budget"
+else
+  run_job $((port++)) -- /usr/bin/python3 "$here/apps/bench/ctbench/torch_gloo_bench.py" "$ops" "$bytes" "$budget"
+fi
