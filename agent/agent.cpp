@@ -496,13 +496,16 @@ class Agent::Impl {
         std::chrono::duration_cast<store::Duration>(std::chrono::duration<double>(config_.exit_barrier_timeout));
     lane_.run(BlockingCall::kExitBarrier, [this, timeout]() {
       bool passed = false;
+      std::string failure;
       try {
         passed = rdzv_->exit_barrier(timeout);
       } catch (const std::exception& e) {
-        log_->warn("exit barrier failed: {}", e.what());
+        failure = e.what();
       }
-      return [this, passed]() {
-        if (!passed)
+      return [this, passed, failure]() {
+        if (!failure.empty())
+          log_->warn("exit barrier failed: {} (a node that finished first may have ended the store)", failure);
+        else if (!passed)
           log_->warn("exit barrier timed out after {} s (--exit-barrier-timeout)", config_.exit_barrier_timeout);
         deliver(AgentEvent::kBarrierDone);
       };

@@ -177,9 +177,11 @@ bool C10dHandler::exit_barrier(store::Duration timeout) {
     store_->wait({keys_.exit_done(current_->round)}, timeout);
     exit_barrier_passed_ = true;
     return true;
-  } catch (const store::StoreError& e) {
-    log_->warn("exit barrier of rendezvous '{}' round {} failed: {}", config_.run_id, current_->round, e.what());
+  } catch (const store::TimeoutError&) {
     return false;
+  } catch (const store::StoreError& e) {
+    throw store::StoreError("the exit barrier of rendezvous '" + config_.run_id + "' round " +
+                            std::to_string(current_->round) + " failed: " + e.what());
   }
 }
 
