@@ -7,7 +7,8 @@
 #   sudo scripts/bench/two_level_compare.sh [BUILD_DIR]   env: HOSTS=2 RANKS=2 RATE=1gbit OPS=all_reduce
 #                                                         SIZES=8,64K,1M,16M SCALE=0.1
 #   GLOO_PRELOAD=1: the gloo ranks under one `ctrun --preload torch` agent per host (8 x 8 ranks fit in memory);
-#   SKIP_COMM=1: the gloo row only; AGENT_LOG=PATH: each agent's log in PATH.<host>.
+#   ALGOS=choice,all_reduce=ring,...: the comm rows to run (default: the choice and each all_reduce algorithm);
+#   SKIP_FLAT=1: no flat-tcp row; SKIP_GLOO=1: no gloo row; SKIP_COMM=1: the gloo row only; AGENT_LOG=PATH: each agent's log in PATH.<host>.
 set -u
 build=${1:-build}
 hosts=${HOSTS:-2}; ranks=${RANKS:-2}; rate=${RATE:-1gbit}; ops=${OPS:-all_reduce}; sizes=${SIZES:-8,64K,1M,16M}
@@ -80,7 +81,9 @@ ctrun=$(readlink -f "$build/bin/ctrun")
 port=29620
 log=$(mktemp)
 if [ "${SKIP_COMM:-0}" != 1 ]; then
-for algo in "" all_reduce=ring all_reduce=recursive_doubling all_reduce=tree all_reduce=double_binary_tree; do
+algos=${ALGOS:-choice,all_reduce=ring,all_reduce=recursive_doubling,all_reduce=tree,all_reduce=double_binary_tree}
+for algo in ${algos//,/ }; do
+  [ "$algo" = choice ] && algo=""
   echo "## comm two levels, cross-host algorithm: ${algo:-(the cost model decides)}"
   run_job $((port++)) CTRUN_COMM_ALGO=$algo CTRUN_LOG_LEVEL=debug -- "$bench" --no-gloo --ops "$ops" \
     --sizes "$sizes" --iters-scale "$scale" 2>&1 | grep -vE "\[debug\] comm cpu: rank 0/[0-9]+ transport" |
@@ -95,10 +98,13 @@ if [ -n "${lat:-}" ] && [ "$ops" = all_reduce ]; then
   "$(dirname "$bench")/comm_sim" --ranks $((hosts * ranks)) --ranks-per-node "$ranks" --latency-us "$lat" \
     --gbps "$(echo "$mbps * 8 / 1000" | bc -l)" --bytes "$bytes"
 fi
-echo "## comm flat over tcp (one level)"
-run_job $((port++)) CTRUN_COMM_TRANSPORT=tcp -- "$bench" --transport tcp --no-gloo --ops "$ops" --sizes "$sizes" \
-  --iters-scale "$scale"
+if [ "${SKIP_FLAT:-0}" != 1 ]; then
+  echo "## comm flat over tcp (one level)"
+  run_job $((port++)) CTRUN_COMM_TRANSPORT=tcp -- "$bench" --transport tcp --no-gloo --ops "$ops" --sizes "$sizes" \
+    --iters-scale "$scale"
 fi
+fi
+if [ "${SKIP_GLOO:-0}" != 1 ]; then
 echo "## torch gloo"
 bytes=$(echo "$sizes" | tr ',' '\n' | sed -e 's/K$/*1024/' -e 's/M$/*1048576/' | bc | paste -sd,)
 budget=$(python3 -c "print(int(67108864*$scale))")
@@ -106,4 +112,5 @@ if [ "${GLOO_PRELOAD:-0}" = 1 ]; then
   run_agents $((port++)) -- "$here/apps/bench/ctbench/torch_gloo_bench.py" "$ops" "$bytes" "$budget"
 else
   run_job $((port++)) -- /usr/bin/python3 "$here/apps/bench/ctbench/torch_gloo_bench.py" "$ops" "$bytes" "$budget"
+fi
 fi

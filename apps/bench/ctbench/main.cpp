@@ -67,9 +67,11 @@ int run_rank(const std::vector<std::string>& ops, const std::vector<std::size_t>
   }
   for (const auto& op : ops) {
     for (std::size_t bytes : sizes) {
+      if (op == "barrier" && bytes != sizes.front()) break;  // no data: one row
+      if (op == "barrier") bytes = 0;
       const int iters = iterations_for(bytes, scale);
       Row row = ctrun::bench::measure(*pg, op, bytes, iters, std::max(2, iters / 10));
-      if (ring) {
+      if (ring && op != "barrier") {
         row.floor_us = ring->floor_us(*pg, op, row.bytes, std::clamp(iters / 4, 2, 20));
       }
       if (pg->rank() == 0) {
@@ -96,7 +98,9 @@ int main(int argc, char** argv) {
   double scale = 1.0;
   std::string transport;
   app.add_option("--nproc", nproc, "ranks to launch when not under ctrun/torchrun")->check(CLI::Range(1, 64));
-  app.add_option("--ops", ops_arg, "comma-separated: all_reduce, all_gather, broadcast, reduce_scatter, reduce");
+  app.add_option("--ops", ops_arg,
+                 "comma-separated: all_reduce, all_gather, broadcast, reduce_scatter, reduce, barrier (one row, no "
+                 "data)");
   app.add_option("--sizes", sizes_arg, "comma-separated byte sizes (K/M suffixes)");
   app.add_option("--backend", backend, "cpu or nccl");
   app.add_flag("--no-gloo", no_gloo, "skip the torch gloo peer");
@@ -111,7 +115,8 @@ int main(int argc, char** argv) {
   std::vector<std::size_t> sizes;
   for (const auto& s : ctrun::text::split_nonempty(sizes_arg, ',')) sizes.push_back(parse_size(s));
   for (const auto& op : ops) {
-    if (op != "all_reduce" && op != "all_gather" && op != "broadcast" && op != "reduce_scatter" && op != "reduce") {
+    if (op != "all_reduce" && op != "all_gather" && op != "broadcast" && op != "reduce_scatter" && op != "reduce" &&
+        op != "barrier") {
       std::fprintf(stderr, "ctbench: unknown op '%s'\n", op.c_str());
       return 2;
     }

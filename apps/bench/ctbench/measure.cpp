@@ -41,6 +41,8 @@ Row measure(comm::ProcessGroup& pg, const std::string& op, std::size_t bytes, in
       pg.all_gather_into(b, a);
     } else if (op == "reduce_scatter") {
       pg.reduce_scatter_from(b, in);
+    } else if (op == "barrier") {
+      pg.barrier();
     } else {
       throw std::invalid_argument("unknown op " + op);
     }
@@ -54,7 +56,9 @@ Row measure(comm::ProcessGroup& pg, const std::string& op, std::size_t bytes, in
   pg.all_reduce(slowest, comm::ReduceOp::kMax);
   Row row;
   row.op = op;
-  row.bytes = op == "all_gather" || op == "reduce_scatter" ? per_rank * static_cast<std::size_t>(n) * 4 : count * 4;
+  row.bytes = op == "barrier"                                ? 0
+              : op == "all_gather" || op == "reduce_scatter" ? per_rank * static_cast<std::size_t>(n) * 4
+                                                             : count * 4;
   row.time_us = slowest[0];
   row.algbw = static_cast<double>(row.bytes) / (row.time_us * 1e-6) / 1e9;
   row.busbw = row.algbw * bus_factor(op, n);

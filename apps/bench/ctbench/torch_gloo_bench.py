@@ -14,7 +14,7 @@ dist.init_process_group("gloo")
 r, w = dist.get_rank(), dist.get_world_size()
 factor = {"all_reduce": 2 * (w - 1) / w, "all_gather": (w - 1) / w, "reduce_scatter": (w - 1) / w}
 for op in ops:
-    for nbytes in sizes:
+    for nbytes in (sizes[:1] if op == "barrier" else sizes):  # a barrier moves no data: one row
         count = max(nbytes // 4, 1)
         per_rank = max(count // w, 1)
         if op == "all_gather":
@@ -26,11 +26,13 @@ for op in ops:
             inp = torch.ones(per_rank * w)
             run = lambda: dist.all_reduce(inp)
             total = per_rank * w * 4
+        elif op == "barrier":
+            run = lambda: dist.barrier(); total = 0
         elif op == "broadcast":
             t = torch.ones(count); run = lambda: dist.broadcast(t, 0); total = count * 4
         else:
             t = torch.ones(count); run = lambda: dist.all_reduce(t); total = count * 4
-        iters = max(5, min(500, budget // max(total, 1)))
+        iters = max(5, min(500, budget // max(total, 8)))
         for _ in range(max(2, iters // 10)): run()
         dist.barrier(); t0 = time.perf_counter()
         for _ in range(iters): run()
