@@ -163,6 +163,7 @@ ReplicaServer::ReplicaServer(std::string job_dir, std::uint64_t limit, const std
   listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  size_socket_buffers(listen_fd_);  // accepted connections inherit them
   const bool bound =
       listen_fd_ >= 0 && ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 && ::listen(listen_fd_, 16) == 0;
   ::freeaddrinfo(found);

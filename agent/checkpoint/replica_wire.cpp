@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -30,6 +31,11 @@ T take(const char* at) {
 constexpr auto kSlice = std::chrono::milliseconds(100);
 
 }  // namespace
+
+void size_socket_buffers(int fd) {
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof(kSocketBuffer));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof(kSocketBuffer));
+}
 
 std::array<char, kFrameBytes> encode_frame(const Frame& f) {
   std::array<char, kFrameBytes> out{};
@@ -59,7 +65,8 @@ Frame decode_frame(const std::array<char, kFrameBytes>& bytes) {
 Connection::Connection(int fd, const std::atomic<bool>& stop, std::chrono::milliseconds idle)
     : fd_(fd), stop_(&stop), idle_(idle) {}
 
-Connection::Connection(Connection&& other) noexcept : fd_(other.fd_), stop_(other.stop_), idle_(other.idle_) {
+Connection::Connection(Connection&& other) noexcept
+    : fd_(other.fd_), stop_(other.stop_), idle_(other.idle_), lowat_(other.lowat_) {
   other.fd_ = -1;
 }
 
@@ -85,6 +92,7 @@ Connection Connection::connect(const std::string& endpoint, const std::atomic<bo
     throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
   }
   Connection conn(fd, stop, idle);
+  size_socket_buffers(fd);
   const int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
   const int err = errno;
   ::freeaddrinfo(found);
@@ -140,11 +148,20 @@ void Connection::receive(void* data, std::size_t size) {
     } else if (n == 0) {
       throw std::runtime_error("the replication peer closed the connection mid-message");
     } else if (errno == EAGAIN || errno == EINTR) {
+      batch_receives(size);
       await(POLLIN);
     } else {
       throw std::runtime_error(std::string("replication receive failed: ") + std::strerror(errno));
     }
   }
+}
+
+void Connection::batch_receives(std::size_t remaining) {
+  // Never more than what is still to come: poll would not report the last bytes of a message (only the peer's
+  // close or an error), and the wait would end in the idle timeout.
+  const int want = static_cast<int>(std::min(remaining, kBatch));
+  if (want == lowat_) return;
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0) lowat_ = want;
 }
 
 void Connection::send_file(int fd, std::uint64_t size) {

@@ -10,7 +10,8 @@ step, and the steps done again, for
   ctrun + ck           ctrun --preload torch, ck.save every step (ctrun_torch.checkpoint), ck.load() into new tensors
   ctrun + ck into      the same, ck.load(into=) the state the worker already built (no new memory)
 
-plus each attempt-1 load's time and the saves' cost per step. Both launchers restart once (--max-restarts 1) with
+plus each attempt-1 load's time, the saves' cost per step, and where the time went: from the kill until the
+slowest new worker had torch imported ("started") and had joined the process group ("joined"). Both launchers restart once (--max-restarts 1) with
 their defaults otherwise, as a new user would run them (torchrun 1.13 checks its workers every 5 s).
 
 usage: failure_cost.py --ctrun BIN [--python /usr/bin/python3] [--torchrun PY] [--mib 128] [--runs 1] [--step-s 0.3]
@@ -59,15 +60,21 @@ def measure(out, step_s, ranks):
     after = []
     redone = set()
     loads = []
+    started, joined = [], []
     for r in range(ranks):
         rows = lines(out, 1, r)
+        started.append(next(float(t) for what, _, t, *_ in rows if what == "started"))
+        joined.append(next(float(t) for what, _, t, *_ in rows if what == "joined"))
         after.append(next(float(t) for what, s, t, *_ in rows if what == "done" and int(s) == KILL_AFTER + 1))
         redone |= {int(s) for what, s, *_ in rows if what == "done" and int(s) <= KILL_AFTER}
         loads.append(next(float(x[3]) for x in rows if x[0] == "loaded"))
     # Step time in attempt 0 (saves included): the job's pace before the failure.
     done0 = [float(t) for what, s, t, *_ in lines(out, 0, 0) if what == "done" and 1 <= int(s) <= KILL_AFTER]
     pace = (done0[-1] - done0[0]) / (len(done0) - 1)
-    return {"lost": max(after) - killed - step_s, "redone": len(redone), "load": max(loads), "pace": pace}
+    # Where the time went, each from the kill to the slowest rank: torch imported in the new worker, the process
+    # group formed.
+    return {"lost": max(after) - killed - step_s, "redone": len(redone), "load": max(loads), "pace": pace,
+            "started": max(started) - killed, "joined": max(joined) - killed}
 
 
 def main():
@@ -106,12 +113,13 @@ def main():
     print(f"{a.ranks} ranks, {a.mib} MiB of state per rank, {a.step_s} s steps, rank {KILL_RANK} SIGKILLed after step "
           f"{KILL_AFTER}; median of {a.runs} run(s); load average {load_before[0]:.1f} before, {load_after[0]:.1f} "
           "after")
-    print(f"{'':18} {'time lost':>10} {'steps redone':>13} {'load':>9} {'step pace':>10} {'job wall':>9}")
+    print(f"{'':18} {'time lost':>10} {'steps redone':>13} {'load':>9} {'step pace':>10} {'job wall':>9} "
+          f"{'started':>8} {'joined':>8}")
     med = {k: {f: statistics.median(m[f] for m in results[k]) for f in results[k][0]} for k in kinds}
     for kind in kinds:
         m = med[kind]
         print(f"{kind:18} {m['lost']:9.2f}s {m['redone']:13.0f} {m['load'] * 1000:7.0f}ms {m['pace']:9.3f}s "
-              f"{m['wall']:8.1f}s")
+              f"{m['wall']:8.1f}s {m['started']:7.2f}s {m['joined']:7.2f}s")
     for kind in kinds:
         if kind.startswith("ctrun + ck"):
             ratio = med[kind]["lost"] / med["torchrun + disk"]["lost"]

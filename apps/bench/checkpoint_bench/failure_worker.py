@@ -3,7 +3,8 @@ disk with torch.save every EVERY steps (mode "disk", the two newest kept) or wit
 ck.load() into new tensors; mode "ck-into": ck.load(into=) the state the worker built, as a training script has
 its model before it loads); in attempt 0 one rank
 SIGKILLs itself once every rank has finished step KILL_AFTER. Each rank appends "what step unix-time [seconds]"
-lines to OUT/attempt-<A>-rank-<R>.txt: "loaded" (with the load's seconds), "done" per step, "killed".
+lines to OUT/attempt-<A>-rank-<R>.txt: "started" (torch imported), "joined" (the process group formed), "loaded"
+(with the load's seconds), "done" per step, "killed".
 
 usage: failure_worker.py MODE OUT [--steps 25] [--kill-after 23] [--kill-rank 1] [--mib 128] [--step-s 0.3]
                          [--every 5]
@@ -30,14 +31,18 @@ args = p.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-torch.set_num_threads(1)
-dist.init_process_group("gloo")
 log = open(os.path.join(args.out, f"attempt-{attempt}-rank-{rank}.txt"), "a")
 
 
 def note(what, step, extra=""):
     log.write(f"{what} {step} {time.time():.6f} {extra}\n")
     log.flush()
+
+
+note("started", -1)  # torch imported: where the restart's own cost ends
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+note("joined", -1)
 
 
 state = torch.zeros(args.mib << 18)  # float32: MiB of state
