@@ -1,5 +1,6 @@
 #include "agent/checkpoint/replica_wire.hpp"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -176,6 +177,47 @@ void Connection::send_file(int fd, std::uint64_t size) {
       continue;
     }
     throw std::runtime_error(std::string("replication sendfile failed: ") + std::strerror(errno));
+  }
+}
+
+void Connection::receive_file(int fd, std::uint64_t offset, std::uint64_t size) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error(std::string("replication pipe: ") + std::strerror(errno));
+  struct PipeCloser {
+    int* fds;
+    ~PipeCloser() {
+      ::close(fds[0]);
+      ::close(fds[1]);
+    }
+  } closer{pipe_fds};
+  const int grown = ::fcntl(pipe_fds[1], F_SETPIPE_SZ, static_cast<int>(kBatch) * 4);
+  const std::size_t capacity = grown > 0 ? static_cast<std::size_t>(grown) : 64u << 10;
+  auto at = static_cast<loff_t>(offset);
+  std::uint64_t left = size;
+  while (left > 0) {
+    // The pipe is empty here (drained below), so EAGAIN means the socket has nothing yet.
+    const ssize_t in = ::splice(fd_, nullptr, pipe_fds[1], nullptr, std::min<std::uint64_t>(left, capacity),
+                                SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (in == 0) throw std::runtime_error("the replication peer closed the connection mid-message");
+    if (in < 0) {
+      if (errno == EAGAIN || errno == EINTR) {
+        batch_receives(left);
+        await(POLLIN);
+        continue;
+      }
+      throw std::runtime_error(std::string("replication receive failed: ") + std::strerror(errno));
+    }
+    left -= static_cast<std::uint64_t>(in);
+    for (auto pending = static_cast<std::size_t>(in); pending > 0;) {
+      const ssize_t out = ::splice(pipe_fds[0], nullptr, fd, &at, pending, SPLICE_F_MOVE);
+      if (out > 0) {
+        pending -= static_cast<std::size_t>(out);
+      } else if (out == 0 || errno != EINTR) {
+        throw std::runtime_error(std::string("writing a received snapshot failed: ") +
+                                 (out == 0 ? "no progress" : std::strerror(errno)));
+      }
+    }
   }
 }
 

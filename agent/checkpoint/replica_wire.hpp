@@ -67,6 +67,10 @@ class Connection {
   // MSG_NOSIGNAL: a peer that left raises SIGPIPE, which ctrun ignores process-wide (agent.cpp), so it is EPIPE here.
   void send_file(int fd, std::uint64_t size);
 
+  // Receives `size` bytes into file `fd` from `offset` with splice(2) through a pipe: the socket's pages move
+  // into the pipe and are copied once, into the file's pages, with no mapping of the file to set up and tear down.
+  void receive_file(int fd, std::uint64_t offset, std::uint64_t size);
+
   void send_frame(const Frame& frame);
   Frame receive_frame();
   void send_refusal(const std::string& text);
