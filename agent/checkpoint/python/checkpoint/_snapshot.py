@@ -157,7 +157,11 @@ def _targets(header, into):
     if into is None:
         return [_untyped_of_tensor(torch.empty(n, dtype=torch.uint8)) for n in sizes]
     pickler = _Pickler(io.BytesIO())
-    pickler.dump(into)
+    try:
+        pickler.dump(into)
+    except Exception as e:
+        raise ValueError(f"into= cannot be pickled as torch.save would ({type(e).__name__}: {e}); pass the object "
+                         "laid out as the one saved (e.g. a state dict), or none") from e
     mine = [(s.nbytes(), dtype) for s, dtype in zip(pickler.storages, pickler.dtypes)]
     saved = list(zip(sizes, header.get("dtypes", [None] * len(sizes))))
     if len(mine) != len(saved):

@@ -74,7 +74,7 @@ print("ok: load(into=): in place, bit for bit; mutating the caller's tensors lea
 short = torch.zeros(999)
 for wrong, words in [({**into, "ints": torch.zeros(7, dtype=torch.int32)}, "bytes of int32"),
                      ({**into, "extra": short, "view": short[10:20], "strided": short[::3]}, "3996 bytes"),
-                     ({"model": into["model"]}, "storages")]:
+                     ({"model": into["model"]}, "storages"), ({**into, "f": lambda: 0}, "cannot be pickled")]:
     before = {k: v.clone() for k, v in into["model"].items()}
     try:
         ck.load(into=wrong)
