@@ -11,8 +11,9 @@ step, and the steps done again, for
   ctrun + ck into      the same, ck.load(into=) the state the worker already built (no new memory)
 
 plus each attempt-1 load's time, the saves' cost per step, and where the time went: from the kill until the
-slowest new worker had torch imported ("started") and had joined the process group ("joined"). Both launchers restart once (--max-restarts 1) with
-their defaults otherwise, as a new user would run them (torchrun 1.13 checks its workers every 5 s).
+slowest new worker had torch imported ("started") and had joined the process group ("joined"). Both launchers
+restart once (--max-restarts 1) with their defaults otherwise, as a new user would run them (torchrun 1.13 checks
+its workers every 5 s).
 
 usage: failure_cost.py --ctrun BIN [--python /usr/bin/python3] [--torchrun PY] [--mib 128] [--runs 1] [--step-s 0.3]
                        [--ranks 4] [--checkpoint-memory SIZE] [--kinds "torchrun + disk,ctrun + ck into"]
