@@ -5,7 +5,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,7 +39,7 @@ class Incoming {
   // Under the directory's lock: the limit checked against everything held plus `size`, then the space taken.
   Incoming(const std::string& job_dir, const std::string& subdir, std::int64_t step, std::uint64_t size,
            std::uint64_t limit)
-      : dir_(fs::path(job_dir) / subdir), size_(size) {
+      : dir_(fs::path(job_dir) / subdir) {
     DirLock lock(job_dir);
     const std::uint64_t used = used_bytes_of(job_dir);
     // A replica reuses the pages of the one that fell out of the newest kKeptSteps (its spare, as a rank's save
@@ -66,30 +65,22 @@ class Incoming {
       fd_ = ::open(partial_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
     }
     if (fd_ < 0) throw std::runtime_error(sys_error("cannot create " + partial_.string()));
-    if (size > 0) {
-      if (int rc = ::posix_fallocate(fd_, 0, static_cast<off_t>(size)); rc != 0) {
-        discard();
-        throw std::runtime_error("cannot allocate " + format_bytes(size) + " in " + job_dir + ": " + std::strerror(rc));
-      }
-      // MAP_POPULATE: every page mapped in one call, not one fault per page while receiving.
-      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
-      if (p == MAP_FAILED) {
-        discard();
-        throw std::runtime_error(sys_error("mmap"));
-      }
-      map_ = static_cast<char*>(p);
+    // All of it now: a full tmpfs is a refusal before any byte is received, never a failure halfway.
+    if (int rc = size > 0 ? ::posix_fallocate(fd_, 0, static_cast<off_t>(size)) : 0; rc != 0) {
+      discard();
+      throw std::runtime_error("cannot allocate " + format_bytes(size) + " in " + job_dir + ": " + std::strerror(rc));
     }
   }
   ~Incoming() { discard(); }
   Incoming(const Incoming&) = delete;
   Incoming& operator=(const Incoming&) = delete;
 
-  char* data() { return map_; }
+  int fd() const { return fd_; }
 
   // The rename that makes it visible; for replicas, steps above it (an abandoned timeline) and all but the newest
   // kKeptSteps go.
   void commit(const std::string& job_dir, bool prune) {
-    unmap();
+    close_file();
     DirLock lock(job_dir);
     if (prune) {
       std::error_code ec;
@@ -118,27 +109,20 @@ class Incoming {
   }
 
  private:
-  void unmap() {
-    if (map_) ::munmap(map_, size_);
-    map_ = nullptr;
+  void close_file() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
   void discard() {
-    unmap();
+    close_file();
     if (!committed_ && !partial_.empty()) ::unlink(partial_.c_str());
   }
   fs::path dir_, partial_, final_;
-  std::uint64_t size_;
   int fd_ = -1;
-  char* map_ = nullptr;
   bool committed_ = false;
 };
 
-void receive_body(Connection& conn, Incoming& in, std::uint64_t size) {
-  constexpr std::uint64_t kChunk = 8u << 20;
-  for (std::uint64_t at = 0; at < size; at += kChunk) conn.receive(in.data() + at, std::min(kChunk, size - at));
-}
+void receive_body(Connection& conn, Incoming& in, std::uint64_t size) { conn.receive_file(in.fd(), 0, size); }
 
 // The open snapshot file of `rank` at `step` this node holds (its own, else a replica), or -1.
 int open_held(const std::string& job_dir, int rank, std::int64_t step) {
@@ -163,6 +147,7 @@ ReplicaServer::ReplicaServer(std::string job_dir, std::uint64_t limit, const std
   listen_fd_ = ::socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  size_socket_buffers(listen_fd_);  // accepted connections inherit them
   const bool bound =
       listen_fd_ >= 0 && ::bind(listen_fd_, found->ai_addr, found->ai_addrlen) == 0 && ::listen(listen_fd_, 16) == 0;
   ::freeaddrinfo(found);

@@ -3,8 +3,9 @@
 // replica-rank-<R>/ of this node's job directory and serves what it holds to agents that fetch; the client side
 // pushes a snapshot file to a peer and fetches one into a rank directory. All of it blocks: it runs on the
 // replication threads (replicator.hpp) and the agent's helper lane, never on the loop. Memory: a transfer streams
-// between the socket and the snapshot file (sendfile out, recv straight into the mmap'd file in), and every byte a
-// receiver allocates is counted against its --checkpoint-memory first, under the directory's lock.
+// between the socket and the snapshot file (sendfile out, splice in: no copy through user memory either way, no
+// mapping of the file), over 4 MiB socket buffers, and every byte a receiver allocates is counted against its
+// --checkpoint-memory first, under the directory's lock.
 
 #include <atomic>
 #include <chrono>

@@ -1,5 +1,6 @@
 #include "agent/checkpoint/replica_wire.hpp"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -30,6 +32,11 @@ T take(const char* at) {
 constexpr auto kSlice = std::chrono::milliseconds(100);
 
 }  // namespace
+
+void size_socket_buffers(int fd) {
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &kSocketBuffer, sizeof(kSocketBuffer));
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kSocketBuffer, sizeof(kSocketBuffer));
+}
 
 std::array<char, kFrameBytes> encode_frame(const Frame& f) {
   std::array<char, kFrameBytes> out{};
@@ -59,7 +66,8 @@ Frame decode_frame(const std::array<char, kFrameBytes>& bytes) {
 Connection::Connection(int fd, const std::atomic<bool>& stop, std::chrono::milliseconds idle)
     : fd_(fd), stop_(&stop), idle_(idle) {}
 
-Connection::Connection(Connection&& other) noexcept : fd_(other.fd_), stop_(other.stop_), idle_(other.idle_) {
+Connection::Connection(Connection&& other) noexcept
+    : fd_(other.fd_), stop_(other.stop_), idle_(other.idle_), lowat_(other.lowat_) {
   other.fd_ = -1;
 }
 
@@ -85,6 +93,7 @@ Connection Connection::connect(const std::string& endpoint, const std::atomic<bo
     throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
   }
   Connection conn(fd, stop, idle);
+  size_socket_buffers(fd);
   const int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
   const int err = errno;
   ::freeaddrinfo(found);
@@ -140,11 +149,20 @@ void Connection::receive(void* data, std::size_t size) {
     } else if (n == 0) {
       throw std::runtime_error("the replication peer closed the connection mid-message");
     } else if (errno == EAGAIN || errno == EINTR) {
+      batch_receives(size);
       await(POLLIN);
     } else {
       throw std::runtime_error(std::string("replication receive failed: ") + std::strerror(errno));
     }
   }
+}
+
+void Connection::batch_receives(std::size_t remaining) {
+  // Never more than what is still to come: poll would not report the last bytes of a message (only the peer's
+  // close or an error), and the wait would end in the idle timeout.
+  const int want = static_cast<int>(std::min(remaining, kBatch));
+  if (want == lowat_) return;
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0) lowat_ = want;
 }
 
 void Connection::send_file(int fd, std::uint64_t size) {
@@ -159,6 +177,47 @@ void Connection::send_file(int fd, std::uint64_t size) {
       continue;
     }
     throw std::runtime_error(std::string("replication sendfile failed: ") + std::strerror(errno));
+  }
+}
+
+void Connection::receive_file(int fd, std::uint64_t offset, std::uint64_t size) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw std::runtime_error(std::string("replication pipe: ") + std::strerror(errno));
+  struct PipeCloser {
+    int* fds;
+    ~PipeCloser() {
+      ::close(fds[0]);
+      ::close(fds[1]);
+    }
+  } closer{pipe_fds};
+  const int grown = ::fcntl(pipe_fds[1], F_SETPIPE_SZ, static_cast<int>(kBatch) * 4);
+  const std::size_t capacity = grown > 0 ? static_cast<std::size_t>(grown) : 64u << 10;
+  auto at = static_cast<loff_t>(offset);
+  std::uint64_t left = size;
+  while (left > 0) {
+    // The pipe is empty here (drained below), so EAGAIN means the socket has nothing yet.
+    const ssize_t in = ::splice(fd_, nullptr, pipe_fds[1], nullptr, std::min<std::uint64_t>(left, capacity),
+                                SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (in == 0) throw std::runtime_error("the replication peer closed the connection mid-message");
+    if (in < 0) {
+      if (errno == EAGAIN || errno == EINTR) {
+        batch_receives(left);
+        await(POLLIN);
+        continue;
+      }
+      throw std::runtime_error(std::string("replication receive failed: ") + std::strerror(errno));
+    }
+    left -= static_cast<std::uint64_t>(in);
+    for (auto pending = static_cast<std::size_t>(in); pending > 0;) {
+      const ssize_t out = ::splice(pipe_fds[0], nullptr, fd, &at, pending, SPLICE_F_MOVE);
+      if (out > 0) {
+        pending -= static_cast<std::size_t>(out);
+      } else if (out == 0 || errno != EINTR) {
+        throw std::runtime_error(std::string("writing a received snapshot failed: ") +
+                                 (out == 0 ? "no progress" : std::strerror(errno)));
+      }
+    }
   }
 }
 

@@ -1,7 +1,10 @@
 """A worker of failure_cost.py: a training loop of fixed-length steps over a large per-rank state, saved to local
-disk with torch.save every EVERY steps (mode "disk") or with ck.save every step (mode "ck"); in attempt 0 one rank
+disk with torch.save every EVERY steps (mode "disk", the two newest kept) or with ck.save every step (mode "ck":
+ck.load() into new tensors; mode "ck-into": ck.load(into=) the state the worker built, as a training script has
+its model before it loads); in attempt 0 one rank
 SIGKILLs itself once every rank has finished step KILL_AFTER. Each rank appends "what step unix-time [seconds]"
-lines to OUT/attempt-<A>-rank-<R>.txt: "loaded" (with the load's seconds), "done" per step, "killed".
+lines to OUT/attempt-<A>-rank-<R>.txt: "started" (torch imported), "joined" (the process group formed), "loaded"
+(with the load's seconds), "done" per step, "killed".
 
 usage: failure_worker.py MODE OUT [--steps 25] [--kill-after 23] [--kill-rank 1] [--mib 128] [--step-s 0.3]
                          [--every 5]
@@ -16,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 p = argparse.ArgumentParser()
-p.add_argument("mode", choices=["disk", "ck"])
+p.add_argument("mode", choices=["disk", "ck", "ck-into"])
 p.add_argument("out")
 p.add_argument("--steps", type=int, default=25)
 p.add_argument("--kill-after", type=int, default=23)
@@ -28,8 +31,6 @@ args = p.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-torch.set_num_threads(1)
-dist.init_process_group("gloo")
 log = open(os.path.join(args.out, f"attempt-{attempt}-rank-{rank}.txt"), "a")
 
 
@@ -38,14 +39,20 @@ def note(what, step, extra=""):
     log.flush()
 
 
+note("started", -1)  # torch imported: where the restart's own cost ends
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+note("joined", -1)
+
+
 state = torch.zeros(args.mib << 18)  # float32: MiB of state
 start = 0
 disk = os.path.join(args.out, "ckpt")
 began = time.perf_counter()
-if args.mode == "ck":
+if args.mode != "disk":
     import ctrun_torch.checkpoint as ck
 
-    resumed = ck.load()
+    resumed = ck.load(into={"state": state}) if args.mode == "ck-into" else ck.load()
     if resumed is not None:
         start, state = resumed[0] + 1, resumed[1]["state"]
 else:
@@ -62,7 +69,7 @@ for step in range(start, args.steps):
     flag = torch.ones(1)
     dist.all_reduce(flag)  # lockstep, as a gradient all-reduce keeps ranks
     time.sleep(max(0.0, args.step_s - (time.perf_counter() - t0)))
-    if args.mode == "ck":
+    if args.mode != "disk":
         ck.save({"state": state}, step)
     elif step % args.every == 0:
         path = os.path.join(disk, f"step-{step}")
@@ -71,6 +78,9 @@ for step in range(start, args.steps):
         dist.barrier()
         if rank == 0:
             open(os.path.join(path, "done"), "w").close()
+        old = os.path.join(disk, f"step-{step - 2 * args.every}", f"rank-{rank}.pt")
+        if os.path.exists(old):
+            os.unlink(old)  # the two newest saves are kept, as ck keeps two steps (1 GiB per rank adds up)
     note("done", step)
     if attempt == 0 and step == args.kill_after:
         dist.barrier()  # every rank's step (and save) is complete

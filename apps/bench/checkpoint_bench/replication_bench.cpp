@@ -1,6 +1,8 @@
 // Replication throughput (agent/checkpoint/replica_transfer.hpp) against its floor, side by side in one run:
 //   floor:        a loopback TCP stream of the same bytes, memory to memory (send from a buffer, recv into one
-//                 reused buffer): what the kernel's TCP path gives on this machine
+//                 reused 8 MiB buffer), the kernel's default socket settings: what its TCP path gives here
+//   for context:  the same stream received over the snapshot's size of (touched) memory, and the same stream with
+//                 replication's socket buffers (replica_wire.hpp)
 //   replication:  push_snapshot of a snapshot file in /dev/shm to a ReplicaServer on 127.0.0.1, which allocates a
 //                 replica file in its own /dev/shm directory, receives into its mmap and renames it (what an agent
 //                 does for each step)
@@ -26,6 +28,7 @@
 #include "agent/checkpoint/job_directory.hpp"
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
+#include "agent/checkpoint/replica_wire.hpp"
 
 namespace ck = ctrun::agent::checkpoint;
 namespace fs = std::filesystem;
@@ -38,9 +41,11 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// One memory-to-memory stream of `bytes` over loopback TCP; seconds.
-double tcp_stream(std::size_t bytes) {
+// One memory-to-memory stream of `bytes` over loopback TCP into `sink` (its size: how much memory the receiver
+// writes over, reused from the start when smaller than `bytes`); seconds.
+double tcp_stream(std::size_t bytes, std::vector<char>& sink, bool sized_buffers = false) {
   const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (sized_buffers) ck::size_socket_buffers(listener);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
@@ -48,12 +53,12 @@ double tcp_stream(std::size_t bytes) {
   socklen_t len = sizeof(addr);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   ::listen(listener, 1);
-  std::thread receiver([listener, bytes] {
+  std::thread receiver([listener, bytes, &sink] {
     const int fd = ::accept(listener, nullptr, nullptr);
-    std::vector<char> buf(8u << 20);
     std::size_t got = 0;
     while (got < bytes) {
-      const ssize_t n = ::recv(fd, buf.data(), std::min(buf.size(), bytes - got), 0);
+      const std::size_t at = got % sink.size();
+      const ssize_t n = ::recv(fd, sink.data() + at, std::min(sink.size() - at, bytes - got), 0);
       if (n <= 0) break;
       got += static_cast<std::size_t>(n);
     }
@@ -61,6 +66,7 @@ double tcp_stream(std::size_t bytes) {
   });
   std::vector<char> src(bytes, 1);
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (sized_buffers) ck::size_socket_buffers(fd);
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   const auto began = Clock::now();
@@ -99,11 +105,16 @@ int main(int argc, char** argv) {
     ::close(fd);
   }
   std::atomic<bool> stop{false};
-  std::vector<double> floor, replication;
+  std::vector<double> floor, floor_whole, floor_sized, replication;
+  // The floor's receiver rewrites one 8 MiB buffer (cache-warm); "whole" writes over the snapshot's size of memory,
+  // touched beforehand, as a replica's receiver does: what the destination's size alone costs.
+  std::vector<char> sink(std::min<std::size_t>(bytes, 8u << 20), 0), whole(bytes, 0);
   {
     ck::ReplicaServer server(b_path, std::uint64_t{1} << 40, "127.0.0.1");
     for (int i = 0; i < reps; ++i) {
-      floor.push_back(tcp_stream(bytes));
+      floor.push_back(tcp_stream(bytes, sink));
+      floor_whole.push_back(tcp_stream(bytes, whole));
+      floor_sized.push_back(tcp_stream(bytes, sink, true));
       const auto began = Clock::now();
       ck::push_snapshot(server.endpoint(), 0, 1 + i, file.string(), stop);
       replication.push_back(std::chrono::duration<double>(Clock::now() - began).count());
@@ -112,9 +123,13 @@ int main(int argc, char** argv) {
   std::error_code ec;
   fs::remove_all(b_path, ec);
   const double f = static_cast<double>(bytes) / median(floor) / 1e9,
+               w = static_cast<double>(bytes) / median(floor_whole) / 1e9,
+               z = static_cast<double>(bytes) / median(floor_sized) / 1e9,
                r = static_cast<double>(bytes) / median(replication) / 1e9;
   std::printf("snapshot %zu MiB, median of %d\n", mib, reps);
   std::printf("  loopback TCP stream (floor)   %7.2f GB/s\n", f);
+  std::printf("  the same into %zu MiB         %7.2f GB/s   %5.1f %% of the floor\n", mib, w, 100.0 * w / f);
+  std::printf("  the same, replication's socket buffers %5.2f GB/s   %5.1f %% of the floor\n", z, 100.0 * z / f);
   std::printf("  replication (push_snapshot)   %7.2f GB/s   %5.1f %% of the floor\n", r, 100.0 * r / f);
   return 0;
 }

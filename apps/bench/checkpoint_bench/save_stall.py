@@ -5,7 +5,8 @@
 
 Floors, each on the same tensor: "memcpy, warm destination" copies into a buffer already touched (the bandwidth of
 the copy itself); "memcpy, fresh mmap of /dev/shm" copies into a new tmpfs file mapped as ck.save does (the copy
-plus the first touch of every page, which any new snapshot pays). Each figure is the median of `reps` runs."""
+plus the first touch of every page, which any new snapshot pays). ck.load reads into new tensors, ck.load(into=)
+into tensors the caller already has. Each figure is the median of `reps` runs."""
 
 import mmap
 import os
@@ -60,6 +61,10 @@ def save():
 
 stall = median(save)
 load = median(ck.load)
+target = {"state": torch.empty_like(src)}
+target["state"].zero_()  # the caller's tensors exist and are touched, as a built model's are
+load_into = median(lambda: ck.load(into=target))
+assert torch.equal(target["state"], src)
 
 
 def rate(seconds):
@@ -71,3 +76,4 @@ print(f"memcpy, warm destination        {rate(floor_warm)}")
 print(f"memcpy, fresh mmap of /dev/shm  {rate(floor_fresh)}")
 print(f"ck.save stall                   {rate(stall)}   {stall / floor_warm:.2f}x warm, {stall / floor_fresh:.2f}x fresh")
 print(f"ck.load                         {rate(load)}")
+print(f"ck.load(into=)                  {rate(load_into)}")

@@ -146,6 +146,16 @@ def test_bad_input():
     print("ok: outside ctrun:", p.stderr.strip().splitlines()[-1])
 
 
+def test_load_into():
+    """ck.load() and ck.load(into=obj): bit for bit, tensors the caller owns, a different layout refused."""
+    with tempfile.TemporaryDirectory() as out:
+        code, _ = ctrun(["--nproc-per-node", "1", os.path.join(WORKERS, "load_into.py")], out)
+        assert code == 0, f"load_into.py failed ({code})"
+        loads = events(out, "checkpoint_load")
+        assert len(loads) == 5 and all(e["step"] in (5, 6) for e in loads), loads
+        print("ok: load and load(into=)")
+
+
 def spilled_steps(directory):
     return sorted(int(n.split("-")[1]) for n in os.listdir(directory)
                   if n.startswith("step-") and os.path.exists(os.path.join(directory, n, "ctrun-step.json")))

@@ -5,7 +5,8 @@
      ck.MemoryWriter/MemoryReader, the same world size and 2 of the 4 ranks (resharding), then plain dcp.load of
      the step the spill process wrote to DIR;
   2. after ctrun ended (its memory gone), a plain python of the chroot, no ctrun, no process group, loads DIR's
-     newest step with torch.distributed.checkpoint.load into whole tensors and checks every value.
+     newest step with torch.distributed.checkpoint.load into whole tensors and checks every value;
+  3. ck.save / ck.load / ck.load(into=) on torch 2.6 (workers/load_into.py, one rank).
 
 usage: run_dcp26.py --ctrun BIN [--build-dir DIR]
 Runs on the host (any python3, no torch). Exit 0 passed, 1 failed, 77 skipped (no chroot or not root: the reason).
@@ -25,6 +26,7 @@ import run_ctrun_backend26 as rb  # noqa: E402  (driver arguments, the 2.6 modul
 import run_torch2_tests as t2  # noqa: E402  (skip rules, chroot environment, mount-leak repair)
 
 WORKER = os.path.join(HERE, "workers", "dcp26.py")
+LOAD_INTO = os.path.join(HERE, "workers", "load_into.py")
 JOB_TIMEOUT = 240
 
 PLAIN_LOAD = r"""
@@ -78,6 +80,13 @@ def main():
         if p.returncode != 0:
             print("FAIL: torch's own dcp.load could not read --checkpoint-dir's step-7")
             return 1
+        r = subprocess.run([a.ctrun, "--standalone", "--nproc-per-node", "1", LOAD_INTO], env=env,
+                           capture_output=True, text=True, timeout=JOB_TIMEOUT)
+        if r.returncode != 0 or "load_into ok rank 0" not in r.stdout:
+            print(f"FAIL: load_into.py on torch 2.6: exit {r.returncode}\n--- stdout\n{r.stdout[-4000:]}\n"
+                  f"--- stderr\n{r.stderr[-6000:]}")
+            return 1
+        print("ck.load and ck.load(into=) on torch 2.6: ok", flush=True)
         print("DCP on ctrun's memory and --checkpoint-dir: passed", flush=True)
         return 0
     finally:

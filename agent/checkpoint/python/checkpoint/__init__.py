@@ -105,9 +105,15 @@ def _plan(s, obj, step):
                         f"{s.dir.held()}.") from e
 
 
-def load():
+def load(into=None):
     """(step, obj) for the newest step that every rank of the job has saved completely, or None when there is
-    none. The tensors in obj are CPU tensors the caller owns. Every rank gets the same step."""
+    none. The tensors in obj are CPU tensors the caller owns. Every rank gets the same step.
+
+    into: an object laid out as the one saved (e.g. the state dict of the model already built: the same tensors in
+    the same order, each of the saved size and dtype, on the CPU). Its tensors receive the saved values in place,
+    with no new memory (the faster restart: a new tensor's first touch of each page costs more than the copy), and
+    obj's tensors are views of them. ValueError, before anything is written, when into differs from the snapshot.
+    A step loaded from --checkpoint-dir (memory holds none) comes in new tensors; into is left as it was."""
     s = _state()
     began = time.perf_counter()
     step = _newest_common_step(s)
@@ -119,10 +125,13 @@ def load():
         s.notify("load", step=None if resumed is None else resumed[0], seconds=round(time.perf_counter() - began, 6),
                  **fields)
         return resumed
-    header, obj = _snapshot.read(s.dir.file_of(step))
-    if header["world_size"] != s.setting.world_size:
-        raise RuntimeError(f"ck.load(): step {step} was saved by a job of {header['world_size']} ranks, this one "
-                           f"has {s.setting.world_size}; loading into another world size is not supported yet")
+
+    def same_world(header):
+        if header["world_size"] != s.setting.world_size:
+            raise RuntimeError(f"ck.load(): step {step} was saved by a job of {header['world_size']} ranks, this "
+                               f"one has {s.setting.world_size}; loading into another world size is not supported yet")
+
+    _, obj = _snapshot.read(s.dir.file_of(step), into=into, check=same_world)
     if isinstance(obj, dict) and obj.get(_dcp.MARK):
         raise RuntimeError(f"ck.load(): step {step} was saved through torch.distributed.checkpoint "
                            "(ck.MemoryWriter); load it with dcp.load(state_dict, storage_reader=ck.MemoryReader())")

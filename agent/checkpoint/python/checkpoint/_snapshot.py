@@ -55,7 +55,8 @@ class _Pickler(pickle.Pickler):
     def __init__(self, buffer):
         super().__init__(buffer, protocol=2)
         self.keys = {}
-        self.storages = []  # (key, untyped storage), in key order
+        self.storages = []  # untyped storages, in key order
+        self.dtypes = []  # the dtype each storage was first pickled as, in key order
 
     def persistent_id(self, obj):
         if isinstance(obj, torch.storage.TypedStorage):
@@ -68,6 +69,7 @@ class _Pickler(pickle.Pickler):
         if key is None:
             key = self.keys[untyped._cdata] = len(self.storages)
             self.storages.append(untyped)
+            self.dtypes.append(str(dtype).replace("torch.", ""))
         return ("ctrun", key, str(dtype).replace("torch.", ""))
 
 
@@ -83,10 +85,12 @@ class Plan:
         header = {"step": step, "rank": rank, "world_size": world_size, "torch": torch.__version__}
         # Offsets depend on the header's length, which depends on the offsets' digits: lay out from a bound.
         sizes = [s.nbytes() for s in self.storages]
-        bound = len(json.dumps(dict(header, pickle=[0, 0], storages=[[0, 0]] * len(sizes)))) + 48 * (len(sizes) + 1)
+        bound = len(json.dumps(dict(header, pickle=[0, 0], storages=[[0, 0]] * len(sizes), dtypes=pickler.dtypes)))
+        bound += 48 * (len(sizes) + 1)
         at = _aligned(len(MAGIC) + _LENGTH.size + bound)
         header["pickle"] = [at, len(self.pickle)]
         at = _aligned(at + len(self.pickle))
+        header["dtypes"] = pickler.dtypes  # what read(into=) checks the caller's tensors against
         header["storages"] = []
         for n in sizes:
             header["storages"].append([at, n])
@@ -112,13 +116,20 @@ class Plan:
             del view  # the mmap cannot close while a tensor still exports it
 
 
-def read(path, copy=True):
+def read(path, copy=True, into=None, check=None):
     """The object of a snapshot file, its tensors CPU tensors in memory of their own. Returns (header, object).
+    into: an object laid out as the one saved (the same tensors in the same order, each storage of the same size and
+    dtype, on the CPU), whose tensors receive the saved bytes in place: nothing is allocated, and the pages written
+    are already the caller's (a new tensor's first touch of every page costs more than the copy). The returned
+    object's tensors are views of into's storages. ValueError, before anything is written, when into differs.
     copy=False: the tensors are views of a private (copy-on-write) mapping of the file instead, nothing copied
-    until they are read; for readers that copy what they need elsewhere (MemoryReader, the spill process)."""
+    until they are read; for readers that copy what they need elsewhere at once (MemoryReader, the spill process):
+    a page not yet written through such a mapping still shows the file, whose pages the rank's next save but one
+    overwrites (the spare), so it is no way to hand tensors to a caller who keeps them.
+    check: called with the header before anything is read (it raises to refuse the snapshot)."""
     if not copy:
         return _view(path)
-    # pread into each new tensor: one copy by the kernel, and no page faults on the source (a mapping of the file
+    # pread into each tensor: one copy by the kernel, and no page faults on the source (a mapping of the file
     # faulted in every page of it as well as every page of the copy; twice the time).
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -128,16 +139,43 @@ def read(path, copy=True):
             raise RuntimeError(f"{path} is not a ctrun checkpoint snapshot")
         (length,) = _LENGTH.unpack(head[len(MAGIC):])
         header = json.loads(_pread(fd, length, start))
-        storages = []
-        for at, n in header["storages"]:
-            owned = torch.empty(n, dtype=torch.uint8)
+        if check is not None:
+            check(header)
+        storages = _targets(header, into)
+        for storage, (at, n) in zip(storages, header["storages"]):
             if n:
-                _pread_into(fd, memoryview(owned.numpy()), at)
-            storages.append(_untyped_of_tensor(owned))
+                _pread_into(fd, memoryview(_bytes_of(storage).numpy()), at)
         at, n = header["pickle"]
         return header, _unpickle(_pread(fd, n, at), storages)
     finally:
         os.close(fd)
+
+
+def _targets(header, into):
+    """The untyped storages a snapshot's bytes go to: new ones, or into's after checking they match the saved."""
+    sizes = [n for _, n in header["storages"]]
+    if into is None:
+        return [_untyped_of_tensor(torch.empty(n, dtype=torch.uint8)) for n in sizes]
+    pickler = _Pickler(io.BytesIO())
+    try:
+        pickler.dump(into)
+    except Exception as e:
+        raise ValueError(f"into= cannot be pickled as torch.save would ({type(e).__name__}: {e}); pass the object "
+                         "laid out as the one saved (e.g. a state dict), or none") from e
+    mine = [(s.nbytes(), dtype) for s, dtype in zip(pickler.storages, pickler.dtypes)]
+    saved = list(zip(sizes, header.get("dtypes", [None] * len(sizes))))
+    if len(mine) != len(saved):
+        raise ValueError(f"into= holds {len(mine)} tensor storages, the snapshot of step {header['step']} "
+                         f"{len(saved)}: pass an object laid out as the one saved (the same state dict), or none")
+    for key, ((n, dtype), (saved_n, saved_dtype), storage) in enumerate(zip(mine, saved, pickler.storages)):
+        if n != saved_n or (saved_dtype is not None and dtype != saved_dtype):
+            raise ValueError(f"into=: storage {key} (in pickling order) is {n} bytes of {dtype}, the snapshot of step "
+                             f"{header['step']} saved {saved_n} bytes of {saved_dtype} there: pass an object laid "
+                             "out as the one saved (the same state dict), or none. Nothing was written.")
+        if storage.device.type != "cpu":
+            raise ValueError(f"into=: storage {key} is on {storage.device}; into= takes CPU tensors (load without "
+                             "it and copy to the device)")
+    return pickler.storages
 
 
 def _pread(fd, n, offset):
