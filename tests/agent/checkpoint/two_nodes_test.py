@@ -79,7 +79,9 @@ class Nodes:
         cmd = ["ip", "netns", "exec", ns, "unshare", "-m", "--propagation", "private", "sh", "-c", NODE, "sh", CTRUN,
                "--local-addr", addr, "--nproc-per-node", str(NPROC), "--nnodes", "2:2", "--max-restarts", "2",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", self.endpoint, "--rdzv-id", "ckrep",
-               "--rdzv-conf", "join_timeout=90,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=2",
+               # B's death is seen within 1.5 s; fewer missed heartbeats took a live agent, late on a loaded
+               # machine, for dead.
+               "--rdzv-conf", "join_timeout=90,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=5",
                "--monitor-interval", "0.2", "--event-log", os.path.join(self.out, f"events.{tag}.jsonl"),
                TRAIN, self.out, str(STEPS), "--extra-mib", "4"] + extra
         env = dict(os.environ, PYTHON_EXEC=PYTHON, GLOO_SOCKET_IFNAME="eth0")
