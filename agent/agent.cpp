@@ -16,6 +16,7 @@
 #include "agent/base/helper_lane.hpp"
 #include "agent/base/signal_names.hpp"
 #include "agent/checkpoint/keeper.hpp"
+#include "agent/checkpoint/summary_view.hpp"
 #include "agent/exit_sequence.hpp"
 #include "agent/hang/supervisor.hpp"
 #include "agent/launch/reachable_address.hpp"
@@ -571,6 +572,13 @@ class Agent::Impl {
     const auto root = env_("CTRUN_CHECKPOINT_ROOT");
     checkpoints_ = std::make_unique<CheckpointKeeper>(io_, config_, *group_, events_,
                                                       root && !root->empty() ? *root : std::string("/dev/shm"));
+    // What the node holds, for /metrics and `ctrun --status`: read on the loop at each tick of the hang watch.
+    metrics_->watch_checkpoints([this] { return checkpoints_->summary(); });
+    hang_->on_status([this](std::string& text, nlohmann::json& json) {
+      const auto held = checkpoints_->summary();
+      text += checkpoint::summary_text(held);
+      if (auto j = checkpoint::summary_json(held); !j.is_null()) json["checkpoints"] = std::move(j);
+    });
     if (config_.health_check) {
       health_check_ = std::make_unique<HealthCheck>(io_, *config_.health_check, config_.health_check_timeout);
       group_->keep_children(

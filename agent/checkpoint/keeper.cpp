@@ -207,6 +207,7 @@ struct CheckpointKeeper::Impl {
 
   void on_replicated(const ReplicationOutcome& out) {
     if (out.error.empty()) {
+      replicated_at = std::chrono::steady_clock::now();
       events.emit(Event::kCheckpointReplicated,
                   {{"step", out.step}, {"bytes", out.bytes}, {"seconds", out.seconds}, {"to", out.to}});
       return;
@@ -355,6 +356,8 @@ struct CheckpointKeeper::Impl {
   std::vector<std::string> targets;  // this attempt's replication targets
   std::int64_t queued_step = -1;     // the newest step handed to the replicator in this attempt
   std::unique_ptr<Replicator> replicator;
+  // When the last copy to the targets completed.
+  std::optional<std::chrono::steady_clock::time_point> replicated_at;
   std::shared_ptr<int> alive = std::make_shared<int>(0);  // posted replication outcomes check it
 };
 
@@ -391,6 +394,14 @@ CheckpointKeeper::Summary CheckpointKeeper::summary() const {
   if (!i.dir) return s;
   s.on = i.off.empty() && i.attempt_off.empty();
   s.newest_step = i.resume_step().value_or(-1);
+  for (int rank = i.first_rank; rank < i.first_rank + i.ranks; ++rank) {
+    for (const auto step : i.held_steps(rank))
+      if (s.oldest_step < 0 || step < s.oldest_step) s.oldest_step = step;
+  }
+  if (i.replicated_at)
+    s.replicated_age_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - *i.replicated_at).count();
+  s.spilling = i.spiller != nullptr;
+  if (i.spiller) s.spilled_step = i.spiller->spilled_step();
   s.bytes = i.dir->used_bytes();
   s.limit = i.limit;
   s.replicas = static_cast<int>(i.targets.size());

@@ -67,12 +67,18 @@ class CheckpointKeeper {
   struct Summary {
     bool on = false;
     std::int64_t newest_step = -1;      // the newest step every local rank holds (-1: none)
+    std::int64_t oldest_step = -1;      // the oldest step some local rank holds (-1: none)
     std::int64_t replicated_step = -1;  // the newest step copied to the ring's targets (-1: none)
+    double replicated_age_s = -1;       // seconds since that copy completed (-1: none yet)
+    std::int64_t spilled_step = -1;     // the newest step this run wrote to --checkpoint-dir (-1: none yet)
+    bool spilling = false;              // --checkpoint-dir is given
     std::uint64_t bytes = 0;            // the job directory (own snapshots and replicas)
     std::uint64_t limit = 0;
     std::uint64_t bytes_sent = 0, bytes_received = 0;
     int replicas = 0;  // targets of this attempt
   };
+  // Reads the job directory (tmpfs, a few entries per rank) and what the loop recorded: for the loop, twice a
+  // second at most.
   Summary summary() const;
 
   // The newest step every local rank of the last attempt holds, and a sentence saying so for the restart and

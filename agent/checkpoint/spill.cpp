@@ -205,6 +205,7 @@ struct Spiller::Impl : std::enable_shared_from_this<Impl> {
           WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                               : "exit " + std::to_string(fields["exit"].get<int>()));
     }
+    if (ok) spilled = std::max(spilled, running_step);
     events.emit(Event::kCheckpointSpilled, fields);
   }
 
@@ -225,6 +226,7 @@ struct Spiller::Impl : std::enable_shared_from_this<Impl> {
   std::optional<std::int64_t> last_started;
   pid_t pid = -1;
   std::int64_t running_step = 0;
+  std::int64_t spilled = -1;  // the newest step a spill process finished
   std::string pinned_dir;
   std::chrono::steady_clock::time_point started;
 };
@@ -236,6 +238,8 @@ Spiller::~Spiller() = default;
 
 void Spiller::begin_attempt(const std::vector<int>& ranks, int world_size) { impl_->begin_attempt(ranks, world_size); }
 void Spiller::committed(int rank, std::int64_t step) { impl_->committed(rank, step); }
+std::int64_t Spiller::spilled_step() const { return impl_->spilled; }
+
 std::vector<pid_t> Spiller::helpers() const {
   return impl_->pid > 0 ? std::vector<pid_t>{impl_->pid} : std::vector<pid_t>{};
 }

@@ -58,6 +58,8 @@ class Spiller {
   void begin_attempt(const std::vector<int>& ranks, int world_size);
   // A local rank committed `step` (a worker's notice).
   void committed(int rank, std::int64_t step);
+  // The newest step written to --checkpoint-dir completely by this run (-1: none yet).
+  std::int64_t spilled_step() const;
   // The running spill process, for the worker group to spare.
   std::vector<pid_t> helpers() const;
 

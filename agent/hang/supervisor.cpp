@@ -71,6 +71,7 @@ struct HangSupervisor::Impl {
   bool exchange_busy = false;
   std::map<int, std::string> stragglers;  // group ordinal -> the latest straggler line of that group
   std::function<void(const hang::HangWatch&)> tick_listener;
+  std::function<void(std::string&, nlohmann::json&)> status_extra;
   double last_exchange = -1e9;
 
   ~Impl() {
@@ -149,8 +150,10 @@ struct HangSupervisor::Impl {
           hang::requested_stacks_words(*out.requested_stacks, watch->config().host, watch->config().dump_wait_s));
     }
     if (status) {
-      status->publish(hang::table_text(watch->ranks(), watch->detector()),
-                      hang::table_json(watch->ranks(), watch->detector()).dump());
+      std::string text = hang::table_text(watch->ranks(), watch->detector());
+      nlohmann::json json = hang::table_json(watch->ranks(), watch->detector());
+      if (status_extra) status_extra(text, json);
+      status->publish(std::move(text), json.dump());
     }
     if (tick_listener) tick_listener(*watch);
     exchange(t);
@@ -278,6 +281,10 @@ void HangSupervisor::end_attempt() {
 
 void HangSupervisor::on_tick(std::function<void(const hang::HangWatch& watch)> listener) {
   impl_->tick_listener = std::move(listener);
+}
+
+void HangSupervisor::on_status(std::function<void(std::string& text, nlohmann::json& json)> add) {
+  impl_->status_extra = std::move(add);
 }
 
 void HangSupervisor::stop() { impl_->timer.cancel(); }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "agent/base/launch_config.hpp"
 #include "rendezvous/handler.hpp"
 
@@ -48,6 +50,9 @@ class HangSupervisor {
   // Called on the loop after every tick and when an attempt ends (the watch's local ranks are then empty): the
   // agent's metrics read the watch there.
   void on_tick(std::function<void(const hang::HangWatch& watch)> listener);
+  // What another part of the agent adds to the live view at each tick (on the loop, never blocking): lines after
+  // the ranks' table and keys of /status.json.
+  void on_status(std::function<void(std::string& text, nlohmann::json& json)> add);
   // The stragglers found last in this job (one line per group, "rank R is last into ..."), for the failure summary.
   std::vector<std::string> stragglers() const;
 

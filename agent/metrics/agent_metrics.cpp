@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,7 +75,54 @@ struct Snapshot {
   std::array<std::uint64_t, kWorkerStates.size()> workers{};
   std::array<std::uint64_t, kExitOutcomes.size()> exits{};
   std::vector<RankRow> ranks;
+  std::optional<CheckpointKeeper::Summary> checkpoints;  // none until the first tick with checkpoints read
+  SteadyClock::time_point checkpoints_at{};              // when `checkpoints` was read (its age grows from there)
 };
+
+// The node's in-memory checkpoints; nothing while they are off and nothing is held.
+void checkpoint_families(const Snapshot& s, SteadyClock::time_point now, metrics::Families& out) {
+  using metrics::counter;
+  using metrics::gauge;
+  if (!s.checkpoints) return;
+  const CheckpointKeeper::Summary& c = *s.checkpoints;
+  if (!c.on && c.bytes == 0 && c.newest_step < 0) return;
+  const auto d = [](auto v) { return static_cast<double>(v); };
+  out.push_back(gauge("ctrun_checkpoint_newest_step",
+                      "The newest step every local rank holds in memory, the step a restart resumes from (-1: none).")
+                    .add(d(c.newest_step)));
+  out.push_back(gauge("ctrun_checkpoint_oldest_step", "The oldest step some local rank holds in memory (-1: none).")
+                    .add(d(c.oldest_step)));
+  out.push_back(gauge("ctrun_checkpoint_bytes", "Memory this node's checkpoints take (own snapshots and replicas).")
+                    .add(d(c.bytes)));
+  out.push_back(
+      gauge("ctrun_checkpoint_limit_bytes", "The node's limit for checkpoints (--checkpoint-memory).").add(d(c.limit)));
+  if (c.replicas > 0) {
+    out.push_back(
+        gauge("ctrun_checkpoint_replicas", "Other nodes this node copies its newest step to.").add(d(c.replicas)));
+    out.push_back(
+        gauge("ctrun_checkpoint_replicated_step", "The newest step copied to every replication target (-1: none).")
+            .add(d(c.replicated_step)));
+    const std::int64_t lag = c.replicated_step >= 0 ? c.newest_step - c.replicated_step : c.newest_step + 1;
+    out.push_back(gauge("ctrun_checkpoint_replication_lag_steps",
+                        "Steps the newest held step is ahead of the newest replicated one.")
+                      .add(d(lag < 0 ? 0 : lag)));
+    if (c.replicated_age_s >= 0) {
+      const double age = c.replicated_age_s + std::chrono::duration<double>(now - s.checkpoints_at).count();
+      out.push_back(
+          gauge("ctrun_checkpoint_replication_age_seconds", "Time since the last copy to another node completed.")
+              .add(age));
+    }
+  }
+  out.push_back(counter("ctrun_checkpoint_replication_sent_bytes_total", "Checkpoint bytes sent to other nodes.")
+                    .add(d(c.bytes_sent)));
+  out.push_back(
+      counter("ctrun_checkpoint_replication_received_bytes_total", "Checkpoint bytes received from other nodes.")
+          .add(d(c.bytes_received)));
+  if (c.spilling)
+    out.push_back(
+        gauge("ctrun_checkpoint_spilled_step", "The newest step this run wrote to --checkpoint-dir (-1: none yet).")
+            .add(d(c.spilled_step)));
+}
 
 metrics::Families families(const Snapshot& s, SteadyClock::time_point now) {
   using metrics::counter;
@@ -126,6 +174,7 @@ metrics::Families families(const Snapshot& s, SteadyClock::time_point now) {
     hang.add(r.hang_state, {{"rank", rank}, {"local_rank", local}});
   }
   for (auto* f : {&seq, &in_op, &lag, &hang}) out.push_back(std::move(*f));
+  checkpoint_families(s, now, out);
   return out;
 }
 
@@ -136,6 +185,7 @@ struct AgentMetrics::Impl {
   std::mutex mutex;
   Snapshot snapshot;  // guarded by mutex
   std::unique_ptr<metrics::Endpoint> endpoint;
+  std::function<CheckpointKeeper::Summary()> read_checkpoints;  // called on the loop only
 
   void count_workers() {
     std::array<std::uint64_t, kWorkerStates.size()> counts{};
@@ -162,8 +212,14 @@ struct AgentMetrics::Impl {
       for (const auto& g : r.groups) row.groups.push_back({g.ordinal, g.issued, g.running});
       rows.push_back(std::move(row));
     }
+    std::optional<CheckpointKeeper::Summary> held;
+    if (read_checkpoints) held = read_checkpoints();
     std::lock_guard<std::mutex> lock(mutex);
     snapshot.ranks.swap(rows);
+    if (held) {
+      snapshot.checkpoints = held;
+      snapshot.checkpoints_at = SteadyClock::now();
+    }
   }
 
   metrics::Families collect() {
@@ -179,7 +235,7 @@ struct AgentMetrics::Impl {
 AgentMetrics::AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangSupervisor& hang, EventLog& events,
                            std::function<double()> loop_age) {
   if (!config.metrics_port) return;
-  impl_.reset(new Impl{group, {}, {}, {}});
+  impl_.reset(new Impl{group, {}, {}, {}, {}});
   metrics::EndpointOptions options;
   options.host = worker_store_bind_host(config);
   options.port = static_cast<std::uint16_t>(*config.metrics_port);
@@ -198,6 +254,10 @@ AgentMetrics::AgentMetrics(const LaunchConfig& config, WorkerGroup& group, HangS
   hooks.on_exit = [impl = impl_.get()](const Worker& w) { impl->on_exit(w); };
   group.add_hooks(std::move(hooks));
   hang.on_tick([impl = impl_.get()](const hang::HangWatch& watch) { impl->on_tick(watch); });
+}
+
+void AgentMetrics::watch_checkpoints(std::function<CheckpointKeeper::Summary()> read) {
+  if (impl_) impl_->read_checkpoints = std::move(read);
 }
 
 AgentMetrics::~AgentMetrics() {

@@ -5,9 +5,12 @@ torch."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKERS = os.path.join(HERE, "workers")
@@ -122,6 +125,90 @@ def test_failure_summary():
         assert f"checkpoint: every rank of this node held step {KILL_AFTER} in memory" in err, "no resume step"
         no_directory_left(out)
         print("ok: the failure summary names step", KILL_AFTER)
+
+
+def wait_for(what, fn, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.1)
+
+
+def metric(text, name):
+    """The unlabelled sample `name` of an exposition, or None."""
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == name:
+            return float(parts[1])
+    return None
+
+
+def test_visible():
+    """A running job holding steps 2 and 3 (2 ranks, 8 MiB extra each): `ctrun --status` (text and JSON) and /metrics
+    show the newest and oldest held step, the bytes held and the limit; /metrics passes promtool when it is there."""
+    ranks, pause = 2, 3
+    with tempfile.TemporaryDirectory() as out:
+        logs = os.path.join(out, "logs")
+        env = dict(os.environ, PYTHON_EXEC=PYTHON)
+        cmd = [CTRUN, "--standalone", "--event-log", os.path.join(out, "events.jsonl"), "--log-dir", logs,
+               "--metrics-port", "0", "--checkpoint-memory", "1G", "--nproc-per-node", str(ranks),
+               os.path.join(WORKERS, "train.py"), out, str(STEPS), "--pause-after", str(pause)]
+        with subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+            try:
+                wait_for("every rank paused after its save",
+                         lambda: all(os.path.exists(os.path.join(out, f"ready-{r}")) for r in range(ranks)), 120)
+
+                def status(*flags):
+                    r = subprocess.run([CTRUN, "--status", *flags, logs], capture_output=True, text=True, timeout=30)
+                    return r.stdout if r.returncode == 0 else ""
+
+                def held_json():
+                    text = status("--json")
+                    c = json.loads(text).get("checkpoints") if text else None
+                    return c if c and c["newest_step"] == pause else None
+
+                c = wait_for("--status --json to show the held step", held_json)
+                assert c["oldest_step"] == pause - 1, c  # two steps kept per rank
+                assert c["limit_bytes"] == 1 << 30, c
+                # Each rank holds two snapshots of at least its 8 MiB extra tensor.
+                assert c["bytes"] >= ranks * 2 * 8 << 20, c
+                assert c["replicas"] == 0 and c["on"], c
+                text = status()
+                assert f"newest step every local rank holds {pause}, oldest held {pause - 1}" in text, text
+                assert "(--checkpoint-memory)" in text and "1.0 GiB" in text, text
+
+                url = wait_for("the metrics event", lambda: [e["url"] for e in events(out, "metrics")])[0]
+
+                def scrape():
+                    with urllib.request.urlopen(url, timeout=10) as r:
+                        body = r.read().decode()
+                    return body if metric(body, "ctrun_checkpoint_newest_step") == pause else None
+
+                body = wait_for("/metrics to show the held step", scrape)
+                assert metric(body, "ctrun_checkpoint_oldest_step") == pause - 1, body
+                assert metric(body, "ctrun_checkpoint_bytes") >= ranks * 2 * 8 << 20, body
+                assert metric(body, "ctrun_checkpoint_limit_bytes") == 1 << 30, body
+                assert metric(body, "ctrun_checkpoint_replication_lag_steps") is None, "no replicas on one node"
+                if shutil.which("promtool"):
+                    r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True,
+                                       timeout=60)
+                    assert r.returncode == 0, f"promtool check metrics failed:\n{r.stdout}{r.stderr}"
+                else:
+                    print("note: no promtool here; the exposition was not checked by it")
+                open(os.path.join(out, "release"), "w").close()
+                _, err = p.communicate(timeout=120)
+            except BaseException:
+                p.kill()
+                _, err = p.communicate()
+                sys.stderr.write(err[-6000:])
+                raise
+        assert p.returncode == 0, f"ctrun exited {p.returncode}:\n{err[-6000:]}"
+        commits = events(out, "checkpoint_commit")
+        assert len(commits) == ranks * STEPS, f"{len(commits)} commit events, not one per rank and step"
+        print("ok: --status and /metrics showed steps", pause - 1, "to", pause, "and", c["bytes"], "bytes held")
 
 
 def test_bad_input():

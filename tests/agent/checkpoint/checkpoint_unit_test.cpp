@@ -22,10 +22,45 @@
 #include "agent/checkpoint/memory_size.hpp"
 #include "agent/checkpoint/notices.hpp"
 #include "agent/checkpoint/spill.hpp"
+#include "agent/checkpoint/summary_view.hpp"
 
 namespace ctrun::agent::checkpoint {
 namespace {
 namespace fs = std::filesystem;
+
+// The live view's lines: nothing while off and empty; replication and --checkpoint-dir only when they apply.
+TEST(CheckpointSummaryView, WordsWhatTheNodeHolds) {
+  CheckpointKeeper::Summary s;
+  EXPECT_EQ(summary_text(s), "");
+  EXPECT_TRUE(summary_json(s).is_null());
+  s.on = true;
+  s.newest_step = 41;
+  s.oldest_step = 40;
+  s.bytes = 3u << 20;
+  s.limit = 1u << 30;
+  EXPECT_EQ(summary_text(s),
+            "checkpoints on this node: newest step every local rank holds 41, oldest held 40; 3.0 MiB of 1.0 GiB "
+            "(--checkpoint-memory)\n");
+  s.replicas = 1;
+  s.replicated_step = 39;
+  s.replicated_age_s = 0.3;
+  s.spilling = true;
+  s.spilled_step = 35;
+  const std::string text = summary_text(s);
+  EXPECT_NE(text.find("replicated to 1 other node(s): step 39, 2 step(s) behind, 0.3 s ago"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("--checkpoint-dir: newest step on disk 35"), std::string::npos) << text;
+  const auto j = summary_json(s);
+  EXPECT_EQ(j["newest_step"], 41);
+  EXPECT_EQ(j["oldest_step"], 40);
+  EXPECT_EQ(j["replicated_step"], 39);
+  EXPECT_EQ(j["spilled_step"], 35);
+  EXPECT_EQ(j["limit_bytes"], 1u << 30);
+  s.replicated_step = -1;  // nothing copied yet: every held step is behind
+  s.replicated_age_s = -1;
+  EXPECT_NE(summary_text(s).find("step none, 42 step(s) behind;"), std::string::npos) << summary_text(s);
+  EXPECT_TRUE(summary_json(s)["replicated_age_s"].is_null());
+}
 
 std::string temp_root() {
   std::string pattern = (fs::temp_directory_path() / "ctrun-ckpt-test-XXXXXX").string();

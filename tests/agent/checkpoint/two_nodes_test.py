@@ -1,9 +1,13 @@
 """In-memory checkpoints on two nodes (agent/checkpoint/: exchange, replication, load from a replica) with real ctrun
-agents and torch 1.13 workers. Each "node" is an agent on its own loopback address (127.0.0.2, .3, .4) in a mount
-namespace of its own with a private tmpfs on /dev/shm, so its snapshots are its own memory: when the test SIGKILLs
-node B's agent and workers, the namespace and B's memory go with them. A spare agent then takes B's place, and the
-ranks B ran load their state from the replica A received; the final parameters equal an uninterrupted run's bit
-for bit. Environment as checkpoint_test.py. Exit 77 (skip) without torch or without mount namespaces."""
+agents and torch 1.13 workers. Each "node" is a host of its own: a network namespace with its own address on a
+bridge the test makes (tests/common/netns.py), and in it a mount namespace with a private tmpfs on /dev/shm, so its
+snapshots are its own memory and its agent reaches the others only over the network. When the test SIGKILLs node
+B's agent and workers, B's mount namespace and its memory go with them. A spare agent on a third host then takes
+B's place, and the ranks B ran load their state from the replica A received; the final parameters equal an
+uninterrupted run's bit for bit. Environment as checkpoint_test.py. Exit 77 (skip) without torch or without
+network and mount namespaces. Everything made (namespaces, veths, tmpfs, processes, temp dirs) is removed by name
+or PID at the end.
+"""
 
 import glob
 import json
@@ -21,9 +25,11 @@ CTRUN = os.environ["CTRUN_BIN"]
 PYTHON = os.environ["CTRUN_TORCH_PYTHON"]
 STEPS, HOLD_AFTER, NPROC = 6, 3, 2
 SKIP = 77
+# The rendezvous port on node A's own address: only the test's hosts can reach it, and nothing else binds there.
+RDZV_PORT = 29400
 
 sys.path.insert(0, os.path.join(os.environ["CTRUN_SOURCE_DIR"], "tests", "common"))
-from ports import reserve_port  # noqa: E402
+from netns import Lan  # noqa: E402
 
 try:
     import torch  # noqa: F401  (a skip, not an error, without torch)
@@ -37,27 +43,49 @@ from final_params import assert_same_final  # noqa: E402  (beside this script)
 NODE = 'mount -t tmpfs -o size=1g,mode=1777 ctrun-test-shm /dev/shm && exec "$@"'
 
 
-def can_make_nodes():
-    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", NODE, "sh", "true"],
-                       capture_output=True, text=True, timeout=30)
-    return p.returncode == 0, p.stderr.strip()
+def why_no_nodes():
+    """Why this machine cannot make the nodes (network namespaces, then a mount namespace with its own /dev/shm
+    inside one), or None."""
+    why = Lan.why_not()
+    if why:
+        return why
+    if not shutil.which("unshare"):
+        return "no unshare (util-linux)"
+    lan = Lan("ctckp")
+    try:
+        ns, _ = lan.add_host("probe")
+        p = subprocess.run(["ip", "netns", "exec", ns, "unshare", "-m", "--propagation", "private", "sh", "-c",
+                            NODE, "sh", "true"], capture_output=True, text=True, timeout=30)
+        return None if p.returncode == 0 else "cannot make a mount namespace with its own /dev/shm: " + p.stderr
+    except subprocess.CalledProcessError as e:
+        return f"cannot make a namespaced host: {e.cmd}: {e.stderr.strip()}"
+    finally:
+        lan.close()
 
 
 class Nodes:
-    def __init__(self, out):
-        self.out = out
-        self.agents = {}
-        self.endpoint = f"127.0.0.2:{reserve_port()}"
+    """Agents of one job, each started on one of the LAN's hosts (`hosts`: tag -> (namespace, address)); the
+    rendezvous is at host A."""
 
-    def start(self, tag, addr, extra):
+    def __init__(self, out, hosts, rdzv_port):
+        self.out = out
+        self.hosts = hosts
+        self.agents = {}
+        self.endpoint = f"{hosts['A'][1]}:{rdzv_port}"
+
+    def start(self, tag, extra):
+        ns, addr = self.hosts[tag]
         log = open(os.path.join(self.out, f"agent.{tag}.log"), "w")
-        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", NODE, "sh", CTRUN,
+        cmd = ["ip", "netns", "exec", ns, "unshare", "-m", "--propagation", "private", "sh", "-c", NODE, "sh", CTRUN,
                "--local-addr", addr, "--nproc-per-node", str(NPROC), "--nnodes", "2:2", "--max-restarts", "2",
                "--rdzv-backend", "c10d", "--rdzv-endpoint", self.endpoint, "--rdzv-id", "ckrep",
-               "--rdzv-conf", "join_timeout=90,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=2",
+               # B's death is seen within 1.5 s; fewer missed heartbeats took a live agent, late on a loaded
+               # machine, for dead.
+               "--rdzv-conf", "join_timeout=90,last_call_timeout=0.5,keep_alive_interval=0.3,keep_alive_max_attempt=5",
                "--monitor-interval", "0.2", "--event-log", os.path.join(self.out, f"events.{tag}.jsonl"),
                TRAIN, self.out, str(STEPS), "--extra-mib", "4"] + extra
-        env = dict(os.environ, PYTHON_EXEC=PYTHON, GLOO_SOCKET_IFNAME="lo")
+        env = dict(os.environ, PYTHON_EXEC=PYTHON, GLOO_SOCKET_IFNAME="eth0")
+        # `ip netns exec`, unshare and sh exec in turn: the pid is the agent's, and its session holds its workers.
         self.agents[tag] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                             start_new_session=True)
 
@@ -107,27 +135,33 @@ def wait_for(what, predicate, timeout, nodes):
 
 
 def test_spare_loads_replica():
-    ok, why = can_make_nodes()
-    if not ok:
-        print("skipped: cannot make a mount namespace with its own /dev/shm:", why)
+    why = why_no_nodes()
+    if why:
+        print("skipped:", why)
         sys.exit(SKIP)
     ref, out = tempfile.mkdtemp(prefix="ckrep-ref-"), tempfile.mkdtemp(prefix="ckrep-run-")
-    ref_nodes, nodes = Nodes(ref), Nodes(out)
+    lan = Lan("ctckn")
+    ref_nodes = nodes = None
     try:
+        hosts = {tag: lan.add_host(tag.lower()) for tag in ("A", "B", "C")}
+        ref_nodes, nodes = Nodes(ref, hosts, RDZV_PORT), Nodes(out, hosts, RDZV_PORT + 1)
         # The uninterrupted run: two nodes, four ranks.
-        ref_nodes.start("A", "127.0.0.2", [])
-        ref_nodes.start("B", "127.0.0.3", [])
+        ref_nodes.start("A", [])
+        ref_nodes.start("B", [])
         for tag in ("A", "B"):
             assert ref_nodes.wait(tag, 180) == 0, ref_nodes.logs()
 
-        nodes.start("A", "127.0.0.2", ["--hold-after", str(HOLD_AFTER)])
-        nodes.start("B", "127.0.0.3", ["--hold-after", str(HOLD_AFTER)])
+        nodes.start("A", ["--hold-after", str(HOLD_AFTER)])
+        nodes.start("B", ["--hold-after", str(HOLD_AFTER)])
         ready = lambda: all(os.path.exists(os.path.join(out, f"ready-{r}")) for r in range(2 * NPROC))  # noqa: E731
         wait_for("every rank's step to be saved and replicated", ready, 150, nodes)
         replicated = {t: [e["step"] for e in nodes.events(t, "checkpoint_replicated")] for t in ("A", "B")}
         assert all(HOLD_AFTER in s for s in replicated.values()), replicated
-        nodes.kill("B")  # its workers and its /dev/shm (the namespace's tmpfs) go with it
-        nodes.start("C", "127.0.0.4", ["--hold-after", str(HOLD_AFTER)])
+        to = {t: [x for e in nodes.events(t, "checkpoint_replicated") for x in e["to"]] for t in ("A", "B")}
+        assert all(x.startswith(hosts["B" if t == "A" else "A"][1] + ":") for t in to for x in to[t]), \
+            f"a replica did not go to the other host's address: {to}"
+        nodes.kill("B")  # its workers and its /dev/shm (the mount namespace's tmpfs) go with it
+        nodes.start("C", ["--hold-after", str(HOLD_AFTER)])
         for tag in ("A", "C"):
             assert nodes.wait(tag, 180) == 0, nodes.logs()
 
@@ -144,13 +178,16 @@ def test_spare_loads_replica():
         assert loaded == {r: str(HOLD_AFTER) for r in range(2 * NPROC)}, \
             f"loaded after the kill: {loaded} ({sorted(os.listdir(out))})"
         fetched = nodes.events("C", "checkpoint_fetched")
-        assert fetched and all("error" not in f and f["from"].startswith("127.0.0.2:") for f in fetched), fetched
+        assert fetched and all("error" not in f and f["from"].startswith(hosts["A"][1] + ":") for f in fetched), \
+            fetched
         assert all(f["step"] == HOLD_AFTER for f in fetched), fetched
         assert_same_final(ref, out, 2 * NPROC)
         print("ok: the spare loaded B's state from A's replica:", fetched)
     finally:
-        ref_nodes.close()
-        nodes.close()
+        for n in (ref_nodes, nodes):
+            if n:
+                n.close()
+        lan.close()
         if not os.environ.get("KEEP_DIR"):
             shutil.rmtree(ref, ignore_errors=True)
             shutil.rmtree(out, ignore_errors=True)
