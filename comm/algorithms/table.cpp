@@ -27,6 +27,7 @@ struct NameOf {
 };
 constexpr NameOf kNames[] = {
     {"ring", Algorithm::kRing},         {"recursive_doubling", Algorithm::kRecursiveDoubling},
+    {"halving_doubling", Algorithm::kHalvingDoubling},
     {"tree", Algorithm::kTree},         {"double_binary_tree", Algorithm::kDoubleBinaryTree},
     {"chain", Algorithm::kChain},       {"direct", Algorithm::kDirect},
     {"pairwise", Algorithm::kPairwise}, {"dissemination", Algorithm::kDissemination},
@@ -50,6 +51,8 @@ constexpr bool kDirectAutomatic = false;
 // wins, above them the one that moves fewer bytes per rank (tcp all_reduce, 4 and 8 ranks: recursive doubling
 // 0.7x the ring's time at 64 KiB, even at 256 KiB, ring ahead from 512 KiB-1 MiB; docs/benchmarks.md). With shared
 // memory, reading peers' data in place beats passing messages at every size measured (docs/benchmarks.md).
+// Halving/doubling between the two: fewer steps than the ring, fewer bytes than recursive doubling.
+constexpr std::size_t kHalvingFrom = 64 * KiB;
 constexpr AlgorithmRow kRows[] = {
     {O::kAllReduce, A::kShmDirect, [](Context& c, const OpArgs& a) { all_reduce_shm_direct(c, a.buffer, a.op); },
      kDirectFrom, 2, kPeerReads, kDirectAutomatic,
@@ -64,6 +67,10 @@ constexpr AlgorithmRow kRows[] = {
      "the same steps with one all-rank barrier per piece"},
     {O::kAllReduce, A::kRing, [](Context& c, const OpArgs& a) { all_reduce_ring(c, a.buffer, a.op); }, 256 * KiB, 3,
      kAny, true, "reduce-scatter + all-gather around the ring, chunked and pipelined, every receive posted up front"},
+    {O::kAllReduce, A::kHalvingDoubling,
+     [](Context& c, const OpArgs& a) { all_reduce_halving_doubling(c, a.buffer, a.op); }, kHalvingFrom, 3, kAny, true,
+     "Rabenseifner's: reduce-scatter by recursive halving, then all-gather by recursive doubling; 2 log2(n) steps "
+     "moving the ring's 2(n-1)/n of the buffer; non-powers of two fold the extra ranks in first"},
     {O::kAllReduce, A::kRecursiveDoubling,
      [](Context& c, const OpArgs& a) { all_reduce_recursive_doubling(c, a.buffer, a.op); }, 0, 1, kAny, true,
      "log2(n) exchange steps; non-powers of two fold the extra ranks in first"},
