@@ -57,7 +57,7 @@ run_job() {
 }
 port=29620
 log=$(mktemp)
-for algo in "" all_reduce=ring all_reduce=recursive_doubling all_reduce=tree all_reduce=double_binary_tree; do
+for algo in "" all_reduce=ring all_reduce=recursive_doubling all_reduce=halving_doubling all_reduce=tree all_reduce=double_binary_tree; do
   echo "## comm two levels, cross-host algorithm: ${algo:-(the cost model decides)}"
   run_job $((port++)) CTRUN_COMM_ALGO=$algo CTRUN_LOG_LEVEL=debug -- "$bench" --no-gloo --ops "$ops" \
     --sizes "$sizes" --iters-scale "$scale" 2>&1 | grep -vE "\[debug\] comm cpu: rank 0/[0-9]+ transport" |
