@@ -26,12 +26,17 @@ struct NameOf {
   Algorithm algorithm;
 };
 constexpr NameOf kNames[] = {
-    {"ring", Algorithm::kRing},         {"recursive_doubling", Algorithm::kRecursiveDoubling},
+    {"ring", Algorithm::kRing},
+    {"recursive_doubling", Algorithm::kRecursiveDoubling},
     {"halving_doubling", Algorithm::kHalvingDoubling},
-    {"tree", Algorithm::kTree},         {"double_binary_tree", Algorithm::kDoubleBinaryTree},
-    {"chain", Algorithm::kChain},       {"direct", Algorithm::kDirect},
-    {"pairwise", Algorithm::kPairwise}, {"dissemination", Algorithm::kDissemination},
-    {"shm", Algorithm::kShm},           {"shm_direct", Algorithm::kShmDirect},
+    {"tree", Algorithm::kTree},
+    {"double_binary_tree", Algorithm::kDoubleBinaryTree},
+    {"chain", Algorithm::kChain},
+    {"direct", Algorithm::kDirect},
+    {"pairwise", Algorithm::kPairwise},
+    {"dissemination", Algorithm::kDissemination},
+    {"shm", Algorithm::kShm},
+    {"shm_direct", Algorithm::kShmDirect},
     {"auto", Algorithm::kAuto},
 };
 

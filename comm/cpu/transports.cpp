@@ -99,7 +99,11 @@ std::optional<std::vector<std::string>> identities_from_agents(const BackendCont
 
 std::vector<std::string> exchange_host_identities(const BackendContext& ctx) {
   if (agent_layout_applies(ctx)) {
-    if (auto ids = identities_from_agents(ctx)) return *ids;
+    if (auto ids = identities_from_agents(ctx)) {
+      log::get("comm")->debug("comm: rank {}: hosts from {} agents' records", ctx.rank,
+                              *ctx.config.worker.group_world_size);
+      return *ids;
+    }
     log::get("comm")->debug("comm: the agents' host records do not tile the group; exchanging per rank");
   }
   // Groups torchrun or a user built, subgroups, and agents whose variables do not place every rank: every rank
