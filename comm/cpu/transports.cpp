@@ -70,8 +70,12 @@ std::optional<std::vector<std::string>> identities_from_agents(const BackendCont
   const auto& w = ctx.config.worker;
   auto& store = *ctx.store;
   if (*w.local_rank == 0) {
-    store.compare_set("host/agent/" + std::to_string(*w.group_rank), "",
-                      std::to_string(ctx.rank) + " " + std::to_string(*w.local_world_size) + " " + own_identity(ctx));
+    const std::string key = "host/agent/" + std::to_string(*w.group_rank);
+    const std::string record =
+        std::to_string(ctx.rank) + " " + std::to_string(*w.local_world_size) + " " + own_identity(ctx);
+    // The winner sets its record again: PyTorch's TCPStore creates a key in compare_set without waking the
+    // clients already waiting for it, a set wakes them; the value stays the one every rank reads.
+    if (store.compare_set(key, "", record) == record) store.set(key, record);
   }
   std::vector<std::string> keys;
   for (int g = 0; g < *w.group_world_size; ++g) keys.push_back("host/agent/" + std::to_string(g));
