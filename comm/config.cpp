@@ -200,9 +200,14 @@ WorkerEnvironment WorkerEnvironment::from_process() {
   env.master_port = get(we::kMasterPort);
   env.use_agent_store = get(we::kUseAgentStore) == we::kTrue;
   env.restart_count = get(we::kRestartCount);
-  if (auto n = parse_unsigned(get(we::kLocalRank), std::numeric_limits<int>::max())) {
-    env.local_rank = static_cast<int>(*n);
-  }
+  const auto number = [&](const char* name) -> std::optional<int> {
+    if (auto n = parse_unsigned(get(name), std::numeric_limits<int>::max())) return static_cast<int>(*n);
+    return std::nullopt;
+  };
+  env.local_rank = number(we::kLocalRank);
+  env.local_world_size = number(we::kLocalWorldSize);
+  env.group_rank = number(we::kGroupRank);
+  env.group_world_size = number(we::kGroupWorldSize);
   return env;
 }
 

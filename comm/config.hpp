@@ -27,6 +27,11 @@ struct WorkerEnvironment {
   bool use_agent_store = false;   // TORCHELASTIC_USE_AGENT_STORE is "True": the agent hosts the store
   std::string restart_count;      // TORCHELASTIC_RESTART_COUNT: the attempt's keyspace
   std::optional<int> local_rank;  // LOCAL_RANK (the nccl device rule); none when unset or not an integer
+  // The agent's host layout (none when unset or not an integer): this rank's host is the agent GROUP_RANK of
+  // GROUP_WORLD_SIZE, which runs LOCAL_WORLD_SIZE ranks, RANK - LOCAL_RANK onwards (comm/cpu/transports.cpp).
+  std::optional<int> local_world_size;  // LOCAL_WORLD_SIZE
+  std::optional<int> group_rank;        // GROUP_RANK
+  std::optional<int> group_world_size;  // GROUP_WORLD_SIZE
 
   // This process's environment.
   static WorkerEnvironment from_process();

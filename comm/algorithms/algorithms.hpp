@@ -13,6 +13,7 @@ namespace ctrun::comm::algorithms {
 // all_reduce
 void all_reduce_ring(Context& ctx, Buffer buffer, ReduceOp op);                // bandwidth-optimal, chunked
 void all_reduce_recursive_doubling(Context& ctx, Buffer buffer, ReduceOp op);  // log2(n) steps, small messages
+void all_reduce_halving_doubling(Context& ctx, Buffer buffer, ReduceOp op);    // 2 log2(n) halving steps, middle
 void all_reduce_tree(Context& ctx, Buffer buffer, ReduceOp op);                // pipelined binary tree
 void all_reduce_double_binary_tree(Context& ctx, Buffer buffer, ReduceOp op);  // two trees, half the data each
 

@@ -27,6 +27,16 @@ double doubling(const Shape& s, const LinkCost& l) {
   const double steps = std::floor(std::log2(static_cast<double>(s.nodes))) + (pow2 ? 0 : 2);
   return steps * (l.latency_s + m(s) / l.bytes_per_s);
 }
+// Rabenseifner's: log2(N') halving steps and as many doubling steps, each moving half the data of the one before
+// (2(N'-1)/N' of the buffer in all), plus the fold and unfold of the extra ranks (the whole buffer each).
+double halving(const Shape& s, const LinkCost& l) {
+  if (s.nodes <= 1) return 0;
+  const double lg = std::floor(std::log2(static_cast<double>(s.nodes)));
+  const double p2 = std::exp2(lg);
+  const bool pow2 = (s.nodes & (s.nodes - 1)) == 0;
+  return 2 * lg * l.latency_s + 2 * (p2 - 1) / p2 * m(s) / l.bytes_per_s +
+         (pow2 ? 0 : 2 * (l.latency_s + m(s) / l.bytes_per_s));
+}
 // Up and down the tree: depth + chunks - 1 pipelined steps each way; an interior rank takes in two chunks per
 // step (its children's) and sends two down.
 double tree(const Shape& s, const LinkCost& l) {
@@ -59,6 +69,8 @@ using A = Algorithm;
 using O = OpKind;
 constexpr CostRow kRows[] = {
     {O::kAllReduce, A::kRecursiveDoubling, doubling, "floor(log2 N) (+2 unless N is a power of two) x (a + m/B)"},
+    {O::kAllReduce, A::kHalvingDoubling, halving,
+     "2 log2 N' x a + 2(N'-1)/N' x m/B (+2 x (a + m/B) unless N is a power of two), N' = 2^floor(log2 N)"},
     {O::kAllReduce, A::kRing, ring, "2(N-1) x a x ceil(m/(N k)) + 2(N-1)/N x m/B"},
     {O::kAllReduce, A::kTree, tree, "2(D + C - 1) x (a + 2 m/(C B)), C = ceil(m/k), D = tree depth"},
     {O::kAllReduce, A::kDoubleBinaryTree, double_tree, "2(D + C) x a + 2 m/B, C = ceil(m/(2k))"},

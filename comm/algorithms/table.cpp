@@ -26,11 +26,17 @@ struct NameOf {
   Algorithm algorithm;
 };
 constexpr NameOf kNames[] = {
-    {"ring", Algorithm::kRing},         {"recursive_doubling", Algorithm::kRecursiveDoubling},
-    {"tree", Algorithm::kTree},         {"double_binary_tree", Algorithm::kDoubleBinaryTree},
-    {"chain", Algorithm::kChain},       {"direct", Algorithm::kDirect},
-    {"pairwise", Algorithm::kPairwise}, {"dissemination", Algorithm::kDissemination},
-    {"shm", Algorithm::kShm},           {"shm_direct", Algorithm::kShmDirect},
+    {"ring", Algorithm::kRing},
+    {"recursive_doubling", Algorithm::kRecursiveDoubling},
+    {"halving_doubling", Algorithm::kHalvingDoubling},
+    {"tree", Algorithm::kTree},
+    {"double_binary_tree", Algorithm::kDoubleBinaryTree},
+    {"chain", Algorithm::kChain},
+    {"direct", Algorithm::kDirect},
+    {"pairwise", Algorithm::kPairwise},
+    {"dissemination", Algorithm::kDissemination},
+    {"shm", Algorithm::kShm},
+    {"shm_direct", Algorithm::kShmDirect},
     {"auto", Algorithm::kAuto},
 };
 
@@ -48,8 +54,15 @@ constexpr bool kDirectAutomatic = false;
 
 // Crossovers measured with ctbench (4 ranks, 2 cores, shm and tcp): below them the algorithm with fewer steps
 // wins, above them the one that moves fewer bytes per rank (tcp all_reduce, 4 and 8 ranks: recursive doubling
-// 0.7x the ring's time at 64 KiB, even at 256 KiB, ring ahead from 512 KiB-1 MiB; docs/benchmarks.md). With shared
+// 0.7x the ring's time at 64 KiB, even at 256 KiB, ring ahead from 512 KiB-1 MiB, halving/doubling ahead of both
+// in between, see kHalvingFrom; docs/benchmarks.md). With shared
 // memory, reading peers' data in place beats passing messages at every size measured (docs/benchmarks.md).
+// Halving/doubling between the two, fewer steps than the ring and fewer bytes than recursive doubling: over tcp
+// with 4, 6 and 8 ranks (best of 3 alternated runs, docs/benchmarks.md) it took 0.6-0.9x the better of the other
+// two's time from 64-128 KiB to 512 KiB, and tied the ring (0.97-1.03x; 0.83x at 8 ranks) from 1 MiB, where the
+// ring, which overlaps its reductions with the transfers, stays the choice.
+constexpr std::size_t kHalvingFrom = 64 * KiB;
+constexpr std::size_t kRingFrom = 1024 * KiB;
 constexpr AlgorithmRow kRows[] = {
     {O::kAllReduce, A::kShmDirect, [](Context& c, const OpArgs& a) { all_reduce_shm_direct(c, a.buffer, a.op); },
      kDirectFrom, 2, kPeerReads, kDirectAutomatic,
@@ -62,8 +75,12 @@ constexpr AlgorithmRow kRows[] = {
      "of it over all ranks once all published it and publishes the result, everyone copies the slices out; small "
      "pieces are reduced whole by every rank. Below CTRUN_COMM_SHM_PIPELINE_BYTES or with more ranks than cores: "
      "the same steps with one all-rank barrier per piece"},
-    {O::kAllReduce, A::kRing, [](Context& c, const OpArgs& a) { all_reduce_ring(c, a.buffer, a.op); }, 256 * KiB, 3,
+    {O::kAllReduce, A::kRing, [](Context& c, const OpArgs& a) { all_reduce_ring(c, a.buffer, a.op); }, kRingFrom, 3,
      kAny, true, "reduce-scatter + all-gather around the ring, chunked and pipelined, every receive posted up front"},
+    {O::kAllReduce, A::kHalvingDoubling,
+     [](Context& c, const OpArgs& a) { all_reduce_halving_doubling(c, a.buffer, a.op); }, kHalvingFrom, 3, kAny, true,
+     "Rabenseifner's: reduce-scatter by recursive halving, then all-gather by recursive doubling; 2 log2(n) steps "
+     "moving the ring's 2(n-1)/n of the buffer; non-powers of two fold the extra ranks in first"},
     {O::kAllReduce, A::kRecursiveDoubling,
      [](Context& c, const OpArgs& a) { all_reduce_recursive_doubling(c, a.buffer, a.op); }, 0, 1, kAny, true,
      "log2(n) exchange steps; non-powers of two fold the extra ranks in first"},

@@ -35,6 +35,7 @@ enum class Algorithm {
   kAuto,
   kRing,
   kRecursiveDoubling,
+  kHalvingDoubling,
   kTree,
   kDoubleBinaryTree,
   kChain,

@@ -18,7 +18,9 @@ std::unique_ptr<transport::Transport> make_shm(const BackendContext& ctx, std::s
 // The group's tcp transport over all of its ranks.
 std::unique_ptr<transport::Transport> make_tcp(const BackendContext& ctx);
 
-// Every rank's host identity (CTRUN_COMM_HOST, else the shm transport's host key), exchanged through the store.
+// Every rank's host identity (CTRUN_COMM_HOST, else the shm transport's host key), exchanged through the store:
+// one record per agent when the group is the world an agent launched (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+// GROUP_WORLD_SIZE in Config::worker), else one per rank.
 std::vector<std::string> exchange_host_identities(const BackendContext& ctx);
 
 }  // namespace ctrun::comm::cpu

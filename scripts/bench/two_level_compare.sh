@@ -81,7 +81,7 @@ ctrun=$(readlink -f "$build/bin/ctrun")
 port=29620
 log=$(mktemp)
 if [ "${SKIP_COMM:-0}" != 1 ]; then
-algos=${ALGOS:-choice,all_reduce=ring,all_reduce=recursive_doubling,all_reduce=tree,all_reduce=double_binary_tree}
+algos=${ALGOS:-choice,all_reduce=ring,all_reduce=recursive_doubling,all_reduce=halving_doubling,all_reduce=tree,all_reduce=double_binary_tree}
 for algo in ${algos//,/ }; do
   [ "$algo" = choice ] && algo=""
   echo "## comm two levels, cross-host algorithm: ${algo:-(the cost model decides)}"

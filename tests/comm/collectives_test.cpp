@@ -15,6 +15,8 @@ namespace {
 const char* const kRingFamily = "all_reduce=ring,broadcast=chain,reduce=chain,all_gather=ring,reduce_scatter=ring";
 const char* const kTreeFamily =
     "all_reduce=recursive_doubling,broadcast=tree,reduce=tree,all_gather=direct,reduce_scatter=direct";
+// Reduce-scatter by recursive halving + all-gather by recursive doubling (the only op it implements).
+const char* const kHalvingFamily = "all_reduce=halving_doubling";
 
 struct Param {
   std::string transport;
@@ -29,7 +31,10 @@ TEST_P(Collectives, MatchTheSequentialReference) {
   ProcessGroupOptions options;
   options.transport = p.transport;
   // "shm", "shm_direct": the shared-memory algorithms where the transport has them, the size table elsewhere.
-  options.algorithm = p.family == "ring" ? kRingFamily : p.family == "tree" ? kTreeFamily : p.family;
+  options.algorithm = p.family == "ring"      ? kRingFamily
+                      : p.family == "tree"    ? kTreeFamily
+                      : p.family == "halving" ? kHalvingFamily
+                                              : p.family;
   options.timeout = std::chrono::seconds(60);
   options.settings = kSmallChunks;
   if (p.family == "shm_tight") {
@@ -57,7 +62,7 @@ std::vector<Param> all_params() {
   std::vector<Param> out;
   for (const char* transport : {"shm", "tcp"}) {
     for (int world = 1; world <= 8; ++world) {
-      for (const char* family : {"ring", "tree", "shm"}) out.push_back({transport, world, family});
+      for (const char* family : {"ring", "tree", "halving", "shm"}) out.push_back({transport, world, family});
       if (std::string(transport) == "shm") {
         out.push_back({transport, world, "shm_direct"});
         out.push_back({transport, world, "shm_tight"});
@@ -136,6 +141,27 @@ TEST(ShmPipeline, BackToBackOpsOfDifferentSizesAndKinds) {
       }
     });
   }
+}
+
+// Halving/doubling on subgroups whose members are not numbered 0..n-1 in the world, of power-of-two and other
+// sizes (the fold of the extra ranks pairs subgroup ranks, not world ranks), over tcp with small chunks.
+TEST(HalvingDoubling, SubgroupsOfEverySizeMatchTheSequentialReference) {
+  ProcessGroupOptions options;
+  options.transport = "tcp";
+  options.algorithm = kHalvingFamily;
+  options.timeout = std::chrono::seconds(60);
+  options.settings = kSmallChunks;
+  const std::vector<std::vector<int>> shapes = {{1, 4, 6}, {0, 2, 3, 5}, {0, 2, 3, 5, 6}, {1, 2, 3, 4, 5, 6}};
+  run_ranks(7, options, [&](int rank, ProcessGroup& pg) {
+    for (const auto& members : shapes) {
+      auto sub = pg.new_group(members);
+      if (!sub->is_member()) continue;
+      int seed = 7;
+      check_all_reduce_and_reduce(sub->rank(), static_cast<int>(members.size()), *sub, seed);
+    }
+    pg.barrier();
+    (void)rank;
+  });
 }
 
 }  // namespace

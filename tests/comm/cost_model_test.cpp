@@ -72,7 +72,12 @@ TEST(CostModel, ChoosesByLatencyAndBandwidth) {
   EXPECT_EQ(pick(3072, 8), Algorithm::kRecursiveDoubling);
   EXPECT_EQ(pick(3072, std::size_t{1} << 30), Algorithm::kDoubleBinaryTree);
   EXPECT_EQ(pick(2, std::size_t{256} << 20), Algorithm::kRecursiveDoubling);  // one exchange of the buffer
-  EXPECT_EQ(pick(16, std::size_t{256} << 20), Algorithm::kRing);
+  // Powers of two: halving/doubling moves the ring's bytes in 2 log2(N) steps instead of 2(N-1) x chunks; other
+  // node counts pay it the fold of the extra nodes (the whole buffer twice), where the ring wins the large sizes.
+  EXPECT_EQ(pick(16, std::size_t{1} << 20), Algorithm::kHalvingDoubling);
+  EXPECT_EQ(pick(16, std::size_t{256} << 20), Algorithm::kHalvingDoubling);
+  EXPECT_EQ(pick(12, std::size_t{256} << 20), Algorithm::kRing);
+  EXPECT_EQ(pick(16, std::size_t{64} << 10), Algorithm::kRecursiveDoubling);
   for (OpKind op : {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce, OpKind::kBarrier}) {
     EXPECT_NE(cheapest(op, Shape{16, 4, 4096, 1 << 20}, net), nullptr) << op_name(op);
   }

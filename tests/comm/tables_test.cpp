@@ -82,8 +82,11 @@ TEST(AlgorithmTable, EveryRowIsReachableByOverrideAndItsOwnConditions) {
 TEST(AlgorithmTable, SizeThresholdsAsDocumented) {
   const Selector t;
   const Needs tcp = Needs::kAnyTransport;
-  EXPECT_EQ(t.choose(OpKind::kAllReduce, 256 << 10, 4, tcp)->algorithm, Algorithm::kRing);
-  EXPECT_EQ(t.choose(OpKind::kAllReduce, (256 << 10) - 1, 4, tcp)->algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.choose(OpKind::kAllReduce, 1 << 20, 4, tcp)->algorithm, Algorithm::kRing);
+  EXPECT_EQ(t.choose(OpKind::kAllReduce, (1 << 20) - 1, 4, tcp)->algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(t.choose(OpKind::kAllReduce, 64 << 10, 6, tcp)->algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(t.choose(OpKind::kAllReduce, (64 << 10) - 1, 4, tcp)->algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.choose(OpKind::kAllReduce, 512 << 10, 2, tcp)->algorithm, Algorithm::kRecursiveDoubling);
   EXPECT_EQ(t.choose(OpKind::kAllReduce, 64 << 20, 2, tcp)->algorithm, Algorithm::kRecursiveDoubling);
   EXPECT_EQ(t.choose(OpKind::kBroadcast, 256 << 10, 4, tcp)->algorithm, Algorithm::kChain);
   EXPECT_EQ(t.choose(OpKind::kAllGather, 8, 4, tcp)->algorithm, Algorithm::kDirect);

@@ -79,6 +79,7 @@ std::vector<Param> params() {
       {"doubling", "all_reduce=recursive_doubling,broadcast=tree,reduce=tree"},
       {"tree", "all_reduce=tree"},
       {"dbtree", "all_reduce=double_binary_tree"},
+      {"halving", "all_reduce=halving_doubling"},
   };
   std::vector<Param> out;
   for (const auto& [lname, hosts] : layouts) {
