@@ -32,6 +32,8 @@
 #include "agent/process/escapees.hpp"
 #include "agent/process/file_timer.hpp"
 #include "agent/process/health_check.hpp"
+#include "agent/process/node_checks.hpp"
+#include "common/text.hpp"
 #include "agent/process/worker_group.hpp"
 #include "agent/report/failure_report.hpp"
 #include "common/log.hpp"
@@ -281,53 +283,76 @@ class Agent::Impl {
     // <= 2.0 workers scope their keys by attempt there).
     if (store_ && !static_multi_node_) store_->clear();
     if (store_lost_) watch_rejoin_after_store_loss();
-    if (health_check_) return check_health_then_join(attempt_seq_, SteadyClock::now(), 0);
-    request_round();
+    check_health_then_join(attempt_seq_, SteadyClock::now(), 0);
   }
 
-  // --health-check before each round: the node joins only once the command passes. A failure keeps it out (the
-  // others form the round without it, a spare in its place), logged with the command's output; it retries after
-  // 1, 2, 4, ... s (at most kHealthBackoffCap), and gives up when it has been kept out for the rendezvous'
-  // join_timeout: exit kHealthCheckExitCode. The check runs beside the loop; a death signal ends it at once (finish).
+  // Health before each round: --health-check's command (beside the loop), then the built-in checks
+  // (agent/process/node_checks.hpp, on the helper lane with the rendezvous call itself, so they cost no extra hop).
+  // The node joins only once both pass. A failure keeps it out (the others form the round without it, a spare in its
+  // place), logged with what failed; it retries after 1, 2, 4, ... s (at most kHealthBackoffCap), and gives up when
+  // it has been kept out for the rendezvous' join_timeout: exit kHealthCheckExitCode. A death signal ends it at once.
   void check_health_then_join(std::uint64_t attempt, SteadyClock::time_point since, int failures) {
+    if (!health_check_) return request_round(since, failures);
     health_check_->run([this, attempt, since, failures](const HealthResult& r) {
       if (attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
-      if (r.passed) {
-        if (failures > 0) log_->warn("health check passed after {} failure(s); joining the rendezvous", failures);
-        return request_round();
-      }
-      const auto kept_out = SteadyClock::now() - since;
-      const auto limit = join_timeout();
-      const bool give_up = kept_out >= limit;
-      // The last try falls on the join timeout itself, not a backoff past it.
-      const auto backoff = std::min<SteadyClock::duration>(
-          {kHealthBackoffCap, std::chrono::seconds(1 << std::min(failures, 5)), limit - kept_out});
-      const double retry_s = std::chrono::duration<double>(backoff).count();
-      log_->warn("health check failed ({}, {:.1f} s): this node stays out of the round; {}. `{}` printed:\n{}", r.why,
-                 r.seconds, give_up ? std::string("giving up") : fmt::format("retrying in {:.0f} s", retry_s),
-                 *config_.health_check, r.output.empty() ? std::string("(nothing)") : r.output);
-      events_.emit(Event::kHealthCheckFailed, {{"command", *config_.health_check},
-                                               {"result", r.why},
-                                               {"output", r.output},
-                                               {"seconds", r.seconds},
-                                               {"failures", failures + 1},
-                                               {"retry_in_s", give_up ? nlohmann::json() : nlohmann::json(retry_s)}});
-      if (give_up) {
-        const std::string error = fmt::format(
-            "--health-check kept this node out of the job for {:.0f} s (the rendezvous' join_timeout): last result "
-            "{}. Fix the node (or the check) and start ctrun again; the other nodes go on without it",
-            std::chrono::duration<double>(kept_out).count(), r.why);
-        log_->error("{}", error);
-        events_.emit(Event::kRendezvousFailed, {{"error", error}});
-        exit_code_ = kHealthCheckExitCode;
-        return deliver(AgentEvent::kRendezvousFailed);
-      }
-      health_timer_.expires_after(backoff);
-      health_timer_.async_wait([this, attempt, since, failures](const boost::system::error_code& ec) {
-        if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
-        check_health_then_join(attempt, since, failures + 1);
-      });
+      if (!r.passed) return kept_out(attempt, since, failures, *config_.health_check, r);
+      request_round(since, failures);
     });
+  }
+
+  // `what` failed (the command, or "built-in check NAME"): log it, then retry or give up.
+  void kept_out(std::uint64_t attempt, SteadyClock::time_point since, int failures, const std::string& what,
+                const HealthResult& r) {
+    const auto out_for = SteadyClock::now() - since;
+    const auto limit = join_timeout();
+    const bool give_up = out_for >= limit;
+    // The last try falls on the join timeout itself, not a backoff past it.
+    const auto backoff = std::min<SteadyClock::duration>(
+        {kHealthBackoffCap, std::chrono::seconds(1 << std::min(failures, 5)), limit - out_for});
+    const double retry_s = std::chrono::duration<double>(backoff).count();
+    log_->warn("health check failed ({}, {:.1f} s): this node stays out of the round; {}. `{}` printed:\n{}", r.why,
+               r.seconds, give_up ? std::string("giving up") : fmt::format("retrying in {:.0f} s", retry_s), what,
+               r.output.empty() ? std::string("(nothing)") : r.output);
+    events_.emit(Event::kHealthCheckFailed, {{"command", what},
+                                             {"result", r.why},
+                                             {"output", r.output},
+                                             {"seconds", r.seconds},
+                                             {"failures", failures + 1},
+                                             {"retry_in_s", give_up ? nlohmann::json() : nlohmann::json(retry_s)}});
+    if (give_up) {
+      const std::string error = fmt::format(
+          "the health check ({}) kept this node out of the job for {:.0f} s (the rendezvous' join_timeout): last "
+          "result {}. Fix the node (or the check) and start ctrun again; the other nodes go on without it",
+          what, std::chrono::duration<double>(out_for).count(), r.why);
+      log_->error("{}", error);
+      events_.emit(Event::kRendezvousFailed, {{"error", error}});
+      exit_code_ = kHealthCheckExitCode;
+      return deliver(AgentEvent::kRendezvousFailed);
+    }
+    health_timer_.expires_after(backoff);
+    health_timer_.async_wait([this, attempt, since, failures](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+      check_health_then_join(attempt, since, failures + 1);
+    });
+  }
+
+  // What the built-in checks look at, taken on the loop (the keeper's figures are the loop's).
+  std::optional<NodeCheckContext> node_check_context() const {
+    if (config_.no_builtin_health_checks) return std::nullopt;
+    NodeCheckContext c;
+    if (layout_ && layout_->enabled()) c.log_dir = layout_->run_dir();
+    c.min_free_bytes = config_.health_min_free;
+    if (config_.checkpoint_memory && *config_.checkpoint_memory > 0) {
+      c.checkpoint_limit = *config_.checkpoint_memory;
+      c.checkpoint_held = checkpoints_ ? checkpoints_->summary().bytes : 0;
+    }
+    c.cuda_visible_devices = env_("CUDA_VISIBLE_DEVICES");
+    if (config_.nproc_per_node_spec == "gpu") {
+      c.gpus_expected = config_.nproc_per_node;
+    } else if (c.cuda_visible_devices && !text::trim(*c.cuda_visible_devices).empty()) {
+      c.gpus_expected = static_cast<int>(text::split(*c.cuda_visible_devices, ',').size());
+    }
+    return c;
   }
 
   store::Duration join_timeout() const {
@@ -339,10 +364,22 @@ class Agent::Impl {
     return timeout;
   }
 
-  // next_rendezvous() and the restart-count agreement, on the helper thread.
-  void request_round() {
+  // The built-in health checks, then next_rendezvous() and the restart-count agreement, on the helper thread.
+  void request_round(SteadyClock::time_point since, int failures) {
     report_waiting(attempt_seq_, SteadyClock::now(), std::chrono::seconds(1));  // not while a health check keeps it out
-    lane_.run(BlockingCall::kRendezvous, [this, attempt = attempt_seq_, restart_count = restart_count_]() {
+    lane_.run(BlockingCall::kRendezvous, [this, attempt = attempt_seq_, restart_count = restart_count_, since,
+                                          failures, checks = node_check_context()]() -> HelperLane::Continuation {
+      if (checks) {
+        const auto started = SteadyClock::now();
+        if (auto failed = run_node_checks(*checks)) {
+          HealthResult r{false, failed->problem, "", std::chrono::duration<double>(SteadyClock::now() - started).count()};
+          return [this, attempt, since, failures, name = failed->name, r]() {
+            if (attempt != attempt_seq_ || state_ != AgentState::kRendezvous) return;
+            waiting_timer_.cancel();
+            kept_out(attempt, since, failures, "built-in check " + name, r);
+          };
+        }
+      }
       rdzv::AgreedRound agreed;
       std::string error;
       std::string unreachable;

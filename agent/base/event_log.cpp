@@ -85,7 +85,8 @@ constexpr EventKind kCatalogue[] = {
      "`--stop-without-progress` restarts in a row made no progress, so the job stops instead of restarting: "
      "`restarts_without_progress`, `resume_step` (the newest step every local rank holds, or null), `exit_code`"},
     {E::kHealthCheckFailed, "health_check_failed",
-     "`--health-check` failed, so this node stays out of the round: `command`, `result` (`exit 1`, `timed out "
+     "`--health-check` or a built-in check failed, so this node stays out of the round: `command` (or `built-in "
+     "check NAME`), `result` (`exit 1`, `timed out "
      "after 60 s`, ...), `output` (its last 4 KiB), `seconds`, `failures` (in a row), `retry_in_s` (null: it gives "
      "up)"},
 };

@@ -114,6 +114,9 @@ struct LaunchConfig {
   double checkpoint_dir_every_s{};
   // --checkpoint-replicas: nodes each node's newest step is copied to (nullopt: 1 with several nodes).
   std::optional<int> checkpoint_replicas;
+  // Built-in health checks before each round (agent/process/node_checks.hpp): free space wanted, and a way out.
+  std::uint64_t health_min_free{};
+  bool no_builtin_health_checks{};
 
   // Clusters (docs/cli.md "Clusters").
   int initial_restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the first attempt (Slurm: SLURM_RESTART_COUNT)

@@ -24,7 +24,7 @@
 #include "agent/checkpoint/job_directory.hpp"
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/memory_limit.hpp"
-#include "agent/checkpoint/memory_size.hpp"
+#include "agent/base/memory_size.hpp"
 #include "agent/checkpoint/notices.hpp"
 #include "agent/checkpoint/spill.hpp"
 #include "agent/launch/worker_invocation.hpp"

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/checkpoint/memory_size.hpp"
+#include "agent/base/memory_size.hpp"
 
 namespace ctrun::agent::checkpoint {
 

@@ -18,7 +18,7 @@
 
 #include "agent/checkpoint/job_directory.hpp"
 #include "agent/checkpoint/layout.hpp"
-#include "agent/checkpoint/memory_size.hpp"
+#include "agent/base/memory_size.hpp"
 #include "agent/checkpoint/replica_wire.hpp"
 #include "common/log.hpp"
 

@@ -1,6 +1,6 @@
 #include "agent/config/flags.hpp"
 
-#include "agent/checkpoint/memory_size.hpp"
+#include "agent/base/memory_size.hpp"
 #include "agent/checkpoint/spill.hpp"
 
 #include <algorithm>
@@ -188,7 +188,7 @@ const std::vector<FlagSpec>& flag_table() {
        "their imports done (docs/cli.md)."},
       {"checkpoint_memory", "", K::kValue, std::nullopt, kPet, kCtrun,
        [](C& c, const std::string& v) {
-         c.checkpoint_memory = checkpoint::parse_memory_size(v);
+         c.checkpoint_memory = parse_memory_size(v);
          if (!c.checkpoint_memory)
            throw FlagValueError("must be bytes or a size like 512M or 8G (0: off), not '" + v + "'");
        },
@@ -264,6 +264,17 @@ const std::vector<FlagSpec>& flag_table() {
        "output logged), retried with backoff until the rendezvous' join_timeout, then exit 4."},
       {"health_check_timeout", "", K::kValue, "60", kPet, kCtrun, positive_seconds_of<&C::health_check_timeout>,
        "Seconds --health-check may run before it is killed and counted as failed."},
+      {"health_min_free", "", K::kValue, "100M", kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         const auto bytes = parse_memory_size(v);
+         if (!bytes) throw FlagValueError("must be bytes or a size like 100M or 2G (0: off), not '" + v + "'");
+         c.health_min_free = *bytes;
+       },
+       "Free space the built-in health checks want for the log directory and /dev/shm before this node joins a "
+       "round (0: not checked)."},
+      {"no_builtin_health_checks", "", K::kBool, "0", kPet, kCtrun, bool_of<&C::no_builtin_health_checks>,
+       "Skip the built-in health checks (free space for logs and /dev/shm, --checkpoint-memory's room, the GPUs "
+       "the job expects) before each round."},
       {"hang_timeout", "", K::kValue, "0", kPet, kCtrun, hang_timeout,
        "Seconds ranks may wait in a collective another rank has not entered before that rank is treated as "
        "failed (its stack dumped, the restart policy applied); 0: hangs are only reported; auto[:FLOOR[:CEILING]]: "

@@ -309,6 +309,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"stop_without_progress", "3"},
                                                      {"health_check", "true"},
                                                      {"health_check_timeout", "5"},
+                                                     {"health_min_free", "1G"},
                                                      {"dry_run", ""},
                                                      {"config", ""}};
   const std::vector<std::string> torchrun_flags = {"nnodes",

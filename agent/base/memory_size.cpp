@@ -1,4 +1,4 @@
-#include "agent/checkpoint/memory_size.hpp"
+#include "agent/base/memory_size.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "common/text.hpp"
 
-namespace ctrun::agent::checkpoint {
+namespace ctrun::agent {
 namespace {
 
 constexpr std::string_view kUnits = "KMGT";
@@ -42,4 +42,4 @@ std::string format_bytes(std::uint64_t bytes) {
   return fmt::format("{:.1f} {}iB", v, kUnits[unit]);
 }
 
-}  // namespace ctrun::agent::checkpoint
+}  // namespace ctrun::agent
