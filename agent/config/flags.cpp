@@ -264,14 +264,14 @@ const std::vector<FlagSpec>& flag_table() {
        "output logged), retried with backoff until the rendezvous' join_timeout, then exit 4."},
       {"health_check_timeout", "", K::kValue, "60", kPet, kCtrun, positive_seconds_of<&C::health_check_timeout>,
        "Seconds --health-check may run before it is killed and counted as failed."},
-      {"health_min_free", "", K::kValue, "100M", kPet, kCtrun,
+      {"health_min_free", "", K::kValue, "32M", kPet, kCtrun,
        [](C& c, const std::string& v) {
          const auto bytes = parse_memory_size(v);
          if (!bytes) throw FlagValueError("must be bytes or a size like 100M or 2G (0: off), not '" + v + "'");
          c.health_min_free = *bytes;
        },
-       "Free space the built-in health checks want for the log directory and /dev/shm before this node joins a "
-       "round (0: not checked)."},
+       "Free space the built-in health checks want for the log directory before this node joins a round (/dev/shm: "
+       "1 MiB at most); 0: not checked."},
       {"no_builtin_health_checks", "", K::kBool, "0", kPet, kCtrun, bool_of<&C::no_builtin_health_checks>,
        "Skip the built-in health checks (free space for logs and /dev/shm, --checkpoint-memory's room, the GPUs "
        "the job expects) before each round."},

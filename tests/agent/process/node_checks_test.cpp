@@ -60,15 +60,16 @@ TEST(NodeChecks, LogDirectoryWantsFreeSpaceAskedOfItsNearestExistingAncestor) {
   EXPECT_EQ(run_one("log_dir_space", c), std::nullopt);
 }
 
-TEST(NodeChecks, SharedMemoryWantsFreeSpace) {
+TEST(NodeChecks, SharedMemoryWantsWhatCtrunPutsThereOnly) {
   NodeCheckContext c;
   c.shm_dir = scratch("shm");
-  c.min_free_bytes = 1;
+  c.min_free_bytes = kPetabyte;  // the log directory's want: /dev/shm is asked for 1 MiB at most
   EXPECT_EQ(run_one("shm_space", c), std::nullopt);
-  c.min_free_bytes = kPetabyte;
+  c.shm_dir = "/proc/self";  // a file system with nothing free
   const auto problem = run_one("shm_space", c);
   ASSERT_TRUE(problem);
-  EXPECT_NE(problem->find(c.shm_dir), std::string::npos) << *problem;
+  EXPECT_NE(problem->find("/proc/self has 0 B free"), std::string::npos) << *problem;
+  EXPECT_NE(problem->find("1.0 MiB"), std::string::npos) << *problem;
 }
 
 TEST(NodeChecks, AnExplicitCheckpointMemoryMustFitWhatIsFreePlusWhatIsHeld) {
