@@ -470,7 +470,8 @@ class Agent::Impl {
     awaiting_start_ = attempt_seq_;
     group_->when_ready([this, attempt = attempt_seq_] {
       if (attempt != attempt_seq_ || awaiting_start_ != attempt) return;
-      awaiting_start_ = 0;
+      // awaiting_start_ stays set until start_attempt: while the agents agree on checkpoints (the helper lane) no
+      // worker of this attempt runs yet, and a late reap of the previous attempt's must not read as its success.
       if (state_ != AgentState::kRunning) return;
       if (!CheckpointKeeper::needs_gather(round_)) return start_attempt(nullptr);
       // Several nodes: the agents agree on the checkpoints every node holds (the round's store, blocking: the
@@ -489,6 +490,7 @@ class Agent::Impl {
   }
 
   void start_attempt(const std::shared_ptr<const CheckpointKeeper::Gathered>& gathered) {
+    awaiting_start_ = 0;
     AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
     hang_->begin_attempt(attempt_seq_, restart_count_);
     checkpoints_->begin_attempt(restart_count_, round_, checkpoint_store(), gathered);
@@ -830,7 +832,7 @@ class Agent::Impl {
   int failed_without_progress_ = 0;
   std::optional<std::int64_t> attempt_start_step_;  // the newest common checkpoint step when the attempt started
   std::uint64_t attempt_seq_ = 0;                   // every start_attempt, restarts and new rounds alike
-  std::uint64_t awaiting_start_ = 0;  // the attempt whose round formed and whose workers wait for the spawner
+  std::uint64_t awaiting_start_ = 0;  // the attempt whose round formed and whose workers are not started yet
   AgentState state_ = AgentState::kInitialising;
   bool membership_changed_ = false;
   bool failure_seen_ = false;
