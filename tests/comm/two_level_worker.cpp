@@ -1,7 +1,8 @@
 // One rank of two_level_netns.sh: joins the group through the ctstore at STORE (host:port) as RANK of
 // WORLD_SIZE and runs every collective check (checks.hpp) on the world and on subgroups across hosts
 // ("check"), or loops over all_reduce while rank KILL_RANK kills itself mid-op ("kill": every other rank must
-// fail within 15 s with an error naming that rank). Prints one line; exit 0 on success.
+// fail within the group's timeout, 40 s from the first of its ops, with an error naming that rank). Prints one
+// line; exit 0 on success.
 #include <signal.h>
 #include <unistd.h>
 
@@ -68,7 +69,9 @@ int main(int argc, char** argv) {
       const bool named = what.find("rank " + std::to_string(victim)) != std::string::npos;
       std::printf("rank %d raised after %.2f s (%s the dead rank): %s\n", rank, s, named ? "naming" : "NOT naming",
                   what.c_str());
-      return s < 15 && named ? 0 : 1;
+      // Within the group's timeout (the op the victim died in, and the ten before it, included): 10-15 s on a
+      // quiet machine, ~26 s with two more copies of the suite running beside.
+      return s < 40 && named ? 0 : 1;
     }
     std::printf("rank %d: the collective never failed\n", rank);
     return 1;
