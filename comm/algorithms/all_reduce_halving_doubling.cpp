@@ -2,11 +2,9 @@
 // 2 log2(n) steps, like recursive doubling's log2(n) but each moving half the data of the one before, so a rank
 // sends and receives 2(n-1)/n of the buffer, as in the ring: the middle sizes, where the ring's 2(n-1) steps
 // still cost more than its bytes save and recursive doubling's log2(n) whole buffers already cost more.
-// Non-powers of two fold the extra ranks in first, as recursive doubling does: of the first 2*rem ranks the even
-// one hands its buffer to the odd one and sits out, and gets the result back at the end.
-#include <bit>
-
+// Non-powers of two fold the extra ranks in first, as recursive doubling does (power_of_two_fold.hpp).
 #include "comm/algorithms/algorithms.hpp"
+#include "comm/algorithms/power_of_two_fold.hpp"
 #include "comm/reduce/reduce.hpp"
 
 namespace ctrun::comm::algorithms {
@@ -24,28 +22,14 @@ Span blocks_span(std::size_t count, int parts, int first, int blocks) {
 void all_reduce_halving_doubling(Context& ctx, Buffer buffer, ReduceOp op) {
   const int n = ctx.size();
   if (n == 1 || buffer.empty()) return;
-  const int me = ctx.rank();
-  const std::size_t bytes = buffer.bytes();
   const std::size_t count = buffer.count();
   const std::size_t es = element_size(buffer.dtype());
   char* data = static_cast<char*>(buffer.data());
-  const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n)));
-  const int rem = n - p2;
-
-  int vrank = me - rem;
-  if (me < 2 * rem) {
-    if (me % 2 == 0) {
-      ctx.send(me + 1, data, bytes);
-      vrank = -1;
-    } else {
-      char* tmp = ctx.scratch(bytes);
-      ctx.recv(me - 1, tmp, bytes);
-      reduce::reduce_into(buffer.dtype(), op, data, tmp, count);
-      vrank = me / 2;
-    }
-  }
+  const PowerOfTwoFold fold = fold_in(ctx, buffer, op);
+  const int p2 = fold.p2;
+  const int vrank = fold.vrank;
   if (vrank >= 0) {
-    const auto real = [rem](int v) { return v < rem ? v * 2 + 1 : v + rem; };
+    const auto real = [&fold](int v) { return fold.real(v); };
     // Reduce-scatter: at each step keep the half of the current range on this rank's side of the mask bit, send
     // the other half to the partner and reduce the partner's copy of the kept half into place. Each block ends
     // reduced on exactly one rank (block vrank), so every rank later holds the same bits.
@@ -74,13 +58,7 @@ void all_reduce_halving_doubling(Context& ctx, Buffer buffer, ReduceOp op) {
       ctx.wait({r, s});
     }
   }
-  if (me < 2 * rem) {
-    if (me % 2 == 0) {
-      ctx.recv(me + 1, data, bytes);
-    } else {
-      ctx.send(me - 1, data, bytes);
-    }
-  }
+  fold_out(ctx, buffer, fold);
 }
 
 }  // namespace ctrun::comm::algorithms
