@@ -264,7 +264,7 @@ const std::vector<FlagSpec>& flag_table() {
        "output logged), retried with backoff until the rendezvous' join_timeout, then exit 4."},
       {"health_check_timeout", "", K::kValue, "60", kPet, kCtrun, positive_seconds_of<&C::health_check_timeout>,
        "Seconds --health-check may run before it is killed and counted as failed."},
-      {"health_min_free", "", K::kValue, "32M", kPet, kCtrun,
+      {"health_min_free", "", K::kValue, "1M", kPet, kCtrun,
        [](C& c, const std::string& v) {
          const auto bytes = parse_memory_size(v);
          if (!bytes) throw FlagValueError("must be bytes or a size like 100M or 2G (0: off), not '" + v + "'");
