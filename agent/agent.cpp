@@ -1,7 +1,9 @@
 #include "agent/agent.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <deque>
 #include <memory>
 #include <optional>
 
@@ -38,6 +40,7 @@
 #include "agent/report/failure_report.hpp"
 #include "common/log.hpp"
 #include "rendezvous/factory.hpp"
+#include "rendezvous/membership.hpp"
 #include "rendezvous/round_agreement.hpp"
 
 namespace ctrun::agent {
@@ -57,6 +60,8 @@ class Agent::Impl {
         rejoin_timer_(io_),
         waiting_timer_(io_),
         health_timer_(io_),
+        claim_timer_(io_),
+        cooldown_timer_(io_),
         events_(config_.event_log) {}
 
   ~Impl() {
@@ -99,8 +104,13 @@ class Agent::Impl {
 
   AgentFacts facts() const {
     const int most = config_.stop_without_progress;
-    return AgentFacts{failure_seen_, membership_changed_, remaining_restarts_ > 0, death_signal_ != 0,
-                      most > 0 && failed_without_progress_ > most};
+    return AgentFacts{failure_seen_,
+                      membership_changed_,
+                      remaining_restarts_ > 0,
+                      death_signal_ != 0,
+                      most > 0 && failed_without_progress_ > most,
+                      node_failing(),
+                      max_node_failures() > 0 && claim_ && claim_->others_go_on};
   }
 
   void deliver(AgentEvent event) {
@@ -161,6 +171,8 @@ class Agent::Impl {
       case AgentAction::kLeave:
         exit_code_ = signal_exit_code();
         return leave_run();
+      case AgentAction::kStepOut:
+        return step_out();
       case AgentAction::kExitNow:
         exit_code_ = signal_exit_code();
         log_->warn("leaving at once: the {} in progress is abandoned", blocking_call_name(lane_.last()));
@@ -275,6 +287,9 @@ class Agent::Impl {
     ++attempt_seq_;
     failure_seen_ = false;
     membership_changed_ = false;
+    claim_.reset();
+    claim_pending_ = false;
+    claim_timer_.cancel();
     membership_timer_.cancel();
     group_->forget_ended_groups();  // the previous attempt's: their ids may be recycled
     // A fresh keyspace: no key of a previous attempt survives into this one. Cleared before joining, never after:
@@ -400,6 +415,8 @@ class Agent::Impl {
         if (!error.empty()) {
           // Name who is missing: the rendezvous knows who joined, the last round's end says who left or died.
           if (!last_round_end_.empty()) error += " (the previous round ended: " + last_round_end_ + ")";
+          if (step_outs_ > 0)
+            error += fmt::format("; this node had stepped out of the job {} time(s) for failing", step_outs_);
           log_->error("rendezvous failed: {}", error);
           events_.emit(Event::kRendezvousFailed, {{"error", error}});
           exit_code_ = 1;
@@ -521,6 +538,7 @@ class Agent::Impl {
           membership_changed_ = true;
           store_lost_ = check.store_lost;
           last_round_end_ = check.reason;
+          if (rdzv::over_kind(check.reason) == rdzv::kOverSteppedOut) stepped_out_nodes_.push_back(check.reason);
           deliver(AgentEvent::kMembershipChanged);
         };
       });
@@ -685,6 +703,7 @@ class Agent::Impl {
   void on_worker_failed() {
     if (state_ != AgentState::kRunning) return;
     failure_seen_ = true;
+    claim_failure();
     deliver(AgentEvent::kWorkerFailed);
   }
 
@@ -692,10 +711,12 @@ class Agent::Impl {
     if (state_ != AgentState::kRunning && state_ != AgentState::kStopping) return;
     if (awaiting_start_ == attempt_seq_ && state_ == AgentState::kRunning) return;  // not started yet
     if (group_->any_running()) return;
+    if (claim_pending_ && death_signal_ == 0) return;  // the claim's answer (or its bound) calls again
     membership_timer_.cancel();
     hang_->end_attempt();   // the attempt's region goes: its workers are gone
     group_->end_attempt();  // the SIGKILL deadline off; what escaped the process groups killed
     count_progress();
+    count_node_failure();
     deliver(AgentEvent::kGroupExited);
   }
 
@@ -718,9 +739,15 @@ class Agent::Impl {
   // the keeper lists for the next attempt). An attempt that made some resets the count; a failed one that made
   // none adds one restart without progress (a new round of a membership change is not a restart: it counts
   // nothing unless it made progress).
+  // A job without ctrun's checkpoints (none committed so far) makes progress in an attempt whose ranks got past the
+  // start-up: kCollectivesForProgress collectives of one group on one local rank (ctrun's progress records, backend
+  // "ctrun"; the same warm-up --hang-timeout auto waits for: the first ones are init's and the parameter
+  // broadcasts). A job with neither shows no progress.
   void count_progress() {
     const auto now = checkpoints_->resume_step();
-    const bool progressed = now && (!attempt_start_step_ || *now > *attempt_start_step_);
+    const bool progressed = now || attempt_start_step_
+                                ? now && (!attempt_start_step_ || *now > *attempt_start_step_)
+                                : hang_->collectives_completed() >= kCollectivesForProgress;
     if (progressed)
       failed_without_progress_ = 0;
     else if (failure_seen_)
@@ -728,8 +755,153 @@ class Agent::Impl {
   }
 
   std::string progress_baseline() const {
-    return attempt_start_step_ ? fmt::format("no checkpoint step newer than {}", *attempt_start_step_)
-                               : std::string("no checkpoint step committed by every local rank");
+    return attempt_start_step_
+               ? fmt::format("no checkpoint step newer than {}", *attempt_start_step_)
+               : fmt::format("no checkpoint step committed by every local rank, {} collective(s) completed where "
+                             "{} would count",
+                             hang_->collectives_completed(), kCollectivesForProgress);
+  }
+
+  // ---- failing nodes stepped out ----
+
+  int max_node_failures() const {
+    if (is_single_node(config_) || static_multi_node_) return 0;
+    return config_.max_node_failures.value_or(config_.max_restarts);
+  }
+
+  // A worker of this attempt failed: whose failure was first in the round? The others' workers fail after it (a
+  // closed connection, a collective that timed out), and only the node it started on is counted as failing. One
+  // store CAS on the helper lane; the group's end waits for its answer, at most kClaimBudget.
+  void claim_failure() {
+    if (claim_ || claim_pending_) return;
+    if (max_node_failures() <= 0 || round_.group_world_size <= 1) {
+      claim_ = rdzv::FailureClaim{};  // alone in its round: first, and nobody to go on without it
+      return;
+    }
+    claim_pending_ = true;
+    lane_.run(BlockingCall::kFailureClaim, [this, attempt = attempt_seq_]() {
+      rdzv::FailureClaim claim;
+      std::string error;
+      try {
+        claim = rdzv_->claim_failure();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      return [this, attempt, claim, error]() {
+        if (attempt != attempt_seq_ || !claim_pending_) return;
+        claim_timer_.cancel();
+        settle_claim(error.empty() ? claim : rdzv::FailureClaim{false, false, ""}, error);
+      };
+    });
+    claim_timer_.expires_after(kClaimBudget);
+    claim_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
+      if (ec || attempt != attempt_seq_ || !claim_pending_) return;
+      settle_claim(rdzv::FailureClaim{false, false, ""}, "no answer from the rendezvous store within 2 s");
+    });
+  }
+
+  // Unknown (an error, no answer) counts as not first: a node is stepped out only on what the store said.
+  void settle_claim(const rdzv::FailureClaim& claim, const std::string& error) {
+    claim_pending_ = false;
+    claim_ = claim;
+    if (!error.empty())
+      log_->warn("could not tell which node failed first in round {} ({}); this failure does not count against "
+                 "this node",
+                 round_.round, error);
+    else if (!claim.first)
+      log_->info("this node's workers failed after {}'s (the round's first failure): not counted against this node",
+                 claim.first_node);
+    check_group_exited();
+  }
+
+  void count_node_failure() {
+    if (!failure_seen_ || !claim_ || !claim_->first || max_node_failures() <= 0) return;
+    const auto now = SteadyClock::now();
+    first_failures_.push_back(now);
+    while (!first_failures_.empty() && now - first_failures_.front() > failure_window()) first_failures_.pop_front();
+  }
+
+  // Failed first --max-node-failures times within the window; or, back from a cooldown less than a window ago,
+  // once (Horovod's blacklist: a host that fails again after its cooldown goes out again, for twice as long).
+  bool node_failing() const {
+    const int most = max_node_failures();
+    if (most <= 0 || !failure_seen_ || !claim_ || !claim_->first) return false;
+    if (step_outs_ > 0 && SteadyClock::now() < probation_until_) return true;
+    return static_cast<int>(first_failures_.size()) >= most;
+  }
+
+  SteadyClock::duration failure_window() const {
+    return std::chrono::duration_cast<SteadyClock::duration>(
+        std::chrono::duration<double>(config_.node_failure_window_s));
+  }
+
+  // Leaves the job for a cooldown (MIN, doubled each time, at most MAX): the others go on without this node at
+  // once (a step-out ends their round as a leave does, costing them no restart), and it joins again as a spare.
+  void step_out() {
+    ++step_outs_;
+    const double cooldown = std::min(config_.node_cooldown_max_s,
+                                     config_.node_cooldown_min_s * std::pow(2.0, std::min(step_outs_ - 1, 30)));
+    const auto failures = first_failures_.size();
+    const std::string why =
+        step_outs_ > 1 && failures < static_cast<std::size_t>(max_node_failures())
+            ? fmt::format("node {} stepped out again: its workers failed first in round {} within {:.0f} s of its "
+                          "return (step-out {}); it stays out for {:.0f} s",
+                          node_address(config_), round_.round, config_.node_failure_window_s, step_outs_, cooldown)
+            : fmt::format("node {} stepped out: its workers failed first in their round {} time(s) within {:.0f} s "
+                          "(--max-node-failures {}); it stays out for {:.0f} s, then joins again as a spare",
+                          node_address(config_), failures, config_.node_failure_window_s, max_node_failures(),
+                          cooldown);
+    log_->error("[{}] {}; the other nodes go on without it", config_.role, why);
+    events_.emit(Event::kNodeSteppedOut, {{"failures", failures},
+                                          {"window_s", config_.node_failure_window_s},
+                                          {"cooldown_s", cooldown},
+                                          {"step_outs", step_outs_}});
+    first_failures_.clear();
+    const auto until = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                                std::chrono::duration<double>(cooldown));
+    lane_.run(BlockingCall::kStepOut, [this, why, until]() {
+      try {
+        rdzv_->step_out(why);
+      } catch (const std::exception& e) {
+        log_->warn("could not step out of the rendezvous: {}", e.what());
+      }
+      return [this, until]() { cool_down(until); };
+    });
+  }
+
+  // Waits out the cooldown in slices, asking between them whether the job ended meanwhile (then there is nothing
+  // to come back to: the rejoin says so at once instead of after the whole cooldown).
+  void cool_down(SteadyClock::time_point until) {
+    if (state_ != AgentState::kSteppedOut) return;
+    const auto now = SteadyClock::now();
+    if (now >= until) return come_back();
+    cooldown_timer_.expires_after(std::min<SteadyClock::duration>(until - now, kClosedCheckEvery));
+    cooldown_timer_.async_wait([this, until](const boost::system::error_code& ec) {
+      if (ec || state_ != AgentState::kSteppedOut) return;
+      if (SteadyClock::now() >= until) return come_back();
+      lane_.run(BlockingCall::kClosedCheck, [this, until]() {
+        bool closed = false;
+        try {
+          closed = rdzv_->is_closed();
+        } catch (const std::exception&) {
+          // the store is away: the rejoin after the cooldown will say what became of it
+        }
+        return [this, until, closed]() {
+          if (state_ != AgentState::kSteppedOut) return;
+          if (closed) return come_back();
+          cool_down(until);
+        };
+      });
+    });
+  }
+
+  void come_back() {
+    probation_until_ = SteadyClock::now() + failure_window();
+    log_->warn("[{}] the cooldown is over: this node joins again (as a spare when the round is full); one more "
+               "failure of its own within {:.0f} s steps it out again",
+               config_.role, config_.node_failure_window_s);
+    events_.emit(Event::kNodeReturned, {{"step_outs", step_outs_}});
+    deliver(AgentEvent::kCooldownOver);
   }
 
   // The job stops although it could restart: say why (after the summary, as its last words) and exit with the code
@@ -751,7 +923,7 @@ class Agent::Impl {
   // No restarts left: torchrun's summary, ctrun's own error file, and the exit code of the root cause.
   void report_failure() {
     auto code = report_worker_failures(group_->workers(), config_, env_, events_, hang_->stragglers(),
-                                       checkpoints_->resume_line(true));
+                                       checkpoints_->resume_line(true), stepped_out_nodes_);
     if (code) exit_code_ = *code;
   }
 
@@ -763,6 +935,8 @@ class Agent::Impl {
     rejoin_timer_.cancel();
     waiting_timer_.cancel();
     health_timer_.cancel();
+    claim_timer_.cancel();
+    cooldown_timer_.cancel();
     if (health_check_) health_check_->cancel();
     hang_->stop();
     death_signals_.cancel();
@@ -799,6 +973,8 @@ class Agent::Impl {
   boost::asio::steady_timer rejoin_timer_;
   boost::asio::steady_timer waiting_timer_;
   boost::asio::steady_timer health_timer_;
+  boost::asio::steady_timer claim_timer_;
+  boost::asio::steady_timer cooldown_timer_;
   EventLog events_;
   ConsoleSink console_;  // before group_: its tee streams write into it
 
@@ -808,6 +984,9 @@ class Agent::Impl {
   bool subreaper_ = false;  // orphans of the job are our children: kill and reap them with the group
   static constexpr std::chrono::seconds kRejoinGrace{10};
   static constexpr std::chrono::seconds kHealthBackoffCap{30};
+  static constexpr std::chrono::seconds kClaimBudget{2};
+  static constexpr std::uint64_t kCollectivesForProgress = 10;
+  static constexpr std::chrono::seconds kClosedCheckEvery{5};
 
   std::unique_ptr<WorkerStore> store_;  // null on static nodes other than rank 0
   std::string store_host_;
@@ -828,6 +1007,14 @@ class Agent::Impl {
 
   int restart_count_ = 0;
   int remaining_restarts_ = 0;
+  // Failing nodes stepped out: this attempt's claim of its round's first failure, the times this node failed first
+  // (within --node-failure-window), how often it stepped out, and until when a return is on probation.
+  std::optional<rdzv::FailureClaim> claim_;
+  bool claim_pending_ = false;
+  std::deque<SteadyClock::time_point> first_failures_;
+  int step_outs_ = 0;
+  SteadyClock::time_point probation_until_{};
+  std::vector<std::string> stepped_out_nodes_;  // round ends that were another node's step-out (failure summary)
   // Failed attempts in a row without progress (the first attempt included: N restarts without progress make N+1).
   int failed_without_progress_ = 0;
   std::optional<std::int64_t> attempt_start_step_;  // the newest common checkpoint step when the attempt started

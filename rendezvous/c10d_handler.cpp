@@ -229,6 +229,39 @@ void C10dHandler::leave() {
   }
 }
 
+FailureClaim C10dHandler::claim_failure() {
+  FailureClaim claim;
+  if (!current_) return claim;
+  const auto r = current_->round;
+  const std::string me = fmt::format("node {} (pid {})", node_.addr, ::getpid());
+  const std::string first = store_->compare_set(keys_.failure(r), "", me);
+  claim.first = first == me;
+  if (!claim.first) claim.first_node = first;
+  // Spares arrived at round r+1 while r ran; members that left r arrive there too, after counting themselves
+  // gone: the difference never counts a member as a spare (it may miss one that is on its way).
+  const auto spares = store_->add(keys_.joined(r + 1), 0) - store_->add(keys_.gone(r), 0);
+  claim.others_go_on = current_->members - 1 >= config_.min_nodes || spares > 0;
+  return claim;
+}
+
+// As leave(), but the heartbeat thread and the loss watch stay for the rounds to come: only this round's beats and
+// ON_CLOSE registration go (its later connection close must not read as a death of a round it left).
+void C10dHandler::step_out(const std::string& why) {
+  if (!current_) return;
+  {
+    std::lock_guard lock(mutex_);
+    liveness_.stop();
+    held_.reset();
+  }
+  wake_.notify_all();
+  try {
+    mark_exit(*store_, keys_, current_->round, current_->rank, current_->members, "left", kOverSteppedOut, why);
+  } catch (const store::StoreError& e) {
+    log_->warn("could not step out of rendezvous '{}': {}", config_.run_id, e.what());
+  }
+  current_.reset();
+}
+
 // From another thread, while the agent thread may be blocked in a WAIT of next_rendezvous() or exit_barrier().
 void C10dHandler::abandon() {
   std::optional<Membership> held;

@@ -54,6 +54,8 @@ class C10dHandler final : public Handler {
   void set_closed() override;
   bool shutdown() override;
   void leave() override;
+  FailureClaim claim_failure() override;
+  void step_out(const std::string& why) override;
   void abandon() override;
   std::string run_id() const override { return config_.run_id; }
   std::string backend() const override { return config_.backend; }

@@ -50,6 +50,13 @@ struct RoundInfo {
   std::shared_ptr<store::Store> store;
 };
 
+// A failure of this node's workers, as the rendezvous sees it (Handler::claim_failure()).
+struct FailureClaim {
+  bool first = true;          // this node's failure was the round's first: the others' followed from it
+  bool others_go_on = false;  // the round has >= MIN other members, or a spare waits: it can go on without this node
+  std::string first_node;     // who failed first, when another node did
+};
+
 class RendezvousError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -106,6 +113,15 @@ class Handler {
   // Leaves the current round without closing the run (the agent got a signal): the other members restart into a
   // new round right away instead of after the heartbeat timeout. Stops heartbeats.
   virtual void leave() = 0;
+  // This node's workers failed in the current round: claims the round's first failure (one CAS; whoever claims
+  // first is the node the failure started on, the others' workers failed after it, e.g. on a closed connection) and
+  // says whether the round could go on without this node. Default (one node, or a fixed set of nodes): first,
+  // and the job cannot go on without it.
+  virtual FailureClaim claim_failure() { return {}; }
+  // Leaves the current round for a while (this node kept failing; the agent steps it out): the other members
+  // restart into a new round at once, as on leave(), but the handler stays usable: a later next_rendezvous() joins
+  // again (as a spare when the round is full). `why` is the round's end reason the others log. Default: nothing.
+  virtual void step_out(const std::string& why) { (void)why; }
   // The one call that is safe from ANOTHER thread while next_rendezvous() or exit_barrier() blocks (the agent got
   // a death signal and will not wait for them): leaves the round being joined or held, on a store connection of
   // its own, so the other nodes see "left" at once instead of a heartbeat timeout. Blocks at most one store round

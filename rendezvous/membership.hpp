@@ -22,6 +22,7 @@ inline constexpr std::string_view kOverJoin = "join";      // a new node waits t
 inline constexpr std::string_view kOverRejoin = "rejoin";  // a member re-rendezvous (its workers restarted)
 inline constexpr std::string_view kOverDead = "dead";      // a member's heartbeats stopped
 inline constexpr std::string_view kOverLeave = "leave";    // a member left (signal)
+inline constexpr std::string_view kOverSteppedOut = "stepped_out";  // a member kept failing and stepped out
 inline constexpr std::string_view kOverClosed = "closed";  // the run was closed
 inline constexpr std::string_view kOverAborted = "aborted";
 

@@ -89,6 +89,12 @@ constexpr EventKind kCatalogue[] = {
      "check NAME`), `result` (`exit 1`, `timed out "
      "after 60 s`, ...), `output` (its last 4 KiB), `seconds`, `failures` (in a row), `retry_in_s` (null: it gives "
      "up)"},
+    {E::kNodeSteppedOut, "node_stepped_out",
+     "this node's workers failed first in their round `--max-node-failures` times within `--node-failure-window` "
+     "(or again after a cooldown), so it left the job while the others go on: `failures`, `window_s`, `cooldown_s`, "
+     "`step_outs`"},
+    {E::kNodeReturned, "node_returned",
+     "a stepped-out node's cooldown ended: it joins again (as a spare when the round is full): `step_outs`"},
 };
 
 }  // namespace

@@ -52,6 +52,8 @@ enum class Event {
   kCheckpointFetched,
   kNoProgress,
   kHealthCheckFailed,
+  kNodeSteppedOut,
+  kNodeReturned,
 };
 
 struct EventKind {

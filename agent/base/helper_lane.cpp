@@ -28,6 +28,12 @@ std::string_view blocking_call_name(BlockingCall call) {
       return "progress summary exchange";
     case BlockingCall::kCheckpointExchange:
       return "checkpoint exchange between the nodes";
+    case BlockingCall::kFailureClaim:
+      return "claim of the round's first failure";
+    case BlockingCall::kStepOut:
+      return "step out of the round";
+    case BlockingCall::kClosedCheck:
+      return "check whether the job ended";
   }
   return "?";
 }

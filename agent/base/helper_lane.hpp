@@ -29,7 +29,10 @@ enum class BlockingCall {
   kShutdown,
   kLeave,
   kProgress,
-  kCheckpointExchange
+  kCheckpointExchange,
+  kFailureClaim,
+  kStepOut,
+  kClosedCheck
 };
 std::string_view blocking_call_name(BlockingCall call);
 

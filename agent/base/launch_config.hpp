@@ -55,6 +55,12 @@ struct LaunchConfig {
   // Restarts and monitoring.
   int max_restarts{};
   int stop_without_progress{};              // 0: off; else restarts in a row without a newer checkpoint step
+  // Failing nodes stepped out (elastic rendezvous): after this many failures that started on this node within the
+  // window, it leaves the job for a cooldown that doubles with each step-out. Unset: --max-restarts; 0: never.
+  std::optional<int> max_node_failures;
+  double node_failure_window_s{};
+  double node_cooldown_min_s{};
+  double node_cooldown_max_s{};
   std::optional<std::string> health_check;  // a shell command run before joining each round
   double health_check_timeout{};            // seconds
   double monitor_interval{};                // seconds between membership checks of a multi-node round

@@ -90,6 +90,23 @@ void hang_timeout(LaunchConfig& c, const std::string& v) {
   c.hang_timeout = parse_flag_seconds(v, /*positive=*/false);
 }
 
+// Seconds with or without a unit (90, 1.5m, 1h), > 0.
+double duration_seconds(const std::string& v) {
+  if (const auto s = parse_flag_duration(v)) return *s;
+  return parse_flag_seconds(v, /*positive=*/true);
+}
+
+void node_cooldown(LaunchConfig& c, const std::string& v) {
+  const auto parts = text::split(v, ':');
+  if (parts.empty() || parts.size() > 2)
+    throw FlagValueError("must be MIN or MIN:MAX (seconds, or with a unit: 30s, 5m, 1h), not '" + v + "'");
+  const double low = duration_seconds(parts[0]);
+  const double high = parts.size() == 2 ? duration_seconds(parts[1]) : low;
+  if (high < low) throw FlagValueError("MAX must not be less than MIN in '" + v + "'");
+  c.node_cooldown_min_s = low;
+  c.node_cooldown_max_s = high;
+}
+
 void ssh(LaunchConfig& c, const std::string& v) {
   if (text::trim(v).empty()) throw FlagValueError("must name a command");
   c.multihost.ssh = v;
@@ -254,7 +271,21 @@ const std::vector<FlagSpec>& flag_table() {
       {"stop_without_progress", "", K::kValue, "0", kPet, kCtrun,
        count_of<&C::stop_without_progress>,
        "Stop (exit 3) instead of restarting once N restarts in a row made no progress: no newer in-memory "
-       "checkpoint step (ctrun_torch.checkpoint) committed by every local rank; 0: off."},
+       "checkpoint step (ctrun_torch.checkpoint) committed by every local rank, or, in a job without one, fewer than "
+       "10 collectives of backend ctrun completed; 0: off."},
+      {"max_node_failures", "", K::kValue, std::nullopt, kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         c.max_node_failures = static_cast<int>(parse_flag_int(v, 0, INT_MAX, "must be >= 0"));
+       },
+       "Elastic rendezvous: a node whose workers fail first in their round this many times within "
+       "--node-failure-window steps out of the job for a cooldown, when the others can go on without it "
+       "(unset: --max-restarts; 0: never)."},
+      {"node_failure_window", "", K::kValue, "1h", kPet, kCtrun,
+       [](C& c, const std::string& v) { c.node_failure_window_s = duration_seconds(v); },
+       "The window --max-node-failures counts in: seconds, or 30m, 2h."},
+      {"node_cooldown", "", K::kValue, "60:600", kPet, kCtrun, node_cooldown,
+       "MIN:MAX seconds (or 1m:10m) a stepped-out node stays out: MIN the first time, doubled each time after, at "
+       "most MAX; then it joins again as a spare."},
       {"health_check", "", K::kValue, std::nullopt, kPet, kCtrun,
        [](C& c, const std::string& v) {
          if (text::trim(v).empty()) throw FlagValueError("must name a command");

@@ -289,6 +289,8 @@ void HangSupervisor::on_status(std::function<void(std::string& text, nlohmann::j
 
 void HangSupervisor::stop() { impl_->timer.cancel(); }
 
+std::uint64_t HangSupervisor::collectives_completed() const { return impl_->watch->completed(); }
+
 std::vector<std::string> HangSupervisor::stragglers() const {
   std::vector<std::string> out;
   for (const auto& [group, line] : impl_->stragglers) out.push_back(line);

@@ -55,6 +55,9 @@ class HangSupervisor {
   void on_status(std::function<void(std::string& text, nlohmann::json& json)> add);
   // The stragglers found last in this job (one line per group, "rank R is last into ..."), for the failure summary.
   std::vector<std::string> stragglers() const;
+  // The most collectives (ctrun's progress records) one group completed on one local rank in the attempt that
+  // ended last: the agent's measure of progress for a job without in-memory checkpoints.
+  std::uint64_t collectives_completed() const;
 
  private:
   struct Impl;

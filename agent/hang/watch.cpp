@@ -1,5 +1,7 @@
 #include "agent/hang/watch.hpp"
 
+#include <algorithm>
+
 #include "agent/hang/stacks.hpp"
 #include "common/worker_env.hpp"
 
@@ -20,6 +22,7 @@ void HangWatch::begin_attempt(int attempt, int restarts) {
   asking_ = false;
   quiet_ = QuietWatch();
   quiet_reported_ = false;
+  completed_ = 0;
   if (config_.auto_timeout) {
     learner_.reset();
     told_timeout_s_ = 0;
@@ -43,6 +46,7 @@ void HangWatch::set_workers(std::vector<LocalWorker> workers) { workers_ = std::
 void HangWatch::note_output(int local_rank, double now_s) { last_output_[local_rank] = now_s; }
 
 void HangWatch::end_attempt() {
+  note_completed(local_records());  // what the workers did since the last tick, read before the region goes
   region_.reset();
   workers_.clear();
   last_local_.clear();
@@ -169,8 +173,15 @@ WatchOutput HangWatch::tick(double now_s) {
 }
 
 // This node's records, and every rank of the job: these and the other nodes' (a rank of this node counted once).
+void HangWatch::note_completed(const std::vector<RankRecord>& local) {
+  for (const auto& r : local) {
+    for (const auto& g : r.groups) completed_ = std::max(completed_, g.done);
+  }
+}
+
 void HangWatch::read_records(double now_s) {
   last_local_ = local_records();
+  note_completed(last_local_);
   last_all_ = last_local_;
   for (auto& r : remote_.ranks(now_s)) {
     bool mine = false;

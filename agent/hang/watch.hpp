@@ -109,6 +109,9 @@ class HangWatch {
   const std::vector<RankRecord>& ranks() const { return last_all_; }
   // This node's ranks as of the last tick (empty once the attempt ended): the agent's metrics.
   const std::vector<RankRecord>& local_ranks() const { return last_local_; }
+  // The most collectives one group completed on one local rank in this attempt (kept after end_attempt() until the
+  // next begin_attempt(): the agent counts progress once the attempt is over).
+  std::uint64_t completed() const { return completed_; }
 
  private:
   // The parts of a tick, in its order.
@@ -137,6 +140,8 @@ class HangWatch {
   std::unique_ptr<Region> region_;
   int restarts_ = 0;
   std::uint64_t counter_ = 0;
+  std::uint64_t completed_ = 0;
+  void note_completed(const std::vector<RankRecord>& local);
   std::vector<LocalWorker> workers_;
   std::map<int, double> last_output_;
   std::vector<RankRecord> last_local_;

@@ -12,10 +12,13 @@ using A = AgentAction;
 // a restart, and the other nodes follow it as a membership change); a new round does not use up --max-restarts.
 // A failure after too many restarts without progress stops the job whether or not restarts are left: the code
 // says "restarting again will not help", which is what a requeue script must learn even from the last attempt.
+// A node that keeps failing first steps out when the others can go on without it (Horovod's blacklist): whatever
+// restarts it has left, since its restarts would only fail again, and its leaving costs the others no restart.
 AgentStep after_group(const AgentFacts& f) {
   if (f.signalled) return {S::kClosing, A::kLeave};
   if (f.failure_seen) {
     if (f.progress_stalled) return {S::kClosing, A::kCloseNoProgress};
+    if (f.node_failing && f.others_go_on) return {S::kSteppedOut, A::kStepOut};
     return f.restarts_left ? AgentStep{S::kRendezvous, A::kRestartGroup} : AgentStep{S::kClosing, A::kCloseFailed};
   }
   if (f.membership_changed) return {S::kRendezvous, A::kRejoin};
@@ -24,7 +27,8 @@ AgentStep after_group(const AgentFacts& f) {
 
 // True in the states where the agent waits for a call on the helper thread that it cannot interrupt.
 bool blocked_on_helper(S s) {
-  return s == S::kInitialising || s == S::kRendezvous || s == S::kExitBarrier || s == S::kClosing;
+  return s == S::kInitialising || s == S::kRendezvous || s == S::kExitBarrier || s == S::kClosing ||
+         s == S::kSteppedOut;
 }
 
 }  // namespace
@@ -54,6 +58,8 @@ AgentStep decide(AgentState state, AgentEvent event, const AgentFacts& facts) {
       return state == S::kExitBarrier ? AgentStep{S::kClosing, A::kCloseSucceeded} : stay;
     case E::kClosed:
       return state == S::kClosing ? AgentStep{S::kDone, A::kExit} : stay;
+    case E::kCooldownOver:  // back as a spare: a new round, not a restart
+      return state == S::kSteppedOut ? AgentStep{S::kRendezvous, A::kRejoin} : stay;
   }
   return stay;
 }
@@ -72,6 +78,8 @@ std::string_view state_name(AgentState s) {
       return "exit_barrier";
     case S::kClosing:
       return "closing";
+    case S::kSteppedOut:
+      return "stepped_out";
     case S::kDone:
       return "done";
   }
@@ -100,6 +108,8 @@ std::string_view event_name(AgentEvent e) {
       return "barrier_done";
     case E::kClosed:
       return "closed";
+    case E::kCooldownOver:
+      return "cooldown_over";
   }
   return "?";
 }
@@ -132,6 +142,8 @@ std::string_view action_name(AgentAction a) {
       return "close_no_progress";
     case A::kLeave:
       return "leave";
+    case A::kStepOut:
+      return "step_out";
     case A::kExitNow:
       return "exit_now";
     case A::kExit:

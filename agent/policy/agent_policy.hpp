@@ -9,6 +9,9 @@
 //        |                            |   |                    v
 //        |      restart or new round  +---+-------------- Stopping --GroupExited--> Closing --Closed--> Done
 //        +--RendezvousFailed------------> Done                            ExitBarrier --BarrierDone--> Closing
+//                                     ^                    |  GroupExited (this node failing, the others go on)
+//                                     |                    v
+//                                     +--CooldownOver-- SteppedOut
 //
 // A death signal (SIGINT/SIGTERM/SIGHUP/SIGQUIT) is honoured in every state: with workers running it stops them
 // (forwarding the signal, SIGKILL after --shutdown-timeout); while a blocking call runs on the helper thread
@@ -26,9 +29,10 @@ enum class AgentState {
   kStopping,      // workers were signalled (failure, membership change or death signal); waiting for them to exit
   kExitBarrier,   // every local worker succeeded; waiting for the other nodes: helper thread
   kClosing,       // closing the run (shutdown) or leaving it (signal): helper thread, bounded
+  kSteppedOut,    // out of the job for a cooldown (this node kept failing): step_out() on the helper, then a timer
   kDone,          // terminal: the exit code is known
 };
-inline constexpr int kAgentStateCount = 7;
+inline constexpr int kAgentStateCount = 8;
 
 enum class AgentEvent {
   kHandlerReady,       // the rendezvous handler exists
@@ -41,8 +45,9 @@ enum class AgentEvent {
   kSignalAgain,        // a further death signal
   kBarrierDone,        // the exit barrier passed or timed out (a timeout is logged, not fatal, as torchrun)
   kClosed,             // shutdown()/leave() returned or ran out of time
+  kCooldownOver,       // a stepped-out node's cooldown ended
 };
-inline constexpr int kAgentEventCount = 10;
+inline constexpr int kAgentEventCount = 11;
 
 // What the agent must do on entering the next state.
 enum class AgentAction {
@@ -59,6 +64,7 @@ enum class AgentAction {
   kCloseFailed,      // print the failure summary, then shutdown() the run (no restarts left)
   kCloseNoProgress,  // the summary and why the job stopped, then shutdown() the run; exit kNoProgressExitCode
   kLeave,            // leave() the round without closing the run (death signal; torchrun #67742)
+  kStepOut,          // step_out() of the round (the others go on without this node), then wait out the cooldown
   kExitNow,          // a blocking call cannot be waited for: exit with the death signal's code at once
   kExit,             // done: exit with the code already decided
 };
@@ -70,6 +76,10 @@ struct AgentFacts {
   bool restarts_left = false;       // --max-restarts not used up
   bool signalled = false;           // a death signal was received
   bool progress_stalled = false;    // --stop-without-progress restarts in a row made no progress
+  // This node's workers failed first in their round --max-node-failures times within --node-failure-window.
+  bool node_failing = false;
+  // The round can go on without this node: an elastic rendezvous with >= MIN other members or a spare waiting.
+  bool others_go_on = false;
 };
 
 // The exit code of a job stopped for making no progress: distinct from success (0), a failure with no restarts

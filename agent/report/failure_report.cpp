@@ -20,7 +20,8 @@ namespace ctrun::agent {
 std::optional<int> report_worker_failures(const std::vector<Worker>& workers, const LaunchConfig& config,
                                           const EnvLookup& env, EventLog& events,
                                           const std::vector<std::string>& stragglers,
-                                          const std::optional<std::string>& resume) {
+                                          const std::optional<std::string>& resume,
+                                          const std::vector<std::string>& stepped_out) {
   auto log = ctrun::log::get("agent");
   std::vector<WorkerFailure> failures;
   std::vector<std::string> stderr_logs;  // beside failures
@@ -49,6 +50,7 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
           f.local_rank, f.global_rank);
   }
   for (const auto& line : stragglers) log->error("straggler (last report): {}", line);
+  for (const auto& line : stepped_out) log->error("excluded during the job: {}", line);
   for (const auto& w : workers) {
     if (w.stuck_state != 0)
       log->error("node unhealthy: local_rank {} (pid {}) survived SIGKILL, state {}; ctrun did not wait for it",

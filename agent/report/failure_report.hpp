@@ -18,11 +18,13 @@ class EventLog;
 
 // Reports the attempt's failed workers (those ctrun stopped count only if they wrote an error file), then the
 // stragglers seen in the job (hang detection's last report per group), then `resume`: from which step of the
-// in-memory checkpoints the job could have resumed (agent/checkpoint/keeper.hpp). Returns the exit code (1, or the
+// in-memory checkpoints the job could have resumed (agent/checkpoint/keeper.hpp), then the nodes stepped out of the
+// job for failing (`stepped_out`: the reasons their rounds ended with). Returns the exit code (1, or the
 // root cause's with --propagate-exit-code), or nullopt when no worker failed.
 std::optional<int> report_worker_failures(const std::vector<Worker>& workers, const LaunchConfig& config,
                                           const EnvLookup& env, EventLog& events,
                                           const std::vector<std::string>& stragglers = {},
-                                          const std::optional<std::string>& resume = std::nullopt);
+                                          const std::optional<std::string>& resume = std::nullopt,
+                                          const std::vector<std::string>& stepped_out = {});
 
 }  // namespace ctrun::agent

@@ -345,6 +345,80 @@ class MultiNode(unittest.TestCase):
         self.assertIn("kept this node out of the job", log)
         self.assertNotIn("health check failed", self.c.log("n2") + self.c.log("n4"))
 
+    def _events(self, tag):
+        path = os.path.join(self.c.dir, f"events.{tag}.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def _ctstore(self):
+        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.c.others.append(store)
+        return int(store.stdout.readline().rsplit(":", 1)[-1])
+
+    def test_failing_node_steps_out_spare_takes_over(self):
+        # Three agents for 2 nodes on a ctstore: n2 and n3 run, n4 waits as a spare. n3's workers fail every
+        # attempt, first in their round: after 3 such failures (--max-node-failures 3, restarts left) it steps out
+        # for its cooldown, and the job runs on n2 and the spare. Back after the cooldown, n3 waits as a spare; the
+        # job ends and n3 exits 1 saying it had stepped out.
+        port = self._ctstore()
+        conf = "join_timeout=60,last_call_timeout=0.5,is_host=0"
+        flags = c10d(f"127.0.0.1:{port}", "stepout", "2", conf) + [
+            "--max-restarts", "5", "--max-node-failures", "3", "--node-cooldown", "1:8"]
+        job = ["--no-torch", "--hold-until", "release", "--fail-node", "n3"]
+        for tag in ("n2", "n3"):
+            self.c.start(tag, "127.0.0." + tag[1:], flags + ["--event-log", os.path.join(self.c.dir, f"events.{tag}.jsonl")],
+                         job_args=job)
+        self.c.wait_for("a 2-node round", lambda: len(self.c.rounds("n2.*.ws2.*")) >= 1, 60)
+        self.c.start("n4", "127.0.0.4", flags + ["--event-log", os.path.join(self.c.dir, "events.n4.jsonl")],
+                     job_args=job)
+        self.c.wait_for("n3 stepping out", lambda: any(e["event"] == "node_stepped_out" for e in self._events("n3")), 90)
+        self.c.wait_for("n3 back after its cooldown",
+                        lambda: any(e["event"] == "node_returned" for e in self._events("n3")), 30)
+        self.c.wait_for("a round of n2 and the spare n4",
+                        lambda: self.c.rounds("n2.*.ws2.*") and self.c.rounds("n4.*.ws2.*"), 60)
+        open(os.path.join(self.c.dir, "release"), "w").close()
+        for tag in ("n2", "n4"):
+            self.assertEqual(self.c.wait(tag, 60), 0, self.c.logs())
+        self.assertEqual(sorted(self.c.results()), ["n2.0", "n4.0"], self.c.logs())
+        self.assertEqual(self.c.wait("n3", 60), 1, self.c.logs())
+        log = self.c.log("n3")
+        self.assertIn("node 127.0.0.3 stepped out: its workers failed first in their round 3 time(s)", log)
+        self.assertIn("had stepped out of the job 1 time(s)", log)
+        out = [e for e in self._events("n3") if e["event"] == "node_stepped_out"]
+        self.assertEqual([(e["failures"], e["cooldown_s"], e["step_outs"]) for e in out], [(3, 1.0, 1)])
+        # The others' failures were never n3's to count against them, and a step-out cost them no restart.
+        for tag in ("n2", "n4"):
+            self.assertFalse([e for e in self._events(tag) if e["event"] == "node_stepped_out"], self.c.logs())
+            self.assertEqual([e for e in self._events(tag) if e["event"] == "restart"], [], self.c.logs())
+        self.assertIn("stepped_out: node 127.0.0.3 stepped out", self.c.log("n2") + self.c.log("n4"))
+
+    def test_stepped_out_node_returns_and_steps_out_again(self):
+        # Three agents for 2:3 nodes, all in the first round. n3 fails first 2 times (--max-node-failures 2) and
+        # steps out for 1 s; the others go on as two. Back, it joins (the round has room): its next failure steps
+        # it out again at once, for twice as long. The job then completes on n2 and n4.
+        port = self._ctstore()
+        conf = "join_timeout=60,last_call_timeout=0.5,is_host=0"
+        flags = c10d(f"127.0.0.1:{port}", "again", "2:3", conf) + [
+            "--max-restarts", "9", "--max-node-failures", "2", "--node-cooldown", "1:30"]
+        job = ["--no-torch", "--hold-until", "release", "--fail-node", "n3"]
+        for tag in ("n2", "n3", "n4"):
+            self.c.start(tag, "127.0.0." + tag[1:], flags + ["--event-log", os.path.join(self.c.dir, f"events.{tag}.jsonl")],
+                         job_args=job)
+        self.c.wait_for("n3 stepping out twice",
+                        lambda: len([e for e in self._events("n3") if e["event"] == "node_stepped_out"]) >= 2, 120)
+        self.c.wait_for("a round of n2 and n4", lambda: self.c.rounds("n2.*.ws2.*") and self.c.rounds("n4.*.ws2.*"), 60)
+        open(os.path.join(self.c.dir, "release"), "w").close()
+        for tag in ("n2", "n4"):
+            self.assertEqual(self.c.wait(tag, 60), 0, self.c.logs())
+        self.assertEqual(self.c.wait("n3", 60), 1, self.c.logs())
+        out = [e for e in self._events("n3") if e["event"] == "node_stepped_out"]
+        self.assertEqual([(e["failures"], e["cooldown_s"]) for e in out][:2], [(2, 1.0), (1, 2.0)], self.c.logs())
+        self.assertTrue(any(e["event"] == "node_returned" for e in self._events("n3")))
+        self.assertIn("stepped out again", self.c.log("n3"))
+
     def test_sigterm_agent_others_reform(self):
         ep = f"127.0.0.2:{reserve_port()}"
         # keep_alive_interval is long: the survivors must learn of the leave from leave(), not from lost heartbeats.

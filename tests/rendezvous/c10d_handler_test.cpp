@@ -124,6 +124,43 @@ TEST(C10dHandler, LeaveOnSignalBreaksTheRoundAtOnce) {
   EXPECT_FALSE(hs[0]->is_closed());  // a signal does not close the run
 }
 
+// The first failure of a round is claimed once; whether the round can go on without the claimer counts MIN and the
+// spares waiting behind a full round.
+TEST(C10dHandler, FirstFailureIsClaimedOnceAndSparesLetTheRoundGoOn) {
+  auto s = std::make_shared<store::MemoryStore>(5s);
+  std::vector<std::unique_ptr<C10dHandler>> hs;
+  for (auto a : {"a", "b", "c"}) hs.push_back(make(s, config(2, 2), a));
+  rendezvous_all(hs, {0, 1});
+  const FailureClaim first = hs[1]->claim_failure();
+  EXPECT_TRUE(first.first);
+  EXPECT_FALSE(first.others_go_on);  // MIN 2 of 2 and no spare: the job needs this node
+  const FailureClaim second = hs[0]->claim_failure();
+  EXPECT_FALSE(second.first);
+  EXPECT_NE(second.first_node.find("node b"), std::string::npos) << second.first_node;
+  // c arrives behind the full round: a spare, which lets a member step out.
+  auto spare = std::async(std::launch::async, [&] { return hs[2]->next_rendezvous(); });
+  ASSERT_TRUE(eventually([&] { return hs[1]->claim_failure().others_go_on; }));
+  hs[1]->step_out("node b stepped out: test");
+  EXPECT_TRUE(hs[0]->round_broken());
+  EXPECT_NE(hs[0]->restart_reason().find("stepped_out: node b stepped out"), std::string::npos)
+      << hs[0]->restart_reason();
+  EXPECT_EQ(hs[0]->num_nodes_waiting(), 0);  // a step-out breaks the round; it is not a node waiting
+  // The survivor and the spare form the next round without b; b, back later, waits behind it as a spare.
+  auto survivor = hs[0]->next_rendezvous();
+  auto taken = spare.get();
+  EXPECT_EQ(survivor.group_world_size, 2);
+  EXPECT_EQ(taken.round, survivor.round);
+  auto back = std::async(std::launch::async, [&] { return hs[1]->next_rendezvous(); });
+  EXPECT_EQ(back.wait_for(300ms), std::future_status::timeout);  // the round is full and healthy
+  ASSERT_TRUE(eventually([&] { return hs[0]->claim_failure().others_go_on; }));  // b counts as a spare now
+  hs[0]->leave();  // the round ends: b takes a's place beside c
+  auto c_next = std::async(std::launch::async, [&] { return hs[2]->next_rendezvous(); });
+  auto after = back.get();
+  EXPECT_EQ(after.group_world_size, 2);
+  EXPECT_GT(after.round, survivor.round);
+  EXPECT_EQ(c_next.get().round, after.round);
+}
+
 TEST(C10dHandler, ExitBarrierThenShutdownClosesTheRunId) {
   auto s = std::make_shared<store::MemoryStore>(5s);
   std::vector<std::unique_ptr<C10dHandler>> hs;

@@ -26,23 +26,26 @@ std::vector<E> all_events() {
   for (int i = 0; i < kAgentEventCount; ++i) v.push_back(static_cast<E>(i));
   return v;
 }
-constexpr int kFactCombinations = 32;
+constexpr int kFactCombinations = 128;
 std::vector<AgentFacts> all_facts() {
   std::vector<AgentFacts> v;
   for (int bits = 0; bits < kFactCombinations; ++bits)
-    v.push_back({(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0, (bits & 16) != 0});
+    v.push_back({(bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0, (bits & 8) != 0, (bits & 16) != 0,
+                 (bits & 32) != 0, (bits & 64) != 0});
   return v;
 }
 std::string describe(S s, E e, const AgentFacts& f) {
   return std::string(state_name(s)) + " + " + std::string(event_name(e)) +
          " [failure=" + std::to_string(f.failure_seen) + " membership=" + std::to_string(f.membership_changed) +
          " restarts_left=" + std::to_string(f.restarts_left) + " signalled=" + std::to_string(f.signalled) +
-         " stalled=" + std::to_string(f.progress_stalled) + "]";
+         " stalled=" + std::to_string(f.progress_stalled) + " failing=" + std::to_string(f.node_failing) +
+         " others_go_on=" + std::to_string(f.others_go_on) + "]";
 }
 
 // The outcome of an ended group, for each of the 16 combinations of the first four facts, written out by hand;
 // then what progress_stalled changes (only a failure that is not overtaken by a signal: the job stops, restarts
-// left or not).
+// left or not); then what a failing node changes (only a failure, not overtaken by a signal or a stalled job, and
+// only when the others can go on without it: it steps out, restarts left or not).
 AgentStep expected_after_group(const AgentFacts& f) {
   static const std::map<std::tuple<bool, bool, bool, bool>, AgentStep> stalled = {
       // failure, membership, restarts_left, signalled
@@ -56,6 +59,8 @@ AgentStep expected_after_group(const AgentFacts& f) {
         it != stalled.end())
       return it->second;
   }
+  if (f.node_failing && f.others_go_on && f.failure_seen && !f.signalled && !f.progress_stalled)
+    return {S::kSteppedOut, A::kStepOut};
   static const std::map<std::tuple<bool, bool, bool, bool>, AgentStep> table = {
       // failure, membership, restarts_left, signalled
       {{false, false, false, false}, {S::kExitBarrier, A::kWaitExitBarrier}},
@@ -101,6 +106,9 @@ std::map<std::pair<S, E>, AgentStep> meaningful() {
       {{S::kClosing, E::kClosed}, {S::kDone, A::kExit}},
       {{S::kClosing, E::kSignal}, {S::kDone, A::kExitNow}},
       {{S::kClosing, E::kSignalAgain}, {S::kDone, A::kExitNow}},
+      {{S::kSteppedOut, E::kCooldownOver}, {S::kRendezvous, A::kRejoin}},  // back as a spare: no restart counted
+      {{S::kSteppedOut, E::kSignal}, {S::kDone, A::kExitNow}},
+      {{S::kSteppedOut, E::kSignalAgain}, {S::kDone, A::kExitNow}},
   };
 }
 
@@ -173,6 +181,23 @@ TEST(AgentPolicy, NoProgressStopsOnlyAFailedUnsignalledGroup) {
       }
       if (f.progress_stalled) {
         EXPECT_NE(step.action, A::kRestartGroup);
+      }
+    }
+  }
+}
+
+// Stepping out never strands the job (only with others to go on) and never hides a signal, and a node that is not
+// failing never steps out.
+TEST(AgentPolicy, OnlyAFailingNodeStepsOutAndOnlyWhenTheOthersGoOn) {
+  for (const AgentFacts& f : all_facts()) {
+    for (S s : all_states()) {
+      for (E e : all_events()) {
+        SCOPED_TRACE(describe(s, e, f));
+        const AgentStep step = decide(s, e, f);
+        if (step.action != A::kStepOut) continue;
+        EXPECT_TRUE(f.node_failing && f.others_go_on && f.failure_seen);
+        EXPECT_FALSE(f.signalled);
+        EXPECT_EQ(e, E::kGroupExited);
       }
     }
   }

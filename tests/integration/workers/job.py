@@ -4,7 +4,8 @@ Always records its pid (and its grandchild's, with --grandchild) under $OUT_DIR 
 outlives the job. With --target-world N a worker whose WORLD_SIZE is not N only marks the round it is in and
 waits (to be stopped by a membership change); otherwise it runs a real torch gloo all_reduce and writes its env and
 the sum to $OUT_DIR/result.<NODE_TAG>.<LOCAL_RANK>.json. --no-torch writes the env only (no PyTorch needed).
---fail-group-rank G makes the workers of group rank G exit 1 on restart count 0. --hold-until NAME: the workers wait
+--fail-group-rank G makes the workers of group rank G exit 1 on restart count 0; --fail-node TAG makes the workers of
+node TAG exit 1 on every attempt. --hold-until NAME: the workers wait
 until $OUT_DIR/NAME exists before finishing (the test decides when a round may end).
 """
 import argparse
@@ -29,6 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--target-world", type=int, default=0)
     ap.add_argument("--fail-group-rank", type=int, default=-1)
+    ap.add_argument("--fail-node", default="")
     ap.add_argument("--grandchild", action="store_true")
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--hold-until", default="")
@@ -40,6 +42,9 @@ def main():
         open(f"{out}/pid.{node}.{env['LOCAL_RANK']}.{child.pid}", "w").close()
     ws = int(env["WORLD_SIZE"])
     write_atomic(f"{out}/round.{node}.{env['LOCAL_RANK']}.ws{ws}.rc{env['TORCHELASTIC_RESTART_COUNT']}", "")
+    if a.fail_node == node:
+        time.sleep(0.2)
+        sys.exit(1)
     if a.target_world and ws != a.target_world:
         time.sleep(120)  # stopped by ctrun when the membership changes
         sys.exit(3)

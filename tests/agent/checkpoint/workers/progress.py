@@ -1,9 +1,10 @@
 """A job that fails every attempt, for --stop-without-progress: each attempt records itself in
 OUT/attempt-<restart count>-<rank>, then (progress) every rank saves a step newer than the one it resumed from, or
 (stuck) only the first attempt saves step 0 and every later one fails before saving anything newer. Once every
-rank is past its save, rank 0 exits 1.
+rank is past its save, rank 0 exits 1. collectives-N: no checkpoints; every attempt runs N all_reduces on backend
+"ctrun" (whose progress records ctrun reads), then rank 0 exits 1.
 
-Arguments: OUT progress|stuck
+Arguments: OUT progress|stuck|collectives-N
 """
 
 import os
@@ -18,6 +19,20 @@ out, mode = sys.argv[1], sys.argv[2]
 rank = int(os.environ["RANK"])
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 torch.set_num_threads(1)
+if mode.startswith("collectives-"):
+    import ctrun_torch  # noqa: F401  (registers backend "ctrun")
+
+    dist.init_process_group("ctrun")
+    with open(os.path.join(out, f"attempt-{attempt}-{rank}"), "w") as f:
+        f.write("none")
+    t = torch.ones(4)
+    for _ in range(int(mode.split("-")[1])):
+        dist.all_reduce(t)
+    dist.barrier()
+    if rank == 0:
+        sys.exit(1)
+    dist.barrier()  # the others wait to be stopped by the agent
+    sys.exit(0)
 dist.init_process_group("gloo")
 
 resumed = ck.load()
