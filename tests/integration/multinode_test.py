@@ -45,12 +45,13 @@ class Cluster:
         self.others = []
         self.groups = []  # process groups to SIGKILL at the end (agents without our guardian: real torchrun)
 
-    def start(self, tag, addr, flags, job_args=(), nproc=1, env=None):
+    def start(self, tag, addr, flags, job_args=(), nproc=1, env=None, wrap=()):
+        """An agent on `addr`; `wrap`: what runs it (["ip", "netns", "exec", NS], which execs it: the pid is its)."""
         e = dict(os.environ, OUT_DIR=self.dir, NODE_TAG=tag, PYTHON_EXEC=TORCH_PYTHON, GLOO_SOCKET_IFNAME="lo",
                  LOGLEVEL="INFO")
         e.update(env or {})
         log = open(os.path.join(self.dir, f"agent.{tag}.log"), "w")
-        cmd = [CTRUN, "--local-addr", addr, "--nproc-per-node", str(nproc), "--monitor-interval", "0.2",
+        cmd = [*wrap, CTRUN, "--local-addr", addr, "--nproc-per-node", str(nproc), "--monitor-interval", "0.2",
                "--shutdown-timeout", "5", *flags, JOB, *job_args]
         self.agents[tag] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
         return self.agents[tag]
