@@ -25,7 +25,12 @@ namespace ctrun::rdzv {
 // reconnects at its next store call; an agent whose process died never does.
 inline constexpr store::Duration kReconnectGrace = std::chrono::milliseconds(500);
 
-// The ranks whose last entry in a `lost` log ("-1,-2,+1,") is a close: {2}. Malformed entries are skipped.
+// The ranks lost for good in a `lost` log: those with more closes than reconnects ("-1,-2,+1," gives {2}).
+// Not the last entry: a client that drops a stalled connection (a network drop longer than its timeout) dials
+// again as soon as the link is back, while its old connection's FIN waits for TCP's retransmission timer, so the
+// server may see the reconnect ("+1,") before the close ("-1,"). Each reconnect follows the loss of a registered
+// connection, so a live member's closes never outnumber its reconnects once both arrive; a dead member's last
+// connection closes with no reconnect after it. Malformed entries are skipped.
 std::set<int> lost_ranks(std::string_view log);
 
 // The registration a member makes on its heartbeat connection for round `round`.
