@@ -329,7 +329,7 @@ class MultiNode(unittest.TestCase):
                                  stderr=subprocess.DEVNULL, text=True)
         self.c.others.append(store)
         port = int(store.stdout.readline().rsplit(":", 1)[-1])
-        interval, attempts = 1.0, 2
+        interval, attempts = 1.0, 3
         bound = interval * attempts  # docs/rendezvous.md: detected within interval x max_attempt of the last heartbeat
         conf = ("join_timeout=30,last_call_timeout=0.5,is_host=0,"
                 f"keep_alive_interval={interval},keep_alive_max_attempt={attempts}")
