@@ -126,8 +126,14 @@ class Run:
                 os.killpg(pid, signal.SIGKILL) if pid == self.agents["n3"].pid else os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        exited = lambda: [t for t in ("n2", "n4") if self.agents[t].poll() is not None]  # noqa: E731
         if not self.wait_for("the next round on n2 and n4",
-                             lambda: self.firsts("n2", killed) and self.firsts("n4", killed), self.args.timeout):
+                             lambda: (self.firsts("n2", killed) and self.firsts("n4", killed)) or exited(),
+                             self.args.timeout) or exited():
+            for tag in exited():  # torchrun 2.6's agents give up on the next round's keys after 60 s
+                tail = self.log(tag).strip().splitlines()[-1:] or [""]
+                print(f"  {self.case} #{self.index}: agent {tag} exited with {self.agents[tag].returncode}: "
+                      f"{tail[0][:200]}", flush=True)
             return None
         started = max(min(self.times("pid", t, killed)) for t in ("n2", "n4")) - killed
         first = max(min(self.firsts(t, killed)) for t in ("n2", "n4")) - killed
