@@ -109,7 +109,8 @@ class Run:
 
     def measure(self):
         """Seconds from the kill to the next round's first collective on the survivor and the spare, and to its
-    workers' start on both, or None."""
+    workers' start on both; None when it timed out, "agent exited" when the survivor's or the spare's agent
+    gave up."""
         self.start(2)
         self.start(3)
         if not self.wait_for("the first round", lambda: self.firsts("n2") and self.firsts("n3"), 120):
@@ -134,7 +135,7 @@ class Run:
                 tail = self.log(tag).strip().splitlines()[-1:] or [""]
                 print(f"  {self.case} #{self.index}: agent {tag} exited with {self.agents[tag].returncode}: "
                       f"{tail[0][:200]}", flush=True)
-            return None
+            return "agent exited" if exited() else None
         started = max(min(self.times("pid", t, killed)) for t in ("n2", "n4")) - killed
         first = max(min(self.firsts(t, killed)) for t in ("n2", "n4")) - killed
         return first, started
@@ -162,6 +163,13 @@ class Run:
             print(f"  kept {self.dir}", flush=True)
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def show(took, form):
+    """A repeat's result: (first, started) in `form`, or why there is none."""
+    if took is None:
+        return "timeout"
+    return took if isinstance(took, str) else form.format(*took)
 
 
 def main():
@@ -193,16 +201,16 @@ def main():
             finally:
                 run.close()
             results[c].append(took)
-            shown = "timeout" if took is None else f"first all_reduce {took[0]:.2f} s, workers started {took[1]:.2f} s"
+            shown = show(took, "first all_reduce {:.2f} s, workers started {:.2f} s")
             print(f"{c:14s} #{i}: {shown}   (load {os.getloadavg()[0]:.1f})", flush=True)
     print("\nkill -9 to the next round on the survivor and the spare (s): its first all_reduce done on both, and its"
           " workers started on both")
     print(f"{'case':14s} {'first':>6s} {'start':>6s}  repeats (first/start)")
     for c in cases:
-        got = [t for t in results[c] if t is not None]
+        got = [t for t in results[c] if isinstance(t, tuple)]
         med = (f"{statistics.median(t[0] for t in got):6.2f} {statistics.median(t[1] for t in got):6.2f}" if got
                else "     -      -")
-        runs = ", ".join("timeout" if t is None else f"{t[0]:.2f}/{t[1]:.2f}" for t in results[c])
+        runs = ", ".join(show(t, "{:.2f}/{:.2f}") for t in results[c])
         print(f"{c:14s} {med}  {runs}")
     print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
     return 0
