@@ -12,7 +12,7 @@
 #   make bench-drift         launch of 8 no-op workers and a restart against their bounds (LAUNCH_MAX_MS=15,
 #                            RESTART_MAX_MS=4): exits 1 when either median drifts past; meaningful on a quiet machine
 #   make bench-kill9         kill -9 of an active agent to the next round's first collective on the survivor and a
-#                            spare: ctrun (c10d, etcd) vs torch 2.6's torchrun (chroot); KILL9_REPEATS=3, ~5 min
+#                            spare: ctrun (c10d, etcd) vs torch 2.6's torchrun (chroot); KILL9_REPEATS=3, ~6 min
 #   make torch-dist-suite    PyTorch's whole distributed_test.py on backend "ctrun" (TORCH_SUITE_BACKEND=gloo for
 #                            the reference run; about 20 s per test on a loaded 2-core machine: see docs/comm.md)
 #   make torch2-dist-parity  one-off: PyTorch 2.6's distributed_test.py collective/p2p subset on gloo and on

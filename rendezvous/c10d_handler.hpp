@@ -39,9 +39,9 @@ struct C10dConfig {
 
 class C10dHandler final : public Handler {
  public:
-  // `connect` opens a store connection; it is called three times (joins/polls, heartbeats, closed connections) so that
-  // a blocking WAIT of next_rendezvous() never delays a heartbeat. `keep_alive` holds what the store needs (a hosted
-  // server).
+  // `connect` opens a store connection; it is called three times (joins/polls, heartbeats, closed connections or
+  // etcd's member leases) so that a blocking WAIT of next_rendezvous() never delays a heartbeat. `keep_alive` holds
+  // what the store needs (a hosted server).
   using Connect = std::function<std::shared_ptr<store::Store>()>;
   C10dHandler(C10dConfig config, NodeSpec node, const Connect& connect, std::shared_ptr<const Clock> clock = nullptr,
               std::shared_ptr<void> keep_alive = nullptr);
