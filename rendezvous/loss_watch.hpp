@@ -4,7 +4,8 @@
 // the member's heartbeat connection closes; a client that reconnects appends "+<rank>,". Every member waits on that
 // key on a connection of its own; when it appears, it gives the member kReconnectGrace to come back, then records
 // every rank whose last entry is a close as dead (the same keys as a lost heartbeat: over, exit, gone). Where the
-// store has no ON_CLOSE (torch's servers, etcd) nothing is registered and only the heartbeat detects deaths.
+// store has no ON_CLOSE nothing is registered: on torch's servers only the heartbeat detects deaths; etcd has its
+// members' leases instead (presence_watch.hpp).
 //
 // One wake-up per round: after the first entries (a death ends the round; a blip, every rank back, is rare) the
 // round is left to the heartbeat.
