@@ -11,6 +11,8 @@
 #   make bench               build the benchmarks (see docs/benchmarks.md for how each is run)
 #   make bench-drift         launch of 8 no-op workers and a restart against their bounds (LAUNCH_MAX_MS=15,
 #                            RESTART_MAX_MS=4): exits 1 when either median drifts past; meaningful on a quiet machine
+#   make bench-kill9         kill -9 of an active agent to the next round's first collective on the survivor and a
+#                            spare: ctrun (c10d, etcd) vs torch 2.6's torchrun (chroot); KILL9_REPEATS=3, ~6 min
 #   make torch-dist-suite    PyTorch's whole distributed_test.py on backend "ctrun" (TORCH_SUITE_BACKEND=gloo for
 #                            the reference run; about 20 s per test on a loaded 2-core machine: see docs/comm.md)
 #   make torch2-dist-parity  one-off: PyTorch 2.6's distributed_test.py collective/p2p subset on gloo and on
@@ -23,8 +25,8 @@ CTEST_JOBS ?= 2
 CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 
-.PHONY: all deps configure build run test asan tsan fuzz bench bench-drift format clean torch-dist-suite torch2 \
-        torch2-dist-parity
+.PHONY: all deps configure build run test asan tsan fuzz bench bench-drift bench-kill9 format clean torch-dist-suite \
+        torch2 torch2-dist-parity
 
 all: build
 
@@ -67,6 +69,10 @@ RESTART_MAX_MS ?= 4
 bench-drift: build
 	@$(BUILD_DIR)/bin/launch_bench --runs 60 --no-torchrun --max-ms $(LAUNCH_MAX_MS)
 	@$(BUILD_DIR)/bin/restart_bench --restarts 10 --repeat 6 --no-torchrun --max-ms $(RESTART_MAX_MS)
+
+KILL9_REPEATS ?= 3
+bench-kill9: build
+	@$(PYTHON) apps/bench/kill9_bench/kill9_bench.py --ctrun $(BUILD_DIR)/bin/ctrun --repeats $(KILL9_REPEATS)
 
 TORCH_SUITE_BACKEND ?= ctrun
 torch-dist-suite: build

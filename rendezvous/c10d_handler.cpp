@@ -10,6 +10,7 @@
 #include "rendezvous/loss_watch.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/peek.hpp"
+#include "rendezvous/presence_watch.hpp"
 #include "store/prefix_store.hpp"
 #include "store/store_util.hpp"
 #include "store/tcp_store.hpp"
@@ -49,7 +50,7 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
   loss_store_ = connect();
   if (auto* tcp = dynamic_cast<store::TcpStore*>(loss_store_.get())) tcp->set_connect_timeout(std::chrono::seconds(1));
   heartbeat_thread_ = std::thread([this] { heartbeat_loop(); });
-  loss_thread_ = std::thread([this] { loss_loop(); });
+  loss_thread_ = std::thread([this] { config_.presence ? presence_loop() : loss_loop(); });
 }
 
 C10dHandler::~C10dHandler() {
@@ -60,6 +61,7 @@ C10dHandler::~C10dHandler() {
   }
   wake_.notify_all();
   if (loss_thread_.joinable()) loss_thread_.join();
+  release_presence();  // not left nor shut down: gone, and the others may as well know it at once
 }
 
 void C10dHandler::set_worker_store_address(const std::string& host, std::uint16_t port) {
@@ -193,14 +195,16 @@ void C10dHandler::set_closed() {
 
 bool C10dHandler::shutdown() {
   stop_heartbeats();
+  bool closed = true;
   try {
     set_closed();
     release_store();
-    return true;
   } catch (const store::StoreError& e) {
     log_->warn("could not close rendezvous '{}': {}", config_.run_id, e.what());
-    return false;
+    closed = false;
   }
+  release_presence();  // after `closed` (and the exit barrier, on success): the watchers take it for no death
+  return closed;
 }
 
 // After a successful round every member closes the run (and stops heartbeats) through the store. The node hosting it
@@ -227,6 +231,7 @@ void C10dHandler::leave() {
   } catch (const store::StoreError& e) {
     log_->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
   }
+  release_presence();  // after the exit is recorded: a departure, not a death
 }
 
 FailureClaim C10dHandler::claim_failure() {
@@ -287,6 +292,7 @@ void C10dHandler::abandon() {
   } catch (const std::exception& e) {
     log_->warn("could not leave rendezvous '{}': {}", config_.run_id, e.what());
   }
+  release_presence();
 }
 
 // Leaves round `round` that this node arrived in (as `arrival`) but that may not have formed yet. If the round is
@@ -351,6 +357,42 @@ void C10dHandler::loss_loop() {
                  config_.run_id, round.round);
     lock.lock();
     if (outcome != LossWatch::Outcome::kNothing) settled = round.round;
+  }
+}
+
+void C10dHandler::release_presence() {
+  if (config_.presence) config_.presence->release();
+}
+
+// The loss thread where the store has presence keys (etcd): binds this member's key of each round it joins, then
+// polls the keys of the members it watches every kPoll, on the loss thread's own connection, so neither the agent's
+// calls nor the heartbeats wait on it.
+void C10dHandler::presence_loop() {
+  constexpr auto kPoll = std::chrono::milliseconds(250);
+  PresenceWatch watch(*loss_store_, config_.run_id, config_.presence->ttl());
+  std::optional<std::uint64_t> attached;  // the round whose key this member holds
+  std::unique_lock lock(mutex_);
+  while (!loss_stopping_) {
+    if (stopping_ || !held_) {
+      wake_.wait_for(lock, std::chrono::milliseconds(200));
+      continue;
+    }
+    const auto round = *held_;
+    lock.unlock();
+    try {
+      if (attached != round.round) {
+        config_.presence->attach(keys_.alive(round.round, round.rank),
+                                 fmt::format("{} (pid {})", node_.addr, ::getpid()));
+        attached = round.round;
+      }
+      for (int rank : watch.poll(round))
+        log_->warn("rendezvous '{}' round {} is over: group rank {}'s agent is gone (its etcd lease expired)",
+                   config_.run_id, round.round, rank);
+    } catch (const std::exception& e) {
+      log_->debug("rendezvous '{}': watching the members' etcd leases failed: {}", config_.run_id, e.what());
+    }
+    lock.lock();
+    wake_.wait_for(lock, kPoll, [this] { return loss_stopping_; });
   }
 }
 

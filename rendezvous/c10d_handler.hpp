@@ -15,6 +15,7 @@
 #include "rendezvous/join_op.hpp"
 #include "rendezvous/liveness.hpp"
 #include "rendezvous/parameters.hpp"
+#include "rendezvous/presence.hpp"
 
 namespace spdlog {
 class logger;
@@ -32,13 +33,15 @@ struct C10dConfig {
   // What backend() reports: "c10d" (a TCPStore), or "etcd" (the same state machine on etcd_store.hpp).
   std::string backend = "c10d";
   std::string served_store;  // host:port when this handler's process serves the store (Handler::served_store)
+  // etcd: this member's presence keys (presence.hpp), watched by the loss thread; null: none (c10d)
+  std::shared_ptr<Presence> presence;
 };
 
 class C10dHandler final : public Handler {
  public:
-  // `connect` opens a store connection; it is called three times (joins/polls, heartbeats, closed connections) so that
-  // a blocking WAIT of next_rendezvous() never delays a heartbeat. `keep_alive` holds what the store needs (a hosted
-  // server).
+  // `connect` opens a store connection; it is called three times (joins/polls, heartbeats, closed connections or
+  // etcd's member leases) so that a blocking WAIT of next_rendezvous() never delays a heartbeat. `keep_alive` holds
+  // what the store needs (a hosted server).
   using Connect = std::function<std::shared_ptr<store::Store>()>;
   C10dHandler(C10dConfig config, NodeSpec node, const Connect& connect, std::shared_ptr<const Clock> clock = nullptr,
               std::shared_ptr<void> keep_alive = nullptr);
@@ -65,7 +68,9 @@ class C10dHandler final : public Handler {
  private:
   std::string over_value();
   void heartbeat_loop();
-  void loss_loop();  // waits for members' closed connections (loss_watch.hpp) on a connection of its own
+  void loss_loop();      // waits for members' closed connections (loss_watch.hpp) on a connection of its own
+  void presence_loop();  // instead, where the store has presence keys (presence_watch.hpp): polls them
+  void release_presence();
   void stop_heartbeats();
   void release_store();
   void withdraw(store::Store& store, std::uint64_t round, std::int64_t arrival, const std::string& why);

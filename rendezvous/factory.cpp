@@ -19,6 +19,7 @@
 #include "rendezvous/etcd/etcd_client.hpp"
 #include "rendezvous/etcd/etcd_lease.hpp"
 #include "rendezvous/etcd/etcd_store.hpp"
+#include "rendezvous/etcd/member_lease.hpp"
 #include "rendezvous/static_handler.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
@@ -189,6 +190,8 @@ std::unique_ptr<Handler> make_etcd(const RendezvousParameters& p, const NodeSpec
   } catch (const store::StoreError& e) {
     throw RendezvousConnectionError(fmt::format("rendezvous '{}': {}", p.run_id, e.what()));
   }
+  // A killed agent is noticed member_ttl after its last keep-alive, not when its heartbeats time out.
+  if (eo.member_ttl.count() > 0) config.presence = std::make_shared<etcd::MemberLease>(eo, eo.member_ttl);
   const auto timeout = config.settings.read_timeout;
   return std::make_unique<C10dHandler>(
       config, node,

@@ -105,6 +105,9 @@ JoinOp::Step JoinOp::gate(TimePoint now) {
     return std::nullopt;
   };
   const auto done_prev = peek_int(keys_.done(prev));
+  // We were a member of the previous round, yet the store does not know it: the store restarted empty and every
+  // round before this one is gone with it. Nobody can still run in it (all lost it with the store): meet here.
+  if (!done_prev && previous_ && previous_->round == prev) return pass();
   if (!done_prev) {  // we came beyond MAX of a round still collecting
     spare_ = true;
     return JoinWait{keys_.done(prev), TimePoint::max()};

@@ -27,10 +27,12 @@ class Keys {
   std::string heartbeat(std::uint64_t r, int rank) const { return round(r) + "hb/" + std::to_string(rank); }
   std::string over(std::uint64_t r) const { return round(r) + "over"; }  // the round must end (value: reason)
   std::string exit(std::uint64_t r, int rank) const { return round(r) + "exit/" + std::to_string(rank); }
-  std::string gone(std::uint64_t r) const { return round(r) + "gone"; }        // ADD: members that left or died
+  std::string gone(std::uint64_t r) const { return round(r) + "gone"; }  // ADD: members that left or died
   std::string failure(std::uint64_t r) const { return round(r) + "failure"; }  // CAS: the node that failed first
   // ON_CLOSE log of the members' heartbeat connections: "-<rank>," on a close, "+<rank>," on a reconnect
   std::string lost(std::uint64_t r) const { return round(r) + "lost"; }
+  // etcd only: bound to the member's own short lease (etcd/member_lease.hpp): gone when its agent is
+  std::string alive(std::uint64_t r, int rank) const { return round(r) + "alive/" + std::to_string(rank); }
   std::string drained(std::uint64_t r) const { return round(r) + "drained"; }  // every member left or died
   std::string exit_count(std::uint64_t r) const { return round(r) + "exit_barrier"; }
   std::string exit_done(std::uint64_t r) const { return round(r) + "exit_barrier_done"; }

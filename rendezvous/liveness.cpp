@@ -6,6 +6,7 @@
 
 #include "rendezvous/loss_watch.hpp"
 #include "rendezvous/membership.hpp"
+#include "rendezvous/peek.hpp"
 #include "rendezvous/records.hpp"
 
 namespace ctrun::rdzv {
@@ -83,6 +84,10 @@ void Liveness::check(TimePoint now) {
   }
   for (int r : ranks) keys.push_back(keys_.heartbeat(m.round, r));
   if (keys.empty()) return;
+  // The counters exist from the round's completion on, unless the store restarted empty: then MULTI_GET would wait
+  // for them for the store's whole timeout, on the heartbeat thread and under the handler's lock, which the join
+  // of the next round needs. A counter the store lost is no silence to time (the round went with the store): skip.
+  if (!store_.check(keys)) return;
   auto values = store_.multi_get(keys);
   for (std::size_t i = 0; i < ranks.size(); ++i)
     if (stale(ranks[i], values[i], now)) declare_gone(ranks[i], now);
@@ -94,7 +99,9 @@ void Liveness::declare_gone(int rank, TimePoint now) {
   exited_.insert(rank);
   if (store_.check({keys_.exit(m.round, rank)})) return;  // it left the round (and stopped beating after that)
   const auto& seen = seen_.at(rank);
-  auto who = NodeRecord::decode(store_.get(keys_.member(m.round, rank))).describe();
+  // A peek, not a get, for the same reason as the check above: a restarted store has no member records.
+  const auto record = peek(store_, keys_.member(m.round, rank));
+  auto who = record ? NodeRecord::decode(*record).describe() : std::string("of this round");
   auto silent = std::chrono::duration<double>(now - seen.changed).count();
   mark_exit(store_, keys_, m.round, rank, m.members, "dead", kOverDead,
             fmt::format("node {} (group rank {}) lost heartbeat: none for {:.1f} s", who, rank, silent));

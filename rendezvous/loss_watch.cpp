@@ -14,7 +14,7 @@ std::string on_close_entry(int rank) { return fmt::format("-{},", rank); }
 std::string on_reconnect_entry(int rank) { return fmt::format("+{},", rank); }
 
 std::set<int> lost_ranks(std::string_view log) {
-  std::map<int, bool> last;  // rank -> closed (true) or back (false)
+  std::map<int, int> open;  // rank -> its closes less its reconnects
   while (!log.empty()) {
     auto end = log.find(',');
     auto entry = log.substr(0, end);
@@ -23,11 +23,11 @@ std::set<int> lost_ranks(std::string_view log) {
     int rank = 0;
     auto [p, ec] = std::from_chars(entry.data() + 1, entry.data() + entry.size(), rank);
     if (ec != std::errc() || p != entry.data() + entry.size() || rank < 0) continue;
-    last[rank] = entry[0] == '-';
+    open[rank] += entry[0] == '-' ? 1 : -1;
   }
   std::set<int> out;
-  for (auto [rank, closed] : last)
-    if (closed) out.insert(rank);
+  for (auto [rank, closes] : open)
+    if (closes > 0) out.insert(rank);
   return out;
 }
 

@@ -4,7 +4,8 @@
 // the member's heartbeat connection closes; a client that reconnects appends "+<rank>,". Every member waits on that
 // key on a connection of its own; when it appears, it gives the member kReconnectGrace to come back, then records
 // every rank whose last entry is a close as dead (the same keys as a lost heartbeat: over, exit, gone). Where the
-// store has no ON_CLOSE (torch's servers, etcd) nothing is registered and only the heartbeat detects deaths.
+// store has no ON_CLOSE nothing is registered: on torch's servers only the heartbeat detects deaths; etcd has its
+// members' leases instead (presence_watch.hpp).
 //
 // One wake-up per round: after the first entries (a death ends the round; a blip, every rank back, is rare) the
 // round is left to the heartbeat.
@@ -25,7 +26,12 @@ namespace ctrun::rdzv {
 // reconnects at its next store call; an agent whose process died never does.
 inline constexpr store::Duration kReconnectGrace = std::chrono::milliseconds(500);
 
-// The ranks whose last entry in a `lost` log ("-1,-2,+1,") is a close: {2}. Malformed entries are skipped.
+// The ranks lost for good in a `lost` log: those with more closes than reconnects ("-1,-2,+1," gives {2}).
+// Not the last entry: a client that drops a stalled connection (a network drop longer than its timeout) dials
+// again as soon as the link is back, while its old connection's FIN waits for TCP's retransmission timer, so the
+// server may see the reconnect ("+1,") before the close ("-1,"). Each reconnect follows the loss of a registered
+// connection, so a live member's closes never outnumber its reconnects once both arrive; a dead member's last
+// connection closes with no reconnect after it. Malformed entries are skipped.
 std::set<int> lost_ranks(std::string_view log);
 
 // The registration a member makes on its heartbeat connection for round `round`.

@@ -82,6 +82,13 @@ Options parse_options(const RendezvousParameters& p) {
     if (*t < std::chrono::seconds(2)) throw std::invalid_argument("--rdzv-conf lease_ttl must be at least 2 s");
     o.lease_ttl = std::chrono::ceil<std::chrono::seconds>(*t);
   }
+  if (auto t = p.get_as_seconds("member_ttl")) {
+    // etcd grants no lease shorter than 1.5 x its election timeout (2 s with the defaults) and rounds up to whole
+    // seconds: a shorter TTL would be silently longer.
+    if (t->count() != 0 && *t < std::chrono::seconds(2))
+      throw std::invalid_argument("--rdzv-conf member_ttl must be 0 (off) or at least 2 s (etcd's shortest lease)");
+    o.member_ttl = std::chrono::ceil<std::chrono::seconds>(*t);
+  }
   return o;
 }
 

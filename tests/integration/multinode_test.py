@@ -45,12 +45,13 @@ class Cluster:
         self.others = []
         self.groups = []  # process groups to SIGKILL at the end (agents without our guardian: real torchrun)
 
-    def start(self, tag, addr, flags, job_args=(), nproc=1, env=None):
+    def start(self, tag, addr, flags, job_args=(), nproc=1, env=None, wrap=()):
+        """An agent on `addr`; `wrap`: what runs it (["ip", "netns", "exec", NS], which execs it: the pid is its)."""
         e = dict(os.environ, OUT_DIR=self.dir, NODE_TAG=tag, PYTHON_EXEC=TORCH_PYTHON, GLOO_SOCKET_IFNAME="lo",
                  LOGLEVEL="INFO")
         e.update(env or {})
         log = open(os.path.join(self.dir, f"agent.{tag}.log"), "w")
-        cmd = [CTRUN, "--local-addr", addr, "--nproc-per-node", str(nproc), "--monitor-interval", "0.2",
+        cmd = [*wrap, CTRUN, "--local-addr", addr, "--nproc-per-node", str(nproc), "--monitor-interval", "0.2",
                "--shutdown-timeout", "5", *flags, JOB, *job_args]
         self.agents[tag] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
         return self.agents[tag]
@@ -318,6 +319,65 @@ class MultiNode(unittest.TestCase):
             self.assertEqual(self.c.wait(tag, 60), 0, self.c.logs())
         self.assertIn("closed its connection", self.c.log("n2"))
         self.assertEqual(sorted(self.c.results()), ["n2.0", "n4.0"])
+
+    def test_sigstop_agent_detected_by_heartbeat(self):
+        # Two active agents and a spare on a ctstore, short heartbeats. SIGSTOP of an active agent's process (its
+        # workers run on): its connections stay open, so only its silence tells, and the survivor and the spare run
+        # the next round within the heartbeat bound. SIGCONT after that: the resumed agent finds its round over and
+        # stops its workers, and must not break the running round.
+        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.c.others.append(store)
+        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        interval, attempts = 1.0, 3
+        bound = interval * attempts  # docs/rendezvous.md: detected within interval x max_attempt of the last heartbeat
+        conf = ("join_timeout=30,last_call_timeout=0.5,is_host=0,"
+                f"keep_alive_interval={interval},keep_alive_max_attempt={attempts}")
+        flags = c10d(f"127.0.0.1:{port}", "stop", "2", conf)
+        job = ["--no-torch", "--hold-until", "release"]
+        for tag in ("n2", "n3"):
+            self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=job)
+        self.c.wait_for("a 2-node round", lambda: len(self.c.rounds("*.ws2.*")) == 2, 60)
+        self.c.start("n4", "127.0.0.4", flags, job_args=job)  # a spare: the round is full
+        self.c.wait_for("the spare waiting", lambda: "waiting" in self.c.log("n4"), 30)
+        stopped_workers = self.c.worker_pids("n3")
+        self.assertEqual(len(stopped_workers), 1, self.c.logs())
+        agent = self.c.agents["n3"]
+        stopped = time.monotonic()
+        os.kill(agent.pid, signal.SIGSTOP)  # the agent only: its workers keep running
+        try:
+            self.c.wait_for("the next round on the survivor and the spare",
+                            lambda: self.c.worker_pids("n4") and len(self.c.worker_pids("n2")) == 2, 30)
+            took = time.monotonic() - stopped
+            print(f"SIGSTOP to the next round's workers on the survivor and the spare: {took:.2f} s "
+                  f"(heartbeat bound {bound:.1f} s)", flush=True)
+            # The bound, plus the next round's last call and its workers' start on a loaded machine.
+            self.assertLess(took, bound + 4.0, f"not within the heartbeat bound {bound:.1f} s (+4 s to form the next "
+                                               f"round and start its workers)\n{self.c.logs()}")
+            self.assertTrue(alive(stopped_workers[0]), "the stopped agent's worker should still run")
+        finally:
+            os.kill(agent.pid, signal.SIGCONT)
+        survivor = self.c.log("n2")
+        self.assertIn("lost heartbeat", survivor)
+        self.assertNotIn("closed its connection", survivor)  # a stopped process closes nothing
+        # Resumed, the agent learns that its round is over without it (declared dead): it stops its workers and
+        # rejoins as a spare of the full running round; when that round ends the job, the spare exits 1 saying so.
+        self.c.wait_for("the resumed agent to stop its workers", lambda: not alive(stopped_workers[0]), 30)
+        time.sleep(2.0)  # room for a resumed agent to do harm, were it to
+        self.assertIsNone(agent.poll(), "the resumed agent should wait as a spare\n" + self.c.logs())
+        self.assertEqual(len(self.c.worker_pids("n2")), 2, "the running round was restarted\n" + self.c.logs())
+        self.assertEqual(len(self.c.worker_pids("n4")), 1, "the running round was restarted\n" + self.c.logs())
+        open(os.path.join(self.c.dir, "release"), "w").close()
+        for tag in ("n2", "n4"):
+            self.assertEqual(self.c.wait(tag, 60), 0, self.c.logs())
+        self.assertEqual(sorted(self.c.results()), ["n2.0", "n4.0"], self.c.logs())
+        self.assertEqual(len(self.c.worker_pids("n3")), 1, "the resumed agent started workers\n" + self.c.logs())
+        # The spare's job ended without it: it says so and exits 1 (it ran nothing to completion).
+        self.assertEqual(self.c.wait("n3", 30), 1, self.c.logs())
+        resumed = self.c.log("n3")
+        self.assertIn("Membership changed (dead: node 127.0.0.3", resumed)
+        self.assertIn("lost heartbeat", resumed)
+        self.assertIn("rendezvous 'stop' is closed", resumed)
 
     def test_health_check_keeps_node_out(self):
         # Three agents for 2 nodes on a ctstore; n3's --health-check fails: it stays out of every round (its output

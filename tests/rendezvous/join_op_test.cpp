@@ -159,6 +159,24 @@ TEST(JoinOp, WorkerFailureOnOneNodeRestartsAllIntoNextRound) {
   EXPECT_EQ(sim.node(1).result->round, 1u);
 }
 
+TEST(JoinOp, MembersOfARoundThatAStoreRestartForgotMeetInTheNextRound) {
+  Sim sim(config(2, 2));
+  sim.join("a");
+  sim.join("b");
+  sim.settle();
+  ASSERT_EQ(sim.done_count(), 2);
+  for (const auto& key : sim.store().list_keys()) sim.store().delete_key(key);  // the store restarted empty
+  sim.rejoin(0);
+  sim.rejoin(1);
+  sim.settle();  // no time passes: neither waits for a round 0 the store no longer knows
+  ASSERT_EQ(sim.done_count(), 2) << sim.node(0).error << sim.node(1).error;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(sim.node(i).result->round, 1u);
+    EXPECT_EQ(sim.node(i).result->assignment.group_world_size, 2);
+  }
+  EXPECT_EQ(ranks(sim, {0, 1}), (std::set<int>{0, 1}));
+}
+
 TEST(JoinOp, ClosedRunIdGivesClearError) {
   Sim sim(config(1, 1));
   sim.join("a");

@@ -11,12 +11,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(LossWatch, LostRanksAreThoseWhoseLastEntryIsAClose) {
+TEST(LossWatch, LostRanksAreThoseWithMoreClosesThanReconnects) {
   EXPECT_EQ(lost_ranks(""), std::set<int>{});
   EXPECT_EQ(lost_ranks("-1,"), std::set<int>{1});
   EXPECT_EQ(lost_ranks("-1,+1,"), std::set<int>{});  // a blip: closed and back
   EXPECT_EQ(lost_ranks("-1,-2,+1,"), std::set<int>{2});
-  EXPECT_EQ(lost_ranks("+3,-3,"), std::set<int>{3});
+  // A blip whose re-dial reached the server before the old connection's close (its FIN delayed by the drop).
+  EXPECT_EQ(lost_ranks("+3,-3,"), std::set<int>{});
+  EXPECT_EQ(lost_ranks("+3,"), std::set<int>{});         // the old connection's close not seen yet: alive
+  EXPECT_EQ(lost_ranks("-3,+3,-3,"), std::set<int>{3});  // back after a blip, then dead
+  EXPECT_EQ(lost_ranks("+3,-3,-3,"), std::set<int>{3});
   EXPECT_EQ(lost_ranks("x,-,-a,--1,-4"), std::set<int>{4});  // malformed entries skipped; the last needs no comma
   EXPECT_EQ(on_close_entry(7), "-7,");
   EXPECT_EQ(on_reconnect_entry(7), "+7,");
@@ -50,6 +54,11 @@ TEST(LossWatch, ABlipALeaveOrAFinishedRoundIsNoDeath) {
   blip.store.append(blip.keys.lost(0), "-1,+1,");
   EXPECT_EQ(blip.watch(0), LossWatch::Outcome::kBlip);
   EXPECT_FALSE(blip.store.check({blip.keys.over(0)}));
+
+  Round redial_first;  // the re-dial came before the old connection's close reached the server
+  redial_first.store.append(redial_first.keys.lost(0), "+1,-1,");
+  EXPECT_EQ(redial_first.watch(0), LossWatch::Outcome::kBlip);
+  EXPECT_FALSE(redial_first.store.check({redial_first.keys.over(0)}));
 
   Round left;
   left.store.set(left.keys.exit(0, 1), "left x");

@@ -38,6 +38,7 @@ TEST(EtcdOptions, ParsesEndpointsWithDefaultPortAndIpv6) {
   EXPECT_FALSE(o.https);
   EXPECT_EQ(o.request_timeout, 60s);
   EXPECT_EQ(o.lease_ttl, 600s);
+  EXPECT_EQ(o.member_ttl, 2s);
 }
 
 TEST(EtcdOptions, HttpsFromTheSchemeOrProtocolWithTlsFiles) {
@@ -56,6 +57,8 @@ TEST(EtcdOptions, TimeoutsFromRdzvConf) {
   auto o = parse("a:1", {{"read_timeout", "2.5"}, {"lease_ttl", "2.5"}});
   EXPECT_EQ(o.request_timeout, 2500ms);
   EXPECT_EQ(o.lease_ttl, 3s);  // whole seconds, rounded up: etcd's TTLs are integers
+  EXPECT_EQ(parse("a:1", {{"member_ttl", "2.2"}}).member_ttl, 3s);
+  EXPECT_EQ(parse("a:1", {{"member_ttl", "0"}}).member_ttl, 0s);  // off: the heartbeat alone
 }
 
 TEST(EtcdOptions, RefusesMistakesWithTheFix) {
@@ -69,4 +72,5 @@ TEST(EtcdOptions, RefusesMistakesWithTheFix) {
   expect_refused("a:1", {{"protocol", "https"}, {"cert", "/c.pem"}}, "go together");
   expect_refused("a:1", {{"read_timeout", "0"}}, "read_timeout must be positive");
   expect_refused("a:1", {{"lease_ttl", "1"}}, "at least 2 s");
+  expect_refused("a:1", {{"member_ttl", "1"}}, "0 (off) or at least 2 s");
 }

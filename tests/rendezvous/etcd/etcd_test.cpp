@@ -262,4 +262,64 @@ TEST(EtcdHandler, RoundsSurviveAMemberLoss) {
   EXPECT_THROW(late->next_rendezvous(), RendezvousClosedError);
 }
 
+// Each member's own short lease: the key it binds in the round vanishes with the lease, and the next member round
+// the ring ends the round at once (the heartbeat here would take a minute). A leave is no death.
+TEST(EtcdHandler, AMemberWhoseLeaseEndsIsDeclaredDead) {
+  SKIP_WITHOUT_ETCD();
+  ctrun::rdzv::test::EtcdCluster cluster(1);
+  RendezvousParameters p;
+  p.backend = "etcd";
+  p.endpoint = cluster.endpoints();
+  p.min_nodes = p.max_nodes = 2;
+  p.config = {{"join_timeout", "30"}, {"last_call_timeout", "0.1"}, {"keep_alive_interval", "30"},
+              {"read_timeout", "10"}, {"lease_ttl", "10"},          {"member_ttl", "2"}};
+  etcd::Client raw(options(cluster.endpoints()));
+  auto alive_key = [&](const std::string& run, std::uint64_t round, int rank) {
+    return etcd::EtcdStore::to_etcd(Keys(run).alive(round, rank));
+  };
+  auto wait_for = [](auto predicate) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!predicate() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+    return predicate();
+  };
+  for (const std::string run : {"md", "ml"}) {
+    p.run_id = run;
+    std::vector<std::unique_ptr<Handler>> hs;
+    for (int i = 0; i < 2; ++i) {
+      hs.push_back(create_handler(p, NodeSpec{std::string("127.0.0.") + std::to_string(2 + i), 1, "default"}));
+      hs.back()->set_worker_store_address("127.0.0.2", static_cast<std::uint16_t>(7000 + i));
+    }
+    std::vector<std::future<RoundInfo>> fs;
+    for (auto& h : hs) fs.push_back(std::async(std::launch::async, [&h] { return h->next_rendezvous(); }));
+    std::vector<RoundInfo> rounds;
+    for (auto& f : fs) rounds.push_back(f.get());
+    const auto round = rounds[0].round;
+    // Both keys are written by the members' loss threads, each bound to a lease of its own.
+    ASSERT_TRUE(wait_for([&] {
+      return !raw.range(alive_key(run, round, 0)).kvs.empty() && !raw.range(alive_key(run, round, 1)).kvs.empty();
+    }));
+    const auto lease0 = raw.range(alive_key(run, round, 0)).kvs.at(0).lease;
+    const auto lease1 = raw.range(alive_key(run, round, 1)).kvs.at(0).lease;
+    EXPECT_NE(lease0, 0);
+    EXPECT_NE(lease0, lease1);
+    std::this_thread::sleep_for(3s);  // longer than member_ttl: the keep-alives hold both
+    EXPECT_FALSE(hs[0]->round_broken());
+    const int victim = rounds[0].group_rank == 1 ? 0 : 1;  // the handler whose node is group rank 1
+    if (run == "md") {
+      raw.lease_revoke(lease1);  // as if the agent of group rank 1 was killed
+      EXPECT_TRUE(wait_for([&] { return hs[1 - victim]->round_broken(); }));
+      const auto why = hs[1 - victim]->restart_reason();
+      EXPECT_EQ(why.rfind("dead: node 127.0.0.", 0), 0u) << why;
+      EXPECT_NE(why.find("(group rank 1) is gone: its etcd lease expired"), std::string::npos) << why;
+    } else {
+      hs[victim]->leave();  // records its exit, then revokes its lease
+      EXPECT_TRUE(raw.range(alive_key(run, round, 1)).kvs.empty());
+      EXPECT_TRUE(wait_for([&] { return hs[1 - victim]->round_broken(); }));
+      std::this_thread::sleep_for(1s);  // a watcher's poll came and went
+      const auto why = hs[1 - victim]->restart_reason();
+      EXPECT_EQ(why.rfind("leave: ", 0), 0u) << why;
+    }
+  }
+}
+
 }  // namespace
