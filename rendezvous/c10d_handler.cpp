@@ -264,6 +264,7 @@ void C10dHandler::step_out(const std::string& why) {
   } catch (const store::StoreError& e) {
     log_->warn("could not step out of rendezvous '{}': {}", config_.run_id, e.what());
   }
+  release_presence();  // after the exit is recorded: a departure; the next round it joins takes a new lease
   current_.reset();
 }
 

@@ -132,5 +132,28 @@ TEST(FlagValues, HangTimeoutSecondsOrAutoWithItsBounds) {
     EXPECT_THROW(parse({"--hang-timeout", bad, "t.py"}), UsageError) << bad;
 }
 
+// Failing nodes stepped out: K defaults to --max-restarts (unset here), the window and the cooldown take seconds or
+// a unit, and a cooldown's MAX below its MIN is refused.
+TEST(FlagValues, NodeFailuresWindowAndCooldown) {
+  const LaunchConfig d = parse({"t.py"});
+  EXPECT_FALSE(d.max_node_failures);
+  EXPECT_EQ(d.node_failure_window_s, 3600);
+  EXPECT_EQ(d.node_cooldown_min_s, 60);
+  EXPECT_EQ(d.node_cooldown_max_s, 600);
+  const LaunchConfig c =
+      parse({"--max-node-failures", "0", "--node-failure-window", "90", "--node-cooldown", "30s:1h", "t.py"});
+  EXPECT_EQ(c.max_node_failures, 0);
+  EXPECT_EQ(c.node_failure_window_s, 90);
+  EXPECT_EQ(c.node_cooldown_min_s, 30);
+  EXPECT_EQ(c.node_cooldown_max_s, 3600);
+  const LaunchConfig one = parse({"--node-cooldown", "2m", "t.py"});
+  EXPECT_EQ(one.node_cooldown_min_s, 120);
+  EXPECT_EQ(one.node_cooldown_max_s, 120);
+  for (const char* bad : {"10:5", "1:2:3", "x", "0:10", ":5", "-1"})
+    EXPECT_THROW(parse({"--node-cooldown", bad, "t.py"}), UsageError) << bad;
+  EXPECT_THROW(parse({"--max-node-failures", "-1", "t.py"}), UsageError);
+  EXPECT_THROW(parse({"--node-failure-window", "0", "t.py"}), UsageError);
+}
+
 }  // namespace
 }  // namespace ctrun::agent
