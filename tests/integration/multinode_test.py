@@ -469,11 +469,15 @@ class MultiNode(unittest.TestCase):
                          job_args=job)
         self.c.wait_for("n3 stepping out twice",
                         lambda: len([e for e in self._events("n3") if e["event"] == "node_stepped_out"]) >= 2, 120)
-        self.c.wait_for("a round of n2 and n4", lambda: self.c.rounds("n2.*.ws2.*") and self.c.rounds("n4.*.ws2.*"), 60)
+        # n3 would come back again after 2 s and join the next round, which may end under workers that are done;
+        # the test stops it in its cooldown (a signal there exits at once) and lets n2 and n4 finish as two.
+        os.kill(self.c.agents["n3"].pid, signal.SIGTERM)
+        self.assertNotEqual(self.c.wait("n3", 10), 0, self.c.logs())
+        self.c.wait_for("a second round of n2 and n4",
+                        lambda: all(self.c.log(t).count("formed: 2 node(s)") >= 2 for t in ("n2", "n4")), 60)
         open(os.path.join(self.c.dir, "release"), "w").close()
         for tag in ("n2", "n4"):
             self.assertEqual(self.c.wait(tag, 60), 0, self.c.logs())
-        self.assertEqual(self.c.wait("n3", 60), 1, self.c.logs())
         out = [e for e in self._events("n3") if e["event"] == "node_stepped_out"]
         self.assertEqual([(e["failures"], e["cooldown_s"]) for e in out][:2], [(2, 1.0), (1, 2.0)], self.c.logs())
         self.assertTrue(any(e["event"] == "node_returned" for e in self._events("n3")))
