@@ -176,26 +176,10 @@ class EtcdBackend(unittest.TestCase):
         self.etcd = Etcd(1)
         flags = etcd_flags(self.etcd.endpoints(), "es", "2", "join_timeout=30,last_call_timeout=0.5,member_ttl=2,"
                                                              "keep_alive_interval=5,keep_alive_max_attempt=3")
-        job = ["--no-torch", "--hold-until", "release"]
-        for tag in ("n2", "n3"):
-            self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=job)
-        self.c.wait_for("a 2-node round", lambda: len(self.c.rounds("*.ws2.*")) == 2, 60)
-        self.c.start("n4", "127.0.0.4", flags, job_args=job)  # a spare: the round is full
-        self.c.wait_for("the spare waiting", lambda: "spare" in self.c.log("n4") or "waiting" in self.c.log("n4"),
-                        30)
-        time.sleep(0.5)  # the members' keys are written and seen
-        killed = time.monotonic()
-        os.killpg(self.c.agents["n3"].pid, signal.SIGKILL)  # the agent and its workers
-        self.c.wait_for("the next round on the survivor and the spare",
-                        lambda: self.c.worker_pids("n4") and len(self.c.worker_pids("n2")) == 2, 30)
-        took = time.monotonic() - killed
-        print(f"kill -9 to the next round's workers on the survivor and the spare: {took:.2f} s", flush=True)
+        took = self.c.kill9_member_spare_takes_over(flags, settle_s=0.5)  # the members' keys written and seen
         # member_ttl (2 s) + etcd's expiry check (0.5 s) + a poll, well before the heartbeat's 15 s; generous for a
         # loaded machine.
         self.assertLess(took, 9.0, self.c.logs())
-        open(os.path.join(self.c.dir, "release"), "w").close()
-        for tag in ("n2", "n4"):
-            self.assertEqual(self.c.wait(tag, 60), 0, self.c.logs())
         self.assertIn("its etcd lease expired", self.c.log("n2"))
         self.assertIn("127.0.0.3", self.c.log("n2"))
         self.assertEqual(sorted(self.c.results()), ["n2.0", "n4.0"])

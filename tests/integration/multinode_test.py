@@ -97,6 +97,37 @@ class Cluster:
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}\n{self.logs()}")
 
+    def ctstore(self):
+        """A ctstore on 127.0.0.1, a free port (read back), stopped with the cluster: returns its port."""
+        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.others.append(store)
+        return int(store.stdout.readline().rsplit(":", 1)[-1])
+
+    def kill9_member_spare_takes_over(self, flags, settle_s=0.0):
+        """Two active agents (n2, n3) and a spare (n4) of a job held until released; kill -9 of n3's process group
+        (the agent and its workers). Returns the seconds from the kill to the next round's workers on the survivor
+        and the spare; the job is then released and must end with exit 0 on both."""
+        job = ["--no-torch", "--hold-until", "release"]
+        for tag in ("n2", "n3"):
+            self.start(tag, "127.0.0." + tag[1:], flags, job_args=job)
+        self.wait_for("a 2-node round", lambda: len(self.rounds("*.ws2.*")) == 2, 60)
+        self.start("n4", "127.0.0.4", flags, job_args=job)  # a spare: the round is full
+        self.wait_for("the spare waiting", lambda: "spare" in self.log("n4") or "waiting" in self.log("n4"), 30)
+        time.sleep(settle_s)
+        killed = time.monotonic()
+        os.killpg(self.agents["n3"].pid, signal.SIGKILL)
+        self.wait_for("the next round on the survivor and the spare",
+                      lambda: self.worker_pids("n4") and len(self.worker_pids("n2")) == 2, 30)
+        took = time.monotonic() - killed
+        print(f"kill -9 to the next round's workers on the survivor and the spare: {took:.2f} s", flush=True)
+        open(os.path.join(self.dir, "release"), "w").close()
+        for tag in ("n2", "n4"):
+            code = self.wait(tag, 60)
+            if code != 0:
+                raise AssertionError(f"{tag} exited {code}\n{self.logs()}")
+        return took
+
     def close(self):
         for pgid in self.groups:
             try:
@@ -198,10 +229,7 @@ class MultiNode(unittest.TestCase):
         self.assertEqual(masters.pop()[0], "127.0.0.2")  # group rank 0's agent hosts the workers' store
 
     def test_natural_order_and_closed_run_id(self):
-        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)
-        self.c.others.append(store)
-        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        port = self.c.ctstore()
         ep = f"127.0.0.1:{port}"
         addrs = {"n10": "127.0.0.10", "n9": "127.0.0.9", "n2": "127.0.0.2"}
         for tag, addr in addrs.items():  # 10 starts first: arrival order must not matter
@@ -231,10 +259,7 @@ class MultiNode(unittest.TestCase):
     def test_torchrun_agents_on_ctstore(self):
         """Two real torch 1.13 torchrun agents (c10d backend: compare_set, get, set, wait) rendezvous on our
         ctstore (legacy dialect) and run a gloo all_reduce over 2 x 2 workers."""
-        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)
-        self.c.others.append(store)
-        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        port = self.c.ctstore()
         # No is_host in --rdzv_conf: as users run it, each agent first tries to host the store on the endpoint
         # (127.0.0.1 is this machine), finds the port taken by ctstore and becomes its client.
         flags = ["--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
@@ -294,29 +319,11 @@ class MultiNode(unittest.TestCase):
     def test_kill9_active_agent_spare_takes_over(self):
         # Two active agents and a spare on a ctstore; heartbeats slow (15 s to notice). kill -9 of an active agent's
         # process group: its closed store connection ends the round, and the survivor and the spare run the next.
-        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)
-        self.c.others.append(store)
-        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        port = self.c.ctstore()
         flags = c10d(f"127.0.0.1:{port}", "spare", "2", "join_timeout=30,last_call_timeout=0.5,is_host=0,"
                                                          "keep_alive_interval=5,keep_alive_max_attempt=3")
-        job = ["--no-torch", "--hold-until", "release"]
-        for tag in ("n2", "n3"):
-            self.c.start(tag, "127.0.0." + tag[1:], flags, job_args=job)
-        self.c.wait_for("a 2-node round", lambda: len(self.c.rounds("*.ws2.*")) == 2, 60)
-        self.c.start("n4", "127.0.0.4", flags, job_args=job)  # a spare: the round is full
-        self.c.wait_for("the spare waiting", lambda: "spare" in self.c.log("n4") or "waiting" in self.c.log("n4"),
-                        30)
-        killed = time.monotonic()
-        os.killpg(self.c.agents["n3"].pid, signal.SIGKILL)  # the agent and its workers
-        self.c.wait_for("the next round on the survivor and the spare",
-                        lambda: self.c.worker_pids("n4") and len(self.c.worker_pids("n2")) == 2, 30)
-        took = time.monotonic() - killed
-        print(f"kill -9 to the next round's workers on the survivor and the spare: {took:.2f} s", flush=True)
+        took = self.c.kill9_member_spare_takes_over(flags)
         self.assertLess(took, 5.0, self.c.logs())  # ~1 s alone; generous for a loaded machine
-        open(os.path.join(self.c.dir, "release"), "w").close()
-        for tag in ("n2", "n4"):
-            self.assertEqual(self.c.wait(tag, 60), 0, self.c.logs())
         self.assertIn("closed its connection", self.c.log("n2"))
         self.assertEqual(sorted(self.c.results()), ["n2.0", "n4.0"])
 
@@ -325,10 +332,7 @@ class MultiNode(unittest.TestCase):
         # workers run on): its connections stay open, so only its silence tells, and the survivor and the spare run
         # the next round within the heartbeat bound. SIGCONT after that: the resumed agent finds its round over and
         # stops its workers, and must not break the running round.
-        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)
-        self.c.others.append(store)
-        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        port = self.c.ctstore()
         interval, attempts = 1.0, 3
         bound = interval * attempts  # docs/rendezvous.md: detected within interval x max_attempt of the last heartbeat
         conf = ("join_timeout=30,last_call_timeout=0.5,is_host=0,"
@@ -383,10 +387,7 @@ class MultiNode(unittest.TestCase):
         # Three agents for 2 nodes on a ctstore; n3's --health-check fails: it stays out of every round (its output
         # logged, retried with backoff) and gives up after its join_timeout with exit 4, while n2 and the spare n4
         # run the job.
-        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)
-        self.c.others.append(store)
-        port = int(store.stdout.readline().rsplit(":", 1)[-1])
+        port = self.c.ctstore()
         conf = "last_call_timeout=0.5,is_host=0,join_timeout="
         ok = ["--health-check", "test -d /", "--health-check-timeout", "20"]
         bad = ["--health-check", "echo no GPU on $(hostname) >&2; exit 1", "--health-check-timeout", "20"]
@@ -412,28 +413,25 @@ class MultiNode(unittest.TestCase):
         with open(path) as f:
             return [json.loads(line) for line in f if line.strip()]
 
-    def _ctstore(self):
-        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)
-        self.c.others.append(store)
-        return int(store.stdout.readline().rsplit(":", 1)[-1])
+    def _start_logged(self, tags, flags, job):
+        """Agents with an event log each (events.<tag>.jsonl, read by _events)."""
+        for tag in tags:
+            self.c.start(tag, "127.0.0." + tag[1:],
+                         flags + ["--event-log", os.path.join(self.c.dir, f"events.{tag}.jsonl")], job_args=job)
 
     def test_failing_node_steps_out_spare_takes_over(self):
         # Three agents for 2 nodes on a ctstore: n2 and n3 run, n4 waits as a spare. n3's workers fail every
         # attempt, first in their round: after 3 such failures (--max-node-failures 3, restarts left) it steps out
         # for its cooldown, and the job runs on n2 and the spare. Back after the cooldown, n3 waits as a spare; the
         # job ends and n3 exits 1 saying it had stepped out.
-        port = self._ctstore()
+        port = self.c.ctstore()
         conf = "join_timeout=60,last_call_timeout=0.5,is_host=0"
         flags = c10d(f"127.0.0.1:{port}", "stepout", "2", conf) + [
             "--max-restarts", "5", "--max-node-failures", "3", "--node-cooldown", "1:8"]
         job = ["--no-torch", "--hold-until", "release", "--fail-node", "n3"]
-        for tag in ("n2", "n3"):
-            self.c.start(tag, "127.0.0." + tag[1:], flags + ["--event-log", os.path.join(self.c.dir, f"events.{tag}.jsonl")],
-                         job_args=job)
+        self._start_logged(("n2", "n3"), flags, job)
         self.c.wait_for("a 2-node round", lambda: len(self.c.rounds("n2.*.ws2.*")) >= 1, 60)
-        self.c.start("n4", "127.0.0.4", flags + ["--event-log", os.path.join(self.c.dir, "events.n4.jsonl")],
-                     job_args=job)
+        self._start_logged(("n4",), flags, job)
         self.c.wait_for("n3 stepping out", lambda: any(e["event"] == "node_stepped_out" for e in self._events("n3")), 90)
         self.c.wait_for("n3 back after its cooldown",
                         lambda: any(e["event"] == "node_returned" for e in self._events("n3")), 30)
@@ -459,14 +457,12 @@ class MultiNode(unittest.TestCase):
         # Three agents for 2:3 nodes, all in the first round. n3 fails first 2 times (--max-node-failures 2) and
         # steps out for 1 s; the others go on as two. Back, it joins (the round has room): its next failure steps
         # it out again at once, for twice as long. The job then completes on n2 and n4.
-        port = self._ctstore()
+        port = self.c.ctstore()
         conf = "join_timeout=60,last_call_timeout=0.5,is_host=0"
         flags = c10d(f"127.0.0.1:{port}", "again", "2:3", conf) + [
             "--max-restarts", "9", "--max-node-failures", "2", "--node-cooldown", "1:30"]
         job = ["--no-torch", "--hold-until", "release", "--fail-node", "n3"]
-        for tag in ("n2", "n3", "n4"):
-            self.c.start(tag, "127.0.0." + tag[1:], flags + ["--event-log", os.path.join(self.c.dir, f"events.{tag}.jsonl")],
-                         job_args=job)
+        self._start_logged(("n2", "n3", "n4"), flags, job)
         self.c.wait_for("n3 stepping out twice",
                         lambda: len([e for e in self._events("n3") if e["event"] == "node_stepped_out"]) >= 2, 120)
         # n3 would come back again after 2 s and join the next round, which may end under workers that are done;
