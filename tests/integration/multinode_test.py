@@ -259,7 +259,10 @@ class MultiNode(unittest.TestCase):
     def test_torchrun_agents_on_ctstore(self):
         """Two real torch 1.13 torchrun agents (c10d backend: compare_set, get, set, wait) rendezvous on our
         ctstore (legacy dialect) and run a gloo all_reduce over 2 x 2 workers."""
-        port = self.c.ctstore()
+        store = subprocess.Popen([CTSTORE, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True)
+        self.c.others.append(store)
+        port = int(store.stdout.readline().rsplit(":", 1)[-1])
         # No is_host in --rdzv_conf: as users run it, each agent first tries to host the store on the endpoint
         # (127.0.0.1 is this machine), finds the port taken by ctstore and becomes its client.
         flags = ["--nnodes", "2", "--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
