@@ -422,16 +422,19 @@ class MultiNode(unittest.TestCase):
             self.c.start(tag, "127.0.0." + tag[1:],
                          flags + ["--event-log", os.path.join(self.c.dir, f"events.{tag}.jsonl")], job_args=job)
 
+    def _stepout_job(self, run_id, nnodes, max_restarts, max_failures, cooldown):
+        """(flags, job args) of a held job on a fresh ctstore whose node n3's workers fail every attempt."""
+        port = self.c.ctstore()
+        flags = c10d(f"127.0.0.1:{port}", run_id, nnodes, "join_timeout=60,last_call_timeout=0.5,is_host=0") + [
+            "--max-restarts", str(max_restarts), "--max-node-failures", str(max_failures), "--node-cooldown", cooldown]
+        return flags, ["--no-torch", "--hold-until", "release", "--fail-node", "n3"]
+
     def test_failing_node_steps_out_spare_takes_over(self):
         # Three agents for 2 nodes on a ctstore: n2 and n3 run, n4 waits as a spare. n3's workers fail every
         # attempt, first in their round: after 3 such failures (--max-node-failures 3, restarts left) it steps out
         # for its cooldown, and the job runs on n2 and the spare. Back after the cooldown, n3 waits as a spare; the
         # job ends and n3 exits 1 saying it had stepped out.
-        port = self.c.ctstore()
-        conf = "join_timeout=60,last_call_timeout=0.5,is_host=0"
-        flags = c10d(f"127.0.0.1:{port}", "stepout", "2", conf) + [
-            "--max-restarts", "5", "--max-node-failures", "3", "--node-cooldown", "1:8"]
-        job = ["--no-torch", "--hold-until", "release", "--fail-node", "n3"]
+        flags, job = self._stepout_job("stepout", "2", max_restarts=5, max_failures=3, cooldown="1:8")
         self._start_logged(("n2", "n3"), flags, job)
         self.c.wait_for("a 2-node round", lambda: len(self.c.rounds("n2.*.ws2.*")) >= 1, 60)
         self._start_logged(("n4",), flags, job)
@@ -460,18 +463,17 @@ class MultiNode(unittest.TestCase):
         # Three agents for 2:3 nodes, all in the first round. n3 fails first 2 times (--max-node-failures 2) and
         # steps out for 1 s; the others go on as two. Back, it joins (the round has room): its next failure steps
         # it out again at once, for twice as long. The job then completes on n2 and n4.
-        port = self.c.ctstore()
-        conf = "join_timeout=60,last_call_timeout=0.5,is_host=0"
-        flags = c10d(f"127.0.0.1:{port}", "again", "2:3", conf) + [
-            "--max-restarts", "9", "--max-node-failures", "2", "--node-cooldown", "1:30"]
-        job = ["--no-torch", "--hold-until", "release", "--fail-node", "n3"]
+        flags, job = self._stepout_job("again", "2:3", max_restarts=9, max_failures=2, cooldown="1:30")
         self._start_logged(("n2", "n3", "n4"), flags, job)
         self.c.wait_for("n3 stepping out twice",
                         lambda: len([e for e in self._events("n3") if e["event"] == "node_stepped_out"]) >= 2, 120)
         # n3 would come back again after 2 s and join the next round, which may end under workers that are done;
         # the test stops it in its cooldown (a signal there exits at once) and lets n2 and n4 finish as two.
+        signalled = time.monotonic()
         os.kill(self.c.agents["n3"].pid, signal.SIGTERM)
         self.assertNotEqual(self.c.wait("n3", 10), 0, self.c.logs())
+        took = time.monotonic() - signalled
+        self.assertLess(took, 2.0, f"SIGTERM in a cooldown took {took:.2f} s (at most a second wanted)\n{self.c.logs()}")
         self.c.wait_for("a second round of n2 and n4",
                         lambda: all(self.c.log(t).count("formed: 2 node(s)") >= 2 for t in ("n2", "n4")), 60)
         open(os.path.join(self.c.dir, "release"), "w").close()
