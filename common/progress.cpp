@@ -182,6 +182,12 @@ void release_slot(SlotWriter& writer) {
   Slot* s = writer.slot();
   if (!s) return;
   std::lock_guard lock(claim_mutex());
+  if (Row* row = attached().row) {
+    const std::uint64_t done = s->run.done.load(std::memory_order_relaxed);
+    if (done > row->header.retired_done.load(std::memory_order_relaxed)) {
+      row->header.retired_done.store(done, std::memory_order_release);
+    }
+  }
   begin_write(s->identity);
   s->identity.group_id.store(0, std::memory_order_relaxed);
   end_write(s->identity);

@@ -129,6 +129,10 @@ struct alignas(64) RowHeader {
   I32 pid;       // the last process that claimed a slot in this row
   U32 overflow;  // groups this rank created while all kMaxGroups slots were taken (not recorded)
   U32 groups;    // groups this rank created (claims), for the ordinal
+  // The most ops one freed slot of this row had finished. A group's slot goes with the group (a worker that exits
+  // cleanly frees them all), often before the agent's next read; this keeps what it did for the agent's count of
+  // progress (--stop-without-progress). Written under the claim lock, by the row's one process.
+  U64 retired_done;
 };
 
 struct Row {

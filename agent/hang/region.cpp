@@ -119,6 +119,7 @@ RankRecord Region::read(int local_rank) const {
   const progress::Row* row = progress::row_of(header_, local_rank);
   out.pid = row->header.pid.load(std::memory_order_relaxed);
   out.overflow = row->header.overflow.load(std::memory_order_relaxed);
+  out.retired_done = row->header.retired_done.load(std::memory_order_acquire);
   const std::int64_t now = progress::now_ns();
   for (const progress::Slot& s : row->slots) {
     if (s.identity.pid.load(std::memory_order_acquire) == 0) continue;

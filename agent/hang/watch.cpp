@@ -175,6 +175,7 @@ WatchOutput HangWatch::tick(double now_s) {
 // This node's records, and every rank of the job: these and the other nodes' (a rank of this node counted once).
 void HangWatch::note_completed(const std::vector<RankRecord>& local) {
   for (const auto& r : local) {
+    completed_ = std::max(completed_, r.retired_done);  // a group that went before this read
     for (const auto& g : r.groups) completed_ = std::max(completed_, g.done);
   }
 }

@@ -379,13 +379,20 @@ def test_progress_keeps_restarting():
 
 def test_collectives_are_progress():
     """A job without checkpoints: progress is an attempt whose ranks got past the start-up (10 collectives of one
-    group, backend "ctrun"). 30 all_reduces an attempt: it keeps restarting as usual (exit 1); 2 an attempt: the
+    group, backend "ctrun"). 30 all_reduces an attempt: it keeps restarting as usual (exit 1), also when the group
+    was destroyed before the failure (its records gone); 2 an attempt: the
     first attempt and one restart without progress, and the next failure stops it (exit 3)."""
     with tempfile.TemporaryDirectory() as out:
         code, err, ran = run_progress_job(out, "collectives-30", max_restarts=2, without_progress=1)
         assert code == 1, f"ctrun exited {code}, not 1"
         assert ran == [0, 1, 2], ran
         assert not events(out, "no_progress"), "stopped for no progress although every attempt ran 30 collectives"
+    with tempfile.TemporaryDirectory() as out:
+        # The groups went (their progress slots freed) long before the failure, and the agent still counts them.
+        code, err, ran = run_progress_job(out, "collectives-30-destroyed", max_restarts=1, without_progress=1)
+        assert code == 1, f"ctrun exited {code}, not 1: {err[-2000:]}"
+        assert ran == [0, 1], ran
+        assert not events(out, "no_progress"), "the collectives of a destroyed group were not counted"
     with tempfile.TemporaryDirectory() as out:
         code, err, ran = run_progress_job(out, "collectives-2", max_restarts=10, without_progress=1)
         assert code == 3, f"ctrun exited {code}, not 3"

@@ -4,11 +4,14 @@ OUT/attempt-<restart count>-<rank>, then (progress) every rank saves a step newe
 rank is past its save, rank 0 exits 1. collectives-N: no checkpoints; every attempt runs N all_reduces on backend
 "ctrun" (whose progress records ctrun reads), then rank 0 exits 1.
 
-Arguments: OUT progress|stuck|collectives-N
+collectives-N-destroyed: the same, and every rank destroys its group 1.5 s before rank 0 exits 1.
+
+Arguments: OUT progress|stuck|collectives-N[-destroyed]
 """
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -29,6 +32,13 @@ if mode.startswith("collectives-"):
     for _ in range(int(mode.split("-")[1])):
         dist.all_reduce(t)
     dist.barrier()
+    if mode.endswith("-destroyed"):
+        # The group goes (its progress slot freed) well before the failure: the agent's count must keep it.
+        dist.destroy_process_group()
+        time.sleep(1.5)
+        if rank == 0:
+            sys.exit(1)
+        time.sleep(120)  # the others wait to be stopped by the agent
     if rank == 0:
         sys.exit(1)
     dist.barrier()  # the others wait to be stopped by the agent
