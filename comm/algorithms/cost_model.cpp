@@ -37,12 +37,13 @@ double halving(const Shape& s, const LinkCost& l) {
   return 2 * lg * l.latency_s + 2 * (p2 - 1) / p2 * m(s) / l.bytes_per_s +
          (pow2 ? 0 : 2 * (l.latency_s + m(s) / l.bytes_per_s));
 }
-// Up and down the tree: depth + chunks - 1 pipelined steps each way; an interior rank takes in two chunks per
-// step (its children's) and sends two down.
+// Up and down the tree: depth + chunks - 1 pipelined steps each way; an interior rank takes in a chunk from each
+// child per step and sends one down to each: two children, but the root of two nodes has one.
 double tree(const Shape& s, const LinkCost& l) {
   if (s.nodes <= 1) return 0;
   const double c = chunks(s, m(s));
-  return 2 * (depth(s.nodes) + c - 1) * (l.latency_s + 2 * (m(s) / c) / l.bytes_per_s);
+  const double children = std::min(2, s.nodes - 1);
+  return 2 * (depth(s.nodes) + c - 1) * (l.latency_s + children * (m(s) / c) / l.bytes_per_s);
 }
 // Two trees, half of the data each: a rank is interior in one tree (two chunks of that tree in per step) and a
 // leaf in the other (one chunk out), so its link carries about the whole buffer each way, as a ring's does.
@@ -72,7 +73,7 @@ constexpr CostRow kRows[] = {
     {O::kAllReduce, A::kHalvingDoubling, halving,
      "2 log2 N' x a + 2(N'-1)/N' x m/B (+2 x (a + m/B) unless N is a power of two), N' = 2^floor(log2 N)"},
     {O::kAllReduce, A::kRing, ring, "2(N-1) x a x ceil(m/(N k)) + 2(N-1)/N x m/B"},
-    {O::kAllReduce, A::kTree, tree, "2(D + C - 1) x (a + 2 m/(C B)), C = ceil(m/k), D = tree depth"},
+    {O::kAllReduce, A::kTree, tree, "2(D + C - 1) x (a + min(2, N-1) m/(C B)), C = ceil(m/k), D = tree depth"},
     {O::kAllReduce, A::kDoubleBinaryTree, double_tree, "2(D + C) x a + 2 m/B, C = ceil(m/(2k))"},
     {O::kBroadcast, A::kTree, binomial, "ceil(log2 N) x (a + m/B)"},
     {O::kBroadcast, A::kChain, chain, "(N + C - 2) x (a + m/(C B)), C = ceil(m/k)"},

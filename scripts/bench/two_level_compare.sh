@@ -2,13 +2,15 @@
 # comm's two levels between namespaced hosts: HOSTS network namespaces joined by a bridge (links shaped with tc
 # tbf at RATE, egress of every host), RANKS ranks per host sharing one IPC + mount namespace (own /dev/shm).
 # Runs ctbench with comm's choice (cost model), each cross-host all_reduce algorithm forced, comm flat over tcp
-# (one level, as before), and torch gloo, then comm_sim's prediction for the same shape (at the latency and
-# bandwidth comm measured). Deletes what it creates; exit 77 when namespaces cannot be made.
+# (one level, as before), and torch gloo. Before them, comm's own timing of the link between two hosts (a two-level
+# group's creation, 2 ranks per host: a group of one rank per host runs flat and times nothing); beside every comm
+# row, comm_sim's prediction for the same op, algorithm and shape at that link, and measured / predicted.
+# Deletes what it creates; exit 77 when namespaces cannot be made.
 #   sudo scripts/bench/two_level_compare.sh [BUILD_DIR]   env: HOSTS=2 RANKS=2 RATE=1gbit OPS=all_reduce
 #                                                         SIZES=8,64K,1M,16M SCALE=0.1
 #   GLOO_PRELOAD=1: the gloo ranks under one `ctrun --preload torch` agent per host (8 x 8 ranks fit in memory);
 #   ALGOS=choice,all_reduce=ring,...: the comm rows to run (default: the choice and each all_reduce algorithm);
-#   SKIP_FLAT=1: no flat-tcp row; SKIP_GLOO=1: no gloo row; SKIP_COMM=1: the gloo row only; AGENT_LOG=PATH: each agent's log in PATH.<host>.
+#   SKIP_FLAT=1: no flat-tcp row (RANKS=1 runs flat anyway); SKIP_GLOO=1: no gloo row; SKIP_COMM=1: the gloo row only; AGENT_LOG=PATH: each agent's log in PATH.<host>.
 set -u
 build=${1:-build}
 hosts=${HOSTS:-2}; ranks=${RANKS:-2}; rate=${RATE:-1gbit}; ops=${OPS:-all_reduce}; sizes=${SIZES:-8,64K,1M,16M}
@@ -78,26 +80,40 @@ run_agents() {
   grep -v '^#' "$out" | grep . ; rm -f "$out"
 }
 ctrun=$(readlink -f "$build/bin/ctrun")
+sim=$(dirname "$bench")/comm_sim
 port=29620
-log=$(mktemp)
+# The link as comm times it when a two-level group is created (8-byte round trips, 1 MiB sends), read from the
+# debug line "in two levels: ... between hosts X us Y MB/s"; the predictions below use it.
+read -r lat mbps < <( (ranks=2; run_job $((port++)) CTRUN_LOG_LEVEL=debug -- "$bench" --no-gloo --ops barrier \
+  --sizes 8 --iters-scale 0.01) | sed -n 's/.*between hosts \([0-9.]*\) us \([0-9.]*\) MB\/s.*/\1 \2/p' | head -n1)
+port=$((port + 1))
+echo "# comm timed the link between hosts: ${lat:-?} us, ${mbps:-?} MB/s"
+# predict ALGO: ctbench's rows (op bytes time_us ...) from stdin, each with comm_sim's prediction for ALGO (a
+# CTRUN_COMM_ALGO value; empty: the choice) at the timed link, and measured / predicted.
+predict() {
+  local algo=$1 op bytes us rest name m p
+  echo "| op | bytes | measured us | predicted us (algorithm) | measured / predicted |"
+  echo "|---|---|---|---|---|"
+  while read -r op bytes us rest; do
+    name=choice
+    case ",$algo," in *",$op="*) name=${algo#*"$op="}; name=${name%%,*} ;; esac
+    m=$bytes  # ctbench's gathers count the whole output; the model takes one rank's block
+    case $op in all_gather | reduce_scatter) m=$((bytes / (hosts * ranks))) ;; esac
+    p=$("$sim" --op "$op" --ranks $((hosts * ranks)) --ranks-per-node "$ranks" --latency-us "$lat" \
+      --gbps "$(echo "$mbps * 8 / 1000" | bc -l)" --bytes "$m" --algorithm "$name" 2>&1 | awk '{print $6, $5}')
+    echo "| $op | $bytes | $us | ${p% *} (${p#* }) | $(echo "$us / ${p% *}" | bc -l | xargs printf %.2f) |"
+  done
+}
 if [ "${SKIP_COMM:-0}" != 1 ]; then
 algos=${ALGOS:-choice,all_reduce=ring,all_reduce=recursive_doubling,all_reduce=halving_doubling,all_reduce=tree,all_reduce=double_binary_tree}
 for algo in ${algos//,/ }; do
   [ "$algo" = choice ] && algo=""
-  echo "## comm two levels, cross-host algorithm: ${algo:-(the cost model decides)}"
-  run_job $((port++)) CTRUN_COMM_ALGO=$algo CTRUN_LOG_LEVEL=debug -- "$bench" --no-gloo --ops "$ops" \
-    --sizes "$sizes" --iters-scale "$scale" 2>&1 | grep -vE "\[debug\] comm cpu: rank 0/[0-9]+ transport" |
-    grep -E "two levels|op |$(echo "$ops" | tr ',' '|')" | tee -a "$log"
+  echo "## comm (two levels when a host has several ranks), cross-host algorithm: ${algo:-(the choice: cost model or size table)}"
+  rows=$(run_job $((port++)) CTRUN_COMM_ALGO=$algo -- "$bench" --no-gloo --ops "$ops" --sizes "$sizes" \
+    --iters-scale "$scale" 2>&1 | grep -E "^($(echo "$ops" | tr ',' '|')) +[0-9]+ +[0-9.]+ ")
+  echo "$rows"
+  [ -n "${lat:-}" ] && [ -n "$rows" ] && predict "$algo" <<<"$rows"
 done
-# The model at what comm measured between the hosts (the first run's figures).
-read -r lat mbps < <(sed -n 's/.*between hosts \([0-9.]*\) us \([0-9.]*\) MB\/s.*/\1 \2/p' "$log" | head -n1)
-rm -f "$log"
-if [ -n "${lat:-}" ] && [ "$ops" = all_reduce ]; then
-  echo "## comm_sim's prediction at the measured ${lat} us, ${mbps} MB/s between hosts"
-  bytes=$(echo "$sizes" | tr ',' '\n' | sed -e 's/K$/*1024/' -e 's/M$/*1048576/' | bc | paste -sd,)
-  "$(dirname "$bench")/comm_sim" --ranks $((hosts * ranks)) --ranks-per-node "$ranks" --latency-us "$lat" \
-    --gbps "$(echo "$mbps * 8 / 1000" | bc -l)" --bytes "$bytes"
-fi
 if [ "${SKIP_FLAT:-0}" != 1 ]; then
   echo "## comm flat over tcp (one level)"
   run_job $((port++)) CTRUN_COMM_TRANSPORT=tcp -- "$bench" --transport tcp --no-gloo --ops "$ops" --sizes "$sizes" \

@@ -99,5 +99,22 @@ TEST(CostModel, ChoosesByLatencyAndBandwidth) {
       row(Algorithm::kRing)->seconds(Shape{4, 8, 1 << 20, 1 << 20}, net));
 }
 
+// The tree's interior ranks take in a chunk from each child per step: two children, except the root of two
+// nodes, whose one child makes every step one chunk's time (measured on two namespaced hosts, docs/benchmarks.md).
+TEST(CostModel, TreeStepsCarryOneChunkPerChild) {
+  const LinkCost net{10e-6, 125e6};
+  const std::size_t mib = std::size_t{1} << 20;
+  const auto tree = [&](int nodes) {
+    for (const auto& r : cost_table()) {
+      if (r.op == OpKind::kAllReduce && r.algorithm == Algorithm::kTree)
+        return r.seconds(Shape{nodes, 1, 64 * mib, mib}, net);
+    }
+    return 0.0;
+  };
+  const double step = static_cast<double>(mib) / net.bytes_per_s;
+  EXPECT_DOUBLE_EQ(tree(2), 2 * (tree_depth(2, 0) + 64 - 1) * (net.latency_s + step));
+  EXPECT_DOUBLE_EQ(tree(5), 2 * (tree_depth(5, 0) + 64 - 1) * (net.latency_s + 2 * step));
+}
+
 }  // namespace
 }  // namespace ctrun::comm::algorithms

@@ -1,5 +1,5 @@
 """Processes in the Python tests (beside ports.py, found the same way): is a pid still running, can a python import
-torch, and a child that dies with the test."""
+torch, a child that dies with the test, and the end of a child started in a session of its own."""
 import ctypes
 import os
 import signal
@@ -33,3 +33,14 @@ def have_torch(python):
 def die_with_parent():
     """preexec_fn: SIGKILL when the test process dies (even killed by ctest's timeout)."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def kill_session(proc, timeout=30):
+    """SIGKILL to every process of `proc`'s session (Popen(..., start_new_session=True): an agent and its workers)
+    if it still runs, then reaps it."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=timeout)

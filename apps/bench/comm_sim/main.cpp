@@ -1,10 +1,15 @@
 // comm_sim: the cost model two-level groups choose their cross-host algorithm with, evaluated for jobs too
 // large for this machine. For each rank count (ranks = nodes x ranks per node) and message size it prints the
-// predicted all_reduce time of each cross-host algorithm inside comm's two-level scheme and the model's choice.
+// predicted time of an op (all_reduce by default) with each cross-host algorithm inside comm's two-level scheme and
+// the model's choice. With --algorithm, one line per point for that algorithm (or the choice), for scripts that
+// set a prediction beside a measured time (scripts/bench/two_level_compare.sh):
+//   predict <op> <ranks> <per-rank bytes> <algorithm> <microseconds>
 //   comm_sim [--ranks-per-node 8] [--latency-us 5] [--gbps 100] [--shm-us 3] [--shm-mbps 4000]
-//            [--ranks 2,8,...] [--bytes 8,...] [--op all_reduce]
+//            [--ranks 2,8,...] [--bytes 8,...] [--op all_reduce] [--algorithm NAME|choice]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -48,11 +53,60 @@ std::string time_text(double s) {
 }
 
 [[noreturn]] void usage() {
-  std::fprintf(
-      stderr,
-      "usage: comm_sim [--ranks-per-node N] [--latency-us US] [--gbps G] [--shm-us US] [--shm-mbps M]\n"
-      "                [--ranks a,b,...] [--bytes a,b,...] [--chunk-bytes B] [--op all_reduce|broadcast|reduce]\n");
+  std::fprintf(stderr,
+               "usage: comm_sim [--ranks-per-node N] [--latency-us US] [--gbps G] [--shm-us US] [--shm-mbps M]\n"
+               "                [--ranks a,b,...] [--bytes a,b,...] [--chunk-bytes B] [--algorithm NAME|choice]\n"
+               "                [--op all_reduce|broadcast|reduce|all_gather|reduce_scatter|barrier]\n");
   std::exit(2);
+}
+
+OpKind parse_op(const std::string& name) {
+  for (OpKind op : {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce, OpKind::kAllGather, OpKind::kReduceScatter,
+                    OpKind::kBarrier}) {
+    if (name == op_name(op)) return op;
+  }
+  usage();
+}
+
+Shape shape_of(std::size_t ranks, int per_node, std::size_t bytes, std::size_t chunk) {
+  const auto p = static_cast<std::size_t>(per_node);
+  return Shape{static_cast<int>((ranks + p - 1) / p), static_cast<int>(std::min(ranks, p)), bytes, chunk};
+}
+
+// The cost model's row, or the fixed cross step of ops without a choice.
+const char* choice_name(OpKind op, const Shape& shape, const LinkCost& net) {
+  const CostRow* best = cheapest(op, shape, net);
+  return best ? algorithm_name(best->algorithm) : "exchange";
+}
+
+int print_points(OpKind op, const std::string& name, const std::vector<std::size_t>& ranks, int per_node,
+                 const std::vector<std::size_t>& bytes, std::size_t chunk, const LinkCost& net, const LinkCost& local) {
+  for (std::size_t n : ranks) {
+    for (std::size_t b : bytes) {
+      const Shape shape = shape_of(n, per_node, b, chunk);
+      const CostRow* best = cheapest(op, shape, net);
+      Algorithm a = Algorithm::kDirect;
+      if (name == "choice") {
+        if (best) a = best->algorithm;
+      } else if (best) {  // ops with rows: one of them
+        try {
+          a = parse_algorithm(name);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "comm_sim: %s\n", e.what());
+          return 2;
+        }
+        bool known = false;
+        for (const auto& r : cost_table()) known = known || (r.op == op && r.algorithm == a);
+        if (!known) {
+          std::fprintf(stderr, "comm_sim: %s has no cost row '%s'\n", op_name(op), name.c_str());
+          return 2;
+        }
+      }
+      std::printf("predict %s %zu %zu %s %.1f\n", op_name(op), n, b, best ? algorithm_name(a) : "exchange",
+                  predict_two_level(op, a, shape, net, local) * 1e6);
+    }
+  }
+  return 0;
 }
 
 }  // namespace
@@ -63,6 +117,7 @@ int main(int argc, char** argv) {
   LinkCost local{3e-6, 4000e6};
   std::size_t chunk = std::size_t{1} << 20;
   OpKind op = OpKind::kAllReduce;
+  std::string algorithm;  // empty: the table of every algorithm
   std::vector<std::size_t> ranks = {2, 8, 16, 64, 256, 1024, 4096, 24576, 32768};
   std::vector<std::size_t> bytes = {8, 1024, 65536, 1 << 20, 16 << 20, 256 << 20, std::size_t{1} << 30};
   for (int i = 1; i < argc; ++i) {
@@ -85,40 +140,35 @@ int main(int argc, char** argv) {
       bytes = parse_list(v);
     else if (a == "--chunk-bytes")
       chunk = std::strtoull(v, nullptr, 10);
-    else if (a == "--op") {
-      const std::string o = v;
-      op = o == "all_reduce"  ? OpKind::kAllReduce
-           : o == "broadcast" ? OpKind::kBroadcast
-           : o == "reduce"    ? OpKind::kReduce
-                              : (usage(), OpKind::kAllReduce);
-    } else
+    else if (a == "--algorithm")
+      algorithm = v;
+    else if (a == "--op")
+      op = parse_op(v);
+    else
       usage();
   }
   if (per_node < 1 || net.bytes_per_s <= 0 || local.bytes_per_s <= 0 || chunk == 0) usage();
+  if (!algorithm.empty()) return print_points(op, algorithm, ranks, per_node, bytes, chunk, net, local);
   std::printf("# comm_sim: %s, %d ranks per node, between nodes %.1f us %.1f Gbit/s, inside %.1f us %.0f MB/s\n",
               op_name(op), per_node, net.latency_s * 1e6, net.bytes_per_s * 8 / 1e9, local.latency_s * 1e6,
               local.bytes_per_s / 1e6);
-  std::vector<const CostRow*> rows;
+  std::vector<Algorithm> columns;
   for (const auto& r : cost_table()) {
-    if (r.op == op) rows.push_back(&r);
+    if (r.op == op) columns.push_back(r.algorithm);
   }
+  const bool fixed = columns.empty();  // all_gather, reduce_scatter: one cross step, no choice
+  if (fixed) columns.push_back(Algorithm::kDirect);
   std::printf("| ranks | nodes | bytes |");
-  for (const auto* r : rows) std::printf(" %s |", algorithm_name(r->algorithm));
+  for (Algorithm a : columns) std::printf(" %s |", fixed ? "exchange" : algorithm_name(a));
   std::printf(" choice |\n|---|---|---|");
-  for (std::size_t i = 0; i < rows.size(); ++i) std::printf("---|");
+  for (std::size_t i = 0; i < columns.size(); ++i) std::printf("---|");
   std::printf("---|\n");
   for (std::size_t n : ranks) {
-    const int nodes =
-        static_cast<int>((n + static_cast<std::size_t>(per_node) - 1) / static_cast<std::size_t>(per_node));
-    const int rpn = static_cast<int>(n) < per_node ? static_cast<int>(n) : per_node;
     for (std::size_t b : bytes) {
-      const Shape shape{nodes, rpn, b, chunk};
-      std::printf("| %zu | %d | %s |", n, nodes, size_text(b).c_str());
-      for (const auto* r : rows) {
-        std::printf(" %s |", time_text(predict_two_level(op, r->algorithm, shape, net, local)).c_str());
-      }
-      const CostRow* best = cheapest(op, shape, net);
-      std::printf(" %s |\n", nodes > 1 && best ? algorithm_name(best->algorithm) : "(one node: shm)");
+      const Shape shape = shape_of(n, per_node, b, chunk);
+      std::printf("| %zu | %d | %s |", n, shape.nodes, size_text(b).c_str());
+      for (Algorithm a : columns) std::printf(" %s |", time_text(predict_two_level(op, a, shape, net, local)).c_str());
+      std::printf(" %s |\n", shape.nodes > 1 ? choice_name(op, shape, net) : "(one node: shm)");
     }
   }
   return 0;

@@ -18,7 +18,6 @@ Exit 77 (skip) without torch, without the ctrun_torch module, or without network
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ HOST = 'mount -t tmpfs -o size=1g,mode=1777 ctrun-test-shm /dev/shm && exec "$@"
 
 sys.path.insert(0, os.path.join(os.environ["CTRUN_SOURCE_DIR"], "tests", "common"))
 from netns import Lan  # noqa: E402
-from processes import have_torch  # noqa: E402
+from processes import have_torch, kill_session  # noqa: E402
 
 
 def why_not():
@@ -123,12 +122,7 @@ def main():
         print("ok: DDP over two hosts (two levels) on ctrun ends with gloo's parameters", flush=True)
     finally:
         for agent in agents:
-            if agent.poll() is None:
-                try:
-                    os.killpg(agent.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                agent.wait(timeout=30)
+            kill_session(agent)
         lan.close()
         if os.environ.get("KEEP_DIR"):
             print("kept", out)
