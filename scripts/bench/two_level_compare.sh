@@ -6,14 +6,14 @@
 # group's creation, 2 ranks per host: a group of one rank per host runs flat and times nothing); beside every comm
 # row, comm_sim's prediction for the same op, algorithm and shape at that link, and measured / predicted.
 # Deletes what it creates; exit 77 when namespaces cannot be made.
-#   sudo scripts/bench/two_level_compare.sh [BUILD_DIR]   env: HOSTS=2 RANKS=2 RATE=1gbit OPS=all_reduce
+#   sudo scripts/bench/two_level_compare.sh [BUILD_DIR]   env: HOSTS=2 RANKS=2 RATE=1gbit (RATE= unshaped) OPS=all_reduce
 #                                                         SIZES=8,64K,1M,16M SCALE=0.1
 #   GLOO_PRELOAD=1: the gloo ranks under one `ctrun --preload torch` agent per host (8 x 8 ranks fit in memory);
 #   ALGOS=choice,all_reduce=ring,...: the comm rows to run (default: the choice and each all_reduce algorithm);
 #   SKIP_FLAT=1: no flat-tcp row (RANKS=1 runs flat anyway); SKIP_GLOO=1: no gloo row; SKIP_COMM=1: the gloo row only; AGENT_LOG=PATH: each agent's log in PATH.<host>.
 set -u
 build=${1:-build}
-hosts=${HOSTS:-2}; ranks=${RANKS:-2}; rate=${RATE:-1gbit}; ops=${OPS:-all_reduce}; sizes=${SIZES:-8,64K,1M,16M}
+hosts=${HOSTS:-2}; ranks=${RANKS:-2}; rate=${RATE-1gbit}; ops=${OPS:-all_reduce}; sizes=${SIZES:-8,64K,1M,16M}
 scale=${SCALE:-0.1}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 bench=$(readlink -f "$build/bin/ctbench")
