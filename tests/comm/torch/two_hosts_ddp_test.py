@@ -15,18 +15,21 @@ Exit 77 (skip) without torch, without the ctrun_torch module, or without network
 (namespaces, veths, tmpfs, processes, the temp dir) is removed by name or PID at the end.
   two_hosts_ddp_test.py    env: CTRUN_BIN, CTRUN_TORCH_PYTHON, CTRUN_SOURCE_DIR; KEEP_DIR=1 keeps the logs
 """
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "two_hosts_ddp_worker.py")
 CTRUN = os.environ["CTRUN_BIN"]
 PYTHON = os.environ.get("CTRUN_TORCH_PYTHON") or "/usr/bin/python3"
 NPROC, NNODES = 2, 2
+JOB_TIMEOUT = 200  # both agents, within ctest's 300 s (about 15 s on this 2-core VM)
 SKIP = 77
 # On host A's own address: only the test's hosts can reach it, and nothing else binds there.
 RDZV_PORT = 29400
@@ -42,6 +45,8 @@ def why_not():
     """Why this machine cannot run the test, or None."""
     if not have_torch(PYTHON):
         return f"{PYTHON} has no torch.distributed (apt-get install python3-torch)"
+    if importlib.util.find_spec("torch") is None:  # this script compares the saved parameters itself
+        return f"{sys.executable} (running this test) has no torch"
     pydir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(CTRUN))), "python")
     if not os.path.isdir(pydir) or not any(f.startswith("ctrun_torch") for f in os.listdir(pydir)):
         return f"no ctrun_torch module in {pydir} (built only with libtorch-dev, pybind11-dev, python3-dev)"
@@ -110,11 +115,12 @@ def main():
         hosts = {tag: lan.add_host(tag) for tag in ("a", "b")}
         endpoint = f"{hosts['a'][1]}:{RDZV_PORT}"
         agents = [start_agent(ns, addr, endpoint, out, tag) for tag, (ns, addr) in hosts.items()]
+        deadline = time.monotonic() + JOB_TIMEOUT
         for tag, agent in zip(hosts, agents):
             try:
-                code = agent.wait(timeout=180)
+                code = agent.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                code = "none within 180 s"
+                code = f"nothing: the job did not end within {JOB_TIMEOUT} s"
             assert code == 0, f"agent {tag} exited {code}\n" + "\n".join(
                 f"--- {t}\n{read(os.path.join(out, f'agent.{t}.log'))[-5000:]}" for t in hosts)
         check_two_levels(out)
