@@ -82,12 +82,13 @@ run_agents() {
 ctrun=$(readlink -f "$build/bin/ctrun")
 sim=$(dirname "$bench")/comm_sim
 port=29620
-# The link as comm times it when a two-level group is created (8-byte round trips, 1 MiB sends), read from the
+lat=""
+# The link as comm times it when a two-level group is created (8-byte round trips, 1 MiB exchanges), read from the
 # debug line "in two levels: ... between hosts X us Y MB/s"; the predictions below use it.
-read -r lat mbps < <( (ranks=2; run_job $((port++)) CTRUN_LOG_LEVEL=debug -- "$bench" --no-gloo --ops barrier \
+[ "${SKIP_COMM:-0}" != 1 ] && read -r lat mbps < <( (ranks=2; run_job $((port++)) CTRUN_LOG_LEVEL=debug -- "$bench" --no-gloo --ops barrier \
   --sizes 8 --iters-scale 0.01) | sed -n 's/.*between hosts \([0-9.]*\) us \([0-9.]*\) MB\/s.*/\1 \2/p' | head -n1)
 port=$((port + 1))
-echo "# comm timed the link between hosts: ${lat:-?} us, ${mbps:-?} MB/s"
+[ "${SKIP_COMM:-0}" != 1 ] && echo "# comm timed the link between hosts: ${lat:-?} us, ${mbps:-?} MB/s"
 # predict ALGO: ctbench's rows (op bytes time_us ...) from stdin, each with comm_sim's prediction for ALGO (a
 # CTRUN_COMM_ALGO value; empty: the choice) at the timed link, and measured / predicted.
 predict() {
