@@ -4,11 +4,14 @@ bridge the test makes (tests/common/netns.py), and in it a mount namespace with 
 snapshots are its own memory and its agent reaches the others only over the network. When the test SIGKILLs node
 B's agent and workers, B's mount namespace and its memory go with them. A spare agent on a third host then takes
 B's place, and the ranks B ran load their state from the replica A received; the final parameters equal an
-uninterrupted run's bit for bit. Environment as checkpoint_test.py. Exit 77 (skip) without torch or without
-network and mount namespaces. Everything made (namespaces, veths, tmpfs, processes, temp dirs) is removed by name
-or PID at the end.
+uninterrupted run's bit for bit (case spare_loads_replica, on c10d). Case static_nodes: the same hosts on the
+static backend; group rank 0's `ctrun --status` names the other node's held steps, and a rank killed after a save
+makes both nodes restart and every rank resume from that step. Environment as checkpoint_test.py. Exit 77 (skip)
+without torch or without network and mount namespaces. Everything made (namespaces, veths, tmpfs, processes, temp
+dirs) is removed by name or PID at the end.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -146,17 +149,33 @@ def wait_for(what, predicate, timeout, nodes):
 
 
 
-def test_spare_loads_replica():
+@contextlib.contextmanager
+def job_hosts(prefix, tags):
+    """Skips (exit 77) when this machine cannot make the hosts. Else yields (hosts, ref, out, runs): the LAN's hosts
+    by tag, the uninterrupted run's and the test run's directories, and a list the test puts its Nodes in; at the
+    end every agent of those is killed, the LAN removed, and the directories too (unless KEEP_DIR is set)."""
     why = why_no_nodes()
     if why:
         print("skipped:", why)
         sys.exit(SKIP)
-    ref, out = tempfile.mkdtemp(prefix="ckrep-ref-"), tempfile.mkdtemp(prefix="ckrep-run-")
-    lan = Lan("ctckn")
-    ref_nodes = nodes = None
+    ref, out = tempfile.mkdtemp(prefix=f"{prefix}-ref-"), tempfile.mkdtemp(prefix=f"{prefix}-run-")
+    lan = Lan(prefix)
+    runs = []
     try:
-        hosts = {tag: lan.add_host(tag.lower()) for tag in ("A", "B", "C")}
+        yield {tag: lan.add_host(tag.lower()) for tag in tags}, ref, out, runs
+    finally:
+        for n in runs:
+            n.close()
+        lan.close()
+        if not os.environ.get("KEEP_DIR"):
+            shutil.rmtree(ref, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def test_spare_loads_replica():
+    with job_hosts("ctckn", ("A", "B", "C")) as (hosts, ref, out, runs):
         ref_nodes, nodes = Nodes(ref, hosts, RDZV_PORT), Nodes(out, hosts, RDZV_PORT + 1)
+        runs.extend([ref_nodes, nodes])
         # The uninterrupted run: two nodes, four ranks.
         ref_nodes.start("A", [])
         ref_nodes.start("B", [])
@@ -190,14 +209,6 @@ def test_spare_loads_replica():
         assert all(f["step"] == HOLD_AFTER for f in fetched), fetched
         assert_same_final(ref, out, 2 * NPROC)
         print("ok: the spare loaded B's state from A's replica:", fetched)
-    finally:
-        for n in (ref_nodes, nodes):
-            if n:
-                n.close()
-        lan.close()
-        if not os.environ.get("KEEP_DIR"):
-            shutil.rmtree(ref, ignore_errors=True)
-            shutil.rmtree(out, ignore_errors=True)
 
 
 def newest_loaded(out):
@@ -255,15 +266,7 @@ def test_static_nodes():
       restarts its workers, A's when theirs fail on the broken collective, the nodes agree again on what they hold
       through the same store (the static round never changes), and every rank of attempt 1 loads step KILL_AFTER
       from its own node's memory. The final parameters equal the uninterrupted run's bit for bit."""
-    why = why_no_nodes()
-    if why:
-        print("skipped:", why)
-        sys.exit(SKIP)
-    ref, out = tempfile.mkdtemp(prefix="ckstat-ref-"), tempfile.mkdtemp(prefix="ckstat-run-")
-    lan = Lan("ctcks")
-    runs = []
-    try:
-        hosts = {tag: lan.add_host(tag.lower()) for tag in ("A", "B")}
+    with job_hosts("ctcks", ("A", "B")) as (hosts, ref, out, runs):
         logs = os.path.join(ref, "logs")
         ref_nodes = Nodes(ref, hosts, RDZV_PORT, static=True)
         runs.append(ref_nodes)
@@ -291,13 +294,6 @@ def test_static_nodes():
         assert_same_final(ref, out, 2 * NPROC)
         print("ok: static backend, both nodes restarted, every rank loaded step", KILL_AFTER,
               "and the parameters equal the uninterrupted run's")
-    finally:
-        for n in runs:
-            n.close()
-        lan.close()
-        if not os.environ.get("KEEP_DIR"):
-            shutil.rmtree(ref, ignore_errors=True)
-            shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":
