@@ -231,7 +231,7 @@ def status_of(nodes, tag, logs, *flags):
 
 def check_every_node_in_status(nodes, logs):
     """While every rank of the uninterrupted run waits after its save of PAUSE_AFTER: group rank 0's `ctrun --status`
-    (node A's) names node B with B's held steps, in JSON and in text."""
+    (node A's) names node B with B's held steps and B's copy of its newest step to A, in JSON and in text."""
     ready = lambda: all(os.path.exists(os.path.join(nodes.out, f"ready-{r}")) for r in range(2 * NPROC))  # noqa
     wait_for("every rank to save step %d" % PAUSE_AFTER, ready, 150, nodes)
 
@@ -239,9 +239,10 @@ def check_every_node_in_status(nodes, logs):
         text = status_of(nodes, "A", logs, "--json")
         c = json.loads(text).get("checkpoints") if text else None
         b = [n for n in (c or {}).get("nodes", []) if n["group_rank"] == 1]
-        return c, b[0] if b and b[0].get("newest_step") == PAUSE_AFTER else None
+        done = b and b[0].get("newest_step") == PAUSE_AFTER and b[0].get("replicated_step") == PAUSE_AFTER
+        return c, b[0] if done else None
 
-    wait_for("node A's --status --json to show node B's step", lambda: b_published()[1], 60, nodes)
+    wait_for("node A's --status --json to show node B's step, copied to A", lambda: b_published()[1], 60, nodes)
     own, b = b_published()
     assert own["newest_step"] == PAUSE_AFTER and [n["group_rank"] for n in own["nodes"]] == [1], own
     assert b["published"] and b["on"] and b["oldest_step"] == PAUSE_AFTER - 1, b
@@ -249,6 +250,7 @@ def check_every_node_in_status(nodes, logs):
     text = status_of(nodes, "A", logs)
     line = next((x for x in text.splitlines() if x.strip().startswith("node 1:")), "")
     assert f"newest step every local rank holds {PAUSE_AFTER}, oldest held {PAUSE_AFTER - 1}" in line, text
+    assert f"replicated step {PAUSE_AFTER}, 0 step(s) behind" in line, text
     assert "checkpoints on this node: newest step every local rank holds %d" % PAUSE_AFTER in text, text
     # Node B's own view names only its own node.
     b_view = status_of(nodes, "B", logs + ".B", "--json")
@@ -279,8 +281,11 @@ def test_static_nodes():
 
         nodes = Nodes(out, hosts, RDZV_PORT + 1, static=True)
         runs.append(nodes)
+        # No replicas: each node's record of this attempt is then the only one that says what its ranks hold, so an
+        # agent that read the other node's record of attempt 0 (nothing held yet) would resume from no step at all.
         for tag in ("A", "B"):
-            nodes.start(tag, ["--kill-rank", str(KILL_RANK), "--kill-after", str(KILL_AFTER)])
+            nodes.start(tag, ["--kill-rank", str(KILL_RANK), "--kill-after", str(KILL_AFTER)],
+                        ["--checkpoint-replicas", "0"])
         for tag in ("A", "B"):
             assert nodes.wait(tag, 180) == 0, nodes.logs()
         loaded = newest_loaded(out)
