@@ -4,6 +4,7 @@
 #include <cmath>
 #include <csignal>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -510,6 +511,7 @@ class Agent::Impl {
     awaiting_start_ = 0;
     AttemptSpec spec{restart_count_, round_, rdzv_->run_id(), rdzv_->use_agent_store()};
     hang_->begin_attempt(attempt_seq_, restart_count_);
+    checkpoint_nodes_.clear();  // the other nodes publish again for this attempt
     checkpoints_->begin_attempt(restart_count_, round_, checkpoint_store(), gathered);
     attempt_start_step_ = checkpoints_->resume_step();
     group_->start(spec, *layout_, [this] { return state_ == AgentState::kRunning; });
@@ -631,10 +633,20 @@ class Agent::Impl {
                                                       root && !root->empty() ? *root : std::string("/dev/shm"));
     // What the node holds, for /metrics and `ctrun --status`: read on the loop at each tick of the hang watch.
     metrics_->watch_checkpoints([this] { return checkpoints_->summary(); });
+    // Several nodes: each agent publishes its summary with the hang exchange, and group rank 0's live view adds
+    // a line per other node (what it published last in this attempt, or that it has not yet).
+    hang_->share_node_record([this] { return checkpoint::node_record(checkpoints_->summary()); },
+                             [this](std::map<int, std::string> records) { checkpoint_nodes_ = std::move(records); });
     hang_->on_status([this](std::string& text, nlohmann::json& json) {
       const auto held = checkpoints_->summary();
       text += checkpoint::summary_text(held);
-      if (auto j = checkpoint::summary_json(held); !j.is_null()) json["checkpoints"] = std::move(j);
+      auto j = checkpoint::summary_json(held);
+      if (j.is_null()) return;
+      if (round_.group_rank == 0 && round_.group_world_size > 1) {
+        text += checkpoint::nodes_text(checkpoint_nodes_, 0, round_.group_world_size);
+        j["nodes"] = checkpoint::nodes_json(checkpoint_nodes_, 0, round_.group_world_size);
+      }
+      json["checkpoints"] = std::move(j);
     });
     if (config_.health_check) {
       health_check_ = std::make_unique<HealthCheck>(io_, *config_.health_check, config_.health_check_timeout);
@@ -1003,6 +1015,7 @@ class Agent::Impl {
   std::unique_ptr<AgentMetrics> metrics_;        // made with group_ (watches it and hang_): before any deliver()
 
   std::unique_ptr<CheckpointKeeper> checkpoints_;  // made with group_; the job's snapshots go with it
+  std::map<int, std::string> checkpoint_nodes_;   // group rank 0: the other nodes' checkpoint records (live view)
   std::unique_ptr<HealthCheck> health_check_;      // --health-check; made with group_, which must not reap it
 
   int restart_count_ = 0;

@@ -28,7 +28,9 @@ bool holds(const std::map<int, std::vector<std::int64_t>>& per_rank, int rank, s
 
 }  // namespace
 
-std::string record_key(int group_rank) { return "ctrun/checkpoint/node/" + std::to_string(group_rank); }
+std::string record_key(int restart_count, int group_rank) {
+  return "ctrun/checkpoint/attempt_" + std::to_string(restart_count) + "/node/" + std::to_string(group_rank);
+}
 
 std::string encode_record(const NodeRecord& r) {
   return nlohmann::json{
@@ -52,6 +54,22 @@ NodeRecord decode_record(const std::string& text) {
     throw std::runtime_error(std::string("another node's checkpoint record is unreadable (") + e.what() +
                              "); run the same ctrun version on every node");
   }
+}
+
+std::vector<NodeRecord> exchange_records(store::Store& store, int restart_count, const NodeRecord& self, int nodes,
+                                         std::chrono::milliseconds timeout) {
+  store.set(record_key(restart_count, self.group_rank), encode_record(self));
+  std::vector<std::string> keys;
+  for (int node = 0; node < nodes; ++node) keys.push_back(record_key(restart_count, node));
+  try {
+    store.wait(keys, timeout);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("not every node wrote its checkpoint record of attempt " + std::to_string(restart_count) +
+                             " within " + std::to_string(timeout.count() / 1000) + " s (" + e.what() + ")");
+  }
+  std::vector<NodeRecord> out;
+  for (const auto& text : store.multi_get(keys)) out.push_back(decode_record(text));
+  return out;
 }
 
 std::map<int, std::vector<std::int64_t>> merged_steps(const std::vector<NodeRecord>& nodes, int world_size) {

@@ -7,6 +7,7 @@
 // group rank 0, which hosts the workers' store, lists the merged steps there for ck.load(). The pure part (records,
 // merging, planning) is here, apart from the store calls, for tests.
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "agent/checkpoint/job_directory.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::agent::checkpoint {
 
@@ -24,10 +26,18 @@ struct NodeRecord {
   NodeHoldings holdings;
 };
 
-std::string record_key(int group_rank);  // in the round's store (scoped to the round)
+// In the round's store, per attempt: the static backend's round (and so its store) is the same for every attempt of
+// the job, and a node's record of an earlier attempt must never be read as what it holds now.
+std::string record_key(int restart_count, int group_rank);
 std::string encode_record(const NodeRecord& record);
 // Throws std::runtime_error for a record this version cannot read.
 NodeRecord decode_record(const std::string& text);
+
+// Blocking (the helper lane): writes `self` as this node's record of attempt `restart_count` and returns every one of
+// the `nodes` nodes' records of that attempt, in group-rank order, once all are written (at most `timeout`: then
+// std::runtime_error saying so).
+std::vector<NodeRecord> exchange_records(store::Store& store, int restart_count, const NodeRecord& self, int nodes,
+                                         std::chrono::milliseconds timeout);
 
 // Every step some node holds of each rank 0..world_size-1 (own snapshots and replicas together), oldest first.
 std::map<int, std::vector<std::int64_t>> merged_steps(const std::vector<NodeRecord>& nodes, int world_size);

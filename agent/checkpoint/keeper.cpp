@@ -218,7 +218,6 @@ struct CheckpointKeeper::Impl {
   }
 
   std::shared_ptr<const Gathered> gather(int restart_count, const rdzv::RoundInfo& round, const std::string& host) {
-    (void)restart_count;
     auto g = std::make_shared<Gathered>();
     try {
       if (!round.store) throw std::runtime_error("the rendezvous gave no store for the round");
@@ -236,17 +235,8 @@ struct CheckpointKeeper::Impl {
         }
         if (self.off.empty()) self.holdings = dir->holdings();
       }
-      round.store->set(record_key(round.group_rank), encode_record(self));
-      std::vector<std::string> record_keys;
-      for (int node = 0; node < round.group_world_size; ++node) record_keys.push_back(record_key(node));
-      try {
-        round.store->wait(record_keys, kExchangeTimeout);
-      } catch (const std::exception& e) {
-        throw std::runtime_error("not every node wrote its checkpoint record within " +
-                                 std::to_string(kExchangeTimeout.count()) + " s (" + e.what() + ")");
-      }
-      std::vector<NodeRecord> nodes;
-      for (const auto& text : round.store->multi_get(record_keys)) nodes.push_back(decode_record(text));
+      const std::vector<NodeRecord> nodes =
+          exchange_records(*round.store, restart_count, self, round.group_world_size, kExchangeTimeout);
       for (const auto& node : nodes) {
         if (!node.off.empty())
           throw std::runtime_error("node " + std::to_string(node.group_rank) + " has them off (" + node.off + ")");

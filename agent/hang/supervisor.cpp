@@ -72,6 +72,9 @@ struct HangSupervisor::Impl {
   std::map<int, std::string> stragglers;  // group ordinal -> the latest straggler line of that group
   std::function<void(const hang::HangWatch&)> tick_listener;
   std::function<void(std::string&, nlohmann::json&)> status_extra;
+  std::function<std::string()> node_record;                      // share_node_record()
+  std::function<void(std::map<int, std::string>)> node_records;  // its receiver (group rank 0)
+  int restart_count = 0;                                         // the watched attempt's: scopes the records' keys
   double last_exchange = -1e9;
 
   ~Impl() {
@@ -200,18 +203,24 @@ struct HangSupervisor::Impl {
     const bool aggregator = round.group_rank == 0;
     const std::string verdicts =
         aggregator ? hang::encode(hang::verdicts_of(watch->detector(), watch->ranks())) : std::string();
+    const std::string record = node_record ? node_record() : std::string();
+    const bool read_records = aggregator && node_records != nullptr;
     lane.run(BlockingCall::kProgress,
-             [this, store = round.store, text, verdicts, aggregator, me = round.group_rank,
-              nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
+             [this, store = round.store, text, verdicts, aggregator, record, read_records, restart = restart_count,
+              me = round.group_rank, nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
                std::map<std::string, std::string> summaries;
+               std::map<int, std::string> records;
                std::string remote_verdicts;
                try {
                  if (!text.empty()) store->set(hang::keys::node_summary(me), text);
+                 if (!record.empty()) store->set(hang::keys::node_record(restart, me), record);
                  if (aggregator) {
                    store->set(hang::keys::verdicts(), verdicts);
                    for (int n = 0; n < nodes; ++n) {
                      const std::string key = hang::keys::node_summary(n);
                      if (n != me && store->check({key})) summaries[std::to_string(n)] = store->get(key);
+                     const std::string rkey = hang::keys::node_record(restart, n);
+                     if (read_records && n != me && store->check({rkey})) records[n] = store->get(rkey);
                    }
                  } else if (store->check({hang::keys::verdicts()})) {
                    remote_verdicts = store->get(hang::keys::verdicts());
@@ -219,12 +228,14 @@ struct HangSupervisor::Impl {
                } catch (const std::exception& e) {
                  log->debug("progress summary exchange failed: {}", e.what());
                }
-               return [this, summaries = std::move(summaries), remote_verdicts, a]() {
+               return [this, summaries = std::move(summaries), records = std::move(records), remote_verdicts,
+                       read_records, a]() mutable {
                  exchange_busy = false;
                  if (!watching(a)) return;
                  const double t2 = now();
                  for (const auto& [node, summary] : summaries) watch->remote(node, summary, t2);
                  if (auto v = hang::decode_verdicts(remote_verdicts)) watch->remote_verdicts(*v, t2);
+                 if (read_records) node_records(std::move(records));
                };
              });
   }
@@ -264,6 +275,7 @@ void HangSupervisor::begin_attempt(std::uint64_t attempt_seq, int restart_count)
     impl_->log->warn("hang detection is off for this attempt: {}", e.what());
   }
   impl_->attempt = attempt_seq;
+  impl_->restart_count = restart_count;
 }
 
 void HangSupervisor::attempt_started(const rdzv::RoundInfo& round) {
@@ -285,6 +297,12 @@ void HangSupervisor::on_tick(std::function<void(const hang::HangWatch& watch)> l
 
 void HangSupervisor::on_status(std::function<void(std::string& text, nlohmann::json& json)> add) {
   impl_->status_extra = std::move(add);
+}
+
+void HangSupervisor::share_node_record(std::function<std::string()> record,
+                                       std::function<void(std::map<int, std::string> records)> received) {
+  impl_->node_record = std::move(record);
+  impl_->node_records = std::move(received);
 }
 
 void HangSupervisor::stop() { impl_->timer.cancel(); }

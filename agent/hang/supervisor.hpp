@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,12 @@ class HangSupervisor {
   // What another part of the agent adds to the live view at each tick (on the loop, never blocking): lines after
   // the ranks' table and keys of /status.json.
   void on_status(std::function<void(std::string& text, nlohmann::json& json)> add);
+  // Several nodes: a small bounded record of this node that another part of the agent publishes with each exchange
+  // (`record`, called on the loop; "" publishes nothing), and on the agent of group rank 0 every other node's latest
+  // record of this attempt, handed to `received` on the loop (group rank -> record; a node that has not published
+  // in this attempt is absent). The store calls run on the helper lane with the exchange's own.
+  void share_node_record(std::function<std::string()> record,
+                         std::function<void(std::map<int, std::string> records)> received);
   // The stragglers found last in this job (one line per group, "rank R is last into ..."), for the failure summary.
   std::vector<std::string> stragglers() const;
   // The most collectives (ctrun's progress records) one group completed on one local rank in the attempt that

@@ -62,6 +62,45 @@ TEST(CheckpointSummaryView, WordsWhatTheNodeHolds) {
   EXPECT_TRUE(summary_json(s)["replicated_age_s"].is_null());
 }
 
+// Group rank 0's view of the other nodes: a line per node from the record it published (node_record), a node that
+// has not published yet said as such, one with checkpoints off and an unreadable record too; never itself.
+TEST(CheckpointSummaryView, WordsEveryOtherNodeFromItsRecord) {
+  CheckpointKeeper::Summary b;
+  b.on = true;
+  b.newest_step = 7;
+  b.oldest_step = 6;
+  b.bytes = 3u << 20;
+  b.limit = 1u << 30;
+  b.replicas = 1;
+  b.replicated_step = 6;
+  b.spilling = true;
+  b.spilled_step = 5;
+  const std::map<int, std::string> records = {
+      {0, "ignored: the asking node"}, {1, node_record(b)}, {3, node_record({})}, {4, "{not json"}};
+  const std::string text = nodes_text(records, 0, 5);
+  EXPECT_EQ(text,
+            "checkpoints on the other nodes (as each published them, every 2 s or so):\n"
+            "  node 1: newest step every local rank holds 7, oldest held 6; 3.0 MiB of 1.0 GiB; replicated step 6, "
+            "1 step(s) behind\n"
+            "  node 2: has not published its checkpoints yet\n"
+            "  node 3: in-memory checkpoints off\n"
+            "  node 4: its record is unreadable (run the same ctrun version on every node)\n");
+  const auto j = nodes_json(records, 0, 5);
+  ASSERT_EQ(j.size(), 4u);
+  EXPECT_EQ(j[0]["group_rank"], 1);
+  EXPECT_EQ(j[0], [&] {
+    auto want = summary_json(b);
+    want["group_rank"] = 1;
+    want["published"] = true;
+    return want;
+  }());
+  EXPECT_EQ(j[1], (nlohmann::json{{"group_rank", 2}, {"published", false}}));
+  EXPECT_EQ(j[2]["on"], false);
+  EXPECT_EQ(j[3]["unreadable"], true);
+  EXPECT_EQ(nodes_text(records, 0, 1), "");
+  EXPECT_TRUE(nodes_json(records, 0, 1).empty());
+}
+
 std::string temp_root() {
   std::string pattern = (fs::temp_directory_path() / "ctrun-ckpt-test-XXXXXX").string();
   return ::mkdtemp(pattern.data());

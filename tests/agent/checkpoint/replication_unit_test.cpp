@@ -22,6 +22,7 @@
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replica_wire.hpp"
+#include "store/memory_store.hpp"
 
 namespace ctrun::agent::checkpoint {
 namespace {
@@ -228,6 +229,28 @@ TEST(Exchange, RecordsMergeIntoEveryRanksStepsAndSayWhereEachIs) {
   EXPECT_EQ(ring_targets(2, 3, 2), (std::vector<int>{0, 1}));
   EXPECT_EQ(ring_targets(1, 2, 5), (std::vector<int>{0}));  // never itself, never twice
   EXPECT_TRUE(ring_targets(0, 1, 1).empty());
+}
+
+// The static backend keeps one round, and so one store, for every attempt: a node's record of attempt 0 is still
+// there when attempt 1 exchanges. A node must wait for the other's record of this attempt, never read the old one
+// (which said what that node held before its workers saved anything).
+TEST(Exchange, AnAttemptReadsOnlyRecordsOfThatAttempt) {
+  using std::chrono::milliseconds;
+  store::MemoryStore store;
+  NodeRecord a{0, "127.0.0.2:1", "", {}}, b{1, "127.0.0.3:1", "", {}};
+  std::thread b0([&] { EXPECT_NO_THROW(exchange_records(store, 0, b, 2, milliseconds(5000))); });
+  EXPECT_EQ(exchange_records(store, 0, a, 2, milliseconds(5000)).size(), 2u);
+  b0.join();
+
+  a.holdings.own = {{0, {2, 3}}, {1, {2, 3}}};
+  EXPECT_THROW(exchange_records(store, 1, a, 2, milliseconds(50)), std::runtime_error);  // b's attempt-0 record only
+  b.holdings.own = {{2, {2, 3}}, {3, {2, 3}}};
+  std::thread b1([&] { EXPECT_NO_THROW(exchange_records(store, 1, b, 2, milliseconds(5000))); });
+  const auto nodes = exchange_records(store, 1, a, 2, milliseconds(5000));
+  b1.join();
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes[1].holdings.own, b.holdings.own);
+  EXPECT_EQ(merged_steps(nodes, 4).at(3), (std::vector<std::int64_t>{2, 3}));
 }
 
 }  // namespace
