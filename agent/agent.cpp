@@ -634,8 +634,13 @@ class Agent::Impl {
     // What the node holds, for /metrics and `ctrun --status`: read on the loop at each tick of the hang watch.
     metrics_->watch_checkpoints([this] { return checkpoints_->summary(); });
     // Several nodes: each agent publishes its summary with the hang exchange, and group rank 0's live view adds
-    // a line per other node (what it published last in this attempt, or that it has not yet).
-    hang_->share_node_record([this] { return checkpoint::node_record(checkpoints_->summary()); },
+    // a line per other node (what it published last in this attempt, or that it has not yet). Only once the node
+    // holds something: a job that saves no checkpoints pays no store op for it.
+    hang_->share_node_record([this] {
+                               const auto held = checkpoints_->summary();
+                               return held.newest_step >= 0 || held.bytes > 0 ? checkpoint::node_record(held)
+                                                                              : std::string();
+                             },
                              [this](std::map<int, std::string> records) { checkpoint_nodes_ = std::move(records); });
     hang_->on_status([this](std::string& text, nlohmann::json& json) {
       const auto held = checkpoints_->summary();

@@ -204,7 +204,8 @@ struct HangSupervisor::Impl {
     const std::string verdicts =
         aggregator ? hang::encode(hang::verdicts_of(watch->detector(), watch->ranks())) : std::string();
     const std::string record = node_record ? node_record() : std::string();
-    const bool read_records = aggregator && node_records != nullptr;
+    // Group rank 0 reads the others' records only while it publishes one itself (its job saves checkpoints).
+    const bool read_records = aggregator && node_records != nullptr && !record.empty();
     lane.run(BlockingCall::kProgress,
              [this, store = round.store, text, verdicts, aggregator, record, read_records, restart = restart_count,
               me = round.group_rank, nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {

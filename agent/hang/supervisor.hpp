@@ -57,7 +57,8 @@ class HangSupervisor {
   // Several nodes: a small bounded record of this node that another part of the agent publishes with each exchange
   // (`record`, called on the loop; "" publishes nothing), and on the agent of group rank 0 every other node's latest
   // record of this attempt, handed to `received` on the loop (group rank -> record; a node that has not published
-  // in this attempt is absent). The store calls run on the helper lane with the exchange's own.
+  // in this attempt is absent), read only while this node publishes one. The store calls run on the helper lane
+  // with the exchange's own.
   void share_node_record(std::function<std::string()> record,
                          std::function<void(std::map<int, std::string> records)> received);
   // The stragglers found last in this job (one line per group, "rank R is last into ..."), for the failure summary.
