@@ -638,8 +638,7 @@ class Agent::Impl {
     // holds something: a job that saves no checkpoints pays no store op for it.
     hang_->share_node_record([this] {
                                const auto held = checkpoints_->summary();
-                               return held.newest_step >= 0 || held.bytes > 0 ? checkpoint::node_record(held)
-                                                                              : std::string();
+                               return checkpoint::holds_something(held) ? checkpoint::node_record(held) : "";
                              },
                              [this](std::map<int, std::string> records) { checkpoint_nodes_ = std::move(records); });
     hang_->on_status([this](std::string& text, nlohmann::json& json) {

@@ -9,9 +9,15 @@
 namespace ctrun::agent::checkpoint {
 namespace {
 
-bool shown(const CheckpointKeeper::Summary& s) { return s.on || s.bytes > 0 || s.newest_step >= 0; }
+bool shown(const CheckpointKeeper::Summary& s) { return s.on || holds_something(s); }
 
 std::string step_words(std::int64_t step) { return step >= 0 ? std::to_string(step) : "none"; }
+
+// What a node holds, as both its own line and group rank 0's line for it say it.
+std::string held_words(const CheckpointKeeper::Summary& s) {
+  return fmt::format("newest step every local rank holds {}, oldest held {}; {} of {}", step_words(s.newest_step),
+                     step_words(s.oldest_step), format_bytes(s.bytes), format_bytes(s.limit));
+}
 
 // How many steps the newest copied one is behind the newest held one (every held step when none was copied).
 std::int64_t lag_steps(const CheckpointKeeper::Summary& s) {
@@ -51,9 +57,7 @@ std::string node_line(int node, const std::map<int, std::string>& records) {
   const auto s = parse_record(it->second);
   if (!s) return fmt::format("  node {}: its record is unreadable (run the same ctrun version on every node)\n", node);
   if (!shown(*s)) return fmt::format("  node {}: in-memory checkpoints off\n", node);
-  std::string out = fmt::format("  node {}{}: newest step every local rank holds {}, oldest held {}; {} of {}", node,
-                                s->on ? "" : " (off for this attempt)", step_words(s->newest_step),
-                                step_words(s->oldest_step), format_bytes(s->bytes), format_bytes(s->limit));
+  std::string out = fmt::format("  node {}{}: {}", node, s->on ? "" : " (off for this attempt)", held_words(*s));
   if (s->replicas > 0)
     out += fmt::format("; replicated step {}, {} step(s) behind", step_words(s->replicated_step), lag_steps(*s));
   return out + "\n";
@@ -61,13 +65,12 @@ std::string node_line(int node, const std::map<int, std::string>& records) {
 
 }  // namespace
 
+bool holds_something(const CheckpointKeeper::Summary& s) { return s.bytes > 0 || s.newest_step >= 0; }
+
 std::string summary_text(const CheckpointKeeper::Summary& s) {
   if (!shown(s)) return "";
-  std::string out = fmt::format(
-      "checkpoints on this node{}: newest step every local rank holds {}, oldest held {}; "
-      "{} of {} (--checkpoint-memory)\n",
-      s.on ? "" : " (off for this attempt)", step_words(s.newest_step), step_words(s.oldest_step),
-      format_bytes(s.bytes), format_bytes(s.limit));
+  std::string out = fmt::format("checkpoints on this node{}: {} (--checkpoint-memory)\n",
+                                s.on ? "" : " (off for this attempt)", held_words(s));
   if (s.replicas > 0) {
     out += fmt::format("  replicated to {} other node(s): step {}, {} step(s) behind{}; {} sent, {} received\n",
                        s.replicas, step_words(s.replicated_step), lag_steps(s),

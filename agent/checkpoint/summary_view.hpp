@@ -18,6 +18,9 @@ std::string summary_text(const CheckpointKeeper::Summary& s);
 // Every field, steps -1 when none; null when checkpoints are off and nothing is held.
 nlohmann::json summary_json(const CheckpointKeeper::Summary& s);
 
+// Whether the node holds anything (a step or bytes): only then does it publish its record (a job that saves no
+// checkpoints pays no store op for the other nodes' lines).
+bool holds_something(const CheckpointKeeper::Summary& s);
 // This node's summary as the record other agents read (summary_json's text: a few hundred bytes, "null" when off).
 std::string node_record(const CheckpointKeeper::Summary& s);
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,27 +82,29 @@ const char* choice_name(OpKind op, const Shape& shape, const LinkCost& net) {
 
 int print_points(OpKind op, const std::string& name, const std::vector<std::size_t>& ranks, int per_node,
                  const std::vector<std::size_t>& bytes, std::size_t chunk, const LinkCost& net, const LinkCost& local) {
+  // The forced algorithm, checked once against the op's rows (ops without rows have one fixed cross step).
+  std::optional<Algorithm> forced;
+  bool has_rows = false;
+  for (const auto& r : cost_table()) has_rows = has_rows || r.op == op;
+  if (name != "choice" && has_rows) {
+    try {
+      forced = parse_algorithm(name);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "comm_sim: %s\n", e.what());
+      return 2;
+    }
+    bool known = false;
+    for (const auto& r : cost_table()) known = known || (r.op == op && r.algorithm == *forced);
+    if (!known) {
+      std::fprintf(stderr, "comm_sim: %s has no cost row '%s'\n", op_name(op), name.c_str());
+      return 2;
+    }
+  }
   for (std::size_t n : ranks) {
     for (std::size_t b : bytes) {
       const Shape shape = shape_of(n, per_node, b, chunk);
       const CostRow* best = cheapest(op, shape, net);
-      Algorithm a = Algorithm::kDirect;
-      if (name == "choice") {
-        if (best) a = best->algorithm;
-      } else if (best) {  // ops with rows: one of them
-        try {
-          a = parse_algorithm(name);
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "comm_sim: %s\n", e.what());
-          return 2;
-        }
-        bool known = false;
-        for (const auto& r : cost_table()) known = known || (r.op == op && r.algorithm == a);
-        if (!known) {
-          std::fprintf(stderr, "comm_sim: %s has no cost row '%s'\n", op_name(op), name.c_str());
-          return 2;
-        }
-      }
+      const Algorithm a = best ? forced.value_or(best->algorithm) : Algorithm::kDirect;
       std::printf("predict %s %zu %zu %s %.1f\n", op_name(op), n, b, best ? algorithm_name(a) : "exchange",
                   predict_two_level(op, a, shape, net, local) * 1e6);
     }
