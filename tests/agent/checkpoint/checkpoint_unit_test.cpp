@@ -62,6 +62,19 @@ TEST(CheckpointSummaryView, WordsWhatTheNodeHolds) {
   EXPECT_TRUE(summary_json(s)["replicated_age_s"].is_null());
 }
 
+// A node publishes its record for group rank 0's view only once it holds something: checkpoints merely on (every
+// job's default) publish nothing, so a job that saves none pays no store op for the view.
+TEST(CheckpointSummaryView, OnlyANodeThatHoldsSomethingPublishes) {
+  CheckpointKeeper::Summary s;
+  s.on = true;
+  EXPECT_FALSE(holds_something(s));
+  s.newest_step = 0;
+  EXPECT_TRUE(holds_something(s));
+  s = {};
+  s.bytes = 1;
+  EXPECT_TRUE(holds_something(s));
+}
+
 // Group rank 0's view of the other nodes: a line per node from the record it published (node_record), a node that
 // has not published yet said as such, one with checkpoints off and an unreadable record too; never itself.
 TEST(CheckpointSummaryView, WordsEveryOtherNodeFromItsRecord) {
