@@ -6,6 +6,7 @@
 
 #include "comm/backend.hpp"
 #include "comm/cpu/cpu_backend.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::comm {
 namespace {
@@ -53,7 +54,7 @@ std::unique_ptr<Backend> create_backend(const std::string& name, BackendContext 
     std::lock_guard lock(reg.mutex);
     auto it = reg.factories.find(name);
     if (it != reg.factories.end()) factory = it->second;
-    for (const auto& [n, f] : reg.factories) known += (known.empty() ? "" : ", ") + n;
+    known = text::join_with(reg.factories, ", ", [](const auto& entry) { return entry.first; });
   }
   if (!factory) {
     std::string hint = name == "nccl"

@@ -7,6 +7,7 @@
 #include "comm/options.hpp"
 #include "comm/types.hpp"
 #include "common/worker_env.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::comm {
 namespace {
@@ -27,12 +28,10 @@ std::size_t parse_count(const char* name, const std::string& v, std::size_t max)
 }
 
 void one_of(const char* name, const std::string& v, std::initializer_list<std::string_view> allowed) {
-  std::string known;
-  for (auto a : allowed) {
+  for (auto a : allowed)
     if (v == a) return;
-    known += (known.empty() ? "" : ", ") + std::string(a);
-  }
-  throw InvalidArgumentError(std::string(name) + "='" + v + "': expected one of " + known);
+  throw InvalidArgumentError(std::string(name) + "='" + v + "': expected one of " +
+                             text::join_with(allowed, ", ", [](std::string_view a) { return a; }));
 }
 
 constexpr std::size_t kGiB = std::size_t{1} << 30;
@@ -171,9 +170,8 @@ void apply_all(Config& c, const std::map<std::string, std::string>& settings, co
   for (const auto& [name, value] : settings) {
     const Setting* s = find(name);
     if (!s) {
-      std::string known;
-      for (const auto& k : kSettings) known += (known.empty() ? "" : ", ") + std::string(k.name);
-      throw InvalidArgumentError(std::string("unknown comm setting '") + name + "' in " + where + "; known: " + known);
+      throw InvalidArgumentError(std::string("unknown comm setting '") + name + "' in " + where + "; known: " +
+                                 text::join_with(kSettings, ", ", [](const Setting& k) { return k.name; }));
     }
     s->apply(c, value);
   }
@@ -184,9 +182,8 @@ void apply_all(Config& c, const std::map<std::string, std::string>& settings, co
 std::span<const Setting> settings() { return kSettings; }
 
 std::optional<std::size_t> parse_unsigned(std::string_view text, std::size_t max) {
-  std::size_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || n > max) return std::nullopt;
+  const auto n = text::parse_int<std::size_t>(text);
+  if (!n || *n > max) return std::nullopt;
   return n;
 }
 

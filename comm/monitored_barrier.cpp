@@ -9,6 +9,7 @@
 
 #include "comm/process_group.hpp"
 #include "comm/tags.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::comm {
 namespace {
@@ -40,8 +41,7 @@ void ProcessGroup::monitored_barrier(Duration timeout, bool wait_all_ranks) {
     }
   }
   if (!missing.empty()) {
-    std::string ranks;
-    for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    const std::string ranks = text::join_with(missing, ", ", [](int r) { return std::to_string(r); });
     throw TimeoutError("Rank" + std::string(missing.size() > 1 ? "s " : " ") + ranks +
                        " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) + " ms");
   }

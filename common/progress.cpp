@@ -14,6 +14,7 @@
 
 #include "common/log.hpp"
 #include "common/worker_env.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::progress {
 namespace {
@@ -22,9 +23,8 @@ namespace {
 int env_int(const char* name) {
   const auto v = worker_env::get(name);
   if (!v) return -1;
-  char* end = nullptr;
-  const long n = std::strtol(v->c_str(), &end, 10);
-  return *end == '\0' && n >= 0 && n <= INT32_MAX ? static_cast<int>(n) : -1;
+  const auto n = text::parse_int<int>(*v);
+  return n && *n >= 0 ? *n : -1;
 }
 
 struct Attached {

@@ -8,6 +8,7 @@
 #include "rendezvous/membership.hpp"
 #include "rendezvous/peek.hpp"
 #include "store/store_util.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::rdzv {
 namespace {
@@ -232,12 +233,12 @@ JoinOp::Step JoinOp::decided(TimePoint now) {
 
 JoinOp::Step JoinOp::on_join_deadline(TimePoint now) {
   const auto joined = peek_int(keys_.joined(round_)).value_or(0);
-  std::string names;
+  std::vector<std::string> described;
   for (std::int64_t k = 1; k <= std::min(joined, kMaxNamesInErrors); ++k) {
-    if (auto record = peek(store_, keys_.node(round_, k)))
-      names += (names.empty() ? "" : ", ") + NodeRecord::decode(*record).describe();
+    if (auto record = peek(store_, keys_.node(round_, k))) described.push_back(NodeRecord::decode(*record).describe());
   }
-  if (joined > kMaxNamesInErrors) names += ", ...";
+  if (joined > kMaxNamesInErrors) described.push_back("...");
+  const std::string names = text::join(described, ", ");
   timeout_message_ = fmt::format(
       "rendezvous '{}' timed out after {:.1f} s in round {}: {} of min {} (max {}) node(s) joined [{}]; {} more "
       "needed. Check that every node uses the same --rdzv-endpoint and --rdzv-id, or raise join_timeout in "
@@ -264,14 +265,15 @@ void JoinOp::abort_round(const std::string& message) {
 
 void JoinOp::throw_gate_timeout(TimePoint now, std::int64_t members) {
   const auto prev = round_ - 1;
-  std::string names;
+  std::vector<std::string> described;
   int running = 0;
   for (int rank = 0; rank < members; ++rank) {
     if (store_.check({keys_.exit(prev, rank)})) continue;
     if (++running <= kMaxNamesInErrors)
-      names += (names.empty() ? "" : ", ") + fmt::format("rank {}: ", rank) +
-               NodeRecord::decode(store_.get(keys_.member(prev, rank))).describe();
+      described.push_back(fmt::format("rank {}: ", rank) +
+                          NodeRecord::decode(store_.get(keys_.member(prev, rank))).describe());
   }
+  const std::string names = text::join(described, ", ");
   auto message = fmt::format(
       "rendezvous '{}' timed out after {:.1f} s waiting for round {} to end: {} of its {} node(s) neither "
       "re-joined nor stopped heartbeating [{}]. Their agents may be hung.",

@@ -7,6 +7,7 @@
 
 #include "rendezvous/membership.hpp"
 #include "rendezvous/records.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::rdzv {
 
@@ -20,10 +21,9 @@ std::set<int> lost_ranks(std::string_view log) {
     auto entry = log.substr(0, end);
     log = end == std::string_view::npos ? std::string_view() : log.substr(end + 1);
     if (entry.size() < 2 || (entry[0] != '-' && entry[0] != '+')) continue;
-    int rank = 0;
-    auto [p, ec] = std::from_chars(entry.data() + 1, entry.data() + entry.size(), rank);
-    if (ec != std::errc() || p != entry.data() + entry.size() || rank < 0) continue;
-    open[rank] += entry[0] == '-' ? 1 : -1;
+    const auto rank = text::parse_int<int>(entry.substr(1));
+    if (!rank || *rank < 0) continue;
+    open[*rank] += entry[0] == '-' ? 1 : -1;
   }
   std::set<int> out;
   for (auto [rank, closes] : open)

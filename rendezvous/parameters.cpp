@@ -13,13 +13,18 @@
 namespace ctrun::rdzv {
 namespace {
 
+// An integer (text::parse_int) or a decimal, blanks around allowed.
 template <typename T>
 std::optional<T> parse_number(std::string_view s) {
   s = text::trim(s);
-  T value{};
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
-  return value;
+  if constexpr (std::is_integral_v<T>) {
+    return text::parse_int<T>(s);
+  } else {
+    T value{};
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+    return value;
+  }
 }
 
 int parse_node_count(std::string_view s, std::string_view whole) {

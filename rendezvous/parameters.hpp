@@ -13,8 +13,11 @@
 
 namespace ctrun::rdzv {
 
-inline constexpr std::uint16_t kDefaultC10dPort = 29400;  // torchrun's c10d default
-inline constexpr std::uint16_t kDefaultMasterPort = 29500;
+// The well-known ports, written here once: every default elsewhere (the agent, the multi-host launcher, ctstore)
+// names these.
+inline constexpr std::uint16_t kDefaultC10dPort = 29400;    // torchrun's c10d rendezvous store (and ctstore's)
+inline constexpr std::uint16_t kDefaultMasterPort = 29500;  // torchrun's MASTER_PORT (static backend)
+inline constexpr std::uint16_t kDefaultEtcdPort = 2379;     // etcd's client port
 
 // --rdzv-backend etcd-v2 (torchrun's etcd backends speak only etcd's v2 API) is refused with this message.
 inline constexpr const char* kEtcdV2Refused =

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "rendezvous/parameters.hpp"
 
 namespace ctrun::rdzv {
@@ -17,7 +18,7 @@ std::optional<int> agree_restart_count(store::Store& s, int mine, int group_worl
   // Each failed try means another member raised the value, so this ends within group_world_size tries.
   for (int tries = 0; tries <= group_world_size; ++tries) {
     std::string now = s.compare_set(key, expected, desired);
-    if (now == desired || std::stoi(now) >= mine) break;  // ours is in, or a count at least as large
+    if (now == desired || text::parse_int<int>(now).value_or(-1) >= mine) break;  // ours is in, or one as large
     expected = now;                                       // a smaller one: replace it
   }
   if (s.add("restart_count_members", 1) >= group_world_size) s.set("restart_count_ready", "1");
@@ -26,7 +27,9 @@ std::optional<int> agree_restart_count(store::Store& s, int mine, int group_worl
   for (;;) {
     try {
       s.wait({"restart_count_ready"}, slice);
-      return std::stoi(s.get(key));
+      const std::string agreed = s.get(key);
+      if (auto count = text::parse_int<int>(agreed)) return count;
+      throw RendezvousError("the round's restart count in the rendezvous store is not a number: '" + agreed + "'");
     } catch (const store::TimeoutError&) {
       if (std::chrono::steady_clock::now() + slice > deadline) throw;
       if (round_over()) return std::nullopt;

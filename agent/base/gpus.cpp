@@ -1,4 +1,5 @@
 #include "agent/base/gpus.hpp"
+#include "common/text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -20,16 +21,20 @@ int apply_cuda_visible_devices(int physical, const std::optional<std::string>& c
     if (item.rfind("GPU-", 0) == 0 || item.rfind("MIG-", 0) == 0) {
       ++count;  // a UUID: cannot be checked without the driver library; CUDA accepts known ones
     } else {
-      int idx = -1;
-      auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), idx);
+      const auto idx = text::parse_int<int>(item);
       // CUDA stops at the first entry that is not a valid device ordinal.
-      if (ec != std::errc() || p != item.data() + item.size() || idx < 0 || idx >= physical) break;
+      if (!idx || *idx < 0 || *idx >= physical) break;
       ++count;
     }
     if (end == std::string::npos) break;
     start = end + 1;
   }
   return std::min(count, physical);
+}
+
+int named_gpu_count(const std::optional<std::string>& cvd) {
+  if (!cvd || text::trim(*cvd).empty()) return 0;
+  return static_cast<int>(text::split(*cvd, ',').size());
 }
 
 int visible_gpu_count(const EnvLookup& env, const std::string& proc_gpus_dir) {

@@ -120,7 +120,7 @@ struct LaunchConfig {
   double checkpoint_dir_every_s{};
   // --checkpoint-replicas: nodes each node's newest step is copied to (nullopt: 1 with several nodes).
   std::optional<int> checkpoint_replicas;
-  // Built-in health checks before each round (agent/process/node_checks.hpp): free space wanted, and a way out.
+  // Built-in health checks before each round (agent/health/node_checks.hpp): free space wanted, and a way out.
   std::uint64_t health_min_free{};
   bool no_builtin_health_checks{};
 

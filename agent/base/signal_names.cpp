@@ -1,4 +1,5 @@
 #include "agent/base/signal_names.hpp"
+#include "common/text.hpp"
 
 #include <charconv>
 #include <csignal>
@@ -19,10 +20,8 @@ std::string signal_name(int signum) {
 }
 
 std::optional<int> signal_number(std::string_view name) {
-  int value = 0;
-  if (auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), value);
-      ec == std::errc() && p == name.data() + name.size()) {
-    if (value > 0 && value < NSIG) return value;
+  if (const auto value = text::parse_int<int>(name)) {
+    if (*value > 0 && *value < NSIG) return value;
     return std::nullopt;
   }
   std::string_view bare = name.substr(0, 3) == "SIG" ? name.substr(3) : name;

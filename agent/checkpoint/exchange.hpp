@@ -1,11 +1,13 @@
 #pragma once
 // Multi-node agreement (docs/checkpoint.md, "Several nodes"): before each attempt's workers start, every agent of
 // the round writes one record into the round's rendezvous store, "<prefix><group rank>" = what this node holds (its
-// ranks' snapshots and the replicas it received, whatever ranks it ran before) and where its replication endpoint
-// listens, then reads every node's. Each agent thereby knows, the same as every other, which step every rank of the
-// job holds somewhere (the resume step), where each snapshot is, and its ring of replication targets. The agent of
-// group rank 0, which hosts the workers' store, lists the merged steps there for ck.load(). The pure part (records,
-// merging, planning) is here, apart from the store calls, for tests.
+// ranks' snapshots and the replicas it received, whatever ranks it ran before), where its replication endpoint
+// listens and which ranks it runs now. The agent of group rank 0 reads every record (one request), works out the
+// job's plan (the resume step: the newest step every rank holds somewhere; each node's replication targets on the
+// ring; for each rank a node must bring, where that step is) and writes each node's part under its own key (one
+// request); every other agent reads its own part only. So an attempt costs the store O(N) reads in all, never
+// every node reading every record. Group rank 0, which hosts the workers' store, also lists every rank's steps
+// there for ck.load(). The pure part (records, plans, merging) is here, apart from the store calls, for tests.
 
 #include <chrono>
 #include <cstdint>
@@ -24,6 +26,19 @@ struct NodeRecord {
   std::string endpoint;  // its replication endpoint, host:port ("" when it has none)
   std::string off;       // why checkpoints are off on that node ("" when on)
   NodeHoldings holdings;
+  int first_rank = 0;  // the global ranks it runs in this round: first_rank .. first_rank + ranks - 1
+  int ranks = 0;
+  int replicas = 1;  // --checkpoint-replicas: how many nodes after it on the ring it copies to
+};
+
+// One node's part of the job's plan, as group rank 0 worked it out.
+struct NodePlan {
+  std::string off;                     // checkpoints are off for the attempt, and why ("" when on)
+  std::optional<std::int64_t> resume;  // the newest step every rank of the job holds on some node
+  bool listed = false;                 // some rank of the job holds some step
+  std::vector<std::string> targets;    // this node's replication targets (endpoints), nearest first
+  // Each rank of this node whose `resume` step it does not hold: the nodes that hold it (own snapshots first).
+  std::map<int, std::vector<std::string>> holders;
 };
 
 // In the round's store, per attempt: the static backend's round (and so its store) is the same for every attempt of
@@ -33,11 +48,24 @@ std::string encode_record(const NodeRecord& record);
 // Throws std::runtime_error for a record this version cannot read.
 NodeRecord decode_record(const std::string& text);
 
-// Blocking (the helper lane): writes `self` as this node's record of attempt `restart_count` and returns every one of
-// the `nodes` nodes' records of that attempt, in group-rank order, once all are written (at most `timeout`: then
-// std::runtime_error saying so).
-std::vector<NodeRecord> exchange_records(store::Store& store, int restart_count, const NodeRecord& self, int nodes,
-                                         std::chrono::milliseconds timeout);
+std::string plan_key(int restart_count, int group_rank);
+std::string encode_plan(const NodePlan& plan);
+// Throws std::runtime_error for a plan this version cannot read.
+NodePlan decode_plan(const std::string& text);
+
+// Group rank 0's work, pure: every node's part of the plan (in the records' order), from every node's record.
+std::vector<NodePlan> plan_nodes(const std::vector<NodeRecord>& records, int world_size);
+
+struct Exchanged {
+  NodePlan plan;                                   // this node's part
+  std::map<int, std::vector<std::int64_t>> steps;  // group rank 0 only: every rank's steps some node holds
+};
+// Blocking (the helper lane): writes `self` as this node's record of attempt `restart_count`; group rank 0 waits for
+// the `nodes` nodes' records of that attempt (at most `timeout`), plans and writes every node's part; the others
+// wait for their part (at most `timeout` and a little more). Never a record of another attempt. A node that cannot
+// take part (a record missing, no plan in time) gets a plan with `off` saying why; a store error is thrown.
+Exchanged exchange_records(store::Store& store, int restart_count, const NodeRecord& self, int nodes,
+                           int world_size, std::chrono::milliseconds timeout);
 
 // Every step some node holds of each rank 0..world_size-1 (own snapshots and replicas together), oldest first.
 std::map<int, std::vector<std::int64_t>> merged_steps(const std::vector<NodeRecord>& nodes, int world_size);

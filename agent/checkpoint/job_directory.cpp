@@ -68,7 +68,12 @@ JobDirectory::JobDirectory(int agent_pid, const std::string& root) : path_(root 
   ::close(fd);
 }
 
+std::unique_ptr<JobDirectory> JobDirectory::view(const std::string& path) {
+  return std::unique_ptr<JobDirectory>(new JobDirectory(path, Unowned{}));
+}
+
 JobDirectory::~JobDirectory() {
+  if (!owned_) return;
   std::error_code ec;
   fs::remove_all(path_, ec);
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,10 @@ class JobDirectory {
   // Creates <root>/ctrun-checkpoint-<agent_pid> (mode 0700) and its lock file, replacing a leftover of that name.
   // Throws std::runtime_error saying what failed.
   explicit JobDirectory(int agent_pid, const std::string& root = "/dev/shm");
-  ~JobDirectory();  // removes the directory and every snapshot in it
+  // The same directory without owning it (neither made nor removed here): for the helper lane's gather, which must
+  // not touch the owner's object on the loop. Every method works on the files alone.
+  static std::unique_ptr<JobDirectory> view(const std::string& path);
+  ~JobDirectory();  // the owner removes the directory and every snapshot in it
   JobDirectory(const JobDirectory&) = delete;
   JobDirectory& operator=(const JobDirectory&) = delete;
 
@@ -73,7 +77,11 @@ class JobDirectory {
   Reconciled reconcile();
 
  private:
+  struct Unowned {};
+  JobDirectory(std::string path, Unowned) : path_(std::move(path)), owned_(false) {}
+
   std::string path_;
+  bool owned_ = true;
 };
 
 // Memory every file under `dir` takes (allocated blocks).

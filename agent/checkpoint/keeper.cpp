@@ -3,12 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -19,16 +17,19 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/base/event_log.hpp"
+#include "agent/base/helper_lane.hpp"
 #include "agent/checkpoint/agreement.hpp"
-#include "agent/checkpoint/exchange.hpp"
+#include "agent/checkpoint/gather.hpp"
 #include "agent/checkpoint/job_directory.hpp"
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/memory_limit.hpp"
 #include "agent/base/memory_size.hpp"
 #include "agent/checkpoint/notices.hpp"
 #include "agent/checkpoint/spill.hpp"
+#include "agent/launch/reachable_address.hpp"
 #include "agent/launch/worker_invocation.hpp"
 #include "agent/launch/worker_python.hpp"
+#include "agent/launch/worker_store.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replicator.hpp"
 #include "agent/process/worker_group.hpp"
@@ -38,22 +39,9 @@
 namespace ctrun::agent {
 using namespace checkpoint;
 
-struct CheckpointKeeper::Gathered {
-  std::string off;  // why checkpoints are off for the attempt ("" when on)
-  Reconciled reconciled;
-  std::map<int, std::vector<std::int64_t>> steps;  // every rank of the job: the steps some node holds
-  std::optional<std::int64_t> resume;
-  std::vector<std::string> targets;     // this node's replication targets (endpoints)
-  std::vector<nlohmann::json> fetched;  // checkpoint_fetched events
-};
-
-namespace {
-// How long an agent waits for the other nodes' records: they are written as soon as each agent's round completes.
-constexpr auto kExchangeTimeout = std::chrono::seconds(60);
-}  // namespace
-
 struct CheckpointKeeper::Impl {
-  Impl(boost::asio::io_context& io_context, const LaunchConfig& config, EventLog& ev, const std::string& root)
+  Impl(boost::asio::io_context& io_context, const LaunchConfig& config, const EnvLookup& env, EventLog& ev,
+       const std::string& root)
       : io(io_context),
         log(ctrun::log::get("checkpoint")),
         events(ev),
@@ -86,14 +74,13 @@ struct CheckpointKeeper::Impl {
     log->debug("in-memory checkpoints in {}, at most {} on this node ({})", dir->path(), format_bytes(limit),
                config.checkpoint_memory ? "--checkpoint-memory" : describe_default(facts, root));
     if (!config.checkpoint_dir.empty()) {
-      SpillSettings settings{
-          config.checkpoint_dir, config.checkpoint_dir_every, config.checkpoint_dir_every_s,
-          {worker_python(process_env()).program}, {}};
+      SpillSettings settings{config.checkpoint_dir, config.checkpoint_dir_every, config.checkpoint_dir_every_s,
+                             {worker_python(env).program}, {}};
       // The workers' python and their first PYTHONPATH entries: `-m ctrun_torch.checkpoint.spill` is found as the
       // workers find ctrun_torch.checkpoint.
       if (const std::string dirs = python_dirs(); !dirs.empty()) {
-        const char* inherited = std::getenv("PYTHONPATH");
-        settings.env["PYTHONPATH"] = dirs + (inherited && *inherited ? std::string(":") + inherited : "");
+        const auto inherited = env("PYTHONPATH");
+        settings.env["PYTHONPATH"] = dirs + (inherited && !inherited->empty() ? ":" + *inherited : "");
       }
       spiller = std::make_unique<Spiller>(io, std::move(settings), *dir, events);
     }
@@ -123,7 +110,8 @@ struct CheckpointKeeper::Impl {
   }
 
   void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store,
-                     const Gathered* gathered) {
+                     Gathered* gathered) {
+    if (gathered && gathered->server) server = std::move(gathered->server);  // made by the first gather
     first_rank = round.base_global_rank;
     ranks = nproc;
     multi_node = round.group_world_size > 1;
@@ -153,11 +141,12 @@ struct CheckpointKeeper::Impl {
       held[std::to_string(rank)] = held_steps(rank);
       per_rank[rank] = held_steps(rank);
     }
-    // Several nodes: every rank of the job, as every node holds it (own snapshots and replicas), the same lists on
-    // every node.
+    // Several nodes: every rank of the job, as every node holds it (own snapshots and replicas), on group rank 0
+    // (which lists them); whether any is held comes with every node's part of the plan.
     if (gathered) per_rank = gathered->steps;
     // Keys only when something is held: a job that never saves keeps the store torch would give it (num_keys).
-    listed = std::any_of(per_rank.begin(), per_rank.end(), [](const auto& r) { return !r.second.empty(); });
+    listed = gathered ? gathered->listed
+                      : std::any_of(per_rank.begin(), per_rank.end(), [](const auto& r) { return !r.second.empty(); });
     if (listed && store->set) {
       for (const auto& [rank, steps] : per_rank) store->set(keys + std::to_string(rank), encode_steps(steps));
     }
@@ -217,88 +206,6 @@ struct CheckpointKeeper::Impl {
     if (queued_step == out.step) queued_step = -1;  // the next commit (or attempt) tries again
   }
 
-  std::shared_ptr<const Gathered> gather(int restart_count, const rdzv::RoundInfo& round, const std::string& host) {
-    auto g = std::make_shared<Gathered>();
-    try {
-      if (!round.store) throw std::runtime_error("the rendezvous gave no store for the round");
-      NodeRecord self{round.group_rank, "", off, {}};
-      if (dir) {
-        g->reconciled = dir->reconcile();
-        try {
-          std::lock_guard lock(server_mu);
-          if (!server) server = std::make_unique<ReplicaServer>(dir->path(), limit, host);
-          self.endpoint = server->endpoint();
-        } catch (const std::exception& e) {
-          // Said in this node's record: the others learn at once that the attempt runs without checkpoints,
-          // instead of waiting the exchange's timeout for a record that never comes.
-          self.off = e.what();
-        }
-        if (self.off.empty()) self.holdings = dir->holdings();
-      }
-      const std::vector<NodeRecord> nodes =
-          exchange_records(*round.store, restart_count, self, round.group_world_size, kExchangeTimeout);
-      for (const auto& node : nodes) {
-        if (!node.off.empty())
-          throw std::runtime_error("node " + std::to_string(node.group_rank) + " has them off (" + node.off + ")");
-      }
-      g->steps = merged_steps(nodes, round.global_world_size);
-      std::vector<std::vector<std::int64_t>> lists;
-      for (const auto& [rank, steps] : g->steps) lists.push_back(steps);
-      g->resume = newest_common_step(lists);
-      if (g->resume) {
-        if (int dropped = dir->drop_steps_above(*g->resume); dropped > 0)
-          log->info("removed {} snapshot(s) above step {}, the step the job resumes from", dropped, *g->resume);
-        for (int rank = round.base_global_rank; rank < round.base_global_rank + nproc; ++rank)
-          bring(rank, *g->resume, nodes, round.group_rank, *g);
-      }
-      const int count = replicas_flag.value_or(1);
-      for (int target : ring_targets(round.group_rank, round.group_world_size, count)) {
-        for (const auto& node : nodes)
-          if (node.group_rank == target && !node.endpoint.empty()) g->targets.push_back(node.endpoint);
-      }
-    } catch (const std::exception& e) {
-      g->off = off.empty() ? std::string("in-memory checkpoints are off for this attempt: ") + e.what() : off;
-    }
-    return g;
-  }
-
-  // Makes `step` of `rank` a snapshot of this node's rank directory: already there, a replica this node received
-  // (moved), or fetched from a node that holds it. A failure is logged; the rank's ck.load() then says so.
-  void bring(int rank, std::int64_t step, const std::vector<NodeRecord>& nodes, int self, Gathered& g) {
-    namespace fs = std::filesystem;
-    const auto have = held_steps(rank);
-    if (std::find(have.begin(), have.end(), step) != have.end()) return;
-    const auto began = std::chrono::steady_clock::now();
-    nlohmann::json event = {{"rank", rank}, {"step", step}};
-    const fs::path own = fs::path(dir->path()) / rank_dir_name(rank);
-    const fs::path replica = fs::path(dir->path()) / replica_dir_name(rank) / step_file_name(step);
-    std::error_code ec;
-    fs::create_directories(own, ec);
-    if (fs::exists(replica, ec)) {
-      fs::rename(replica, own / step_file_name(step), ec);
-      event["from"] = "local replica";
-      event["bytes"] = ec ? 0 : fs::file_size(own / step_file_name(step), ec);
-      if (ec) event["error"] = ec.message();
-    } else {
-      std::string errors;
-      for (const auto& endpoint : holders_of(nodes, rank, step, self)) {
-        try {
-          event["bytes"] = fetch_snapshot(endpoint, rank, step, dir->path(), limit, stopping);
-          event["from"] = endpoint;
-          errors.clear();
-          break;
-        } catch (const std::exception& e) {
-          errors += (errors.empty() ? "" : "; ") + endpoint + ": " + e.what();
-        }
-      }
-      if (!event.contains("from")) event["error"] = errors.empty() ? "no node holds it" : errors;
-    }
-    event["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    if (event.contains("error"))
-      log->warn("could not bring step {} of rank {} to this node: {}", step, rank, event["error"].dump());
-    g.fetched.push_back(event);
-  }
-
   // Why an attempt cannot have checkpoints although the job can ("" when it can).
   static std::string why_off(const rdzv::RoundInfo& round, const std::optional<StoreSite>& store,
                              const Gathered* gathered) {
@@ -340,9 +247,9 @@ struct CheckpointKeeper::Impl {
   int first_rank = 0;
   int ranks = 0;
   bool multi_node = false;
-  std::atomic<bool> stopping{false};  // cancels a fetch in gather() when the agent ends
-  mutable std::mutex server_mu;       // server is made on the helper lane, read on the loop
-  std::unique_ptr<ReplicaServer> server;
+  // Cancels a fetch of a gather under way when the agent ends (shared with the helper lane's copy).
+  std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<ReplicaServer> server;  // this node's replication endpoint, made by the first gather
   std::vector<std::string> targets;  // this attempt's replication targets
   std::int64_t queued_step = -1;     // the newest step handed to the replicator in this attempt
   std::unique_ptr<Replicator> replicator;
@@ -351,9 +258,9 @@ struct CheckpointKeeper::Impl {
   std::shared_ptr<int> alive = std::make_shared<int>(0);  // posted replication outcomes check it
 };
 
-CheckpointKeeper::CheckpointKeeper(boost::asio::io_context& io, const LaunchConfig& config, WorkerGroup& group,
-                                   EventLog& events, const std::string& root)
-    : impl_(std::make_unique<Impl>(io, config, events, root)) {
+CheckpointKeeper::CheckpointKeeper(boost::asio::io_context& io, const LaunchConfig& config, const EnvLookup& env,
+                                   WorkerGroup& group, EventLog& events, const std::string& root)
+    : impl_(std::make_unique<Impl>(io, config, env, events, root)), config_(config) {
   WorkerHooks hooks;
   hooks.before_start = [impl = impl_.get()](const Worker& w, std::map<std::string, std::string>& env) {
     impl->add_env(w, env);
@@ -362,20 +269,52 @@ CheckpointKeeper::CheckpointKeeper(boost::asio::io_context& io, const LaunchConf
   group.add_hooks(std::move(hooks));
 }
 
-CheckpointKeeper::~CheckpointKeeper() { impl_->stopping = true; }
+CheckpointKeeper::~CheckpointKeeper() { *impl_->stopping = true; }
 
-bool CheckpointKeeper::needs_gather(const rdzv::RoundInfo& round) { return round.group_world_size > 1; }
+void CheckpointKeeper::prepare_attempt(HelperLane& lane, const Attempt& a, std::function<bool()> wanted,
+                                       std::function<void()> ready) {
+  const auto site = store_site(a);
+  if (a.round.group_world_size <= 1) {
+    begin_attempt(a.restart_count, a.round, site);
+    return ready();
+  }
+  // Several nodes: the agents agree on the checkpoints every node holds (the round's store, blocking: the helper
+  // lane) before any worker starts. The lane works on copies only.
+  const Impl& i = *impl_;
+  GatherInput in{i.dir ? i.dir->path() : "", i.off, i.limit, i.nproc, i.replicas_flag.value_or(1),
+                 i.server ? i.server->endpoint() : "", i.stopping,
+                 [config = config_, host = a.store_host, fixed = a.static_multi_node] {
+                   return node_listen_host(config, host, fixed);
+                 }};
+  lane.run(BlockingCall::kCheckpointExchange,
+           [this, in = std::move(in), a, site, wanted = std::move(wanted), ready = std::move(ready)]() mutable {
+             auto gathered = gather(in, a.restart_count, a.round);
+             return [this, a, site, gathered, wanted = std::move(wanted), ready = std::move(ready)]() {
+               if (!wanted()) return;
+               begin_attempt(a.restart_count, a.round, site, gathered.get());
+               ready();
+             };
+           });
+}
 
-std::shared_ptr<const CheckpointKeeper::Gathered> CheckpointKeeper::gather(int restart_count,
-                                                                           const rdzv::RoundInfo& round,
-                                                                           const std::string& host) {
-  return impl_->gather(restart_count, round, host);
+// Where the attempt's ranks list their held checkpoint steps: the workers' store. With several nodes it is group
+// rank 0's, which that node's agent writes every rank's list into (the others write nothing there).
+std::optional<CheckpointKeeper::StoreSite> CheckpointKeeper::store_site(const Attempt& a) {
+  if (a.round.group_world_size > 1) {
+    if (a.round.master_addr.empty() || a.round.master_port == 0) return std::nullopt;
+    StoreSite site{a.round.master_addr + ":" + std::to_string(a.round.master_port), nullptr};
+    if (a.store && a.round.group_rank == 0)
+      site.set = [store = a.store](const std::string& key, const std::string& value) { store->set(key, value); };
+    return site;
+  }
+  if (!a.store) return std::nullopt;
+  return StoreSite{a.store_host + ":" + std::to_string(a.store->port()),
+                   [store = a.store](const std::string& key, const std::string& value) { store->set(key, value); }};
 }
 
 void CheckpointKeeper::begin_attempt(int restart_count, const rdzv::RoundInfo& round,
-                                     const std::optional<StoreSite>& store,
-                                     const std::shared_ptr<const Gathered>& gathered) {
-  impl_->begin_attempt(restart_count, round, store, gathered.get());
+                                     const std::optional<StoreSite>& store, Gathered* gathered) {
+  impl_->begin_attempt(restart_count, round, store, gathered);
 }
 
 CheckpointKeeper::Summary CheckpointKeeper::summary() const {
@@ -399,7 +338,6 @@ CheckpointKeeper::Summary CheckpointKeeper::summary() const {
     s.replicated_step = i.replicator->replicated_step();
     s.bytes_sent = i.replicator->bytes_sent();
   }
-  std::lock_guard lock(i.server_mu);
   if (i.server) s.bytes_received = i.server->bytes_received();
   return s;
 }

@@ -7,9 +7,10 @@
 // environment (common/worker_env.hpp, kCheckpoint*), set by a WorkerGroup hook.
 //
 // On several nodes (docs/checkpoint.md, "Several nodes") the agents also agree through the round's rendezvous store
-// (exchange.hpp: gather(), on the helper lane, before begin_attempt), bring each local rank's resume step from the
-// node that holds it when this node lacks it, and copy each newest committed step to the next nodes of the ring
-// (replicator.hpp), receiving theirs (replica_transfer.hpp).
+// (gather.hpp, on the helper lane, before begin_attempt: prepare_attempt() does both), bring each local rank's resume
+// step from the node that holds it when this node lacks it, and copy each newest committed step to the next nodes of
+// the ring (replicator.hpp), receiving theirs (replica_transfer.hpp). Everything of the keeper's is the loop's: the
+// helper lane works on copies and hands its result back as the lane's continuations do.
 
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/base/command_line.hpp"
 #include "agent/base/launch_config.hpp"
 #include "rendezvous/handler.hpp"
 
@@ -27,7 +29,12 @@ class io_context;
 namespace ctrun::agent {
 
 class EventLog;
+class HelperLane;
 class WorkerGroup;
+class WorkerStore;
+namespace checkpoint {
+struct Gathered;
+}
 
 class CheckpointKeeper {
  public:
@@ -39,29 +46,35 @@ class CheckpointKeeper {
 
   // Sweeps directories of killed ctruns, then makes this job's (unless --checkpoint-memory 0). Never throws: a
   // directory that cannot be made turns checkpoints off with a warning, and workers' ck.save() says why.
-  CheckpointKeeper(boost::asio::io_context& io, const LaunchConfig& config, WorkerGroup& group, EventLog& events,
-                   const std::string& root = "/dev/shm");
+  // `env`: the agent's environment (the spill process's python and PYTHONPATH come from it).
+  CheckpointKeeper(boost::asio::io_context& io, const LaunchConfig& config, const EnvLookup& env, WorkerGroup& group,
+                   EventLog& events, const std::string& root = "/dev/shm");
   ~CheckpointKeeper();  // the job's snapshots go
   CheckpointKeeper(const CheckpointKeeper&) = delete;
   CheckpointKeeper& operator=(const CheckpointKeeper&) = delete;
 
-  // What the nodes of a round agreed (opaque: made by gather(), read by begin_attempt()).
-  struct Gathered;
+  // An attempt about to start, as the keeper needs to know it.
+  struct Attempt {
+    int restart_count = 0;
+    rdzv::RoundInfo round;
+    std::string store_host;          // where this node's workers' store is published
+    bool static_multi_node = false;  // the static backend on several nodes (node rank 0 serves the one store)
+    WorkerStore* store = nullptr;    // the store this agent hosts (null on static nodes other than rank 0)
+  };
+  // Before an attempt's workers start (none of the job's is alive). One node: begin_attempt() at once. Several nodes:
+  // first, on `lane`, the nodes' agreement (gather.hpp: this node's holdings and replication endpoint written into
+  // the round's store, every node's read, bounded, and each local rank's resume step brought here when another node
+  // holds it); then, back on the loop and only while `wanted()`, begin_attempt() with what they agreed. `ready` is
+  // called on the loop once the workers may start: at once for one node (from inside this call, no hop).
+  void prepare_attempt(HelperLane& lane, const Attempt& attempt, std::function<bool()> wanted,
+                       std::function<void()> ready);
 
-  // Whether an attempt of this round needs gather() first (several nodes).
-  static bool needs_gather(const rdzv::RoundInfo& round);
-  // Blocking (the helper lane; none of the job's workers alive): torn saves removed, this node's holdings and its
-  // replication endpoint (bound on `host` the first time) written into the round's store, every node's read
-  // (bounded), and each local rank's resume step brought here when another node holds it. Never throws: a failure
-  // turns checkpoints off for the attempt, saying why.
-  std::shared_ptr<const Gathered> gather(int restart_count, const rdzv::RoundInfo& round, const std::string& host);
-
-  // Before an attempt's workers start (none of the job's is alive): torn saves removed, ranks pruned, each local
-  // rank's held steps listed in the attempt's keyspace of `store` (nullopt: this node serves no store; checkpoints
-  // are off for the attempt). With several nodes, `gathered` says what every node holds, and `store.set` is given
-  // only to the agent that hosts the workers' store (it lists every rank).
+  // Before an attempt's workers start: torn saves removed, ranks pruned, each local rank's held steps listed in the
+  // attempt's keyspace of `store` (nullopt: this node serves no store; checkpoints are off for the attempt). With
+  // several nodes, `gathered` says what every node holds, and `store.set` is given only to the agent that hosts the
+  // workers' store (it lists every rank).
   void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store,
-                     const std::shared_ptr<const Gathered>& gathered = nullptr);
+                     checkpoint::Gathered* gathered = nullptr);
 
   // For `ctrun --status` and /metrics: what this node holds and how far replication is behind.
   struct Summary {
@@ -90,8 +103,11 @@ class CheckpointKeeper {
   std::string directory() const;
 
  private:
+  static std::optional<StoreSite> store_site(const Attempt& attempt);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  LaunchConfig config_;  // the listen address of the replication endpoint is worked out from it
 };
 
 }  // namespace ctrun::agent

@@ -1,4 +1,5 @@
 #include "agent/checkpoint/layout.hpp"
+#include "common/text.hpp"
 
 #include <charconv>
 
@@ -8,11 +9,8 @@ namespace {
 // The whole of `digits` as a non-negative number.
 template <typename T>
 std::optional<T> whole_number(std::string_view digits) {
-  T value{};
   if (digits.empty() || digits.front() == '-') return std::nullopt;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-  return value;
+  return text::parse_int<T>(digits);
 }
 
 }  // namespace

@@ -4,16 +4,14 @@
 #include <regex>
 
 #include "agent/cluster/hostlist.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::agent::cluster {
 namespace {
 
 std::optional<long long> number(const std::optional<std::string>& text) {
-  if (!text || text->empty()) return std::nullopt;
-  long long v = 0;
-  auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
-  if (ec != std::errc() || p != text->data() + text->size()) return std::nullopt;
-  return v;
+  if (!text) return std::nullopt;
+  return text::parse_int<long long>(*text);
 }
 
 // The first variable of `names` that is set: {name, value}.

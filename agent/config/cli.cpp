@@ -8,6 +8,7 @@
 #include "agent/config/flag_sources.hpp"
 #include "agent/config/flags.hpp"
 #include "agent/config/launch_config_builder.hpp"
+#include "common/text.hpp"
 #include "common/version.hpp"
 
 namespace ctrun::agent {
@@ -114,9 +115,8 @@ std::vector<std::string> expand_long_options(const std::vector<std::string>& arg
       flag = prefixed.front();
       full = dashed_name(flag->dest);
     } else if (prefixed.size() > 1) {
-      std::string candidates;
-      for (const auto* c : prefixed) candidates += (candidates.empty() ? "" : ", ") + dashed_name(c->dest);
-      throw UsageError("ambiguous option: " + name + " could match " + candidates);
+      throw UsageError("ambiguous option: " + name + " could match " +
+                       text::join_with(prefixed, ", ", [](const auto* c) { return dashed_name(c->dest); }));
     }
     if (flag != nullptr && flag->kind == FlagKind::kValue) {
       if (eq != std::string::npos && eq + 1 == word.size())
@@ -208,7 +208,7 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const EnvL
     throw UsageError(std::string(e.what()) + "\n  (" + derived->describe() + ")");
   }
   c.cluster_summary = derived->describe();
-  if (derived->initial_restart_count) c.initial_restart_count = std::stoi(derived->initial_restart_count->value);
+  if (derived->initial_restart_count) c.initial_restart_count = text::parse_int<int>(derived->initial_restart_count->value).value_or(0);
   return c;
 }
 

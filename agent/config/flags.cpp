@@ -117,7 +117,8 @@ void ssh(LaunchConfig& c, const std::string& v) {
 const std::vector<FlagSpec>& flag_table() {
   using K = FlagKind;
   using C = LaunchConfig;
-  constexpr bool kPet = true, kNoPet = false, kTorchrun = true, kCtrun = false;
+  constexpr bool kPet = true, kNoPet = false;
+  constexpr auto kTorchrun = FlagOrigin::kTorchrun, kCtrun = FlagOrigin::kCtrun, kLauncher = FlagOrigin::kLauncher;
   static const std::vector<FlagSpec> table = {
       {"nnodes", "", K::kValue, "1:1", kPet, kTorchrun, nnodes, "Number of nodes, or MIN:MAX for an elastic range."},
       {"nproc_per_node", "", K::kValue, "1", kPet, kTorchrun, nproc_per_node,
@@ -245,22 +246,22 @@ const std::vector<FlagSpec>& flag_table() {
       // Clusters (agent/cluster/, agent/multihost/; docs/cli.md "Clusters").
       {"no_slurm", "", K::kBool, "0", kPet, kCtrun, nullptr,
        "Do not derive --nnodes, --node-rank, the endpoint, ... from SLURM_* variables."},
-      {"hostfile", "", K::kValue, std::nullopt, kNoPet, kCtrun,
+      {"hostfile", "", K::kValue, std::nullopt, kNoPet, kLauncher,
        [](C& c, const std::string& v) { c.multihost.hostfile = v; },
        "Start one agent per host of this file (lines `host slots=N`, # comments) over ssh."},
-      {"hosts", "", K::kValue, std::nullopt, kNoPet, kCtrun, [](C& c, const std::string& v) { c.multihost.hosts = v; },
+      {"hosts", "", K::kValue, std::nullopt, kNoPet, kLauncher, [](C& c, const std::string& v) { c.multihost.hosts = v; },
        "Start one agent per host of this comma-separated list (host or host:slots) over ssh."},
-      {"include", "", K::kValue, std::nullopt, kNoPet, kCtrun,
+      {"include", "", K::kValue, std::nullopt, kNoPet, kLauncher,
        [](C& c, const std::string& v) { c.multihost.include = v; },
        "Only these hosts (and slots) of --hostfile/--hosts: host1:0,2@host2 (DeepSpeed's syntax)."},
-      {"exclude", "", K::kValue, std::nullopt, kNoPet, kCtrun,
+      {"exclude", "", K::kValue, std::nullopt, kNoPet, kLauncher,
        [](C& c, const std::string& v) { c.multihost.exclude = v; },
        "Leave out these hosts (or only these slots): host1:1@host3 (DeepSpeed's syntax)."},
-      {"ssh", "", K::kValue, "ssh -o BatchMode=yes -o ConnectTimeout=10", kNoPet, kCtrun, ssh,
+      {"ssh", "", K::kValue, "ssh -o BatchMode=yes -o ConnectTimeout=10", kNoPet, kLauncher, ssh,
        "Command that runs a command on a host (the host and the command are appended)."},
-      {"export", "", K::kList, "", kNoPet, kCtrun, [](C& c, const std::string& v) { c.multihost.exports = v; },
+      {"export", "", K::kList, "", kNoPet, kLauncher, [](C& c, const std::string& v) { c.multihost.exports = v; },
        "Comma-separated NAME or NAME=VALUE set on every host (besides the .ctrun_env files)."},
-      {"exit_on_stdin_close", "", K::kBool, "0", kNoPet, kCtrun, bool_of<&C::exit_on_stdin_close>,
+      {"exit_on_stdin_close", "", K::kBool, "0", kNoPet, kLauncher, bool_of<&C::exit_on_stdin_close>,
        "Stop the agent and its workers when stdin closes (what --hostfile runs on each host)."},
       {"dry_run", "", K::kBool, "0", kPet, kCtrun, bool_of<&C::dry_run>,
        "Print the resolved configuration and every local worker's command and environment; start nothing."},

@@ -23,13 +23,20 @@ enum class FlagKind {
 // or UsageError / std::invalid_argument with a message that names it already (rendezvous' own parsers).
 using FlagBind = void (*)(LaunchConfig&, const std::string& text);
 
+// Where a flag comes from, and who reads it.
+enum class FlagOrigin {
+  kTorchrun,  // one of torchrun's
+  kCtrun,     // a ctrun extension, read by the agent
+  kLauncher,  // a ctrun extension the multi-host launcher (--hostfile/--hosts) reads itself: never sent to a host
+};
+
 struct FlagSpec {
   std::string_view dest;        // underscored name: "nproc_per_node"; PET_<DEST upper> and the config key
   std::string_view short_name;  // "r" for -r, or empty
   FlagKind kind;
   std::optional<std::string_view> default_value;  // nullopt: torchrun's None (the field stays unset)
   bool pet;                                       // takes a value from PET_<DEST>
-  bool from_torchrun;                             // false: a ctrun extension
+  FlagOrigin origin;
   FlagBind bind;                                  // nullptr: read by the pipeline itself (--config, --no-slurm)
   std::string_view help;
   // torch's own variable, read when neither the command line, the config file nor PET_* gave a value.

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::agent {
 
@@ -30,9 +31,7 @@ int resolve_nproc_per_node(const std::string& spec, const EnvLookup& env) {
     log->info("Using nproc_per_node=auto, setting nproc_per_node to {} since the instance has {} cpu", cpus, cpus);
     return cpus;
   }
-  int n = 0;
-  std::from_chars(spec.data(), spec.data() + spec.size(), n);
-  return n;
+  return text::parse_int<int>(spec).value_or(0);
 }
 
 }  // namespace ctrun::agent

@@ -1,4 +1,5 @@
 #include "agent/hang/region.hpp"
+#include "common/text.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -139,12 +140,7 @@ std::vector<std::string> sweep_stale_regions(const std::string& dir) {
     const std::string rest = name.substr(prefix.size());
     const auto dash = rest.find('-');
     if (dash == std::string::npos || dash == 0) continue;
-    int pid = 0;
-    try {
-      pid = std::stoi(rest.substr(0, dash));
-    } catch (const std::exception&) {
-      continue;
-    }
+    const int pid = text::parse_int<int>(std::string_view(rest).substr(0, dash)).value_or(0);
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal: leave it)
     if (::unlink(it->path().c_str()) == 0) removed.push_back(it->path().string());

@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include <spdlog/spdlog.h>
@@ -17,11 +15,8 @@
 #include "agent/hang/keys.hpp"
 #include "agent/hang/region.hpp"
 #include "agent/hang/stacks.hpp"
-#include "agent/hang/status_server.hpp"
-#include "agent/hang/table.hpp"
 #include "agent/hang/watch.hpp"
 #include "agent/hang/wording.hpp"
-#include "agent/logs/log_layout.hpp"
 #include "agent/process/worker_group.hpp"
 #include "agent/process/worker_process.hpp"
 #include "agent/report/error_file.hpp"
@@ -60,28 +55,26 @@ struct HangSupervisor::Impl {
   std::shared_ptr<spdlog::logger> log;
   boost::asio::steady_timer timer;
   std::unique_ptr<hang::HangWatch> watch;
-  std::unique_ptr<hang::StatusServer> status;
-  std::string status_port_file;  // removed when the agent ends, so that `ctrun --status` finds live jobs only
-  // GET /stacks: the requests waiting for the open on-demand dump, answered by a tick (or when the attempt or the
-  // agent ends; the server answers 503 for one that waits past its reply timeout, 10 s).
-  std::vector<hang::StatusServer::StacksAnswer> stack_waiters;
+  // request_stacks(): the requests waiting for the open on-demand dump, answered by a tick (or when the attempt or
+  // the agent ends; the live view answers 503 for one that waits past its reply timeout, 10 s).
+  std::vector<std::function<void(std::string)>> stack_waiters;
   SteadyClock::time_point epoch = SteadyClock::now();
   std::uint64_t attempt = 0;  // the attempt being watched; 0: none
   rdzv::RoundInfo round;
   bool exchange_busy = false;
   std::map<int, std::string> stragglers;  // group ordinal -> the latest straggler line of that group
-  std::function<void(const hang::HangWatch&)> tick_listener;
-  std::function<void(std::string&, nlohmann::json&)> status_extra;
-  std::function<std::string()> node_record;                      // share_node_record()
-  std::function<void(std::map<int, std::string>)> node_records;  // its receiver (group rank 0)
-  int restart_count = 0;                                         // the watched attempt's: scopes the records' keys
+  struct Listener {
+    std::function<void(const hang::HangWatch&)> call;
+    bool ticks_only = false;
+  };
+  std::vector<Listener> tick_listeners;
   double last_exchange = -1e9;
 
-  ~Impl() {
-    status.reset();  // its connections close: the routes, which use the members below, are called no more
-    answer_stack_waiters("ctrun is ending\n");
-    std::error_code ec;
-    if (!status_port_file.empty()) std::filesystem::remove(status_port_file, ec);
+  ~Impl() { answer_stack_waiters("ctrun is ending\n"); }
+
+  void tell_listeners(bool attempt_ended) {
+    for (const auto& listener : tick_listeners)
+      if (!attempt_ended || !listener.ticks_only) listener.call(*watch);
   }
 
   double now() const { return std::chrono::duration<double>(SteadyClock::now() - epoch).count(); }
@@ -123,9 +116,9 @@ struct HangSupervisor::Impl {
     stack_waiters.clear();
   }
 
-  // GET /stacks, on the loop: the watch asks every rank for its stack, and a later tick answers (at most dump_wait_s,
-  // 2 s, after the request).
-  void stacks_on_demand(hang::StatusServer::StacksAnswer answer) {
+  // On the loop: the watch asks every rank for its stack, and a later tick answers (at most dump_wait_s, 2 s, after
+  // the request).
+  void stacks_on_demand(std::function<void(std::string)> answer) {
     if (!watching(attempt)) {
       answer("no workers are running on this node (between attempts, or before the first)\n");
       return;
@@ -152,13 +145,7 @@ struct HangSupervisor::Impl {
       answer_stack_waiters(
           hang::requested_stacks_words(*out.requested_stacks, watch->config().host, watch->config().dump_wait_s));
     }
-    if (status) {
-      std::string text = hang::table_text(watch->ranks(), watch->detector());
-      nlohmann::json json = hang::table_json(watch->ranks(), watch->detector());
-      if (status_extra) status_extra(text, json);
-      status->publish(std::move(text), json.dump());
-    }
-    if (tick_listener) tick_listener(*watch);
+    tell_listeners(false);
     exchange(t);
     for (const auto& failure : out.failures) fail(failure);
   }
@@ -203,25 +190,18 @@ struct HangSupervisor::Impl {
     const bool aggregator = round.group_rank == 0;
     const std::string verdicts =
         aggregator ? hang::encode(hang::verdicts_of(watch->detector(), watch->ranks())) : std::string();
-    const std::string record = node_record ? node_record() : std::string();
-    // Group rank 0 reads the others' records only while it publishes one itself (its job saves checkpoints).
-    const bool read_records = aggregator && node_records != nullptr && !record.empty();
     lane.run(BlockingCall::kProgress,
-             [this, store = round.store, text, verdicts, aggregator, record, read_records, restart = restart_count,
-              me = round.group_rank, nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
+             [this, store = round.store, text, verdicts, aggregator, me = round.group_rank,
+              nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
                std::map<std::string, std::string> summaries;
-               std::map<int, std::string> records;
                std::string remote_verdicts;
                try {
                  if (!text.empty()) store->set(hang::keys::node_summary(me), text);
-                 if (!record.empty()) store->set(hang::keys::node_record(restart, me), record);
                  if (aggregator) {
                    store->set(hang::keys::verdicts(), verdicts);
                    for (int n = 0; n < nodes; ++n) {
                      const std::string key = hang::keys::node_summary(n);
                      if (n != me && store->check({key})) summaries[std::to_string(n)] = store->get(key);
-                     const std::string rkey = hang::keys::node_record(restart, n);
-                     if (read_records && n != me && store->check({rkey})) records[n] = store->get(rkey);
                    }
                  } else if (store->check({hang::keys::verdicts()})) {
                    remote_verdicts = store->get(hang::keys::verdicts());
@@ -229,14 +209,12 @@ struct HangSupervisor::Impl {
                } catch (const std::exception& e) {
                  log->debug("progress summary exchange failed: {}", e.what());
                }
-               return [this, summaries = std::move(summaries), records = std::move(records), remote_verdicts,
-                       read_records, a]() mutable {
+               return [this, summaries = std::move(summaries), remote_verdicts, a]() mutable {
                  exchange_busy = false;
                  if (!watching(a)) return;
                  const double t2 = now();
                  for (const auto& [node, summary] : summaries) watch->remote(node, summary, t2);
                  if (auto v = hang::decode_verdicts(remote_verdicts)) watch->remote_verdicts(*v, t2);
-                 if (read_records) node_records(std::move(records));
                };
              });
   }
@@ -250,24 +228,6 @@ HangSupervisor::HangSupervisor(boost::asio::io_context& io, const LaunchConfig& 
 
 HangSupervisor::~HangSupervisor() = default;
 
-void HangSupervisor::start_status_server(const LogLayout& layout) {
-  try {
-    impl_->status = std::make_unique<hang::StatusServer>(
-        impl_->io,
-        [impl = impl_.get()](hang::StatusServer::StacksAnswer answer) { impl->stacks_on_demand(std::move(answer)); });
-    if (layout.enabled()) {
-      std::filesystem::create_directories(layout.run_dir());
-      impl_->status_port_file = layout.run_dir() + "/status_port";
-      std::ofstream(impl_->status_port_file) << impl_->status->port() << "\n";
-    }
-    impl_->log->info("live view of the job: ctrun --status {} (or curl http://127.0.0.1:{}/, /status.json)",
-                     layout.enabled() ? layout.run_dir() : "127.0.0.1:" + std::to_string(impl_->status->port()),
-                     impl_->status->port());
-  } catch (const std::exception& e) {
-    impl_->log->warn("no live view: {}", e.what());
-  }
-}
-
 void HangSupervisor::begin_attempt(std::uint64_t attempt_seq, int restart_count) {
   impl_->attempt = 0;
   try {
@@ -276,7 +236,6 @@ void HangSupervisor::begin_attempt(std::uint64_t attempt_seq, int restart_count)
     impl_->log->warn("hang detection is off for this attempt: {}", e.what());
   }
   impl_->attempt = attempt_seq;
-  impl_->restart_count = restart_count;
 }
 
 void HangSupervisor::attempt_started(const rdzv::RoundInfo& round) {
@@ -289,22 +248,18 @@ void HangSupervisor::end_attempt() {
   impl_->attempt = 0;
   impl_->watch->end_attempt();  // the attempt's region goes: its workers are gone
   impl_->answer_stack_waiters("the attempt ended before every stack came in\n");
-  if (impl_->tick_listener) impl_->tick_listener(*impl_->watch);
+  impl_->tell_listeners(true);
 }
 
-void HangSupervisor::on_tick(std::function<void(const hang::HangWatch& watch)> listener) {
-  impl_->tick_listener = std::move(listener);
+void HangSupervisor::on_tick(std::function<void(const hang::HangWatch& watch)> listener, bool ticks_only) {
+  impl_->tick_listeners.push_back({std::move(listener), ticks_only});
 }
 
-void HangSupervisor::on_status(std::function<void(std::string& text, nlohmann::json& json)> add) {
-  impl_->status_extra = std::move(add);
+void HangSupervisor::request_stacks(std::function<void(std::string text)> answer) {
+  impl_->stacks_on_demand(std::move(answer));
 }
 
-void HangSupervisor::share_node_record(std::function<std::string()> record,
-                                       std::function<void(std::map<int, std::string> records)> received) {
-  impl_->node_record = std::move(record);
-  impl_->node_records = std::move(received);
-}
+const hang::HangWatch& HangSupervisor::watch() const { return *impl_->watch; }
 
 void HangSupervisor::stop() { impl_->timer.cancel(); }
 

@@ -61,7 +61,8 @@ std::string numeric(const sockaddr* a, socklen_t len) {
 std::optional<rdzv::Endpoint> endpoint_of(const LaunchConfig& config) {
   if (config.rdzv_endpoint.empty()) return std::nullopt;
   const auto first = text::split(config.rdzv_endpoint, ',').front();
-  const std::uint16_t port = config.rdzv_backend == rdzv::Backend::kEtcd ? 2379 : 29400;
+  const std::uint16_t port =
+      config.rdzv_backend == rdzv::Backend::kEtcd ? rdzv::kDefaultEtcdPort : rdzv::kDefaultC10dPort;
   try {
     auto ep = rdzv::parse_endpoint(first, port);
     if (ep.host.find("://") != std::string::npos) return std::nullopt;

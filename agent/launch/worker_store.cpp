@@ -11,11 +11,10 @@
 #include "common/log.hpp"
 #include "rendezvous/factory.hpp"
 #include "store/server.hpp"
+#include "rendezvous/parameters.hpp"
 
 namespace ctrun::agent {
 namespace {
-
-constexpr std::uint16_t kTorchrunMasterPort = 29500;
 
 bool is_numeric_address(const std::string& host) {
   unsigned char buf[sizeof(in6_addr)];
@@ -83,13 +82,13 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
     // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
     // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
     try {
-      site.store = std::make_unique<WorkerStore>(bind_host, kTorchrunMasterPort, on_failure);
+      site.store = std::make_unique<WorkerStore>(bind_host, rdzv::kDefaultMasterPort, on_failure);
       return site;
     } catch (const std::exception& e) {
       ctrun::log::get("agent")->warn(
           "port {} (torchrun's default MASTER_PORT) is taken on {} ({}); the workers' store takes a free port "
           "instead: pass --master-port or --standalone to choose",
-          kTorchrunMasterPort, bind_host, e.what());
+          rdzv::kDefaultMasterPort, bind_host, e.what());
     }
   }
   if (!site.static_multi_node || config.node_rank == 0) {

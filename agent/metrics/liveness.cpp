@@ -6,7 +6,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <spdlog/spdlog.h>
+
 #include "common/http/server.hpp"
+#include "common/log.hpp"
 #include "common/text.hpp"
 
 namespace ctrun::agent {
@@ -34,18 +37,11 @@ HealthAnswer health_answer(double age_s, double timeout_s) {
 std::optional<std::uint16_t> health_check_port(const EnvLookup& env) {
   const auto v = env(kHealthCheckPortVariable);
   if (!v) return std::nullopt;
-  const std::string t(text::trim(*v));
-  std::size_t used = 0;
-  long port = -1;
-  try {
-    port = std::stol(t, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != t.size() || port < 0 || port > 65535)
+  const auto port = text::parse_int<long>(text::trim(*v));
+  if (!port || *port < 0 || *port > 65535)
     throw std::invalid_argument("Invalid healthcheck port value: '" + *v +
                                 "', expecting integer. Not starting healthcheck server.");
-  return static_cast<std::uint16_t>(port);
+  return static_cast<std::uint16_t>(*port);
 }
 
 struct LoopBeat::Impl {
@@ -82,5 +78,36 @@ HealthCheckServer::HealthCheckServer(std::uint16_t port, const LoopBeat& beat) :
 
 HealthCheckServer::~HealthCheckServer() = default;
 std::uint16_t HealthCheckServer::port() const { return impl_->server->port(); }
+
+}  // namespace ctrun::agent
+
+namespace ctrun::agent {
+
+std::function<double()> Liveness::loop_age() const {
+  if (!beat) return {};
+  return [b = beat.get()] { return b->age_s(); };
+}
+
+Liveness open_liveness(boost::asio::io_context& io, const EnvLookup& env, bool metrics_port) {
+  Liveness doors;
+  auto log = log::get("agent");
+  int port = -1;  // none asked for (a plain int: GCC 12 warns falsely of an optional's value here)
+  try {
+    if (auto p = health_check_port(env)) port = *p;
+  } catch (const std::invalid_argument& e) {
+    log->warn("{}", e.what());
+  }
+  if (port < 0 && !metrics_port) return doors;
+  doors.beat = std::make_unique<LoopBeat>(io);
+  if (port < 0) return doors;
+  try {
+    doors.server = std::make_unique<HealthCheckServer>(static_cast<std::uint16_t>(port), *doors.beat);
+    log->info("health check server ({}={}): http://0.0.0.0:{}/healthz", kHealthCheckPortVariable, port,
+              doors.server->port());
+  } catch (const std::exception& e) {
+    log->warn("no health check server ({}={}): {}", kHealthCheckPortVariable, port, e.what());
+  }
+  return doors;
+}
 
 }  // namespace ctrun::agent

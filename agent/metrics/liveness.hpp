@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,5 +67,15 @@ class HealthCheckServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The doors a job asked for, opened: the loop's beat when /healthz (`metrics_port`) or TORCHELASTIC_HEALTH_CHECK_PORT
+// asks for it, and the latter's server. A bad port is torch's: said, and nothing started for it.
+struct Liveness {
+  std::unique_ptr<LoopBeat> beat;
+  std::unique_ptr<HealthCheckServer> server;
+  // Seconds since the loop last turned, for /healthz; empty without a beat.
+  std::function<double()> loop_age() const;
+};
+Liveness open_liveness(boost::asio::io_context& io, const EnvLookup& env, bool metrics_port);
 
 }  // namespace ctrun::agent

@@ -15,10 +15,8 @@ namespace ctrun::agent::multihost {
 namespace {
 
 std::optional<int> small_int(const std::string& text) {
-  int v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || p != text.data() + text.size() || v < 0 || v > (1 << 16))
-    return std::nullopt;
+  const auto v = text::parse_int<int>(text);
+  if (!v || *v < 0 || *v > (1 << 16)) return std::nullopt;
   return v;
 }
 

@@ -19,10 +19,12 @@
 #include <set>
 #include <sstream>
 
+#include "agent/config/flag_parsers.hpp"
 #include "agent/config/flags.hpp"
 #include "agent/config/launch_config_builder.hpp"
 #include "agent/logs/write_all.hpp"
 #include "common/text.hpp"
+#include "rendezvous/parameters.hpp"
 
 namespace ctrun::agent::multihost {
 namespace {
@@ -33,11 +35,9 @@ constexpr size_t kMaxLine = 64 * 1024;  // a longer line is passed on in pieces 
 constexpr size_t kKeptErrLines = 5;     // last stderr lines per host, for the error message
 constexpr auto kDrain = std::chrono::seconds(2);
 
-// Flags the launcher handles itself; never sent to the hosts.
-const std::set<std::string> kLauncherOnly = {"hostfile",           "hosts", "include", "exclude", "ssh", "export",
-                                             "exit_on_stdin_close"};
-
-std::string default_port(const std::string& backend) { return backend == "c10d" ? "29400" : "29500"; }
+std::string default_port(const std::string& backend) {
+  return std::to_string(backend == "c10d" ? rdzv::kDefaultC10dPort : rdzv::kDefaultMasterPort);
+}
 
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -302,10 +302,13 @@ bool given(const CommandLine& cli, const std::string& dest) { return cli.values.
 
 std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Host>& hosts,
                                     const std::string& ctrun_path, const std::string& run_id, const EnvVars& exported) {
-  const std::string backend = given(cli, "rdzv_backend") ? cli.values.at("rdzv_backend") : "c10d";
-  if (backend != "c10d" && backend != "static") {
-    throw UsageError("--hostfile/--hosts: --rdzv-backend " + backend + " is not supported (c10d or static)");
+  const auto chosen = given(cli, "rdzv_backend") ? rdzv::parse_backend(cli.values.at("rdzv_backend"))
+                                                 : std::optional<rdzv::Backend>(rdzv::Backend::kC10d);
+  if (chosen != rdzv::Backend::kC10d && chosen != rdzv::Backend::kStatic) {
+    throw UsageError("--hostfile/--hosts: --rdzv-backend " + cli.values.at("rdzv_backend") +
+                     " is not supported (c10d or static)");
   }
+  const std::string backend(rdzv::backend_name(*chosen));
   const std::string first = hosts.front().name;
   std::vector<std::string> common = {"--rdzv-backend", backend};
   if (!given(cli, "nnodes")) common.insert(common.end(), {"--nnodes", std::to_string(hosts.size())});
@@ -324,11 +327,10 @@ std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Ho
   // The user's own flags, as given on the command line (the rest comes from --config, forwarded, or the host).
   std::vector<std::string> forwarded;
   for (const auto& [dest, value] : cli.values) {
-    if (kLauncherOnly.count(dest) || dest == "rdzv_backend") continue;
     const FlagSpec* f = find_flag(dest);
-    if (f == nullptr) continue;
+    if (f == nullptr || f->origin == FlagOrigin::kLauncher || dest == "rdzv_backend") continue;
     if (f->kind == FlagKind::kBool) {
-      if (value != "0") forwarded.push_back(dashed_name(dest));
+      if (parse_flag_bool(value)) forwarded.push_back(dashed_name(dest));
     } else {
       forwarded.push_back(dashed_name(dest) + "=" + value);
     }
@@ -355,9 +357,8 @@ std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Ho
       if (l.nproc > 0) l.argv.insert(l.argv.end(), {"--nproc-per-node", std::to_string(l.nproc)});
     }
     if (h.slots_filtered) {
-      std::string cvd;
-      for (int s : h.slot_ids) cvd += (cvd.empty() ? "" : ",") + std::to_string(s);
-      l.env.emplace_back("CUDA_VISIBLE_DEVICES", cvd);
+      l.env.emplace_back("CUDA_VISIBLE_DEVICES",
+                         text::join_with(h.slot_ids, ",", [](int s) { return std::to_string(s); }));
     }
     l.argv.insert(l.argv.end(), forwarded.begin(), forwarded.end());
     l.argv.push_back("--");
@@ -385,10 +386,9 @@ int run_multihost(const LaunchConfig& config, const CommandLine& cli, const EnvL
   if (ec) self = "ctrun";
   auto plans = plan_launch(cli, hosts, self, random_run_id(), exported);
   std::vector<std::string> ssh = text::split_words(config.multihost.ssh);
-  std::string summary;
-  for (const auto& p : plans) {
-    summary += (summary.empty() ? "" : ", ") + p.host + (p.nproc > 0 ? " (" + std::to_string(p.nproc) + ")" : "");
-  }
+  const std::string summary = text::join_with(plans, ", ", [](const HostLaunch& p) {
+    return p.host + (p.nproc > 0 ? " (" + std::to_string(p.nproc) + ")" : "");
+  });
   std::string rdzv;
   for (size_t i = 0; i + 1 < plans.front().argv.size(); ++i) {
     const auto& a = plans.front().argv[i];

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <utility>
 #include <csignal>
 #include <fstream>
 
@@ -89,9 +90,8 @@ class WorkerGroup::Impl {
         streams_(io, config, console,
                  config.log_line_prefix_template ? config.log_line_prefix_template
                                                  : env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"),
-                 [this] {
-                   if (cb_.stream_ended) cb_.stream_ended();
-                 }) {
+                 [this] { on_stream_ended(); }),
+        drain_timer_(io) {
     if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding != NumaBinding::kNone) {
       allowed_cpus_ = allowed_cpus();
       numa_nodes_ = numa_nodes(allowed_cpus_);
@@ -228,11 +228,28 @@ class WorkerGroup::Impl {
     }
   }
 
-  void close() {
+  void close(std::chrono::milliseconds drain, std::function<void()> drained) {
     closed_ = true;
     children_.cancel();
     kill_timer_.cancel();
     stuck_timer_.cancel();
+    drained_ = std::move(drained);
+    if (streams_.done()) return drained_done();
+    drain_timer_.expires_after(drain);
+    drain_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) drained_done();
+    });
+  }
+
+  void on_stream_ended() {
+    if (closed_ && streams_.done()) {
+      drain_timer_.cancel();
+      drained_done();
+    }
+  }
+
+  void drained_done() {
+    if (auto done = std::exchange(drained_, nullptr)) done();
   }
 
   bool any_running() const {
@@ -242,7 +259,6 @@ class WorkerGroup::Impl {
     return false;
   }
 
-  bool streams_done() const { return streams_.done(); }
   const std::vector<Worker>& workers() const { return workers_; }
 
  private:
@@ -393,6 +409,8 @@ class WorkerGroup::Impl {
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer stuck_timer_;  // kUnkillableGrace after SIGKILL
   WorkerStreams streams_;
+  boost::asio::steady_timer drain_timer_;  // close(): the bound on the tee'd output still in flight
+  std::function<void()> drained_;
   std::vector<WorkerHooks> hooks_;
   std::vector<int> allowed_cpus_;
   std::vector<std::vector<int>> numa_nodes_;
@@ -423,9 +441,10 @@ void WorkerGroup::kill() { impl_->kill(); }
 void WorkerGroup::forward(int sig) { impl_->forward(sig); }
 void WorkerGroup::forget_ended_groups() { impl_->forget_ended_groups(); }
 void WorkerGroup::end_attempt() { impl_->end_attempt(); }
-void WorkerGroup::close() { impl_->close(); }
+void WorkerGroup::close(std::chrono::milliseconds drain, std::function<void()> drained) {
+  impl_->close(drain, std::move(drained));
+}
 bool WorkerGroup::any_running() const { return impl_->any_running(); }
-bool WorkerGroup::streams_done() const { return impl_->streams_done(); }
 const std::vector<Worker>& WorkerGroup::workers() const { return impl_->workers(); }
 
 }  // namespace ctrun::agent

@@ -84,7 +84,6 @@ class WorkerGroup {
     std::function<void(const Worker&)> exited;        // a worker exited (its record is updated)
     std::function<void(const Worker&)> start_failed;  // a worker could not be started (exitcode 127)
     std::function<void()> exits_done;                 // after the exits of one notification (several may coalesce)
-    std::function<void()> stream_ended;               // a tee'd stream ended and was written
   };
 
   // subreaper: ctrun is the child subreaper of its workers (agent/process/escapees.hpp): orphans of the job are its
@@ -122,11 +121,12 @@ class WorkerGroup {
   // Every worker of the attempt exited: the SIGKILL deadline is off, and the group's processes that left their
   // process group (setsid, double fork) or were orphaned to ctrun are killed.
   void end_attempt();
-  // No more exits are awaited (the agent is finishing).
-  void close();
+  // No more exits are awaited (the agent is finishing). `drained` is called on the loop once every tee'd stream
+  // ended and was written (at once when none is open), or after `drain` if some stream is still open then: a
+  // grandchild that keeps a pipe open cannot hold ctrun forever.
+  void close(std::chrono::milliseconds drain, std::function<void()> drained);
 
   bool any_running() const;
-  bool streams_done() const;
   const std::vector<Worker>& workers() const;
 
  private:

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -13,12 +14,7 @@ namespace {
 std::optional<std::int64_t> to_seconds(const nlohmann::json& v) {
   if (v.is_number_integer()) return v.get<std::int64_t>();
   if (v.is_number()) return static_cast<std::int64_t>(v.get<double>());
-  if (v.is_string()) {
-    try {
-      return std::stoll(v.get<std::string>());
-    } catch (const std::exception&) {
-    }
-  }
+  if (v.is_string()) return text::parse_int<std::int64_t>(text::trim(v.get<std::string>()));
   return std::nullopt;
 }
 

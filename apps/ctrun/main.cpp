@@ -12,7 +12,7 @@
 #include "agent/config/cli.hpp"
 #include "agent/config/dry_run.hpp"
 #include "agent/config/nproc.hpp"
-#include "agent/hang/status_client.hpp"
+#include "agent/status/status_client.hpp"
 #include "agent/logs/log_sink.hpp"
 #include "agent/multihost/launcher.hpp"
 #include "agent/multihost/stdin_watch.hpp"

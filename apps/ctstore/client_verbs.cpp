@@ -22,6 +22,8 @@
 #include <CLI/CLI.hpp>
 
 #include "store/tcp_store.hpp"
+#include "common/text.hpp"
+#include "rendezvous/parameters.hpp"
 
 namespace ctrun::ctstore {
 
@@ -37,14 +39,9 @@ bool parse_endpoint(const std::string& s, std::string& host, std::uint16_t& port
   if (colon == std::string::npos || colon + 1 == s.size()) return false;
   host = s.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  try {
-    std::size_t used = 0;
-    int p = std::stoi(s.substr(colon + 1), &used);
-    if (used != s.size() - colon - 1 || p <= 0 || p > 65535 || host.empty()) return false;
-    port = static_cast<std::uint16_t>(p);
-  } catch (const std::exception&) {
-    return false;
-  }
+  const auto p = text::parse_int<int>(std::string_view(s).substr(colon + 1));
+  if (!p || *p <= 0 || *p > 65535 || host.empty()) return false;
+  port = static_cast<std::uint16_t>(*p);
   return true;
 }
 
@@ -56,7 +53,7 @@ int run_client_verb(int argc, char** argv) {
   const std::string verb = argv[1];
   CLI::App app{"ctstore " + verb + ": a client verb on a running TCPStore (ctstore, or torch's own server)",
                "ctstore " + verb};
-  std::string endpoint = "127.0.0.1:29400";
+  std::string endpoint = "127.0.0.1:" + std::to_string(rdzv::kDefaultC10dPort);
   double timeout_s = 30, interval_s = 0.5;
   int count = 0;
   std::string key, value, prefix;

@@ -30,6 +30,7 @@
 #include "common/version.hpp"
 #include "store/server.hpp"
 #include "store/store.hpp"
+#include "rendezvous/parameters.hpp"
 
 namespace {
 
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
   auto log = ctrun::log::get("ctstore");
 
   ctrun::store::ServerOptions opts;
-  opts.port = 29400;
+  opts.port = ctrun::rdzv::kDefaultC10dPort;
   double stats_interval = 0;
   CLI::App app{"ctstore: a PyTorch-compatible TCPStore server (torch <= 2.0 and >= 2.1 clients on one port)"};
   app.add_option("--port", opts.port, "TCP port; 0 picks a free one (printed on stdout)")

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "store/store_util.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::rdzv::etcd {
 namespace {
@@ -217,9 +218,8 @@ void EtcdStore::wait(const std::vector<std::string>& keys, store::Duration timeo
       // Created after the revision of that read, or not yet: the watch from revision + 1 cannot miss it.
       if (store::Clock::now() >= deadline || !client_->watch_put(k, r.revision + 1, deadline)) {
         if (!client_->range(k, {}, true).kvs.empty()) break;
-        std::string names;
-        for (const auto& n : keys) names += (names.empty() ? "" : ", ") + n;
-        throw store::TimeoutError(fmt::format("etcd: wait for [{}] timed out after {} ms", names, timeout.count()));
+        throw store::TimeoutError(
+            fmt::format("etcd: wait for [{}] timed out after {} ms", text::join(keys, ", "), timeout.count()));
       }
     }
   }

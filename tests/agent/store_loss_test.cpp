@@ -59,8 +59,8 @@ TEST(StoreLoss, CtstoreRestartedEmptyIsNoDeathBothNodesMeetInANewRound) {
   store.process->kill();
   std::printf("[ store loss ] both agents done %.2f s after the store came back; exit codes %d %d\n", s, ra.exit_code,
               rb.exit_code);
-  ASSERT_NE(ra.exit_code, -1) << "agent a hung";
-  ASSERT_NE(rb.exit_code, -1) << "agent b hung";
+  ASSERT_NE(ra.exit_code, -1) << "agent a hung:\n" << ra.err;
+  ASSERT_NE(rb.exit_code, -1) << "agent b hung:\n" << rb.err;
   EXPECT_LT(s, 20.0);  // a new round at once; bounded well below join_timeout + its grace on a loaded machine
   for (const auto* r : {&ra, &rb}) {
     const std::string events = read_file(r == &ra ? dir + "/a.jsonl" : dir + "/b.jsonl");

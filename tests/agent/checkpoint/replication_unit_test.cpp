@@ -22,6 +22,7 @@
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replica_wire.hpp"
+#include "store/counting_store.hpp"
 #include "store/memory_store.hpp"
 
 namespace ctrun::agent::checkpoint {
@@ -208,12 +209,14 @@ TEST(ReplicaTransfer, AStoppedTransferEndsWithinItsSlice) {
 }
 
 TEST(Exchange, RecordsMergeIntoEveryRanksStepsAndSayWhereEachIs) {
-  NodeRecord a{0, "127.0.0.2:1", "", {{{0, {2, 3}}, {1, {2, 3}}}, {{2, {3}}, {3, {2, 3}}}}};
-  NodeRecord c{1, "127.0.0.4:2", "", {{}, {{0, {3}}}}};
+  NodeRecord a{0, "127.0.0.2:1", "", {{{0, {2, 3}}, {1, {2, 3}}}, {{2, {3}}, {3, {2, 3}}}}, 0, 2, 1};
+  NodeRecord c{1, "127.0.0.4:2", "", {{}, {{0, {3}}}}, 2, 2, 1};
   const NodeRecord back = decode_record(encode_record(a));
   EXPECT_EQ(back.endpoint, a.endpoint);
   EXPECT_EQ(back.holdings.own, a.holdings.own);
   EXPECT_EQ(back.holdings.replicas, a.holdings.replicas);
+  EXPECT_EQ(back.first_rank, 0);
+  EXPECT_EQ(back.ranks, 2);
   EXPECT_THROW(decode_record("{\"v\": 9}"), std::runtime_error);
 
   const auto merged = merged_steps({a, c}, 4);
@@ -231,26 +234,95 @@ TEST(Exchange, RecordsMergeIntoEveryRanksStepsAndSayWhereEachIs) {
   EXPECT_TRUE(ring_targets(0, 1, 1).empty());
 }
 
+// Group rank 0's plan: the resume step every rank holds somewhere, each node's ring targets, and for each rank a node
+// runs without the resume step, where it is (own snapshots first, never the node itself).
+TEST(Exchange, GroupRankZeroPlansWhatEachNodeMustBring) {
+  // Node 0 runs ranks 0-1 and holds their steps 2,3 and a replica of rank 2's 3; node 1 runs ranks 2-3 and holds
+  // rank 3's steps 2,3 and a replica of rank 0's 3; node 2 runs nothing of its own yet (a spare), holds rank 2's 3.
+  const NodeRecord a{0, "a:1", "", {{{0, {2, 3}}, {1, {2, 3}}}, {{2, {3}}}}, 0, 2, 1};
+  const NodeRecord b{1, "b:1", "", {{{3, {2, 3}}}, {{0, {3}}}}, 2, 2, 2};
+  const NodeRecord c{2, "c:1", "", {{{2, {3}}}, {}}, 4, 0, 1};
+  const auto plans = plan_nodes({a, b, c}, 4);
+  ASSERT_EQ(plans.size(), 3u);
+  for (const auto& p : plans) {
+    EXPECT_TRUE(p.off.empty());
+    EXPECT_EQ(p.resume, std::optional<std::int64_t>(3));
+    EXPECT_TRUE(p.listed);
+  }
+  EXPECT_EQ(plans[0].targets, (std::vector<std::string>{"b:1"}));
+  EXPECT_EQ(plans[1].targets, (std::vector<std::string>{"c:1", "a:1"}));  // its own --checkpoint-replicas 2
+  EXPECT_TRUE(plans[0].holders.empty());  // it holds steps 3 of ranks 0 and 1
+  // Node 1 lacks rank 2's step 3: node 2 holds it as its own, node 0 as a replica.
+  ASSERT_EQ(plans[1].holders.size(), 1u);
+  EXPECT_EQ(plans[1].holders.at(2), (std::vector<std::string>{"c:1", "a:1"}));
+  EXPECT_TRUE(plans[2].holders.empty());
+
+  const NodePlan back = decode_plan(encode_plan(plans[1]));
+  EXPECT_EQ(back.resume, plans[1].resume);
+  EXPECT_EQ(back.targets, plans[1].targets);
+  EXPECT_EQ(back.holders, plans[1].holders);
+  EXPECT_THROW(decode_plan("{\"v\": 9}"), std::runtime_error);
+
+  // A node with checkpoints off turns them off for every node, saying which.
+  NodeRecord off = b;
+  off.off = "no /dev/shm";
+  for (const auto& p : plan_nodes({a, off, c}, 4)) EXPECT_EQ(p.off, "node 1 has them off (no /dev/shm)");
+}
+
+// The exchange costs the store O(N) reads in all: group rank 0 reads every record in one request, every other node
+// reads its own part of the plan.
+TEST(Exchange, EachNodeReadsOnlyItsOwnPartOfThePlan) {
+  using std::chrono::milliseconds;
+  auto shared = std::make_shared<store::MemoryStore>();
+  constexpr int kNodes = 6;
+  std::vector<std::shared_ptr<store::StoreTraffic>> traffic;
+  std::vector<std::unique_ptr<store::CountingStore>> stores;
+  for (int n = 0; n < kNodes; ++n) {
+    traffic.push_back(std::make_shared<store::StoreTraffic>());
+    stores.push_back(std::make_unique<store::CountingStore>(shared, traffic.back()));
+  }
+  std::vector<Exchanged> out(kNodes);
+  std::vector<std::thread> threads;
+  for (int n = 0; n < kNodes; ++n) {
+    threads.emplace_back([&, n] {
+      NodeRecord self{n, "h" + std::to_string(n) + ":1", "", {{{n, {1, 2}}}, {}}, n, 1, 1};
+      out[n] = exchange_records(*stores[n], 0, self, kNodes, kNodes, milliseconds(5000));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int n = 0; n < kNodes; ++n) {
+    EXPECT_EQ(out[n].plan.resume, std::optional<std::int64_t>(2)) << n;
+    EXPECT_EQ(out[n].plan.targets, (std::vector<std::string>{"h" + std::to_string((n + 1) % kNodes) + ":1"}));
+    // set + wait + get for the others; set + wait + multi_get + multi_set for group rank 0: whatever the nodes.
+    EXPECT_LE(traffic[n]->ops.load(), 4u) << n;
+  }
+  EXPECT_EQ(out[0].steps.size(), static_cast<std::size_t>(kNodes));
+  EXPECT_TRUE(out[1].steps.empty());
+}
+
 // The static backend keeps one round, and so one store, for every attempt: a node's record of attempt 0 is still
-// there when attempt 1 exchanges. A node must wait for the other's record of this attempt, never read the old one
-// (which said what that node held before its workers saved anything).
+// there when attempt 1 exchanges. Group rank 0 must wait for the other's record of this attempt, never read the old
+// one (which said what that node held before its workers saved anything); without it, the plan says so.
 TEST(Exchange, AnAttemptReadsOnlyRecordsOfThatAttempt) {
   using std::chrono::milliseconds;
   store::MemoryStore store;
-  NodeRecord a{0, "127.0.0.2:1", "", {}}, b{1, "127.0.0.3:1", "", {}};
-  std::thread b0([&] { EXPECT_NO_THROW(exchange_records(store, 0, b, 2, milliseconds(5000))); });
-  EXPECT_EQ(exchange_records(store, 0, a, 2, milliseconds(5000)).size(), 2u);
+  NodeRecord a{0, "127.0.0.2:1", "", {}, 0, 2, 1}, b{1, "127.0.0.3:1", "", {}, 2, 2, 1};
+  std::thread b0([&] { EXPECT_TRUE(exchange_records(store, 0, b, 2, 4, milliseconds(5000)).plan.off.empty()); });
+  EXPECT_TRUE(exchange_records(store, 0, a, 2, 4, milliseconds(5000)).plan.off.empty());
   b0.join();
 
   a.holdings.own = {{0, {2, 3}}, {1, {2, 3}}};
-  EXPECT_THROW(exchange_records(store, 1, a, 2, milliseconds(50)), std::runtime_error);  // b's attempt-0 record only
+  const auto alone = exchange_records(store, 1, a, 2, 4, milliseconds(50));  // b's attempt-0 record only
+  EXPECT_NE(alone.plan.off.find("missing: node 1"), std::string::npos) << alone.plan.off;
   b.holdings.own = {{2, {2, 3}}, {3, {2, 3}}};
-  std::thread b1([&] { EXPECT_NO_THROW(exchange_records(store, 1, b, 2, milliseconds(5000))); });
-  const auto nodes = exchange_records(store, 1, a, 2, milliseconds(5000));
-  b1.join();
-  ASSERT_EQ(nodes.size(), 2u);
-  EXPECT_EQ(nodes[1].holdings.own, b.holdings.own);
-  EXPECT_EQ(merged_steps(nodes, 4).at(3), (std::vector<std::int64_t>{2, 3}));
+  std::thread b2([&] {
+    const auto mine = exchange_records(store, 2, b, 2, 4, milliseconds(5000));
+    EXPECT_EQ(mine.plan.resume, std::optional<std::int64_t>(3));
+  });
+  const auto ex = exchange_records(store, 2, a, 2, 4, milliseconds(5000));
+  b2.join();
+  EXPECT_EQ(ex.plan.resume, std::optional<std::int64_t>(3));
+  EXPECT_EQ(ex.steps.at(3), (std::vector<std::int64_t>{2, 3}));
 }
 
 }  // namespace

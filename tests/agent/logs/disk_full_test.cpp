@@ -1,7 +1,7 @@
 // A log directory on a full disk (a 64 KiB tmpfs mounted in a private mount namespace the test creates): ctrun
 // warns once per file with its path, keeps showing the output on the console, and the job itself is unaffected. The
 // disk fills while the job runs: the built-in check of the log directory's free space before the round (which
-// would keep a 64 KiB disk out) is off here, and tested in tests/agent/process/node_checks_test.cpp.
+// would keep a 64 KiB disk out) is off here, and tested in tests/agent/health/node_checks_test.cpp.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>

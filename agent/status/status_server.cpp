@@ -1,10 +1,10 @@
-#include "agent/hang/status_server.hpp"
+#include "agent/status/status_server.hpp"
 
 #include <cstdint>
 
 #include "common/http/server.hpp"
 
-namespace ctrun::agent::hang {
+namespace ctrun::agent::status {
 
 struct StatusServer::State {
   // Shared with the routes: a route still queued on the loop when the server goes reads a valid snapshot.
@@ -42,4 +42,4 @@ void StatusServer::publish(std::string text, std::string json) {
   state_->snapshot->second = std::move(json);
 }
 
-}  // namespace ctrun::agent::hang
+}  // namespace ctrun::agent::status

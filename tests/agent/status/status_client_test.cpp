@@ -1,6 +1,6 @@
-// `ctrun --status`'s target resolution (agent/hang/status_client): newest run first, run dir, log dir, HOST:PORT, bad
+// `ctrun --status`'s target resolution (agent/status/status_client): newest run first, run dir, log dir, HOST:PORT, bad
 // targets; and its exit codes. The end-to-end case (a live job's table) is in hang/ctrun_hang_test.cpp.
-#include "agent/hang/status_client.hpp"
+#include "agent/status/status_client.hpp"
 
 #include <gtest/gtest.h>
 

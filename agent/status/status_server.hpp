@@ -16,7 +16,7 @@ namespace boost::asio {
 class io_context;
 }
 
-namespace ctrun::agent::hang {
+namespace ctrun::agent::status {
 
 class StatusServer {
  public:
@@ -39,4 +39,4 @@ class StatusServer {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace ctrun::agent::hang
+}  // namespace ctrun::agent::status

@@ -1,4 +1,4 @@
-#include "agent/hang/status_client.hpp"
+#include "agent/status/status_client.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "agent/process/health_check.hpp"
+#include "agent/health/health_check.hpp"
 
 #include <fcntl.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-#include "agent/process/node_checks.hpp"
+#include "agent/health/node_checks.hpp"
 
 #include <sys/statvfs.h>
 

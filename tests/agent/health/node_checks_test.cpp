@@ -1,7 +1,7 @@
-// The built-in health checks (agent/process/node_checks.hpp): each row of the table against temporary directories
+// The built-in health checks (agent/health/node_checks.hpp): each row of the table against temporary directories
 // and a fake /proc root (no GPU on CI), then the built ctrun kept out of its round by one of them until the
 // rendezvous' join_timeout (exit 4), and the same job running with --no-builtin-health-checks.
-#include "agent/process/node_checks.hpp"
+#include "agent/health/node_checks.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

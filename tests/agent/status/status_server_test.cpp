@@ -1,5 +1,5 @@
 // The live view's listener: the latest snapshot as text and JSON, and an idle client held to its deadline.
-#include "agent/hang/status_server.hpp"
+#include "agent/status/status_server.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -14,10 +14,10 @@
 
 #include "common/http/client.hpp"
 
-namespace ctrun::agent::hang {
+namespace ctrun::agent::status {
 namespace {
 
-TEST(HangStatusServer, ServesTheLatestSnapshotAsTextAndJson) {
+TEST(StatusServer, ServesTheLatestSnapshotAsTextAndJson) {
   boost::asio::io_context io;  // the agent's loop, run here by a thread of the test
   StatusServer server(io);
   ASSERT_GT(server.port(), 0);
@@ -50,4 +50,4 @@ TEST(HangStatusServer, ServesTheLatestSnapshotAsTextAndJson) {
 }
 
 }  // namespace
-}  // namespace ctrun::agent::hang
+}  // namespace ctrun::agent::status

@@ -1,7 +1,7 @@
-// --health-check's runner (agent/process/health_check.hpp) with real /bin/sh commands on a real io_context: a pass,
+// --health-check's runner (agent/health/health_check.hpp) with real /bin/sh commands on a real io_context: a pass,
 // a failure with its output, a death by a signal, a timeout that kills the command's whole process group, and a
 // cancel; the loop is never blocked (a timer ticks while a check runs).
-#include "agent/process/health_check.hpp"
+#include "agent/health/health_check.hpp"
 
 #include <gtest/gtest.h>
 
