@@ -86,8 +86,14 @@ std::shared_ptr<Gathered> gather(const GatherInput& in, int restart_count, const
       }
       if (self.off.empty()) self.holdings = dir->holdings();
     }
+    auto log = log::get("checkpoint");
+    log->debug("checkpoint exchange of attempt {} (round {}): this node's record, then {}", restart_count, round.round,
+               round.group_rank == 0 ? "every node's" : "its part of group rank 0's plan");
     Exchanged ex = exchange_records(*round.store, restart_count, self, round.group_world_size,
                                     round.global_world_size, kExchangeTimeout);
+    log->debug("checkpoint exchange of attempt {} done: {}", restart_count,
+               ex.plan.off.empty() ? "resume step " + (ex.plan.resume ? std::to_string(*ex.plan.resume) : "none")
+                                   : ex.plan.off);
     if (!ex.plan.off.empty()) throw std::runtime_error(ex.plan.off);
     g->steps = std::move(ex.steps);
     g->listed = ex.plan.listed;

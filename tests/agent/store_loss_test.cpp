@@ -48,8 +48,10 @@ TEST(StoreLoss, CtstoreRestartedEmptyIsNoDeathBothNodesMeetInANewRound) {
   CtrunProcess a(args("127.0.0.2", dir + "/a.jsonl"), {{"OUT_DIR", dir + "/a"}});
   CtrunProcess b(args("127.0.0.3", dir + "/b.jsonl"), {{"OUT_DIR", dir + "/b"}});
   // once_then_exit.sh: the first round's workers wait; the next round's exit 0 at once.
-  ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "worker_start", std::chrono::seconds(60)));
-  ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(60)));
+  // The workers' own mark, not the agents' worker_start: a worker stopped before it made its mark would wait again
+  // in the next round (the script's first start), and the job would not end.
+  ASSERT_TRUE(wait_for_files(dir + "/a", "seen_", 1, std::chrono::seconds(60)));
+  ASSERT_TRUE(wait_for_files(dir + "/b", "seen_", 1, std::chrono::seconds(60)));
   store.process->kill();  // SIGKILL, reaped
   auto t0 = Clock::now();
   store = start_ctstore(port);
