@@ -148,11 +148,27 @@ std::string content_of(NodeSummary s) {
   return encode(s);
 }
 
-bool PublishPacer::due(double now_s, int nodes, const std::string& content) {
+bool PublishPacer::due(double now_s, int nodes, const std::string& content, bool stalled) {
   if (last_s_ < 0) return true;
-  const double interval = std::max(min_interval_s, static_cast<double>(std::max(nodes, 1)) / max_writes_per_s);
+  const double interval =
+      stalled ? min_interval_s
+              : std::max(min_interval_s, static_cast<double>(std::max(nodes, 1)) / max_writes_per_s);
   if (now_s - last_s_ < interval) return false;
   return content != last_content_ || now_s - last_s_ >= heartbeat_s;
+}
+
+bool stalled(const std::vector<RankRecord>& ranks, double after_s) {
+  for (const auto& r : ranks) {
+    if (r.groups.empty()) continue;
+    double freshest = -1;
+    for (const auto& g : r.groups) {
+      if (g.issued == 0 && g.p2p_done == 0 && g.p2p_pending == 0) continue;  // never used: says nothing
+      const double since = std::min(g.in_state_s, g.p2p_pending > 0 ? g.p2p_s : g.in_state_s);
+      freshest = freshest < 0 ? since : std::min(freshest, since);
+    }
+    if (freshest > after_s) return true;
+  }
+  return false;
 }
 
 void PublishPacer::published(double now_s, const std::string& content) {

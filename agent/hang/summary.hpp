@@ -49,7 +49,11 @@ std::optional<Verdicts> decode_verdicts(const std::string& text);
 
 // When a node publishes: when its records changed in more than their ages, at most every
 // max(min_interval_s, nodes / max_writes_per_s) seconds (so the store, etcd included, sees at most
-// max_writes_per_s summary writes per second from the whole job), and at least every heartbeat_s.
+// max_writes_per_s summary writes per second from the whole job), and at least every heartbeat_s. A stalled node
+// (stalled(): a rank of it made no progress for a while, a hang in the making) publishes a change after
+// min_interval_s whatever the number of nodes: when a job hangs every node stalls, so group rank 0 holds every
+// node's fresh summary by the time a hang is seen, at any size, while a job that runs costs the store the bounded
+// rate above.
 class PublishPacer {
  public:
   double min_interval_s = 2;
@@ -57,7 +61,7 @@ class PublishPacer {
   double heartbeat_s = 60;
 
   // `content`: the summary encoded with its ages left out (what "changed" compares).
-  bool due(double now_s, int nodes, const std::string& content);
+  bool due(double now_s, int nodes, const std::string& content, bool stalled = false);
   void published(double now_s, const std::string& content);
 
  private:
@@ -67,6 +71,11 @@ class PublishPacer {
 
 // The content PublishPacer compares: the summary without ages and counter.
 std::string content_of(NodeSummary summary);
+
+// Whether some rank made no progress for `after_s`: every group it has is inside one op, or idle since its last
+// one, for longer than that (a rank that finishes ops in any group is making progress). Ranks without records
+// never stall.
+bool stalled(const std::vector<RankRecord>& ranks, double after_s);
 
 // The reader's side: the latest summary of each node and when it was fetched, ages extrapolated to `now_s`.
 class RemoteView {

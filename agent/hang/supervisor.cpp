@@ -12,7 +12,7 @@
 
 #include "agent/base/event_log.hpp"
 #include "agent/base/helper_lane.hpp"
-#include "agent/hang/keys.hpp"
+#include "agent/hang/exchange.hpp"
 #include "agent/hang/region.hpp"
 #include "agent/hang/stacks.hpp"
 #include "agent/hang/watch.hpp"
@@ -68,7 +68,8 @@ struct HangSupervisor::Impl {
     bool ticks_only = false;
   };
   std::vector<Listener> tick_listeners;
-  double last_exchange = -1e9;
+  static constexpr double kReadEvery = 2;  // group rank 0's reads; a stalled node's reads of the verdicts
+  double last_read = -1e9;
 
   ~Impl() { answer_stack_waiters("ctrun is ending\n"); }
 
@@ -177,46 +178,43 @@ struct HangSupervisor::Impl {
     }
   }
 
-  // Several nodes: each agent writes its summary into the round's store (paced by HangWatch: at most 20 writes per
-  // second from the whole job); the agent of group rank 0 reads every node's and publishes its verdicts in one
-  // key, which the others read. On the helper lane, one exchange at a time; 2N store ops per interval.
+  // Several nodes (exchange.hpp): this node's summary when the pacer says so; group rank 0 reads the changed
+  // summaries and writes its verdicts every 2 s. Verdicts only fail ranks with a hang timeout, so only then does
+  // another node read them: with each summary it writes, and while it is stalled (a hang in the making: the verdict
+  // naming its rank is coming) every max(2 s, nodes / 2,000 s), at most ~2,000 reads a second from the whole job.
+  // One exchange at a time, on the helper lane.
   void exchange(double t) {
     if (round.group_world_size <= 1 || !round.store || exchange_busy) return;
-    // Reads every max(2 s, nodes / 20) s; this node's summary only when it changed (or once a minute).
-    if (t - last_exchange < std::max(2.0, static_cast<double>(round.group_world_size) / 20.0)) return;
-    last_exchange = t;
-    const std::string text = watch->summary_due(t, round.group_world_size).value_or("");
-    exchange_busy = true;
     const bool aggregator = round.group_rank == 0;
-    const std::string verdicts =
-        aggregator ? hang::encode(hang::verdicts_of(watch->detector(), watch->ranks())) : std::string();
-    lane.run(BlockingCall::kProgress,
-             [this, store = round.store, text, verdicts, aggregator, me = round.group_rank,
-              nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
-               std::map<std::string, std::string> summaries;
-               std::string remote_verdicts;
-               try {
-                 if (!text.empty()) store->set(hang::keys::node_summary(me), text);
-                 if (aggregator) {
-                   store->set(hang::keys::verdicts(), verdicts);
-                   for (int n = 0; n < nodes; ++n) {
-                     const std::string key = hang::keys::node_summary(n);
-                     if (n != me && store->check({key})) summaries[std::to_string(n)] = store->get(key);
-                   }
-                 } else if (store->check({hang::keys::verdicts()})) {
-                   remote_verdicts = store->get(hang::keys::verdicts());
-                 }
-               } catch (const std::exception& e) {
-                 log->debug("progress summary exchange failed: {}", e.what());
-               }
-               return [this, summaries = std::move(summaries), remote_verdicts, a]() mutable {
-                 exchange_busy = false;
-                 if (!watching(a)) return;
-                 const double t2 = now();
-                 for (const auto& [node, summary] : summaries) watch->remote(node, summary, t2);
-                 if (auto v = hang::decode_verdicts(remote_verdicts)) watch->remote_verdicts(*v, t2);
-               };
-             });
+    hang::ExchangeStep step;
+    step.summary = watch->summary_due(t, round.group_world_size).value_or("");
+    if (aggregator && t - last_read >= kReadEvery) {
+      step.aggregate = true;
+      step.verdicts = hang::encode(hang::verdicts_of(watch->detector(), watch->ranks()));
+    }
+    const bool verdicts_fail = config.hang_timeout > 0 || config.hang_timeout_auto.has_value();
+    const double stalled_every = std::max(kReadEvery, static_cast<double>(round.group_world_size) / 2000.0);
+    step.read_verdicts = !aggregator && verdicts_fail &&
+                         (!step.summary.empty() || (watch->stalled() && t - last_read >= stalled_every));
+    if (!step.any()) return;
+    if (step.aggregate || step.read_verdicts) last_read = t;
+    exchange_busy = true;
+    lane.run(BlockingCall::kProgress, [this, store = round.store, step, me = round.group_rank,
+                                       nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
+      hang::ExchangeResult got;
+      try {
+        got = hang::run_exchange(*store, me, nodes, step);
+      } catch (const std::exception& e) {
+        log->debug("progress summary exchange failed: {}", e.what());
+      }
+      return [this, got = std::move(got), a]() {
+        exchange_busy = false;
+        if (!watching(a)) return;
+        const double t2 = now();
+        for (const auto& [node, summary] : got.summaries) watch->remote(std::to_string(node), summary, t2);
+        if (auto v = hang::decode_verdicts(got.verdicts)) watch->remote_verdicts(*v, t2);
+      };
+    });
   }
 };
 

@@ -293,10 +293,14 @@ std::optional<std::string> HangWatch::summary_due(double now_s, int nodes) {
   s.host = config_.host;
   s.ranks = last_local_;
   const std::string content = content_of(s);
-  if (!pacer_.due(now_s, nodes, content)) return std::nullopt;
+  if (!pacer_.due(now_s, nodes, content, stalled())) return std::nullopt;
   pacer_.published(now_s, content);
   s.counter = ++counter_;
   return encode(s);
+}
+
+bool HangWatch::stalled() const {
+  return hang::stalled(last_local_, std::max(2.0, detector_.config().report_after_s / 2));
 }
 
 void HangWatch::remote(const std::string& node, const std::string& text, double now_s) {

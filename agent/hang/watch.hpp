@@ -95,8 +95,11 @@ class HangWatch {
   // with the reason it has none (after dump_wait_s). A request while one is open joins it.
   void request_stacks(double now_s);
 
-  // This node's summary (records as of the last tick) and whether it is due for publishing.
+  // This node's summary (records as of the last tick) and whether it is due for publishing (PublishPacer; a
+  // stalled node publishes its changes within seconds).
   std::optional<std::string> summary_due(double now_s, int nodes);
+  // A local rank made no progress for half the time a hang is reported after (at least 2 s): summary.hpp stalled().
+  bool stalled() const;
   void remote(const std::string& node, const std::string& summary_text, double now_s);
 
   // Several nodes: the agent of group rank 0 sees every rank and publishes its verdicts (verdicts_of(), one key);

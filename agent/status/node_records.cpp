@@ -1,12 +1,16 @@
 #include "agent/status/node_records.hpp"
 
 #include <algorithm>
+#include <set>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "agent/base/helper_lane.hpp"
 #include "agent/status/keys.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
+#include "rendezvous/peek.hpp"
 
 namespace ctrun::agent::status {
 
@@ -18,8 +22,24 @@ struct NodeRecords::State {
   int restart_count = 0;
   rdzv::RoundInfo round;
   bool busy = false;
-  double last = -1e9;
+  bool indexed = false;  // this node's group rank is in the attempt's index
+  double last_read = -1e9;
+  double last_write = -1e9;
 };
+
+namespace {
+
+// The group ranks in an index ("3,0,7,"), without duplicates and without `self`; malformed entries are skipped.
+std::vector<int> listed_ranks(const std::string& index, int self, int nodes) {
+  std::set<int> ranks;
+  for (const auto& entry : text::split_nonempty(index, ',')) {
+    const auto rank = text::parse_int<int>(entry);
+    if (rank && *rank != self && *rank >= 0 && *rank < nodes) ranks.insert(*rank);
+  }
+  return {ranks.begin(), ranks.end()};
+}
+
+}  // namespace
 
 NodeRecords::NodeRecords(HelperLane& lane, std::function<std::string()> record,
                          std::function<void(std::map<int, std::string>)> received)
@@ -31,6 +51,7 @@ void NodeRecords::begin_attempt(std::uint64_t attempt, int restart_count, const 
   state_->attempt = attempt;
   state_->restart_count = restart_count;
   state_->round = round;
+  state_->indexed = false;
   if (round.group_rank == 0) state_->received({});  // every node publishes again for this attempt
 }
 
@@ -39,28 +60,45 @@ void NodeRecords::end_attempt() { state_->attempt = 0; }
 void NodeRecords::tick(double now_s) {
   auto& s = *state_;
   if (s.attempt == 0 || s.round.group_world_size <= 1 || !s.round.store || s.busy) return;
-  if (now_s - s.last < std::max(2.0, static_cast<double>(s.round.group_world_size) / 20.0)) return;
-  s.last = now_s;
+  const int nodes = s.round.group_world_size;
+  const bool aggregator = s.round.group_rank == 0;
+  const bool write = now_s - s.last_write >= std::max(2.0, static_cast<double>(nodes) / 20.0);
+  const bool read = aggregator && now_s - s.last_read >= 2.0;
+  if (!write && !read) return;
   const std::string record = s.record();
   if (record.empty()) return;
+  if (write) s.last_write = now_s;
+  if (read) s.last_read = now_s;
   s.busy = true;
-  const bool aggregator = s.round.group_rank == 0;
-  s.lane.run(BlockingCall::kProgress, [state = state_, store = s.round.store, record, aggregator,
-                                        restart = s.restart_count, me = s.round.group_rank,
-                                        nodes = s.round.group_world_size, attempt = s.attempt]() {
+  const bool index = write && !s.indexed;
+  s.lane.run(BlockingCall::kProgress, [state = state_, store = s.round.store, record, write, read, index,
+                                        restart = s.restart_count, me = s.round.group_rank, nodes,
+                                        attempt = s.attempt]() {
     std::map<int, std::string> records;
+    bool indexed = false;
     try {
-      store->set(keys::node_record(restart, me), record);
-      for (int n = 0; aggregator && n < nodes; ++n) {
-        const std::string key = keys::node_record(restart, n);
-        if (n != me && store->check({key})) records[n] = store->get(key);
+      if (write) store->set(keys::node_record(restart, me), record);
+      if (index) {
+        store->append(keys::published(restart), std::to_string(me) + ",");
+        indexed = true;
+      }
+      if (read) {
+        const auto listed = listed_ranks(rdzv::peek(*store, keys::published(restart)).value_or(""), me, nodes);
+        std::vector<std::string> wanted;
+        for (int n : listed) wanted.push_back(keys::node_record(restart, n));
+        if (!wanted.empty()) {
+          const auto values = store->multi_get(wanted);
+          for (std::size_t i = 0; i < listed.size() && i < values.size(); ++i) records[listed[i]] = values[i];
+        }
       }
     } catch (const std::exception& e) {
       log::get("agent")->debug("node record exchange failed: {}", e.what());
     }
-    return [state, records = std::move(records), aggregator, attempt]() mutable {
+    return [state, records = std::move(records), read, indexed, attempt]() mutable {
       state->busy = false;
-      if (aggregator && state->attempt == attempt) state->received(std::move(records));
+      if (state->attempt != attempt) return;
+      if (indexed) state->indexed = true;
+      if (read) state->received(std::move(records));
     };
   });
 }

@@ -2,8 +2,10 @@
 // Several nodes: each agent publishes a small bounded record of its own in the round's store (what its in-memory
 // checkpoints hold, for now), and the agent of group rank 0 reads every other node's latest record of the attempt for
 // its live view. A record of "" is not published, and group rank 0 reads the others' only while it publishes one
-// itself: a job with nothing to show pays no store op for it. Paced: an exchange every max(2 s, nodes / 20 s), one at
-// a time, on the helper lane.
+// itself: a job with nothing to show pays no store op for it. Paced: a node writes its record every max(2 s, nodes /
+// 20 s) (the whole job: at most 20 writes a second), and appends its group rank to the attempt's index the first
+// time; group rank 0 reads the index and every listed record in two requests every 2 s. One exchange at a time, on
+// the helper lane.
 
 #include <functional>
 #include <map>
