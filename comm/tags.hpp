@@ -15,7 +15,7 @@ inline constexpr int kMonitoredBarrierArriveTag = kFirstReservedTag;
 inline constexpr int kMonitoredBarrierReleaseTag = kFirstReservedTag + 1;
 
 // Two-level groups: the first two hosts' lowest ranks time a few messages between them when the group is
-// created (the cost model's latency and bandwidth between hosts, comm/cpu/two_level.cpp).
+// created (the cost model's latency and bandwidth between hosts, comm/cpu/link_probe.cpp).
 inline constexpr int kCostProbeTag = kFirstReservedTag + 2;
 
 }  // namespace ctrun::comm

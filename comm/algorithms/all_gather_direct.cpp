@@ -1,5 +1,6 @@
 // Direct all_gather: every rank sends its input to every other rank at once. One step of latency; n-1 copies
-// of the input leave each rank, so it is for small messages only.
+// of the input leave each rank, so it is for small messages only. Blocks may differ in size as long as all ranks
+// agree (a two-level group's cross step: each host's ranks' blocks).
 #include <cstring>
 
 #include "comm/algorithms/algorithms.hpp"

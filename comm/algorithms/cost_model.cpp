@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "comm/algorithms/binary_tree.hpp"
+#include "comm/algorithms/two_level.hpp"
 
 namespace ctrun::comm::algorithms {
 namespace {
@@ -59,7 +60,7 @@ double chain(const Shape& s, const LinkCost& l) {
   return (s.nodes - 1 + c - 1) * (l.latency_s + m(s) / c / l.bytes_per_s);
 }
 double dissemination(const Shape& s, const LinkCost& l) { return log2_ceil(s.nodes) * l.latency_s; }
-// all_gather / reduce_scatter's cross step: every host's blocks straight to every other host.
+// all_gather / reduce_scatter's direct cross step: every host's blocks (R of them) to every other host at once.
 double exchange(const Shape& s, const LinkCost& l) {
   if (s.nodes <= 1) return 0;
   const double blocks = static_cast<double>(s.nodes - 1) * s.ranks_per_node;
@@ -79,26 +80,21 @@ constexpr CostRow kRows[] = {
     {O::kBroadcast, A::kChain, chain, "(N + C - 2) x (a + m/(C B)), C = ceil(m/k)"},
     {O::kReduce, A::kTree, binomial, "ceil(log2 N) x (a + m/B)"},
     {O::kReduce, A::kChain, chain, "(N + C - 2) x (a + m/(C B)), C = ceil(m/k)"},
+    {O::kAllGather, A::kDirect, exchange, "(N-1) x a + (N-1) x R x m/B, R = ranks per host"},
+    {O::kReduceScatter, A::kDirect, exchange, "(N-1) x a + (N-1) x R x m/B, R = ranks per host"},
     {O::kBarrier, A::kDissemination, dissemination, "ceil(log2 N) x a"},
 };
-
-double cross_seconds(OpKind op, Algorithm a, const Shape& s, const LinkCost& net) {
-  if (op == O::kAllGather || op == O::kReduceScatter) return exchange(s, net);
-  for (const auto& r : kRows) {
-    if (r.op == op && r.algorithm == a) return r.seconds(s, net);
-  }
-  return 0;
-}
-
-// One shared-memory step over a host's ranks: every rank writes and reads the buffer once.
-double local_step(const Shape& s, const LinkCost& local, double bytes) {
-  if (s.ranks_per_node <= 1) return 0;
-  return local.latency_s + 2 * bytes / local.bytes_per_s;
-}
 
 }  // namespace
 
 std::span<const CostRow> cost_table() { return kRows; }
+
+const CostRow* cost_row(OpKind op, Algorithm algorithm) {
+  for (const auto& r : kRows) {
+    if (r.op == op && r.algorithm == algorithm) return &r;
+  }
+  return nullptr;
+}
 
 const CostRow* cheapest(OpKind op, const Shape& shape, const LinkCost& link) {
   const CostRow* best = nullptr;
@@ -111,27 +107,16 @@ const CostRow* cheapest(OpKind op, const Shape& shape, const LinkCost& link) {
   return best;
 }
 
+double local_step_seconds(const Shape& shape, const LinkCost& local, double bytes) {
+  if (shape.ranks_per_node <= 1) return 0;
+  return local.latency_s + 2 * bytes / local.bytes_per_s;
+}
+
 double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, const LinkCost& net,
                          const LinkCost& local) {
-  const double cross = cross_seconds(op, algorithm, shape, net);
-  const double b = static_cast<double>(shape.bytes);
-  const double all = b * shape.nodes * shape.ranks_per_node;
-  switch (op) {
-    case O::kAllReduce:  // local all_reduce, cross, local broadcast
-      return 2 * local_step(shape, local, b) + cross;
-    case O::kBroadcast:
-    case O::kReduce:
-      return local_step(shape, local, b) + cross;
-    case O::kAllGather:  // local all_gather, cross, local broadcast of the other hosts' blocks
-      return local_step(shape, local, b * shape.ranks_per_node) + cross +
-             local_step(shape, local, all - b * shape.ranks_per_node);
-    case O::kReduceScatter:  // local reduce of everything, cross, local scatter
-      return local_step(shape, local, all) + cross + local_step(shape, local, b * shape.ranks_per_node);
-    case O::kBarrier:
-      return 2 * local_step(shape, local, 0) + cross;
-    default:
-      return cross;
-  }
+  const TwoLevelRow* steps = find_two_level(op);
+  const CostRow* cross = cost_row(op, algorithm);
+  return (steps ? steps->local_seconds(shape, local) : 0) + (cross ? cross->seconds(shape, net) : 0);
 }
 
 std::string cost_markdown() {
@@ -139,7 +124,6 @@ std::string cost_markdown() {
   for (const auto& r : kRows) {
     out += std::string("| ") + op_name(r.op) + " | `" + algorithm_name(r.algorithm) + "` | " + r.formula + " |\n";
   }
-  out += "| all_gather, reduce_scatter | (each host's blocks to every other host) | (N-1) x a + (N-1) x R x m/B |\n";
   return out;
 }
 

@@ -1,10 +1,12 @@
 #pragma once
 // comm's cost model (NCCL's tuning model, from a table): per (op, algorithm) a time formula in the number of
-// nodes, ranks per node and bytes, from each level's per-message latency and bandwidth. The two-level groups'
-// cross level runs the cheapest row of its op (unless CTRUN_COMM_ALGO overrides it), the simulator
-// (apps/bench/comm_sim) prints the same formulas from 2 to 32,768 ranks, and tests/comm/cost_model_test.cpp
-// checks the choice. Latency and bandwidth come from settings (CTRUN_COMM_NET_*, CTRUN_COMM_SHM_* in
-// comm/config.cpp) or are measured between two hosts when a two-level group is created.
+// nodes, ranks per node and bytes, from each level's per-message latency and bandwidth. Every op that runs in two
+// levels (two_level.hpp) has rows here: the two-level groups' cross level runs the cheapest row of its op (unless
+// CTRUN_COMM_ALGO names another of its rows: Selector::choose_cross), the simulator (apps/bench/comm_sim) prints
+// the same formulas from 2 to 32,768 ranks, docs/comm.md's cost table is generated from them, and
+// tests/comm/cost_model_test.cpp checks the choice. Latency and bandwidth come from settings (CTRUN_COMM_NET_*,
+// CTRUN_COMM_SHM_* in comm/config.cpp) or are measured between two hosts when a two-level group is created
+// (comm/cpu/link_probe.cpp).
 
 #include <cstddef>
 #include <span>
@@ -34,13 +36,18 @@ struct CostRow {
   const char* formula;                                          // docs/comm.md
 };
 std::span<const CostRow> cost_table();
+// The row of (op, algorithm), or null when the algorithm has no price between hosts for the op.
+const CostRow* cost_row(OpKind op, Algorithm algorithm);
 
 // The row of `op` with the smallest predicted time over `link` (first in table order on ties), null when the
-// op has no row (its cross step is fixed: all_gather, reduce_scatter).
+// op has no row (it never runs between hosts: send, gather, scatter, all_to_all).
 const CostRow* cheapest(OpKind op, const Shape& shape, const LinkCost& link);
 
-// The whole op on a two-level group (local steps at `local` + the cross step with `algorithm` at `net`), as
-// two_level_*.cpp run it; a flat group over tcp when ranks_per_node == 1.
+// One shared-memory step over a host's ranks (every rank writes and reads `bytes` once); 0 with one rank per node.
+double local_step_seconds(const Shape& shape, const LinkCost& local, double bytes);
+
+// The whole op on a two-level group (its steps inside the hosts at `local`, two_level.hpp's row, + the cross step
+// with `algorithm` at `net`); a flat group over tcp when ranks_per_node == 1.
 double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, const LinkCost& net,
                          const LinkCost& local);
 

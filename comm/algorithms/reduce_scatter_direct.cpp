@@ -1,5 +1,6 @@
 // Direct reduce_scatter: each rank sends inputs[j] to rank j and reduces the n-1 pieces it receives. One
-// step of latency, for small messages.
+// step of latency, for small messages. Blocks may differ in size as long as all ranks agree (a two-level group's
+// cross step: each host's ranks' blocks): inputs[j] has rank j's output's size.
 #include <cstring>
 
 #include "comm/algorithms/algorithms.hpp"
@@ -19,7 +20,8 @@ void reduce_scatter_direct(Context& ctx, Buffer output, const std::vector<Buffer
   }
   for (int d = 1; d < n; ++d) {
     const int r = ctx.peer(d);
-    sends.push_back(ctx.isend(r, inputs[static_cast<std::size_t>(r)].data(), bytes));
+    const Buffer& to = inputs[static_cast<std::size_t>(r)];
+    sends.push_back(ctx.isend(r, to.data(), to.bytes()));
   }
   const Buffer& own = inputs[static_cast<std::size_t>(me)];
   if (own.data() != output.data() && bytes) std::memmove(output.data(), own.data(), bytes);

@@ -46,6 +46,13 @@ const AlgorithmRow* Selector::overridden(OpKind op, Needs available) const {
   return nullptr;
 }
 
+const CostRow* Selector::choose_cross(OpKind op, const Shape& shape, const LinkCost& link) const {
+  if (const AlgorithmRow* r = overridden(op, Needs::kAnyTransport)) {
+    if (const CostRow* priced = cost_row(op, r->algorithm)) return priced;
+  }
+  return cheapest(op, shape, link);
+}
+
 const AlgorithmRow* Selector::choose(OpKind op, std::size_t bytes, int group_size, Needs available) const {
   if (const AlgorithmRow* r = overridden(op, available)) return r;
   for (const auto& r : algorithm_table()) {

@@ -120,7 +120,7 @@ constexpr AlgorithmRow kRows[] = {
     {O::kAllGather, A::kRing, [](Context& c, const OpArgs& a) { all_gather_ring(c, a.outputs, a.buffer); }, 16 * KiB, 1,
      kAny, true, "n-1 ring steps, chunked"},
     {O::kAllGather, A::kDirect, [](Context& c, const OpArgs& a) { all_gather_direct(c, a.outputs, a.buffer); }, 0, 1,
-     kAny, true, "every rank sends its block to every other at once"},
+     kAny, true, "every rank sends its block to every other at once (between hosts: each host's blocks as one)"},
 
     {O::kReduceScatter, A::kShmDirect,
      [](Context& c, const OpArgs& a) { reduce_scatter_shm_direct(c, a.buffer, a.inputs, a.op); }, kDirectFrom / 8, 2,
@@ -136,7 +136,8 @@ constexpr AlgorithmRow kRows[] = {
      16 * KiB, 1, kAny, true, "n-1 ring steps, chunked"},
     {O::kReduceScatter, A::kDirect,
      [](Context& c, const OpArgs& a) { reduce_scatter_direct(c, a.buffer, a.inputs, a.op); }, 0, 1, kAny, true,
-     "every rank sends block j to rank j at once, each reduces what it receives"},
+     "every rank sends block j to rank j at once, each reduces what it receives (between hosts: each host's "
+     "blocks as one)"},
 
     {O::kGather, A::kDirect, [](Context& c, const OpArgs& a) { gather_direct(c, a.outputs, a.buffer, a.root); }, 0, 1,
      kAny, true, "every rank sends to the root"},

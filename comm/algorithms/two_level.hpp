@@ -4,11 +4,14 @@
 // lowest rank, or the root where the op has one on that host). Each two_level_*.cpp runs one op as local step,
 // cross step among the representatives, local step; every step runs the algorithm its level's choice gives
 // (the size table on the local level, the cost model on the cross level: cost_model.hpp), through Levels.
+// two_level_table() lists those ops: dispatch, the prediction of their local steps and comm_sim's ops.
 
+#include <span>
 #include <string>
 #include <vector>
 
 #include "comm/algorithms/context.hpp"
+#include "comm/algorithms/cost_model.hpp"
 #include "comm/algorithms/table.hpp"
 
 namespace ctrun::comm::algorithms {
@@ -41,13 +44,11 @@ class Levels {
 
   // Runs `op` among this host's ranks (roots: local indexes) with the local level's algorithm.
   virtual void run_local(OpKind op, const OpArgs& args) = 0;
-  // Runs `op` among `reps` (one group rank per host; this rank must be one; roots: host indexes) with the cross
-  // level's algorithm.
+  // Runs `op` among `reps` (one group rank per host; this rank must be one; roots and blocks: by host index) with
+  // the cross level's algorithm, the cost model's choice for the whole op's per-rank message.
   virtual void run_cross(OpKind op, const OpArgs& args, const std::vector<int>& reps) = 0;
-  // A context over `reps` numbered by host, for steps that pass their own messages on the cross level.
-  virtual Context cross_context(const std::vector<int>& reps) = 0;
   // Memory for packing, kept across ops (distinct from what the levels' algorithms use).
-  virtual char* pack(std::size_t bytes, int slot = 0) = 0;
+  virtual char* pack(std::size_t bytes) = 0;
 };
 
 void two_level_all_reduce(Levels& lv, const OpArgs& args);
@@ -56,5 +57,16 @@ void two_level_reduce(Levels& lv, const OpArgs& args);
 void two_level_all_gather(Levels& lv, const OpArgs& args);
 void two_level_reduce_scatter(Levels& lv, const OpArgs& args);
 void two_level_barrier(Levels& lv, const OpArgs& args);
+
+// One row per op that runs in two levels (every other op runs flat over the group's tcp transport): the function
+// that runs it and the time of its steps inside the hosts (predict_two_level adds the cross step's cost row).
+struct TwoLevelRow {
+  OpKind op;
+  void (*run)(Levels& lv, const OpArgs& args);
+  double (*local_seconds)(const Shape& shape, const LinkCost& local);
+};
+std::span<const TwoLevelRow> two_level_table();
+// The row of `op`, or null when the op runs flat.
+const TwoLevelRow* find_two_level(OpKind op);
 
 }  // namespace ctrun::comm::algorithms

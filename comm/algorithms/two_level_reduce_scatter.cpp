@@ -1,10 +1,10 @@
-// Two-level reduce_scatter: every rank packs its inputs and the host reduces them into its lowest rank (shared
-// memory); the hosts' lowest ranks send each other host the blocks of that host's ranks and reduce what they
-// receive into their own ranks' blocks; each then scatters the blocks to its host's ranks.
+// Two-level reduce_scatter: every rank packs its inputs host by host (each host's ranks' blocks in a row) and the
+// host reduces them into its lowest rank (shared memory); the hosts' lowest ranks reduce_scatter those runs among
+// themselves (the cross level's algorithm, each host's blocks as one block: every other host sends it the blocks
+// of its ranks), then each scatters its host's blocks to its ranks.
 #include <cstring>
 
 #include "comm/algorithms/two_level.hpp"
-#include "comm/reduce/reduce.hpp"
 
 namespace ctrun::comm::algorithms {
 
@@ -16,42 +16,29 @@ void two_level_reduce_scatter(Levels& lv, const OpArgs& args) {
   const std::size_t block = args.buffer.bytes();
   const DataType dtype = args.buffer.dtype();
   char* packed = lv.pack(n * block);
-  for (std::size_t r = 0; r < n; ++r) std::memcpy(packed + r * block, args.inputs[r].data(), block);
+  std::vector<Buffer> hosts;  // each host's blocks in `packed`, by host index
+  std::size_t at = 0;
+  for (const auto& ranks : l.hosts) {
+    hosts.emplace_back(packed + at, ranks.size() * count, dtype);
+    for (int r : ranks) {
+      std::memcpy(packed + at, args.inputs[static_cast<std::size_t>(r)].data(), block);
+      at += block;
+    }
+  }
   lv.run_local(OpKind::kReduce, {.buffer = Buffer(packed, n * count, dtype), .root = 0, .op = args.op});
 
+  const Buffer own = hosts[static_cast<std::size_t>(lv.host())];
   if (lv.local_rank() == 0) {
-    const std::vector<int> reps = lv.representatives();
-    Context cross = lv.cross_context(reps);
-    char* staged = lv.pack(static_cast<std::size_t>(lv.host_count() - 1) * mine.size() * block, 1);
-    std::vector<RequestPtr> receives;
-    std::vector<RequestPtr> sends;
-    std::size_t at = 0;
-    for (int h = 0; h < lv.host_count(); ++h) {
-      if (h == lv.host()) continue;
-      for (std::size_t i = 0; i < mine.size(); ++i, at += block) receives.push_back(cross.irecv(h, staged + at, block));
-      for (int r : l.hosts[static_cast<std::size_t>(h)]) {
-        sends.push_back(cross.isend(h, packed + static_cast<std::size_t>(r) * block, block));
-      }
-    }
-    at = 0;
-    std::size_t k = 0;
-    for (int h = 0; h < lv.host_count(); ++h) {
-      if (h == lv.host()) continue;
-      for (int r : mine) {
-        cross.wait(receives[k++]);
-        reduce::reduce_into(dtype, args.op, packed + static_cast<std::size_t>(r) * block, staged + at, count);
-        at += block;
-      }
-    }
-    cross.wait(sends);
+    lv.run_cross(OpKind::kReduceScatter, {.buffer = own, .inputs = hosts, .op = args.op}, lv.representatives());
+  }
+  char* const first = static_cast<char*>(own.data());
+  if (lv.local_size() == 1) {
+    std::memcpy(args.buffer.data(), first, block);
+    return;
   }
   std::vector<Buffer> blocks;
   if (lv.local_rank() == 0) {
-    for (int r : mine) blocks.push_back(Buffer(packed + static_cast<std::size_t>(r) * block, count, dtype));
-  }
-  if (lv.local_size() == 1) {
-    std::memcpy(args.buffer.data(), packed + static_cast<std::size_t>(lv.rank()) * block, block);
-    return;
+    for (std::size_t i = 0; i < mine.size(); ++i) blocks.emplace_back(first + i * block, count, dtype);
   }
   lv.run_local(OpKind::kScatter, {.buffer = args.buffer, .inputs = std::move(blocks), .root = 0});
 }

@@ -1,13 +1,10 @@
 #include "comm/cpu/two_level.hpp"
 
 #include <algorithm>
-#include <array>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 
+#include "comm/cpu/link_probe.hpp"
 #include "comm/cpu/transports.hpp"
-#include "comm/tags.hpp"
 #include "store/prefix_store.hpp"
 
 namespace ctrun::comm::cpu {
@@ -20,9 +17,11 @@ using algorithms::OpArgs;
 using algorithms::OpKind;
 using transport::Clock;
 
+// One op's levels: `bytes` is the op's per-rank message, which prices its cross step.
 class TwoLevel::OpLevels final : public algorithms::Levels {
  public:
-  OpLevels(TwoLevel& t, std::uint64_t tag, Clock::time_point deadline) : t_(t), tag_(tag), deadline_(deadline) {}
+  OpLevels(TwoLevel& t, std::uint64_t tag, Clock::time_point deadline, std::size_t bytes)
+      : t_(t), tag_(tag), deadline_(deadline), bytes_(bytes) {}
 
   const algorithms::HostLayout& layout() const override { return t_.layout_; }
   int rank() const override { return t_.rank_; }
@@ -38,25 +37,22 @@ class TwoLevel::OpLevels final : public algorithms::Levels {
   }
 
   void run_cross(OpKind op, const OpArgs& args, const std::vector<int>& reps) override {
-    Context ctx = cross_context(reps);
-    const AlgorithmRow* row = algorithms::find_row(op, t_.cross_choice(op, args.buffer.bytes()));
+    Context ctx(t_.global_, host(), host_count(), tag_, deadline_, t_.cross_scratch_, t_.global_chunk_bytes_, reps);
+    const AlgorithmRow* row = algorithms::find_row(op, t_.cross_choice(op, bytes_));
     cross_name = algorithm_name(row->algorithm);
     row->run(ctx, args);
   }
 
-  Context cross_context(const std::vector<int>& reps) override {
-    return Context(t_.global_, host(), host_count(), tag_, deadline_, t_.cross_scratch_, t_.global_chunk_bytes_, reps);
-  }
-
-  char* pack(std::size_t bytes, int slot) override { return t_.pack_scratch_.get(bytes, slot); }
+  char* pack(std::size_t bytes) override { return t_.pack_scratch_.get(bytes); }
 
   std::string local_name = "-";
-  std::string cross_name = "direct";
+  std::string cross_name = "-";  // a rank that takes no cross step (not its host's representative)
 
  private:
   TwoLevel& t_;
   std::uint64_t tag_;
   Clock::time_point deadline_;
+  std::size_t bytes_;
 };
 
 TwoLevel::TwoLevel(const BackendContext& ctx, algorithms::HostLayout layout, transport::Messenger& global,
@@ -85,103 +81,30 @@ TwoLevel::TwoLevel(const BackendContext& ctx, algorithms::HostLayout layout, tra
   }
   local_ = {static_cast<double>(ctx.config.shm_latency_us) * 1e-6, static_cast<double>(ctx.config.shm_mbps) * 1e6};
   net_ = {static_cast<double>(ctx.config.net_latency_us) * 1e-6, static_cast<double>(ctx.config.net_mbps) * 1e6};
-  if (ctx.config.net_latency_us == 0 || ctx.config.net_mbps == 0) measure(ctx);
+  if (ctx.config.net_latency_us == 0 || ctx.config.net_mbps == 0) {
+    const algorithms::LinkCost timed = probe_link(ctx, layout_, global_);
+    if (ctx.config.net_latency_us == 0) net_.latency_s = timed.latency_s;
+    if (ctx.config.net_mbps == 0) net_.bytes_per_s = timed.bytes_per_s;
+    measured_ = true;
+  }
 }
 
 TwoLevel::~TwoLevel() = default;
 
-// The lowest ranks of the first two hosts time 8-byte round trips (latency: half the fastest) and 1 MiB exchanges
-// ended by a round trip (bandwidth: the median), then publish both in the store for every rank: all ranks must price
-// alike.
-void TwoLevel::measure(const BackendContext& ctx) {
-  const int a = layout_.hosts[0][0];
-  const int b = layout_.hosts[1][0];
-  const auto deadline = Clock::now() + ctx.options.timeout;
-  if (rank_ == a || rank_ == b) {
-    const int peer = rank_ == a ? b : a;
-    std::vector<char> big(std::size_t{1} << 20);
-    char small[8] = {};
-    double rtt = 1e9;
-    auto round = [&](std::size_t bytes) {
-      const auto t0 = Clock::now();
-      if (rank_ == a) {
-        global_.wait(global_.post_send(peer, kCostProbeTag, big.data(), bytes), deadline);
-        global_.wait(global_.post_recv(peer, kCostProbeTag, small, sizeof small), deadline);
-      } else {
-        global_.wait(global_.post_recv(peer, kCostProbeTag, big.data(), bytes), deadline);
-        global_.wait(global_.post_send(peer, kCostProbeTag, small, sizeof small), deadline);
-      }
-      return std::chrono::duration<double>(Clock::now() - t0).count();
-    };
-    // Both ranks send 1 MiB at once, as every algorithm's steps send and receive together (a CPU that cannot
-    // drive the link both ways at its rate shows here, a one-way send hides it), then a round trip ends the timing.
-    std::vector<char> in(big.size());
-    auto exchange = [&] {
-      const auto t0 = Clock::now();
-      global_.wait({global_.post_send(peer, kCostProbeTag, big.data(), big.size()),
-                    global_.post_recv(peer, kCostProbeTag, in.data(), in.size())},
-                   deadline);
-      round(8);
-      return std::chrono::duration<double>(Clock::now() - t0).count();
-    };
-    for (int i = 0; i < 6; ++i) rtt = std::min(rtt, round(8));
-    // Untimed: it empties a token-bucket shaper's burst (tc tbf passes its bucket at any speed and refills it only
-    // while the link idles: with a 256 KiB bucket a first 1 MiB read 30 % over a 1 Gbit/s cap) and opens TCP's
-    // window, so the timed ones see the rate back-to-back transfers get.
-    exchange();
-    // The median, not the fastest: a rank descheduled between two exchanges leaves the link idle and the shaper's
-    // bucket refills, which makes the next one fast (up to 20 % over a 1 Gbit/s cap on a loaded machine).
-    std::array<double, 3> bulks{exchange(), exchange(), exchange()};
-    std::sort(bulks.begin(), bulks.end());
-    const double bulk = bulks[1];
-    if (rank_ == a) {
-      const double latency = rtt / 2;
-      const double bandwidth = static_cast<double>(big.size()) / std::max(bulk - rtt, 1e-6);
-      char text[64];
-      std::snprintf(text, sizeof text, "%.9f %.1f", latency, bandwidth);
-      ctx.store->set("cost/net", text);
-    }
-  }
-  try {
-    ctx.store->wait({"cost/net"}, ctx.options.timeout);
-  } catch (const store::TimeoutError& e) {
-    throw TimeoutError(std::string("comm: the link between hosts was not timed in time: ") + e.what());
-  }
-  const std::string text = ctx.store->get("cost/net");
-  double latency = 0;
-  double bandwidth = 0;
-  if (std::sscanf(text.c_str(), "%lf %lf", &latency, &bandwidth) != 2) {
-    throw CommError("comm: bad cost/net record '" + text + "' in the group's store");
-  }
-  if (ctx.config.net_latency_us == 0) net_.latency_s = latency;
-  if (ctx.config.net_mbps == 0) net_.bytes_per_s = bandwidth;
-  measured_ = true;
-}
-
-bool TwoLevel::handles(OpKind op) {
-  switch (op) {
-    case OpKind::kAllReduce:
-    case OpKind::kBroadcast:
-    case OpKind::kReduce:
-    case OpKind::kAllGather:
-    case OpKind::kReduceScatter:
-    case OpKind::kBarrier:
-      return true;
-    default:
-      return false;
-  }
-}
+bool TwoLevel::handles(OpKind op) { return algorithms::find_two_level(op) != nullptr; }
 
 Algorithm TwoLevel::cross_choice(OpKind op, std::size_t bytes) const {
-  if (const AlgorithmRow* r = selector_.overridden(op, Needs::kAnyTransport)) return r->algorithm;
   const algorithms::Shape shape{static_cast<int>(layout_.hosts.size()), layout_.max_ranks_per_host(), bytes,
                                 global_chunk_bytes_};
-  if (const auto* row = algorithms::cheapest(op, shape, net_)) return row->algorithm;
-  return Algorithm::kDirect;
+  const algorithms::CostRow* row = selector_.choose_cross(op, shape, net_);
+  if (!row) throw CommError(std::string("comm: ") + op_name(op) + " has no algorithm between hosts");
+  return row->algorithm;
 }
 
 void TwoLevel::run(OpKind op, const OpArgs& args, std::uint64_t tag, Clock::time_point deadline, std::string* name) {
-  OpLevels lv(*this, tag, deadline);
+  const algorithms::TwoLevelRow* row = algorithms::find_two_level(op);
+  if (!row) throw CommError(std::string("comm: ") + op_name(op) + " has no two-level algorithm");
+  OpLevels lv(*this, tag, deadline, args.buffer.bytes());
   struct Name {  // the algorithms chosen so far, however the op ends
     OpLevels& lv;
     std::string* out;
@@ -193,22 +116,7 @@ void TwoLevel::run(OpKind op, const OpArgs& args, std::uint64_t tag, Clock::time
       *out += " between";
     }
   } named{lv, name};
-  switch (op) {
-    case OpKind::kAllReduce:
-      return algorithms::two_level_all_reduce(lv, args);
-    case OpKind::kBroadcast:
-      return algorithms::two_level_broadcast(lv, args);
-    case OpKind::kReduce:
-      return algorithms::two_level_reduce(lv, args);
-    case OpKind::kAllGather:
-      return algorithms::two_level_all_gather(lv, args);
-    case OpKind::kReduceScatter:
-      return algorithms::two_level_reduce_scatter(lv, args);
-    case OpKind::kBarrier:
-      return algorithms::two_level_barrier(lv, args);
-    default:
-      throw CommError(std::string("comm: ") + op_name(op) + " has no two-level algorithm");
-  }
+  row->run(lv, args);
 }
 
 void TwoLevel::abort(const std::string& reason, std::exception_ptr error) {

@@ -1,7 +1,8 @@
 #pragma once
 // The cpu backend's two-level groups (algorithms/two_level.hpp): this host's shm transport and messenger beside
-// the group's tcp messenger, the host layout, each level's link costs, and the choice of each level's algorithm
-// (the size table inside a host, the cost model between hosts, CTRUN_COMM_ALGO over both).
+// the group's tcp messenger, the host layout, each level's link costs (between hosts: settings, else timed by
+// link_probe.hpp), and the choice of each level's algorithm (the size table inside a host, the cost model between
+// hosts, CTRUN_COMM_ALGO over both: algorithms::Selector). Ops run through algorithms::two_level_table().
 
 #include <memory>
 #include <string>
@@ -18,15 +19,16 @@ namespace ctrun::comm::cpu {
 class TwoLevel {
  public:
   // Creates this host's shm transport (when the host has more than one of the group's ranks) and prices the
-  // link between hosts (settings, else a few timed messages between the first two hosts). Runs before the
-  // backend's worker starts: the only user of `global` then.
+  // link between hosts (settings, else probe_link). Runs before the backend's worker starts: the only user of
+  // `global` then.
   TwoLevel(const BackendContext& ctx, algorithms::HostLayout layout, transport::Messenger& global,
            const algorithms::Selector& selector, std::size_t global_chunk_bytes);
   ~TwoLevel();
 
   // Whether `op` runs in two levels (else it runs flat over the group's tcp messenger).
   static bool handles(algorithms::OpKind op);
-  // Runs one op; `name` receives the algorithms chosen ("shm+double_binary_tree") for error messages.
+  // Runs one op of two_level_table(); `name` receives the algorithms chosen ("two levels: shm in hosts,
+  // double_binary_tree between") for error messages.
   void run(algorithms::OpKind op, const algorithms::OpArgs& args, std::uint64_t tag,
            transport::Clock::time_point deadline, std::string* name);
   // The cross level's choice for an op of `bytes` per rank.
@@ -42,7 +44,6 @@ class TwoLevel {
 
  private:
   class OpLevels;
-  void measure(const BackendContext& ctx);
 
   algorithms::HostLayout layout_;
   int rank_;

@@ -81,7 +81,7 @@ TEST(CostModel, ChoosesByLatencyAndBandwidth) {
   for (OpKind op : {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce, OpKind::kBarrier}) {
     EXPECT_NE(cheapest(op, Shape{16, 4, 4096, 1 << 20}, net), nullptr) << op_name(op);
   }
-  EXPECT_EQ(cheapest(OpKind::kAllGather, Shape{16, 4, 4096, 1 << 20}, net), nullptr);
+  EXPECT_EQ(cheapest(OpKind::kGather, Shape{16, 4, 4096, 1 << 20}, net), nullptr);  // never runs between hosts
   const auto row = [](Algorithm a) {
     for (const auto& r : cost_table()) {
       if (r.op == OpKind::kAllReduce && r.algorithm == a) return &r;
@@ -97,6 +97,51 @@ TEST(CostModel, ChoosesByLatencyAndBandwidth) {
   EXPECT_GT(
       predict_two_level(OpKind::kAllReduce, Algorithm::kRing, Shape{4, 8, 1 << 20, 1 << 20}, net, LinkCost{3e-6, 4e9}),
       row(Algorithm::kRing)->seconds(Shape{4, 8, 1 << 20, 1 << 20}, net));
+}
+
+// Every op that runs in two levels is priced between hosts by its rows of the one cost table, and every row is of
+// such an op: the cheapest is an algorithm that runs the op, a flat group (one rank per node) costs just its cross
+// step, and the steps inside hosts add to it.
+TEST(CostModel, EveryTwoLevelOpIsPricedByItsRows) {
+  const LinkCost net{50e-6, 1.25e9};
+  const LinkCost local{3e-6, 4e9};
+  for (const auto& op : two_level_table()) {
+    for (const Shape& shape :
+         {Shape{2, 1, 8, 1 << 20}, Shape{16, 4, 4096, 1 << 20}, Shape{3072, 8, 1 << 30, 1 << 20}}) {
+      const CostRow* best = cheapest(op.op, shape, net);
+      ASSERT_NE(best, nullptr) << op_name(op.op);
+      EXPECT_NE(find_row(op.op, best->algorithm), nullptr) << op_name(op.op) << " " << algorithm_name(best->algorithm);
+      EXPECT_EQ(cost_row(op.op, best->algorithm), best);
+      const double whole = predict_two_level(op.op, best->algorithm, shape, net, local);
+      if (shape.ranks_per_node == 1) {
+        EXPECT_EQ(whole, best->seconds(shape, net)) << op_name(op.op);
+      } else {
+        EXPECT_GT(whole, best->seconds(shape, net)) << op_name(op.op);
+      }
+    }
+  }
+  for (const auto& r : cost_table()) EXPECT_NE(find_two_level(r.op), nullptr) << op_name(r.op);
+}
+
+// all_gather and reduce_scatter between hosts: each host's R blocks to every other host at once; inside the
+// hosts, shared-memory steps over the host's blocks and the other hosts' (all_gather), over every block and the
+// host's (reduce_scatter).
+TEST(CostModel, GathersAndScattersCrossAsOneDirectExchange) {
+  const LinkCost net{10e-6, 125e6};
+  const LinkCost local{3e-6, 4e9};
+  const Shape shape{5, 3, 4096, 1 << 20};
+  const double cross = 4 * net.latency_s + 4.0 * 3 * 4096 / net.bytes_per_s;
+  const auto step = [&](double bytes) { return local.latency_s + 2 * bytes / local.bytes_per_s; };
+  for (OpKind op : {OpKind::kAllGather, OpKind::kReduceScatter}) {
+    const CostRow* row = cheapest(op, shape, net);
+    ASSERT_NE(row, nullptr) << op_name(op);
+    EXPECT_EQ(row->algorithm, Algorithm::kDirect);
+    EXPECT_DOUBLE_EQ(row->seconds(shape, net), cross);
+  }
+  EXPECT_DOUBLE_EQ(predict_two_level(OpKind::kAllGather, Algorithm::kDirect, shape, net, local),
+                   step(3 * 4096) + cross + step(4 * 3 * 4096));
+  EXPECT_DOUBLE_EQ(predict_two_level(OpKind::kReduceScatter, Algorithm::kDirect, shape, net, local),
+                   step(5 * 3 * 4096) + cross + step(3 * 4096));
 }
 
 // The tree's interior ranks take in a chunk from each child per step: two children, except the root of two

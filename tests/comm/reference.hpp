@@ -3,10 +3,12 @@
 // (exactly representable in every dtype, so sums are exact whatever the reduction order), and the reference
 // folds ranks 0..n-1 one after another in double / int64.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "comm/buffer.hpp"
@@ -108,63 +110,42 @@ class TestBuffer {
   std::vector<char> bytes_;  // +1 so that data() is never null, even for 0 elements
 };
 
-// Reduction over ranks 0..n-1 of element i, as the collective must compute it.
-inline double reference_reduce(int n, std::size_t i, int seed, ReduceOp op, DataType dtype) {
-  if (!is_floating_point(dtype)) {
-    std::int64_t acc = static_cast<std::int64_t>(value_of(0, i, seed, op, dtype));
-    for (int r = 1; r < n; ++r) {
-      const auto v = static_cast<std::int64_t>(value_of(r, i, seed, op, dtype));
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg:
-          acc += v;
-          break;
-        case ReduceOp::kProduct:
-          acc *= v;
-          break;
-        case ReduceOp::kMin:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::kMax:
-          acc = std::max(acc, v);
-          break;
-        case ReduceOp::kBand:
-          acc &= v;
-          break;
-        case ReduceOp::kBor:
-          acc |= v;
-          break;
-        case ReduceOp::kBxor:
-          acc ^= v;
-          break;
+// acc (op) v, in the integer or floating type the reference folds in.
+template <class T>
+T fold(ReduceOp op, T acc, T v) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return acc + v;
+    case ReduceOp::kProduct:
+      return acc * v;
+    case ReduceOp::kMin:
+      return std::min(acc, v);
+    case ReduceOp::kMax:
+      return std::max(acc, v);
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor:
+      if constexpr (std::is_integral_v<T>) {
+        return op == ReduceOp::kBand ? (acc & v) : op == ReduceOp::kBor ? (acc | v) : (acc ^ v);
       }
-    }
-    if (op == ReduceOp::kAvg) acc /= n;
-    return static_cast<double>(acc);
+      break;
   }
-  double acc = value_of(0, i, seed, op, dtype);
-  for (int r = 1; r < n; ++r) {
-    const double v = value_of(r, i, seed, op, dtype);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        acc += v;
-        break;
-      case ReduceOp::kProduct:
-        acc *= v;
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, v);
-        break;
-      default:
-        break;
-    }
-  }
-  if (op == ReduceOp::kAvg) acc /= n;
   return acc;
+}
+
+// Reduction over ranks 0..n-1 of element i, as the collective must compute it: in int64 for integer dtypes, in
+// double for floating ones.
+template <class T>
+double reference_fold(int n, std::size_t i, int seed, ReduceOp op, DataType dtype) {
+  T acc = static_cast<T>(value_of(0, i, seed, op, dtype));
+  for (int r = 1; r < n; ++r) acc = fold(op, acc, static_cast<T>(value_of(r, i, seed, op, dtype)));
+  if (op == ReduceOp::kAvg) acc /= n;
+  return static_cast<double>(acc);
+}
+inline double reference_reduce(int n, std::size_t i, int seed, ReduceOp op, DataType dtype) {
+  return is_floating_point(dtype) ? reference_fold<double>(n, i, seed, op, dtype)
+                                  : reference_fold<std::int64_t>(n, i, seed, op, dtype);
 }
 
 inline bool close_enough(double got, double want, DataType dtype) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/algorithms/cost_model.hpp"
+#include "comm/algorithms/two_level.hpp"
 
 using namespace ctrun::comm::algorithms;
 
@@ -54,17 +55,22 @@ std::string time_text(double s) {
 }
 
 [[noreturn]] void usage() {
+  std::string ops;  // the ops that run in two levels
+  for (const auto& r : two_level_table()) {
+    if (!ops.empty()) ops += '|';
+    ops += op_name(r.op);
+  }
   std::fprintf(stderr,
                "usage: comm_sim [--ranks-per-node N] [--latency-us US] [--gbps G] [--shm-us US] [--shm-mbps M]\n"
                "                [--ranks a,b,...] [--bytes a,b,...] [--chunk-bytes B] [--algorithm NAME|choice]\n"
-               "                [--op all_reduce|broadcast|reduce|all_gather|reduce_scatter|barrier]\n");
+               "                [--op %s]\n",
+               ops.c_str());
   std::exit(2);
 }
 
 OpKind parse_op(const std::string& name) {
-  for (OpKind op : {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce, OpKind::kAllGather, OpKind::kReduceScatter,
-                    OpKind::kBarrier}) {
-    if (name == op_name(op)) return op;
+  for (const auto& r : two_level_table()) {
+    if (name == op_name(r.op)) return r.op;
   }
   usage();
 }
@@ -74,28 +80,18 @@ Shape shape_of(std::size_t ranks, int per_node, std::size_t bytes, std::size_t c
   return Shape{static_cast<int>((ranks + p - 1) / p), static_cast<int>(std::min(ranks, p)), bytes, chunk};
 }
 
-// The cost model's row, or the fixed cross step of ops without a choice.
-const char* choice_name(OpKind op, const Shape& shape, const LinkCost& net) {
-  const CostRow* best = cheapest(op, shape, net);
-  return best ? algorithm_name(best->algorithm) : "exchange";
-}
-
 int print_points(OpKind op, const std::string& name, const std::vector<std::size_t>& ranks, int per_node,
                  const std::vector<std::size_t>& bytes, std::size_t chunk, const LinkCost& net, const LinkCost& local) {
-  // The forced algorithm, checked once against the op's rows (ops without rows have one fixed cross step).
+  // The forced algorithm, checked once against the op's rows.
   std::optional<Algorithm> forced;
-  bool has_rows = false;
-  for (const auto& r : cost_table()) has_rows = has_rows || r.op == op;
-  if (name != "choice" && has_rows) {
+  if (name != "choice") {
     try {
       forced = parse_algorithm(name);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "comm_sim: %s\n", e.what());
       return 2;
     }
-    bool known = false;
-    for (const auto& r : cost_table()) known = known || (r.op == op && r.algorithm == *forced);
-    if (!known) {
+    if (!cost_row(op, *forced)) {
       std::fprintf(stderr, "comm_sim: %s has no cost row '%s'\n", op_name(op), name.c_str());
       return 2;
     }
@@ -103,9 +99,8 @@ int print_points(OpKind op, const std::string& name, const std::vector<std::size
   for (std::size_t n : ranks) {
     for (std::size_t b : bytes) {
       const Shape shape = shape_of(n, per_node, b, chunk);
-      const CostRow* best = cheapest(op, shape, net);
-      const Algorithm a = best ? forced.value_or(best->algorithm) : Algorithm::kDirect;
-      std::printf("predict %s %zu %zu %s %.1f\n", op_name(op), n, b, best ? algorithm_name(a) : "exchange",
+      const Algorithm a = forced.value_or(cheapest(op, shape, net)->algorithm);
+      std::printf("predict %s %zu %zu %s %.1f\n", op_name(op), n, b, algorithm_name(a),
                   predict_two_level(op, a, shape, net, local) * 1e6);
     }
   }
@@ -159,10 +154,8 @@ int main(int argc, char** argv) {
   for (const auto& r : cost_table()) {
     if (r.op == op) columns.push_back(r.algorithm);
   }
-  const bool fixed = columns.empty();  // all_gather, reduce_scatter: one cross step, no choice
-  if (fixed) columns.push_back(Algorithm::kDirect);
   std::printf("| ranks | nodes | bytes |");
-  for (Algorithm a : columns) std::printf(" %s |", fixed ? "exchange" : algorithm_name(a));
+  for (Algorithm a : columns) std::printf(" %s |", algorithm_name(a));
   std::printf(" choice |\n|---|---|---|");
   for (std::size_t i = 0; i < columns.size(); ++i) std::printf("---|");
   std::printf("---|\n");
@@ -171,7 +164,7 @@ int main(int argc, char** argv) {
       const Shape shape = shape_of(n, per_node, b, chunk);
       std::printf("| %zu | %d | %s |", n, shape.nodes, size_text(b).c_str());
       for (Algorithm a : columns) std::printf(" %s |", time_text(predict_two_level(op, a, shape, net, local)).c_str());
-      std::printf(" %s |\n", shape.nodes > 1 ? choice_name(op, shape, net) : "(one node: shm)");
+      std::printf(" %s |\n", shape.nodes > 1 ? algorithm_name(cheapest(op, shape, net)->algorithm) : "(one node: shm)");
     }
   }
   return 0;
