@@ -1,7 +1,7 @@
 # Thin wrapper around CMake/CTest. The two contract commands are `make run` and `make test`.
 #   make run                 install missing deps, build (Release), run the demo under ctrun
-#   make test                install missing deps, build, build or reuse the torch 2.6 chroot (make torch2), run
-#                            every test through ctest
+#   make test                install missing deps; build, and build or reuse the torch 2.6 chroot (make torch2)
+#                            side by side; run every test through ctest
 #   make torch2              the torch 2.6 chroot (scripts/torch2_chroot.sh prepare: root, ~1.3 GB, 3-10 min the
 #                            first time, seconds after) and ctrun_torch built against torch 2.6 (build-torch2/);
 #                            where it cannot be made it says why and the torch2.* tests skip. CTRUN_TORCH2=0: skip.
@@ -42,12 +42,16 @@ build: configure
 run: build
 	@bash scripts/demo.sh $(BUILD_DIR)
 
-test: build torch2
+# The build and the torch 2.6 chroot side by side: making the chroot the first time is mostly waiting for Debian's
+# mirror and the disk (debootstrap, apt), which the compiler's minutes hide.
+test:
+	@$(MAKE) --no-print-directory -j2 build torch2
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(CTEST_JOBS) --timeout 600
 
 # A make step, not a test: the first build of the chroot takes minutes (ctest's limits are for tests). One lock
-# (/opt/torch2-chroot.lock) serialises building and mounting across clones; see scripts/torch2_chroot.sh.
-torch2: build
+# (/opt/torch2-chroot.lock) serialises building and mounting across clones; see scripts/torch2_chroot.sh. It needs
+# nothing of the host build (build-torch2/ is its own), only the host's packages.
+torch2: deps
 	@bash scripts/torch2_chroot.sh prepare $(BUILD_DIR)/torch2-status
 
 asan:

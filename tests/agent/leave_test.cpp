@@ -25,31 +25,27 @@ using Clock = std::chrono::steady_clock;
 
 using ctrun::test::PortReservation;
 
-std::vector<std::string> node(int nnodes, const std::string& endpoint, const std::string& local_addr,
-                              const std::string& events) {
-  return {"--nnodes=" + std::to_string(nnodes), "--nproc-per-node=1", "--rdzv-backend=c10d",
-          "--rdzv-endpoint=" + endpoint, "--rdzv-id=leave", "--local-addr=" + local_addr,
-          // heartbeat timeout 5 s x 20 = 100 s: far beyond every bound below
-          "--rdzv-conf=join_timeout=120,keep_alive_interval=5,keep_alive_max_attempt=20", "--monitor-interval=0.1",
-          "--shutdown-timeout=10", "--event-log=" + events, "--no-python", worker_script("exit_or_wait.sh")};
+// heartbeat timeout 5 s x 20 = 100 s: far beyond every bound below
+constexpr const char* kLeaveConf = "join_timeout=120,keep_alive_interval=5,keep_alive_max_attempt=20";
+
+C10dJob leave_job(int nnodes, const std::string& dir) {
+  return C10dJob(dir, nnodes, "leave", kLeaveConf, worker_script("exit_or_wait.sh"));
 }
 
 // Node A succeeded and waits in the exit barrier; node B's worker runs on. SIGTERM to A: B restarts for a round
 // that A "left" within seconds.
 TEST(Leave, FromTheExitBarrier) {
   std::string dir = fresh_dir("leave_barrier");
-  CtrunProcess b(node(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl"),
-                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
-  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
-  CtrunProcess a(node(2, endpoint, "127.0.0.2", dir + "/a.jsonl"),
-                 {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
+  C10dJob job = leave_job(2, dir);
+  CtrunProcess& b = job.start("b", "127.0.0.1", {{"MODE", "wait"}});  // b hosts: port 0
+  ASSERT_NE(job.endpoint(), "") << read_file(job.events_path("b"));
+  CtrunProcess& a = job.start("a", "127.0.0.2", {{"MODE", "exit"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto t0 = Clock::now();
-  ::kill(a.pid(), SIGTERM);
-  RunResult r = a.wait(std::chrono::seconds(30));
-  double exit_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  RunResult r;
+  double exit_s = signal_to_exit(a, SIGTERM, &r, "leave: exit barrier (SIGTERM)");
+  EXPECT_GE(exit_s, 0) << r.err;
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_LT(exit_s, 5.0) << r.err;
   EXPECT_TRUE(wait_for_text(dir + "/b.jsonl", "left (its agent was stopped)", std::chrono::seconds(15)))
@@ -67,26 +63,21 @@ TEST(Leave, FromTheExitBarrier) {
 // A's heartbeats time out, 100 s here).
 TEST(Leave, WhileWaitingForNodes) {
   std::string dir = fresh_dir("leave_waiting");
-  CtrunProcess b(node(3, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl"),
-                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
-  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
-  CtrunProcess a(node(3, endpoint, "127.0.0.2", dir + "/a.jsonl"),
-                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "a"}});
+  C10dJob job = leave_job(3, dir);
+  CtrunProcess& b = job.start("b", "127.0.0.1", {{"MODE", "wait"}});  // b hosts: port 0
+  ASSERT_NE(job.endpoint(), "") << read_file(job.events_path("b"));
+  CtrunProcess& a = job.start("a", "127.0.0.2", {{"MODE", "wait"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "agent_start", std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::seconds(1));  // both have arrived in round 0
-  auto t0 = Clock::now();
-  ::kill(a.pid(), SIGTERM);
-  RunResult r = a.wait(std::chrono::seconds(30));
-  double exit_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  RunResult r;
+  double exit_s = signal_to_exit(a, SIGTERM, &r, "leave: waiting for nodes (SIGTERM)");
+  EXPECT_GE(exit_s, 0) << r.err;
   EXPECT_NE(r.exit_code, 0) << r.err;
   EXPECT_LT(exit_s, 5.0) << r.err;
   EXPECT_EQ(r.err.find("did not answer"), std::string::npos) << r.err;
   std::printf("[ leave ] waiting for nodes: agent gone in %.3f s\n", exit_s);
-  CtrunProcess c(node(3, endpoint, "127.0.0.3", dir + "/c.jsonl"),
-                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "c"}});
-  CtrunProcess d(node(3, endpoint, "127.0.0.4", dir + "/d.jsonl"),
-                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "d"}});
+  CtrunProcess& c = job.start("c", "127.0.0.3", {{"MODE", "wait"}});
+  CtrunProcess& d = job.start("d", "127.0.0.4", {{"MODE", "wait"}});
   EXPECT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(30))) << read_file(dir + "/b.jsonl");
   EXPECT_TRUE(wait_for_text(dir + "/d.jsonl", "worker_start", std::chrono::seconds(30))) << read_file(dir + "/d.jsonl");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -108,9 +99,8 @@ namespace {
 // end 0 in one round of two nodes — without an agent hosting the store neither could have joined.
 void expect_two_agents_form_one_round(const std::string& endpoint, const std::string& dir) {
   auto args = [&](const std::string& addr, const std::string& tag) {
-    auto a = node(2, endpoint, addr, dir + "/" + tag + ".jsonl");
-    a[6] = "--rdzv-conf=join_timeout=60";
-    return a;
+    return c10d_agent_flags(2, "leave", "join_timeout=60", endpoint, addr, dir + "/" + tag + ".jsonl",
+                            worker_script("exit_or_wait.sh"));
   };
   CtrunProcess x(args("127.0.0.2", "x"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "x"}});
   CtrunProcess y(args("127.0.0.3", "y"), {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "y"}});

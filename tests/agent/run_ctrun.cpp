@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -117,6 +118,56 @@ std::string served_rdzv_store(const std::string& events_path, std::chrono::milli
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return {};
+}
+
+double signal_to_exit(CtrunProcess& p, int sig, RunResult* result, const std::string& phase) {
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(p.pid(), sig);
+  *result = p.wait(std::chrono::seconds(30));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ signal-to-exit ] %-40s %.3f s\n", phase.c_str(), s);
+  if (result->exit_code < 0) return -1;
+  return s;
+}
+
+std::vector<std::string> c10d_agent_flags(int nnodes, const std::string& rdzv_id, const std::string& rdzv_conf,
+                                          const std::string& endpoint, const std::string& local_addr,
+                                          const std::string& events, const std::string& worker) {
+  return {"--nnodes=" + std::to_string(nnodes),
+          "--nproc-per-node=1",
+          "--rdzv-backend=c10d",
+          "--rdzv-endpoint=" + endpoint,
+          "--rdzv-id=" + rdzv_id,
+          "--local-addr=" + local_addr,
+          "--rdzv-conf=" + rdzv_conf,
+          "--monitor-interval=0.1",
+          "--shutdown-timeout=10",
+          "--event-log=" + events,
+          "--no-python",
+          worker};
+}
+
+C10dJob::C10dJob(std::string dir, int nnodes, std::string rdzv_id, std::string rdzv_conf, std::string worker)
+    : dir_(std::move(dir)),
+      rdzv_id_(std::move(rdzv_id)),
+      rdzv_conf_(std::move(rdzv_conf)),
+      worker_(std::move(worker)),
+      nnodes_(nnodes) {}
+
+CtrunProcess& C10dJob::start(const std::string& tag, const std::string& local_addr,
+                             const std::map<std::string, std::string>& env, const std::vector<std::string>& extra) {
+  const bool host = agents_.empty();
+  std::vector<std::string> flags = extra;
+  for (auto& f : c10d_agent_flags(nnodes_, rdzv_id_, rdzv_conf_, host ? "127.0.0.1:0" : endpoint_, local_addr,
+                                  events_path(tag), worker_)) {
+    flags.push_back(std::move(f));
+  }
+  std::map<std::string, std::string> agent_env = env;
+  agent_env.emplace("OUT_DIR", dir_);
+  agent_env.emplace("NODE_TAG", tag);
+  agents_.push_back(std::make_unique<CtrunProcess>(flags, agent_env));
+  if (host) endpoint_ = served_rdzv_store(events_path(tag), std::chrono::seconds(20));
+  return *agents_.back();
 }
 
 std::vector<pid_t> worker_pids(const std::string& dir) {

@@ -5,7 +5,9 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,37 @@ RunResult run_ctrun(const std::vector<std::string>& args, const std::map<std::st
 // host agent of a test is given --rdzv-endpoint HOST:0 and the others this. Empty when agent_start did not come
 // within the deadline or the agent serves none.
 std::string served_rdzv_store(const std::string& events_path, std::chrono::milliseconds deadline);
+
+// Sends sig to p and waits for it (30 s at most): the seconds from the signal to its end, -1 when it did not end
+// (then killed); what it said in *result. Prints "[ signal-to-exit ] PHASE S s", the figure the signal tests report.
+double signal_to_exit(CtrunProcess& p, int sig, RunResult* result, const std::string& phase);
+
+// The flags of one agent of a c10d job on this machine, as the multi-node process tests run it: nnodes nodes of one
+// worker (a --no-python program), rendezvous rdzv_id at endpoint with --rdzv-conf rdzv_conf, --local-addr
+// local_addr, its event log at events, a 0.1 s monitor interval and a 10 s shutdown timeout.
+std::vector<std::string> c10d_agent_flags(int nnodes, const std::string& rdzv_id, const std::string& rdzv_conf,
+                                          const std::string& endpoint, const std::string& local_addr,
+                                          const std::string& events, const std::string& worker);
+
+// Agents of one c10d job on this machine (c10d_agent_flags), each named by a tag: the first one started hosts the
+// rendezvous store (endpoint 127.0.0.1:0, a port of the kernel's choosing, read back from its event log), the
+// others join at the endpoint it serves. Agent TAG logs its events to DIR/TAG.jsonl; its workers get OUT_DIR=DIR
+// and NODE_TAG=TAG (tests/agent/workers/exit_or_wait.sh). The agents still running at the end are killed.
+class C10dJob {
+ public:
+  C10dJob(std::string dir, int nnodes, std::string rdzv_id, std::string rdzv_conf, std::string worker);
+  // Agent tag at local_addr (127.0.0.x), extra flags before the job's, env added to its environment. Starting the
+  // host waits for the endpoint it serves (20 s at most): endpoint() is empty when it reported none.
+  CtrunProcess& start(const std::string& tag, const std::string& local_addr,
+                      const std::map<std::string, std::string>& env = {}, const std::vector<std::string>& extra = {});
+  const std::string& endpoint() const { return endpoint_; }
+  std::string events_path(const std::string& tag) const { return dir_ + "/" + tag + ".jsonl"; }
+
+ private:
+  std::string dir_, rdzv_id_, rdzv_conf_, worker_, endpoint_;
+  int nnodes_;
+  std::deque<std::unique_ptr<CtrunProcess>> agents_;
+};
 
 // The pids the workers of tests/agent/workers wrote into dir, one file pid_<local rank> each.
 std::vector<pid_t> worker_pids(const std::string& dir);

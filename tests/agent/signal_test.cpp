@@ -26,31 +26,8 @@ constexpr double kGenerousBound = 5.0;  // seconds; the target (and the measured
 
 using ctrun::test::PortReservation;
 
-// Sends sig, waits for the agent; returns the seconds from the signal to its exit (-1 if it did not exit).
-double signal_to_exit(CtrunProcess& p, int sig, RunResult* result, const std::string& phase) {
-  auto t0 = Clock::now();
-  ::kill(p.pid(), sig);
-  *result = p.wait(std::chrono::seconds(30));
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::printf("[ signal-to-exit ] %-40s %.3f s\n", phase.c_str(), s);
-  if (result->exit_code < 0) return -1;
-  return s;
-}
-
-std::vector<std::string> c10d(int nnodes, const std::string& endpoint, const std::string& local_addr,
-                              const std::string& events, const std::string& worker) {
-  return {"--nnodes=" + std::to_string(nnodes),
-          "--nproc-per-node=1",
-          "--rdzv-backend=c10d",
-          "--rdzv-endpoint=" + endpoint,
-          "--rdzv-id=sig",
-          "--local-addr=" + local_addr,
-          "--rdzv-conf=join_timeout=120",
-          "--monitor-interval=0.1",
-          "--shutdown-timeout=10",
-          "--event-log=" + events,
-          "--no-python",
-          worker};
+C10dJob sig_job(int nnodes, const std::string& dir, const std::string& worker) {
+  return C10dJob(dir, nnodes, "sig", "join_timeout=120", worker_script(worker));
 }
 
 TEST(Signal, RunningGroupEndsWithinASecond) {
@@ -71,12 +48,11 @@ TEST(Signal, RunningGroupEndsWithinASecond) {
 TEST(Signal, WaitingForANodeThatNeverComesHostAndClient) {
   std::string dir = fresh_dir("sig_waiting");
   // The host binds a port of the kernel's choosing and reports it; the client is given that one.
-  CtrunProcess host(c10d(3, "127.0.0.1:0", "127.0.0.1", dir + "/host.jsonl", worker_script("wait_term.sh")),
-                    {{"OUT_DIR", dir}});
-  const std::string endpoint = served_rdzv_store(dir + "/host.jsonl", std::chrono::seconds(20));
+  C10dJob job = sig_job(3, dir, "wait_term.sh");
+  CtrunProcess& host = job.start("host", "127.0.0.1");
+  const std::string endpoint = job.endpoint();
   ASSERT_NE(endpoint, "") << read_file(dir + "/host.jsonl");
-  CtrunProcess client(c10d(3, endpoint, "127.0.0.2", dir + "/client.jsonl", worker_script("wait_term.sh")),
-                      {{"OUT_DIR", dir}});
+  CtrunProcess& client = job.start("client", "127.0.0.2");
   ASSERT_TRUE(wait_for_text(dir + "/client.jsonl", "agent_start", std::chrono::seconds(20)));
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   RunResult r;
@@ -120,12 +96,10 @@ TEST(Signal, ConnectingToAnAbsentStaticMaster) {
 // Node A succeeds and waits in the exit barrier for node B, whose worker runs on: SIGTERM ends A at once.
 TEST(Signal, ExitBarrier) {
   std::string dir = fresh_dir("sig_barrier");
-  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", worker_script("exit_or_wait.sh")),
-                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
-  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
-  CtrunProcess a(c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", worker_script("exit_or_wait.sh")),
-                 {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
+  C10dJob job = sig_job(2, dir, "exit_or_wait.sh");
+  CtrunProcess& b = job.start("b", "127.0.0.1", {{"MODE", "wait"}});  // b hosts: port 0
+  ASSERT_NE(job.endpoint(), "") << read_file(dir + "/b.jsonl");
+  CtrunProcess& a = job.start("a", "127.0.0.2", {{"MODE", "exit"}});
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"exitcode\":0", std::chrono::seconds(30)));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   RunResult r;
@@ -147,14 +121,11 @@ TEST(Signal, ExitBarrier) {
 // --exit-barrier-timeout: node A succeeds, node B runs on; A gives up waiting after 1 s and exits 0 with a warning.
 TEST(Signal, ExitBarrierTimeoutFlag) {
   std::string dir = fresh_dir("sig_barrier_timeout");
-  CtrunProcess b(c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", worker_script("exit_or_wait.sh")),
-                 {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
-  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
-  auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", worker_script("exit_or_wait.sh"));
-  args_a.insert(args_a.begin(), "--exit-barrier-timeout=1");
+  C10dJob job = sig_job(2, dir, "exit_or_wait.sh");
+  CtrunProcess& b = job.start("b", "127.0.0.1", {{"MODE", "wait"}});  // b hosts: port 0
+  ASSERT_NE(job.endpoint(), "") << read_file(dir + "/b.jsonl");
   auto t0 = Clock::now();
-  CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "exit"}, {"NODE_TAG", "a"}});
+  CtrunProcess& a = job.start("a", "127.0.0.2", {{"MODE", "exit"}}, {"--exit-barrier-timeout=1"});
   RunResult r = a.wait(std::chrono::seconds(60));
   double s = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -169,13 +140,10 @@ TEST(Signal, ExitBarrierTimeoutFlag) {
 // form: A is waiting in the restart's rendezvous when SIGTERM comes.
 TEST(Signal, DuringARestart) {
   std::string dir = fresh_dir("sig_restart");
-  auto args_b = c10d(2, "127.0.0.1:0", "127.0.0.1", dir + "/b.jsonl", worker_script("exit_or_wait.sh"));
-  CtrunProcess b(args_b, {{"OUT_DIR", dir}, {"MODE", "wait"}, {"NODE_TAG", "b"}});
-  const std::string endpoint = served_rdzv_store(dir + "/b.jsonl", std::chrono::seconds(20));  // b hosts: port 0
-  ASSERT_NE(endpoint, "") << read_file(dir + "/b.jsonl");
-  auto args_a = c10d(2, endpoint, "127.0.0.2", dir + "/a.jsonl", worker_script("exit_or_wait.sh"));
-  args_a.insert(args_a.begin(), "--max-restarts=3");
-  CtrunProcess a(args_a, {{"OUT_DIR", dir}, {"MODE", "fail"}, {"NODE_TAG", "a"}});
+  C10dJob job = sig_job(2, dir, "exit_or_wait.sh");
+  CtrunProcess& b = job.start("b", "127.0.0.1", {{"MODE", "wait"}});  // b hosts: port 0
+  ASSERT_NE(job.endpoint(), "") << read_file(dir + "/b.jsonl");
+  CtrunProcess& a = job.start("a", "127.0.0.2", {{"MODE", "fail"}}, {"--max-restarts=3"});
   ASSERT_TRUE(wait_for_text(dir + "/b.jsonl", "worker_start", std::chrono::seconds(30)));
   // A too has the round (B serves the rendezvous store: stopped before A read it, A would wait on it instead).
   ASSERT_TRUE(wait_for_text(dir + "/a.jsonl", "\"rendezvous\"", std::chrono::seconds(30)));

@@ -4,8 +4,10 @@
 # venv's ctrun runs a 2-rank torch job on backend "ctrun" while python3 on PATH has no torch and nothing else is
 # set (no PYTHON_EXEC, no PYTHONPATH, no activated venv): ctrun must start its workers with the venv's python,
 # which finds the venv's ctrun_torch. Skips (77) without venv/pip/setuptools/wheel or torch.
-# It is a second build of ctrun, ctstore and ctrun_torch (only those: setup.py); ccache makes it cheap when warm
-# (CCACHE_BASEDIR is the temporary directory, so the random path costs no cache hit). Prints how long pip took.
+# It is a second build of ctrun, ctstore and ctrun_torch (only those: setup.py), in $tmp/src/build-pip: through
+# ccache it reuses the objects of the build this test belongs to (make test builds it just before), since the
+# project's compiler launcher makes paths under each source tree relative to the build directory, at the same depth
+# here (CMakeLists.txt). Prints how long pip took and ccache's hits and misses during it.
 # usage: pip_venv_test.sh SOURCE_DIR TORCH_PYTHON
 set -euo pipefail
 src=$(realpath "$1"); py=$2
@@ -29,12 +31,17 @@ if PATH=$bare_path python3 -c 'import torch' 2>/dev/null; then fail "python3 on 
 step "git clone $src (HEAD $(git -C "$src" rev-parse --short HEAD)); pip install --no-build-isolation ."
 git clone -q "$src" "$tmp/src"
 start=$(date +%s%N)
-if ! (cd "$tmp/src" && env -u PYTHONPATH -u PYTHON_EXEC CCACHE_BASEDIR="$tmp" \
+# ccache's counters for this build alone: a statistics log of its own (ccache >= 4.5; ignored where older)
+if ! (cd "$tmp/src" && env -u PYTHONPATH -u PYTHON_EXEC CCACHE_STATSLOG="$tmp/ccache.stats" \
       "$tmp/venv/bin/python3" -m pip install --no-build-isolation --no-index -v . >"$tmp/pip.log" 2>&1); then
   tail -60 "$tmp/pip.log"; fail "pip install"
 fi
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "pip install took $((ms / 1000)).$(( ms % 1000 / 100 )) s"
+if [ -s "$tmp/ccache.stats" ]; then
+  echo "ccache during pip install: $(grep -cE '^(direct|preprocessed)_cache_hit$' "$tmp/ccache.stats") hits," \
+       "$(grep -cx cache_miss "$tmp/ccache.stats") misses"
+fi
 grep -E '^ctrun: |ctrun_torch: ' "$tmp/pip.log" | head -5 || true
 for f in bin/ctrun bin/ctstore share/ctrun/python/sitecustomize.py share/ctrun/python/ctrun_warm.py; do
   [ -e "$tmp/venv/$f" ] || fail "not installed: $f"

@@ -1,9 +1,10 @@
 """PyTorch's own distributed test suite (torch/testing/_internal/distributed/distributed_test.py, as shipped in
 python3-torch) against backend "ctrun" as a plugin backend, the way PyTorch's test_distributed_spawn.py runs it
-for gloo: spawned ranks; BACKEND, WORLD_SIZE, TEMP_DIR, INIT_METHOD from the environment.
+for gloo (BACKEND, WORLD_SIZE, TEMP_DIR, INIT_METHOD from the environment), but with each test's ranks forked from
+this process (START_METHOD below; --spawn spawns them).
 
   python3 run_dist_suite.py [--backend ctrun|gloo] [--world-size 3] [--subset p2p_collectives|gloo_gated|mpi_gated|rest|all]
-                            [--gloo-gated|--mpi-gated] [--include-static-skips]
+                            [--gloo-gated|--mpi-gated] [--include-static-skips] [--spawn]
                             [--shard I/N] [--list] [--json OUT] [-k SUBSTRING ...] [TEST_NAME ...]
 
 Tests are selected by name: the "p2p_collectives" subset (what `make test` runs) holds every test whose name
@@ -23,7 +24,38 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "stubs"))  # expecttest stand-in
 
-# Children are spawned (multiprocessing "spawn") and re-import this file: configuration happens at import.
+
+def arg_parser():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default=None, help="overrides $BACKEND (ctrun or gloo)")
+    ap.add_argument("--world-size", default=None)
+    ap.add_argument("--subset", default="all", choices=["p2p_collectives", "gloo_gated", "mpi_gated", "rest", "all"])
+    ap.add_argument("--shard", default=None, help="I/N: run the I-th (1-based) of N interleaved parts")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--json", help="write {test: outcome} here")
+    ap.add_argument("--gloo-gated", action="store_true",
+                    help="run the tests gated to gloo on ctrun (see AS_GLOO below)")
+    ap.add_argument("--mpi-gated", action="store_true", help="likewise for the tests gated to mpi (all_to_all)")
+    ap.add_argument("--include-static-skips", action="store_true",
+                    help="also spawn ranks for tests whose decorators already skip them (CUDA, NCCL, MPI only)")
+    ap.add_argument("--include-known", action="store_true", help="also run KNOWN_CTRUN_FAILURES")
+    ap.add_argument("--spawn", action="store_true",
+                    help="start each test's ranks with multiprocessing's spawn, as PyTorch's CI does (default: fork)")
+    ap.add_argument("-k", action="append", default=[])
+    ap.add_argument("tests", nargs="*")
+    return ap
+
+
+# PyTorch's test module reads BACKEND and WORLD_SIZE when it is imported: the command line is read first, into the
+# environment, which ranks started with --spawn inherit (they re-import this file as __mp_main__; forked ones
+# inherit the imported modules).
+ARGS = arg_parser().parse_args() if __name__ == "__main__" else None
+if ARGS and ARGS.backend:
+    os.environ["BACKEND"] = ARGS.backend
+if ARGS and ARGS.world_size:
+    os.environ["WORLD_SIZE"] = ARGS.world_size
+if ARGS and (ARGS.gloo_gated or ARGS.mpi_gated):
+    os.environ["CTRUN_SUITE_GATED_AS"] = "gloo" if ARGS.gloo_gated else "mpi"
 os.environ.setdefault("BACKEND", "ctrun")
 os.environ.setdefault("WORLD_SIZE", "3")
 os.environ.setdefault("INIT_METHOD", "env://")
@@ -64,10 +96,21 @@ if AS_GLOO:
     distributed_test.BACKEND = "ctrun"
 
 
-class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+# How the ranks of a test start. "fork" (the default): from this process, which has imported torch, the test module
+# and ctrun_torch already, so a test costs its own work, not three interpreters importing torch (about 2 s of CPU
+# each, most of the suite's time under "spawn"). Each rank still initialises its process group, and so its ctrun
+# group, itself, as under spawn; the tests that run here are CPU-only (the CUDA ones are skipped without starting
+# ranks), so nothing needs spawn's fresh interpreter. "spawn" (--spawn): as PyTorch's test_distributed_spawn.py.
+START_METHOD = "spawn" if ARGS and ARGS.spawn else "fork"
+
+
+class TestDistBackendRanks(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        if START_METHOD == "spawn":
+            self._spawn_processes()
+        else:
+            self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
 
 # Tests that fail with ctrun on this machine, and why, by torch version (major.minor; kept in sync with
@@ -141,35 +184,9 @@ def is_p2p_collective(name):
     return any(w in name for w in P2P_COLLECTIVE_WORDS) and not any(w in name for w in NOT_COLLECTIVE_WORDS)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--backend", default=None, help="overrides $BACKEND (ctrun or gloo)")
-    ap.add_argument("--world-size", default=None)
-    ap.add_argument("--subset", default="all", choices=["p2p_collectives", "gloo_gated", "mpi_gated", "rest", "all"])
-    ap.add_argument("--shard", default=None, help="I/N: run the I-th (1-based) of N interleaved parts")
-    ap.add_argument("--list", action="store_true")
-    ap.add_argument("--json", help="write {test: outcome} here")
-    ap.add_argument("--gloo-gated", action="store_true",
-                    help="run the tests gated to gloo on ctrun (see AS_GLOO above)")
-    ap.add_argument("--mpi-gated", action="store_true", help="likewise for the tests gated to mpi (all_to_all)")
-    ap.add_argument("--include-static-skips", action="store_true",
-                    help="also spawn ranks for tests whose decorators already skip them (CUDA, NCCL, MPI only)")
-    ap.add_argument("--include-known", action="store_true", help="also run KNOWN_CTRUN_FAILURES")
-    ap.add_argument("-k", action="append", default=[])
-    ap.add_argument("tests", nargs="*")
-    args = ap.parse_args()
-    if (args.gloo_gated or args.mpi_gated) and not AS_GLOO:
-        os.execve(sys.executable, [sys.executable, __file__] + sys.argv[1:],
-                  dict(os.environ, CTRUN_SUITE_GATED_AS="gloo" if args.gloo_gated else "mpi"))
-    if not AS_GLOO and args.backend and args.backend != os.environ["BACKEND"] or (args.world_size and
-                                                                args.world_size != os.environ["WORLD_SIZE"]):
-        # BACKEND/WORLD_SIZE are read at import by PyTorch's test module: re-exec with them set.
-        env = dict(os.environ, BACKEND=args.backend or os.environ["BACKEND"],
-                   WORLD_SIZE=args.world_size or os.environ["WORLD_SIZE"])
-        argv = [a for a in sys.argv[1:]]
-        os.execve(sys.executable, [sys.executable, __file__] + argv, env)
+def main(args):
     backend = "ctrun" if AS_GLOO else os.environ["BACKEND"]
-    names = sorted(n for n in dir(TestDistBackendWithSpawn) if n.startswith("test_"))
+    names = sorted(n for n in dir(TestDistBackendRanks) if n.startswith("test_"))
     if args.tests:
         names = [n for n in names if n in args.tests]
     if args.k:
@@ -187,8 +204,8 @@ def main():
         names = names[i - 1::n_shards]
     # Tests whose decorators skip them for this backend (CUDA/NCCL/MPI-only, ...) would spawn 3 ranks just to skip:
     # report them without running them unless asked.
-    static = {n: getattr(getattr(TestDistBackendWithSpawn, n), "__unittest_skip_why__", "") for n in names
-              if getattr(getattr(TestDistBackendWithSpawn, n), "__unittest_skip__", False)}
+    static = {n: getattr(getattr(TestDistBackendRanks, n), "__unittest_skip_why__", "") for n in names
+              if getattr(getattr(TestDistBackendRanks, n), "__unittest_skip__", False)}
     if not args.include_static_skips:
         names = [n for n in names if n not in static]
     known = [n for n in names if backend == "ctrun" and n in KNOWN_CTRUN_FAILURES and not args.include_known]
@@ -196,7 +213,7 @@ def main():
     if args.list:
         print("\n".join(names))
         return 0
-    suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
+    suite = unittest.TestSuite(TestDistBackendRanks(n) for n in names)
     start = time.monotonic()
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
     outcome = {n: "passed" for n in names}
@@ -215,10 +232,11 @@ def main():
     counts = {}
     for v in outcome.values():
         counts[v.split(":")[0]] = counts.get(v.split(":")[0], 0) + 1
-    print(f"backend {backend}{f' ({GATED_AS}-gated tests)' if AS_GLOO else ''}, world size {os.environ['WORLD_SIZE']}, subset {args.subset}: {counts} "
+    print(f"backend {backend}{f' ({GATED_AS}-gated tests)' if AS_GLOO else ''}, world size {os.environ['WORLD_SIZE']}, "
+          f"ranks by {START_METHOD}, subset {args.subset}: {counts} "
           f"in {time.monotonic() - start:.0f}s")
     return 0 if result.wasSuccessful() else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(ARGS))

@@ -15,15 +15,12 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
+from gloo_job import gloo_all_reduce, write_atomic  # noqa: E402
+
 ENV_KEYS = ["RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE",
             "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID",
             "TORCHELASTIC_USE_AGENT_STORE", "NODE_TAG"]
-
-
-def write_atomic(path, text):
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.rename(path + ".tmp", path)
 
 
 def main():
@@ -56,17 +53,7 @@ def main():
         sys.exit(1)
     result = {k: env.get(k) for k in ENV_KEYS}
     if not a.no_torch:
-        from datetime import timedelta
-
-        import torch
-        import torch.distributed as dist
-        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
-        t = torch.tensor([float(dist.get_rank() + 1)])
-        dist.all_reduce(t)
-        result["sum"] = t.item()
-        result["torch_rank"] = dist.get_rank()
-        result["torch_world"] = dist.get_world_size()
-        dist.barrier()
+        gloo_all_reduce(result)
     write_atomic(f"{out}/result.{node}.{env['LOCAL_RANK']}.json", json.dumps(result))
 
 

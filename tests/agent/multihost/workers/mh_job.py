@@ -10,6 +10,9 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "common"))
+from gloo_job import gloo_all_reduce, write_atomic  # noqa: E402
+
 KEYS = ["RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR",
         "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID", "CUDA_VISIBLE_DEVICES", "EXPORTED",
         "FROM_ENV_FILE", "SLURM_JOB_ID", "OMPI_COMM_WORLD_RANK"]
@@ -35,20 +38,8 @@ def main():
     result = {k: env.get(k) for k in KEYS}
     result["netns"] = os.readlink("/proc/self/ns/net")
     if not a.no_torch:
-        from datetime import timedelta
-
-        import torch
-        import torch.distributed as dist
-        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
-        t = torch.tensor([float(dist.get_rank() + 1)])
-        dist.all_reduce(t)
-        result["sum"] = t.item()
-        result["torch_rank"] = dist.get_rank()
-        result["torch_world"] = dist.get_world_size()
-        dist.barrier()
-    with open(f"{out}/result.{env['RANK']}.json.tmp", "w") as f:
-        json.dump(result, f)
-    os.rename(f"{out}/result.{env['RANK']}.json.tmp", f"{out}/result.{env['RANK']}.json")
+        gloo_all_reduce(result)
+    write_atomic(f"{out}/result.{env['RANK']}.json", json.dumps(result))
 
 
 if __name__ == "__main__":
