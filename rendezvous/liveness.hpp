@@ -1,7 +1,8 @@
 #pragma once
-// Heartbeats and failure detection for the members of a round, driven by tick(now) (a thread in the handler, a
-// fake clock in tests). Cost per check (every interval/4): a MULTI_GET of at most kWatchWindow counters per
-// member and one of N counters by the monitor; plus one ADD per member per interval: O(N) for the whole job.
+// Heartbeats and failure detection for the members of a round, driven by tick(now) (a task on the handler's runner,
+// a fake clock in tests). Cost per check (every interval/4): one round trip per member reading at most kWatchWindow
+// counters (Store::peek) and a bulk read of N counters by the monitor; a beat is one SET per member per interval
+// sent in the same write: O(N) for the whole job.
 //
 // Who watches whom: the lowest-ranked member that has not exited is the monitor and watches every higher rank;
 // every other member watches only that monitor and the next kWatchWindow - 1 ranks after it (so that several
@@ -70,6 +71,7 @@ class Liveness {
   bool no_on_close_ = false;  // the store has no ON_CLOSE: never asked again
   TimePoint next_beat_{};
   TimePoint next_check_{};
+  std::uint64_t beats_ = 0;  // this member's beats in the round: the value it sets
 };
 
 }  // namespace ctrun::rdzv

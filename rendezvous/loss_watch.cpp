@@ -31,10 +31,27 @@ std::set<int> lost_ranks(std::string_view log) {
   return out;
 }
 
+std::set<int> settlers(const std::set<int>& lost, int members) {
+  std::set<int> out;
+  if (members <= 0) return out;
+  auto live_from = [&](int r) {
+    for (int i = 0; i < members; ++i, r = (r + 1) % members)
+      if (!lost.count(r)) return r;
+    return -1;
+  };
+  if (int r = live_from(0); r >= 0) out.insert(r);
+  for (int s : lost)
+    if (s >= 0 && s < members)
+      if (int r = live_from((s + 1) % members); r >= 0) out.insert(r);
+  return out;
+}
+
 LossWatch::Outcome LossWatch::settle(const Membership& m, store::Duration grace) {
   const auto ranks = lost_ranks(store_.get(keys_.lost(m.round)));
+  if (ranks.empty()) return Outcome::kBlip;
+  if (!settlers(ranks, m.members).count(m.rank)) return Outcome::kNothing;
   // A round that ended well: its members close their connections as they exit, one before another.
-  if (ranks.empty() || store_.check({keys_.exit_done(m.round)})) return Outcome::kBlip;
+  if (store_.check({keys_.exit_done(m.round)})) return Outcome::kBlip;
   bool declared = false;
   for (int rank : ranks) {
     if (rank >= m.members || rank == m.rank) continue;
