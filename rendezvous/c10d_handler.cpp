@@ -77,10 +77,13 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
 }
 
 C10dHandler::~C10dHandler() {
-  stop_heartbeats();
   std::shared_ptr<Join> join;
   {
+    // Heartbeats end, but the registrations stay: not left nor shut down, gone (its connection's close is a death
+    // to the others, as its etcd presence key's release below).
     std::lock_guard lock(mutex_);
+    stopping_ = true;
+    if (tick_timer_) tick_timer_->cancel();
     loss_stopping_ = true;
     for (auto* w : {&lost_wait_, &over_wait_})
       if (*w) (*w)->cancel();
@@ -582,7 +585,10 @@ void C10dHandler::settle_lost(const Membership& round) {
   }
   auto outcome = LossWatch::Outcome::kNothing;
   try {
-    outcome = LossWatch(*hb_store_, config_.run_id).settle(round, kReconnectGrace);
+    const auto& s = config_.settings;
+    outcome = LossWatch(*hb_store_, config_.run_id,
+                        s.keep_alive_interval * s.keep_alive_max_attempt - s.keep_alive_interval / 2)
+                  .settle(round, kReconnectGrace);
   } catch (const std::exception& e) {
     log_->debug("rendezvous '{}': reading closed connections failed: {}", config_.run_id, e.what());
   }

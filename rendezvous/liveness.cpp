@@ -27,8 +27,9 @@ void Liveness::follow(const Membership& membership, TimePoint now) {
 void Liveness::stop() {
   membership_.reset();
   if (!registered_) return;
-  // A member that stops (done, leaving) must not look like one that died when its process exits.
+  // A member that stops (done, leaving) must not look like one that died when its process exits or goes quiet.
   try {
+    if (server_times_silence_) store_.cancel_on_silence(keys_.lost(*registered_));
     store_.cancel_on_close(keys_.lost(*registered_));
   } catch (const store::StoreError&) {
     // the store is gone: nobody is left to notice
@@ -36,16 +37,26 @@ void Liveness::stop() {
   registered_.reset();
 }
 
+store::Duration Liveness::silence_limit() const {
+  return config_.interval * config_.max_attempts - config_.interval / 2;
+}
+
 void Liveness::register_on_close() {
   const auto round = membership_->round;
   if (no_on_close_ || registered_ == round) return;
-  if (registered_) store_.cancel_on_close(keys_.lost(*registered_));
+  if (registered_) {
+    if (server_times_silence_) store_.cancel_on_silence(keys_.lost(*registered_));
+    store_.cancel_on_close(keys_.lost(*registered_));
+  }
   registered_.reset();
   const auto rank = membership_->rank;
   if (!store_.append_on_close(keys_.lost(round), on_close_entry(rank), on_reconnect_entry(rank))) {
     no_on_close_ = true;
     return;
   }
+  // The server times this member's silence too: nobody has to read its counter (check() reads nothing).
+  server_times_silence_ =
+      store_.append_on_silence(keys_.lost(round), on_silence_entry(rank), on_reconnect_entry(rank), silence_limit());
   registered_ = round;
 }
 
@@ -73,6 +84,9 @@ bool Liveness::stale(int rank, const std::string& value, TimePoint now) {
 }
 
 void Liveness::check(TimePoint now) {
+  // Where the server times every member's silence (ON_SILENCE, loss_watch.hpp), the loss watch hears of a hung
+  // member as of a dead one: nothing to read here.
+  if (server_times_silence_ && registered_ == membership_->round) return;
   const auto& m = *membership_;
   std::vector<int> ranks;
   std::vector<std::string> keys;

@@ -26,7 +26,8 @@ namespace ctrun::rdzv {
 // reconnects at its next store call; an agent whose process died never does.
 inline constexpr store::Duration kReconnectGrace = std::chrono::milliseconds(500);
 
-// The ranks lost for good in a `lost` log: those with more closes than reconnects ("-1,-2,+1," gives {2}).
+// The ranks lost for good in a `lost` log: those with more closes (or silences) than reconnects ("-1,-2,+1," gives
+// {2}).
 // Not the last entry: a client that drops a stalled connection (a network drop longer than its timeout) dials
 // again as soon as the link is back, while its old connection's FIN waits for TCP's retransmission timer, so the
 // server may see the reconnect ("+1,") before the close ("-1,"). Each reconnect follows the loss of a registered
@@ -34,8 +35,10 @@ inline constexpr store::Duration kReconnectGrace = std::chrono::milliseconds(500
 // connection closes with no reconnect after it. Malformed entries are skipped.
 std::set<int> lost_ranks(std::string_view log);
 
-// The registration a member makes on its heartbeat connection for round `round`.
+// The registrations a member makes on its connection for a round: "-<rank>," when it closes, "!<rank>," when it
+// has been silent too long (ON_SILENCE), "+<rank>," when it reconnects or speaks again.
 std::string on_close_entry(int rank);
+std::string on_silence_entry(int rank);
 std::string on_reconnect_entry(int rank);
 
 // Who records the deaths of `lost` (ranks of a round of `members`): the lowest rank not lost, and the first rank
@@ -47,7 +50,9 @@ class LossWatch {
  public:
   enum class Outcome { kNothing, kDeclared, kBlip };
 
-  LossWatch(store::Store& store, const std::string& run_id) : store_(store), keys_(run_id) {}
+  // `silence`: the ON_SILENCE timeout the members registered (for the words of a death by silence).
+  LossWatch(store::Store& store, const std::string& run_id, store::Duration silence = {})
+      : store_(store), keys_(run_id), silence_(silence) {}
 
   // The round's `lost` key appeared `grace` ago: reads it and, if this member is a settler of the ranks still lost,
   // declares them dead unless they left or the round ended with its exit barrier passed. kBlip: nobody was lost for
@@ -57,6 +62,7 @@ class LossWatch {
  private:
   store::Store& store_;
   Keys keys_;
+  store::Duration silence_;
 };
 
 }  // namespace ctrun::rdzv

@@ -79,6 +79,12 @@ class CountingStore final : public Store {
     return inner_->append_on_close(key, on_close, on_reconnect);
   }
   void cancel_on_close(const std::string& key) override { count(key.size() + 8), inner_->cancel_on_close(key); }
+  bool append_on_silence(const std::string& key, std::string_view on_silence, std::string_view on_back,
+                         Duration timeout) override {
+    count(key.size() + on_silence.size() + on_back.size() + 8);
+    return inner_->append_on_silence(key, on_silence, on_back, timeout);
+  }
+  void cancel_on_silence(const std::string& key) override { count(key.size() + 8), inner_->cancel_on_silence(key); }
   std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys,
                                                std::string_view sentinel) override {
     auto values = inner_->peek(keys, sentinel);

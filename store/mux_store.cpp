@@ -118,6 +118,11 @@ struct Link {
 // `done`) run with mu_ released.
 class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Connection> {
  public:
+  struct OnSilence {
+    std::string silent, back;
+    Duration timeout{0};
+  };
+
   // `loop` outlives the connection's use (the MuxStores that own the connection hold it).
   Connection(MuxStore::Options o, ClientLoop& loop)
       : options_(std::move(o)),
@@ -139,9 +144,9 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     std::lock_guard lock(mu_);
     return dialect_;
   }
-  bool on_close_supported() const {
+  bool supports(std::uint32_t feature) const {
     std::lock_guard lock(mu_);
-    return (features_ & protocol::kFeatureOnClose) != 0;
+    return connected_once_ && (features_ & feature) != 0;
   }
 
   // ---- requests ----
@@ -253,6 +258,29 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     call({.command = Command::kOnClose, .keys = {wire_key}, .values = {""}, .integer = 0}, timeout, connect_timeout);
   }
 
+  // ---- ON_SILENCE ----
+
+  static Request silence_request(const std::string& wire_key, const OnSilence& s) {
+    return {.command = Command::kOnSilence,
+            .keys = {wire_key},
+            .values = {s.silent, s.back},
+            .integer = static_cast<std::int64_t>(s.timeout.count())};
+  }
+
+  void on_silence(const std::string& wire_key, OnSilence s, Duration timeout, Duration connect_timeout) {
+    call(silence_request(wire_key, s), timeout, connect_timeout);
+    std::lock_guard lock(mu_);
+    on_silence_[wire_key] = std::move(s);
+  }
+
+  void cancel_on_silence(const std::string& wire_key, Duration timeout, Duration connect_timeout) {
+    {
+      std::lock_guard lock(mu_);
+      if (on_silence_.erase(wire_key) == 0 || !connected_) return;
+    }
+    call(silence_request(wire_key, OnSilence{}), timeout, connect_timeout);
+  }
+
   // ---- lifetime ----
 
   // The last view is gone: fail what is pending and close.
@@ -284,6 +312,7 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
   struct OnClose {
     std::string on_close, on_reconnect;
   };
+
   using Completions = std::vector<std::pair<std::shared_ptr<Waiter>, std::pair<WaitOutcome, std::string>>>;
 
   static void run(Completions& done) {
@@ -551,12 +580,17 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     next_seq_ = 0;
     if (mode_ == Mode::kFramed) protocol::encode_request(dialect_, {.command = Command::kFramed}, outbox_);
     // A reconnect: say so in every registered key, then register again (as TcpStore).
-    if (!first)
+    if (!first) {
       for (const auto& [wire, values] : on_close_) {
         enqueue_locked({.command = Command::kAppend, .keys = {wire}, .values = {values.on_reconnect}}, std::nullopt);
         Request reg{.command = Command::kOnClose, .keys = {wire}, .values = {values.on_close}, .integer = 1};
         enqueue_locked(reg, Slot{Slot::kDiscard, shape_of(reg), nullptr, nullptr});
       }
+      for (const auto& [wire, values] : on_silence_) {  // the new connection speaks: nothing to say "back"
+        Request reg = silence_request(wire, values);
+        enqueue_locked(reg, Slot{Slot::kDiscard, shape_of(reg), nullptr, nullptr});
+      }
+    }
     if (first && options_.add_init_key) {
       // Like torch's TCPStore(world_size=N): only on the first connection, never again on a reconnect.
       Request init{.command = Command::kAdd, .keys = {"init/"}, .integer = 1};
@@ -754,7 +788,8 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
   std::vector<std::shared_ptr<Waiter>> waits_;                               // kPlain, kLegacy: pending waits
   std::shared_ptr<Waiter> armed_;                                            // kPlain: the wait whose WAIT is last
   bool poll_scheduled_ = false;
-  std::map<std::string, OnClose> on_close_;  // wire key -> values, while registered
+  std::map<std::string, OnClose> on_close_;      // wire key -> values, while registered
+  std::map<std::string, OnSilence> on_silence_;  // wire key -> values, while registered
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -971,7 +1006,7 @@ void MuxStore::barrier(const std::string& key, std::int64_t world_size, Duration
 }
 
 bool MuxStore::append_on_close(const std::string& key, std::string_view on_close, std::string_view on_reconnect) {
-  if (dialect() != Dialect::kV2 || !connection_->on_close_supported()) return false;
+  if (dialect() != Dialect::kV2 || !connection_->supports(protocol::kFeatureOnClose)) return false;
   connection_->on_close(wire(key), std::string(on_close), std::string(on_reconnect), timeout(),
                         Duration(connect_timeout_ms_.load(std::memory_order_relaxed)));
   return true;
@@ -979,6 +1014,18 @@ bool MuxStore::append_on_close(const std::string& key, std::string_view on_close
 
 void MuxStore::cancel_on_close(const std::string& key) {
   connection_->cancel_on_close(wire(key), timeout(), Duration(connect_timeout_ms_.load(std::memory_order_relaxed)));
+}
+
+bool MuxStore::append_on_silence(const std::string& key, std::string_view on_silence, std::string_view on_back,
+                                 Duration timeout) {
+  if (dialect() != Dialect::kV2 || !connection_->supports(protocol::kFeatureOnSilence)) return false;
+  connection_->on_silence(wire(key), {std::string(on_silence), std::string(on_back), std::max(timeout, Duration(1))},
+                          this->timeout(), Duration(connect_timeout_ms_.load(std::memory_order_relaxed)));
+  return true;
+}
+
+void MuxStore::cancel_on_silence(const std::string& key) {
+  connection_->cancel_on_silence(wire(key), timeout(), Duration(connect_timeout_ms_.load(std::memory_order_relaxed)));
 }
 
 void MuxStore::ping() {

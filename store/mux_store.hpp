@@ -69,6 +69,10 @@ class MuxStore final : public Store {
   // Where the server announced ON_CLOSE (ctrun's); registrations are sent again after every reconnect.
   bool append_on_close(const std::string& key, std::string_view on_close, std::string_view on_reconnect) override;
   void cancel_on_close(const std::string& key) override;
+  // Where the server announced ON_SILENCE (ctrun's); sent again after every reconnect.
+  bool append_on_silence(const std::string& key, std::string_view on_silence, std::string_view on_back,
+                         Duration timeout) override;
+  void cancel_on_silence(const std::string& key) override;
   std::shared_ptr<AsyncWait> wait_async(const std::vector<std::string>& keys, WaitDone done) override;
   // One write of one COMPARE_SET per key; the replies read together.
   std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys,

@@ -33,6 +33,11 @@ class PrefixStore final : public Store {
     return base_->append_on_close(join_key(key), on_close, on_reconnect);
   }
   void cancel_on_close(const std::string& key) override { base_->cancel_on_close(join_key(key)); }
+  bool append_on_silence(const std::string& key, std::string_view on_silence, std::string_view on_back,
+                         Duration timeout) override {
+    return base_->append_on_silence(join_key(key), on_silence, on_back, timeout);
+  }
+  void cancel_on_silence(const std::string& key) override { base_->cancel_on_silence(join_key(key)); }
   std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys,
                                                std::string_view sentinel) override {
     return base_->peek(join_keys(keys), sentinel);

@@ -207,6 +207,16 @@ bool decode_fields(Command c, Reader& r, Request* out) {
       if (out) out->integer = x;
       return true;
     }
+    case Command::kOnSilence: {
+      std::int64_t x = 0;
+      if (!r.key(k) || !r.value(v) || !r.value(v2) || !r.i64(x)) return false;
+      if (x < 0) return r.fail(fmt::format("ON_SILENCE timeout {} ms is negative", x));
+      push_key(k);
+      push_value(v);
+      push_value(v2);
+      if (out) out->integer = x;
+      return true;
+    }
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
@@ -275,6 +285,8 @@ const char* command_name(Command c) {
       return "FRAMED";
     case Command::kCancelSeq:
       return "CANCEL_SEQ";
+    case Command::kOnSilence:
+      return "ON_SILENCE";
   }
   return "UNKNOWN";
 }
@@ -282,8 +294,10 @@ const char* command_name(Command c) {
 namespace {
 
 // ctrun's extensions: v2 only, far above torch's opcodes (a future torch adding 19, 20, ... cannot collide).
-constexpr std::pair<Command, std::uint8_t> kExtensions[] = {
-    {Command::kOnClose, kOnCloseOpcode}, {Command::kFramed, kFramedOpcode}, {Command::kCancelSeq, kCancelSeqOpcode}};
+constexpr std::pair<Command, std::uint8_t> kExtensions[] = {{Command::kOnClose, kOnCloseOpcode},
+                                                            {Command::kFramed, kFramedOpcode},
+                                                            {Command::kCancelSeq, kCancelSeqOpcode},
+                                                            {Command::kOnSilence, kOnSilenceOpcode}};
 
 }  // namespace
 
@@ -422,6 +436,13 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
     case Command::kCancelSeq:
       put_i64(out, r.integer);
       break;
+    case Command::kOnSilence:
+      need(1, 2);
+      put_bytes(out, r.keys[0]);
+      put_bytes(out, r.values[0]);
+      put_bytes(out, r.values[1]);
+      put_i64(out, r.integer);
+      break;
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
@@ -472,6 +493,7 @@ void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& o
     case Command::kDeleteKey:
     case Command::kQueueLen:
     case Command::kOnClose:
+    case Command::kOnSilence:
       reply::integer(o, r.integer);
       return;
     case Command::kGet:
@@ -570,6 +592,7 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
     case Command::kDeleteKey:
     case Command::kQueueLen:
     case Command::kOnClose:
+    case Command::kOnSilence:
       ok = r.i64(out.integer);
       break;
     case Command::kGet:

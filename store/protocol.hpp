@@ -55,11 +55,17 @@ enum class Command : std::uint8_t {
   // the number of a pending WAIT or BARRIER; no reply) withdraws one; its completion may still arrive (a race).
   kFramed,
   kCancelSeq,
+  // ctrun's ON_SILENCE (announced as kFeatureOnSilence): keys[0], values[0] (appended when the connection has sent
+  // nothing for `integer` ms), values[1] (appended when it speaks again after that; the registration then re-arms);
+  // integer 0 cancels. Replies the registrations the connection holds (i64). A connection whose silence fired does
+  // not fire its ON_CLOSE on the same key as well (one loss, not two).
+  kOnSilence,
 };
-inline constexpr Command kLastCommand = Command::kCancelSeq;
+inline constexpr Command kLastCommand = Command::kOnSilence;
 inline constexpr std::uint8_t kOnCloseOpcode = 0xC7;
 inline constexpr std::uint8_t kFramedOpcode = 0xC8;
 inline constexpr std::uint8_t kCancelSeqOpcode = 0xC9;
+inline constexpr std::uint8_t kOnSilenceOpcode = 0xCA;
 
 // Framed replies (after FRAMED): the first byte of every reply.
 inline constexpr std::uint8_t kFrameInOrder = 0;    // the reply to the oldest request still owed one follows
@@ -70,9 +76,10 @@ inline constexpr std::uint8_t kFrameCompleted = 1;  // u64 request number, u8 Wa
 // torch's servers echo the nonce unchanged (and torch's clients, which never set the bit, get an exact echo).
 inline constexpr std::uint32_t kPingAskFeatures = 1u << 22;
 inline constexpr int kFeatureShift = 24;
-inline constexpr std::uint32_t kFeatureOnClose = 1;  // ON_CLOSE
-inline constexpr std::uint32_t kFeatureFramed = 2;   // FRAMED, CANCEL_SEQ
-inline constexpr std::uint32_t kServerFeatures = kFeatureOnClose | kFeatureFramed;
+inline constexpr std::uint32_t kFeatureOnClose = 1;    // ON_CLOSE
+inline constexpr std::uint32_t kFeatureFramed = 2;     // FRAMED, CANCEL_SEQ
+inline constexpr std::uint32_t kFeatureOnSilence = 4;  // ON_SILENCE
+inline constexpr std::uint32_t kServerFeatures = kFeatureOnClose | kFeatureFramed | kFeatureOnSilence;
 // The PING reply of a server to `nonce`; the features a reply announces (0 for an exact echo).
 std::uint32_t ping_reply(std::uint32_t nonce, std::uint32_t features);
 std::uint32_t announced_features(std::uint32_t nonce, std::uint32_t reply);
@@ -103,6 +110,7 @@ enum class WatchResponse : std::uint8_t { kKeyUpdated = 0, kKeyCreated = 1, kKey
 //   CHECK/WAIT/MULTI_GET: keys     MULTI_SET: keys, values     VALIDATE/PING: u32 (magic / nonce)
 //   BARRIER: keys[0], integer=world_size     GETNUMKEYS/CANCEL_WAIT/LIST_KEYS: nothing
 //   ON_CLOSE: keys[0], values[0], integer=1 (register) or 0 (cancel)     FRAMED: nothing     CANCEL_SEQ: integer=seq
+//   ON_SILENCE: keys[0], values[0] (silent), values[1] (back), integer=timeout ms (0: cancel)
 struct Request {
   Command command{};
   std::vector<std::string> keys;
@@ -150,9 +158,9 @@ void encode_request(Dialect d, const Request& r, std::string& out);
 // A decoded reply to a request of `command` (the client knows what it sent):
 //   SET/APPEND/MULTI_SET/QUEUE_PUSH/VALIDATE/FRAMED/CANCEL_SEQ: no reply      PING: u32 (the nonce echoed)
 //   CHECK: u8 (CheckResponse)     WAIT/BARRIER/CANCEL_WAIT: u8 (WaitResponse)     WATCH_KEY: u8 (WatchResponse)
-//   ADD/GETNUMKEYS/DELETE_KEY/QUEUE_LEN/ON_CLOSE: integer (i64; ON_CLOSE: registrations the connection holds)
-//   GET/COMPARE_SET: values[0] (u64 length + bytes) MULTI_GET: values (one per requested key, no count)     LIST_KEYS:
-//   i64 count, then values QUEUE_POP: integer = the queue's length, then values[0] only when it was > 0
+//   ADD/GETNUMKEYS/DELETE_KEY/QUEUE_LEN/ON_CLOSE/ON_SILENCE: integer (i64; ON_CLOSE: registrations the connection
+//   holds) GET/COMPARE_SET: values[0] (u64 length + bytes) MULTI_GET: values (one per requested key, no count)
+//   LIST_KEYS: i64 count, then values QUEUE_POP: integer = the queue's length, then values[0] only when it was > 0
 // A WAIT or BARRIER reply may come much later (STOP_WAITING when the keys are there); a CANCEL_WAIT may be
 // preceded by that STOP_WAITING (the client reads two u8 then).
 struct Reply {

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <boost/asio.hpp>
@@ -92,6 +93,8 @@ struct Connection {
   bool framed = false;                                    // sent FRAMED: requests are numbered, replies framed
   std::uint64_t next_seq = 0;                             // the number of its next request (framed)
   std::unordered_map<std::uint64_t, ConnId> waiters;      // its pending framed WAITs and BARRIERs: seq -> waiter
+  std::chrono::steady_clock::time_point heard{};          // when it last sent anything (ON_SILENCE)
+  bool silence_fired = false;                             // an ON_SILENCE of its fired: its next bytes say "back"
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -239,6 +242,7 @@ class Server::Impl final : public detail::ReplySink {
     acceptor.close(ec);
     accept_retry.cancel();
     sweep_timer.cancel();
+    silence_timer.cancel();
     if (reserve_fd >= 0) ::close(reserve_fd);
     reserve_fd = -1;
     std::vector<ConnPtr> all;
@@ -312,6 +316,40 @@ class Server::Impl final : public detail::ReplySink {
     conns.emplace(c->id, c);
     ++accepted;
     arm_read(c);
+  }
+
+  // ---- ON_SILENCE: who has said nothing for how long ----
+  static constexpr auto kSilenceSweep = std::chrono::milliseconds(250);
+
+  void watch_silence(const ConnPtr& c) {
+    c->heard = std::chrono::steady_clock::now();
+    silence_watched.insert(c->id);
+    if (!silence_sweeping) arm_silence_sweep();
+  }
+
+  // Every kSilenceSweep while any connection has an ON_SILENCE: the keyspace fires those whose silence is long enough.
+  void arm_silence_sweep() {
+    silence_sweeping = true;
+    silence_timer.expires_after(kSilenceSweep);
+    silence_timer.async_wait([this](boost::system::error_code ec) {
+      silence_sweeping = false;
+      if (ec || stopping) return;
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = silence_watched.begin(); it != silence_watched.end();) {
+        auto c = conns.find(*it);
+        if (c == conns.end()) {
+          it = silence_watched.erase(it);
+          continue;
+        }
+        auto& conn = *c->second;
+        if (!conn.silence_fired &&
+            keyspace.quiet(conn.id, std::chrono::duration_cast<std::chrono::milliseconds>(now - conn.heard)))
+          conn.silence_fired = true;
+        ++it;
+      }
+      flush_dirty();  // the appends woke waiters
+      if (!silence_watched.empty()) arm_silence_sweep();
+    });
   }
 
   // ---- connection limits ----
@@ -527,6 +565,13 @@ class Server::Impl final : public detail::ReplySink {
 
   void on_bytes(const ConnPtr& c, const std::uint8_t* data, std::size_t n) {
     bytes_in += n;
+    if (silence_watched.count(c->id)) {
+      c->heard = std::chrono::steady_clock::now();
+      if (c->silence_fired) {
+        c->silence_fired = false;
+        keyspace.spoke(c->id);
+      }
+    }
     // A request's clock starts with its first byte and does not restart with later ones: a sender trickling
     // one byte every 29 s is timed out like one that stalls. A large value sent slowly is not: the sweep
     // allows each buffered byte kSlowSenderBytesPerSecond of extra time on top of the timeout.
@@ -603,6 +648,7 @@ class Server::Impl final : public detail::ReplySink {
       detail::RequestContext ctx{.conn = c->id, .framed = c->framed, .seq = c->framed ? c->next_seq++ : 0};
       auto res = detail::execute(keyspace, *this, ctx, pr.request);
       if (pr.request.command == protocol::Command::kFramed && *c->dialect == protocol::Dialect::kV2) c->framed = true;
+      if (pr.request.command == protocol::Command::kOnSilence && !res.close) watch_silence(c);
       if (res.close) {
         reject(c, refused_by(res.refusal), res.reason);
         break;
@@ -800,6 +846,7 @@ class Server::Impl final : public detail::ReplySink {
     c->out.clear();
     account(c);
     conns.erase(c->id);
+    silence_watched.erase(c->id);
   }
 
   // ---- memory ----
@@ -845,6 +892,9 @@ class Server::Impl final : public detail::ReplySink {
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
   asio::steady_timer sweep_timer{io};
+  asio::steady_timer silence_timer{io};
+  std::unordered_set<ConnId> silence_watched;  // connections that registered an ON_SILENCE (pruned by the sweep)
+  bool silence_sweeping = false;
   std::uint64_t max_conns = 0;
   rlim_t fd_limit = RLIM_INFINITY;  // RLIMIT_NOFILE's soft limit after raise_descriptor_limit()
   std::size_t lingering = 0;        // refused sockets still open (refuse())

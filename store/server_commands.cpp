@@ -241,6 +241,13 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, RequestContext& ctx, const pro
       return {};
     }
 
+    case Command::kOnSilence: {
+      auto res = ks.on_silence(conn, r.keys[0], r.values[0], r.values[1], std::chrono::milliseconds(r.integer));
+      if (!res.ok()) return closing(res);
+      reply::integer(rep.in_order(), res.count);
+      return {};
+    }
+
     case Command::kFramed:
       // The server's loop switches the connection (it numbers the requests); a second FRAMED changes nothing.
       return {};

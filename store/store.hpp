@@ -127,6 +127,17 @@ class Store {
   // Withdraws a registration of append_on_close (nothing where it had none).
   virtual void cancel_on_close(const std::string& /*key*/) {}
 
+  // ctrun's ON_SILENCE extension (ctstore and ctrun's embedded server): when this client's connection has sent
+  // nothing for `timeout` (its process hung, or its host is cut off, though the connection stands), the server
+  // appends `on_silence` to `key`, once, waking its waiters; when the client speaks again, `on_back`. Registrations
+  // are sent again after a reconnect. Returns false where the store has no such thing (the caller times its
+  // members' heartbeats itself).
+  virtual bool append_on_silence(const std::string& /*key*/, std::string_view /*on_silence*/,
+                                 std::string_view /*on_back*/, Duration /*timeout*/) {
+    return false;
+  }
+  virtual void cancel_on_silence(const std::string& /*key*/) {}
+
   // A WAIT that holds no thread, where the store has one (MuxStore: many may be pending on one connection; the
   // wrappers pass it on). `done` runs once, on a thread of the store's: it must neither block nor call this store
   // synchronously (post the work elsewhere). nullptr where the store has no such thing: store::wait_async()

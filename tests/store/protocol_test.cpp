@@ -77,6 +77,11 @@ Request sample(Command c) {
     case Command::kCancelSeq:
       r.integer = 41;
       break;
+    case Command::kOnSilence:
+      r.keys = {key};
+      r.values = {val, ""};
+      r.integer = 12500;
+      break;
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
@@ -99,7 +104,7 @@ constexpr Command kAll[] = {Command::kValidate, Command::kSet,        Command::k
                             Command::kWatchKey, Command::kDeleteKey,  Command::kAppend,     Command::kMultiGet,
                             Command::kMultiSet, Command::kCancelWait, Command::kPing,       Command::kQueuePush,
                             Command::kQueuePop, Command::kQueueLen,   Command::kListKeys,   Command::kBarrier,
-                            Command::kOnClose,  Command::kFramed,     Command::kCancelSeq};
+                            Command::kOnClose,  Command::kFramed,     Command::kCancelSeq,  Command::kOnSilence};
 
 TEST(Protocol, OpcodeTablesMatchTorch) {
   // Legacy = torch 1.13 (SET=0 ... WATCH_KEY=7, DELETE_KEY=8); v2 = torch >= 2.1 (VALIDATE=0 ... BARRIER=18).
@@ -162,7 +167,7 @@ TEST(Protocol, EveryCommandRoundTripsWholeAndByteByByte) {
       ++tested;
     }
   }
-  EXPECT_EQ(tested, 9 + 19 + 1);  // + ctrun's ON_CLOSE (v2)
+  EXPECT_EQ(tested, 9 + 19 + 4);  // + ctrun's ON_CLOSE, FRAMED, CANCEL_SEQ, ON_SILENCE (v2)
 }
 
 TEST(Protocol, PipelinedRequestsParseOneAtATime) {

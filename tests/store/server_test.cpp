@@ -211,6 +211,62 @@ TEST_F(ServerTest, FramedConnectionHasManyPendingWaitsAndTheyHoldNothingBack) {
   EXPECT_TRUE(pending_waits_become(0));
 }
 
+// ON_SILENCE: a connection that sends nothing for the timeout gets its value appended (once); speaking again appends
+// the other value and re-arms; a close after a silence that fired appends no ON_CLOSE to the same key.
+TEST_F(ServerTest, OnSilenceReportsAQuietConnectionOnceAndItsReturn) {
+  auto quiet = v2();
+  auto reader = v2();
+  auto on_silence = [](std::string_view key, std::string_view silent, std::string_view back, std::int64_t ms) {
+    std::string r(1, static_cast<char>(protocol::kOnSilenceOpcode));
+    bytes_field(r, key);
+    bytes_field(r, silent);
+    bytes_field(r, back);
+    le64(r, static_cast<std::uint64_t>(ms));
+    return r;
+  };
+  std::string on_close(1, static_cast<char>(protocol::kOnCloseOpcode));
+  bytes_field(on_close, "/lost");
+  bytes_field(on_close, "-1,");
+  le64(on_close, 1);
+  EXPECT_EQ(ask_i64(quiet, on_close), 1);
+  EXPECT_EQ(ask_i64(quiet, on_silence("/lost", "!1,", "+1,", 300)), 1);
+  ASSERT_TRUE(reader.send_all(keys_req(kWait, {"/lost"})));
+  EXPECT_EQ(reader.recv_exact(1, 10s), std::string(1, '\0'));  // woken by the silence
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,");
+  std::this_thread::sleep_for(700ms);  // still quiet: once, not again
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,");
+  fence(quiet);  // speaks: back
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,+1,");
+  // Quiet again, then closed: the silence says it, the close adds nothing.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+    if (read_bytes(reader) == "!1,+1,!1,") break;
+    std::this_thread::sleep_for(50ms);
+  }
+  quiet.close();
+  ASSERT_TRUE(pending_waits_become(0));
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,+1,!1,");
+  // A cancelled registration never fires; a closing connection that was not silent still reports its close.
+  auto other = v2();
+  EXPECT_EQ(ask_i64(other, on_close), 1);
+  EXPECT_EQ(ask_i64(other, on_silence("/lost", "!2,", "+2,", 200)), 1);
+  EXPECT_EQ(ask_i64(other, on_silence("/lost", "", "", 0)), 0);
+  std::this_thread::sleep_for(600ms);
+  other.close();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+    if (read_bytes(reader) == "!1,+1,!1,-1,") break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,+1,!1,-1,");
+}
+
 TEST_F(ServerTest, CompareSetCreatingAKeyWakesWaiters) {
   auto waiter = v2();
   auto writer = v2();
