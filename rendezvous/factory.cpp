@@ -21,6 +21,7 @@
 #include "rendezvous/etcd/etcd_store.hpp"
 #include "rendezvous/etcd/member_lease.hpp"
 #include "rendezvous/static_handler.hpp"
+#include "store/mux_store.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
 
@@ -70,6 +71,31 @@ std::shared_ptr<store::Store> connect(const Endpoint& ep, store::Duration timeou
   o.connect_timeout = connect_timeout;
   try {
     return std::make_shared<store::TcpStore>(o);
+  } catch (const store::StoreError& e) {
+    throw RendezvousConnectionError(
+        fmt::format("cannot reach the rendezvous store at {}: {}. Is the host of "
+                    "--rdzv-endpoint (or --master-addr) up and reachable?",
+                    ep.to_string(), e.what()));
+  }
+}
+
+// The rendezvous store's one connection for a c10d handler (store/mux_store.hpp): the first connect waits up to
+// `first_timeout` for the endpoint to come up (its host may start later); every reconnect after that waits at most
+// `timeout` (a lost store is reported in time).
+std::shared_ptr<store::Store> connect_shared(const Endpoint& ep, store::Duration timeout,
+                                             store::Duration first_timeout) {
+  store::MuxStore::Options o;
+  o.host = ep.host;
+  o.port = ep.port;
+  o.timeout = timeout;
+  o.connect_timeout = first_timeout;
+  try {
+    auto s = std::make_shared<store::MuxStore>(o);
+    s->set_connect_timeout(timeout);
+    return s;
+  } catch (const store::RefusedError& e) {
+    throw RendezvousConnectionError(
+        fmt::format("the rendezvous store at {} refuses connections: {}", ep.to_string(), e.reason()));
   } catch (const store::StoreError& e) {
     throw RendezvousConnectionError(
         fmt::format("cannot reach the rendezvous store at {}: {}. Is the host of "
@@ -155,17 +181,9 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   // call, and every reconnect after a store loss, waits at most read_timeout (a lost store is reported in time).
   const auto timeout = config.settings.read_timeout;
   const auto first_timeout = std::max(config.settings.join_timeout, timeout);
-  auto reached = std::make_shared<std::atomic<bool>>(false);
   return std::make_unique<C10dHandler>(
-      config, node,
-      [ep, timeout, first_timeout, reached] {
-        if (!reached->load()) {
-          connect(ep, timeout, first_timeout);  // waits for the endpoint to come up, then is dropped
-          reached->store(true);
-        }
-        return connect(ep, timeout, timeout);
-      },
-      options.clock, server);
+      config, node, [ep, timeout, first_timeout] { return connect_shared(ep, timeout, first_timeout); }, options.clock,
+      server);
 }
 
 // The c10d state machine (JoinOp, Liveness) on etcd: no store to host; every agent talks to the etcd cluster, with

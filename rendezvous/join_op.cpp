@@ -24,12 +24,38 @@ double seconds(store::Duration d) { return std::chrono::duration<double>(d).coun
 JoinOp::JoinOp(store::Store& store, JoinConfig config, NodeRecord me, std::optional<Membership> previous)
     : store_(store), config_(std::move(config)), keys_(config_.run_id), me_(std::move(me)), previous_(previous) {}
 
+// The keys the step about to run reads first (guesses are fine: an unused one costs a request in the same round
+// trip, a missing one a round trip of its own).
+std::vector<std::string> JoinOp::first_reads() const {
+  switch (phase_) {
+    case Phase::kStart:
+      return {keys_.latest()};
+    case Phase::kGate:
+      if (round_ == 0) return {};
+      return {keys_.done(round_ - 1), keys_.drained(round_ - 1), keys_.over(round_ - 1)};
+    case Phase::kCount:
+      if (config_.min_nodes == config_.max_nodes && arrival_ < config_.max_nodes && !counted_) return {};
+      return {keys_.done(round_), keys_.assign(round_, arrival_)};
+    case Phase::kDecided:
+      return {keys_.done(round_), keys_.assign(round_, arrival_)};
+    case Phase::kArrive:
+      return {};
+  }
+  return {};
+}
+
 std::variant<JoinResult, JoinWait> JoinOp::step(TimePoint now) {
-  if (store_.check({keys_.closed()}))
+  // Whether the run was closed, and what the step reads first, in one round trip (Store::peek).
+  auto keys = first_reads();
+  keys.insert(keys.begin(), keys_.closed());
+  auto values = store_.peek(keys, kAbsentSentinel);
+  if (values[0])
     throw RendezvousClosedError(
         fmt::format("rendezvous '{}' is closed ({}): the job that used this --rdzv-id has "
                     "ended; start a new job with a new --rdzv-id",
-                    config_.run_id, store_.get(keys_.closed())));
+                    config_.run_id, *values[0]));
+  prefetched_.clear();
+  for (std::size_t i = 1; i < keys.size(); ++i) prefetched_.emplace(keys[i], std::move(values[i]));
   for (;;) {
     Step s;
     switch (phase_) {
@@ -53,14 +79,34 @@ std::variant<JoinResult, JoinWait> JoinOp::step(TimePoint now) {
   }
 }
 
-// One round trip for a key known to exist (peek.hpp); a store that has not got it yet is waited for (get).
+// A read of a key that may be missing: what the step's first round trip fetched (each prefetched value serves one
+// read: a later read in the same step sees what changed since), else one round trip (peek.hpp).
+std::optional<std::string> JoinOp::read(const std::string& key) {
+  if (auto it = prefetched_.find(key); it != prefetched_.end()) {
+    auto v = std::move(it->second);
+    prefetched_.erase(it);
+    return v;
+  }
+  return peek(store_, key);
+}
+
+bool JoinOp::exists(const std::string& key) {
+  if (auto it = prefetched_.find(key); it != prefetched_.end()) {
+    const bool present = it->second.has_value();
+    prefetched_.erase(it);
+    return present;
+  }
+  return store_.check({key});
+}
+
+// One round trip for a key known to exist; a store that has not got it yet is waited for (get).
 std::int64_t JoinOp::read_int(const std::string& key) {
-  auto v = peek(store_, key);
+  auto v = read(key);
   return store::parse_add_operand(key, v ? *v : store_.get(key));
 }
 
 std::optional<std::int64_t> JoinOp::peek_int(const std::string& key) {
-  auto v = peek(store_, key);
+  auto v = read(key);
   if (!v) return std::nullopt;
   return store::parse_add_operand(key, *v);
 }
@@ -114,8 +160,8 @@ JoinOp::Step JoinOp::gate(TimePoint now) {
     return JoinWait{keys_.done(prev), TimePoint::max()};
   }
   const auto members = *done_prev;
-  if (members == 0 || store_.check({keys_.drained(prev)})) return pass();
-  if (!store_.check({keys_.over(prev)})) {  // a full round runs healthily: wait as a spare
+  if (members == 0 || exists(keys_.drained(prev))) return pass();
+  if (!exists(keys_.over(prev))) {  // a full round runs healthily: wait as a spare
     spare_ = true;
     return JoinWait{keys_.over(prev), TimePoint::max()};
   }
@@ -214,7 +260,7 @@ JoinOp::Step JoinOp::decided(TimePoint now) {
   if (arrival_ <= members) {
     // The decider wrote assign/* before done: present (a GET would wait for it anyway).
     const auto key = keys_.assign(round_, arrival_);
-    auto value = peek(store_, key);
+    auto value = read(key);
     auto a = Assignment::decode(value ? *value : store_.get(key));
     return JoinResult{round_, arrival_, std::move(a)};
   }

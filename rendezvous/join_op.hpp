@@ -1,13 +1,16 @@
 #pragma once
 // The join state machine of the c10d backend, written once and driven step by step: step(now) performs only
-// non-blocking store operations and returns either the round this node holds or the one key to wait for (and
-// until when). The handler blocks on that key with a store WAIT; tests drive several JoinOps over one
-// MemoryStore with a fake clock, in any interleaving, without sleeping. Protocol: docs/rendezvous.md.
+// non-blocking store operations (its first reads, and whether the run is closed, in one round trip: Store::peek)
+// and returns either the round this node holds or the one key to wait for (and until when). The handler blocks on that
+// key with a store WAIT; tests drive several JoinOps over one MemoryStore with a fake clock, in any interleaving,
+// without sleeping. Protocol: docs/rendezvous.md.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "rendezvous/clock.hpp"
 #include "rendezvous/keys.hpp"
@@ -67,6 +70,9 @@ class JoinOp {
   void complete(std::int64_t members);
   void abort_round(const std::string& message);
   [[noreturn]] void throw_gate_timeout(TimePoint now, std::int64_t members);
+  std::vector<std::string> first_reads() const;
+  std::optional<std::string> read(const std::string& key);  // nullopt: missing
+  bool exists(const std::string& key);
   std::int64_t read_int(const std::string& key);                 // a key that exists
   std::optional<std::int64_t> peek_int(const std::string& key);  // nullopt: missing
   TimePoint deadline() const { return spare_ ? TimePoint::max() : deadline_; }
@@ -87,6 +93,7 @@ class JoinOp {
   bool spare_ = false;                  // waiting behind a full round: no join timeout (as torchrun)
   bool deadline_passed_ = false;        // our join deadline passed, but another node decided the round first
   std::string timeout_message_;
+  std::map<std::string, std::optional<std::string>> prefetched_;  // this step's first reads (step())
 };
 
 }  // namespace ctrun::rdzv

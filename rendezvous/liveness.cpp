@@ -21,13 +21,15 @@ void Liveness::follow(const Membership& membership, TimePoint now) {
   exited_.clear();
   next_beat_ = now;
   next_check_ = now + config_.interval / 4;
+  beats_ = 0;
 }
 
 void Liveness::stop() {
   membership_.reset();
   if (!registered_) return;
-  // A member that stops (done, leaving) must not look like one that died when its process exits.
+  // A member that stops (done, leaving) must not look like one that died when its process exits or goes quiet.
   try {
+    if (server_times_silence_) store_.cancel_on_silence(keys_.lost(*registered_));
     store_.cancel_on_close(keys_.lost(*registered_));
   } catch (const store::StoreError&) {
     // the store is gone: nobody is left to notice
@@ -35,16 +37,26 @@ void Liveness::stop() {
   registered_.reset();
 }
 
+store::Duration Liveness::silence_limit() const {
+  return config_.interval * config_.max_attempts - config_.interval / 2;
+}
+
 void Liveness::register_on_close() {
   const auto round = membership_->round;
   if (no_on_close_ || registered_ == round) return;
-  if (registered_) store_.cancel_on_close(keys_.lost(*registered_));
+  if (registered_) {
+    if (server_times_silence_) store_.cancel_on_silence(keys_.lost(*registered_));
+    store_.cancel_on_close(keys_.lost(*registered_));
+  }
   registered_.reset();
   const auto rank = membership_->rank;
   if (!store_.append_on_close(keys_.lost(round), on_close_entry(rank), on_reconnect_entry(rank))) {
     no_on_close_ = true;
     return;
   }
+  // The server times this member's silence too: nobody has to read its counter (check() reads nothing).
+  server_times_silence_ =
+      store_.append_on_silence(keys_.lost(round), on_silence_entry(rank), on_reconnect_entry(rank), silence_limit());
   registered_ = round;
 }
 
@@ -52,7 +64,9 @@ TimePoint Liveness::tick(TimePoint now) {
   if (!membership_) return TimePoint::max();
   register_on_close();
   if (now >= next_beat_) {
-    store_.add(keys_.heartbeat(membership_->round, membership_->rank), 1);
+    // A SET of the beat's number, not an ADD: it has no reply, so it rides in the same write as the check's reads
+    // (MuxStore) and costs the store no round trip of its own. Watchers look for a change of value either way.
+    store_.set(keys_.heartbeat(membership_->round, membership_->rank), std::to_string(++beats_));
     next_beat_ = now + config_.interval;
   }
   if (now >= next_check_) {
@@ -70,6 +84,9 @@ bool Liveness::stale(int rank, const std::string& value, TimePoint now) {
 }
 
 void Liveness::check(TimePoint now) {
+  // Where the server times every member's silence (ON_SILENCE, loss_watch.hpp), the loss watch hears of a hung
+  // member as of a dead one: nothing to read here.
+  if (server_times_silence_ && registered_ == membership_->round) return;
   const auto& m = *membership_;
   std::vector<int> ranks;
   std::vector<std::string> keys;
@@ -84,11 +101,20 @@ void Liveness::check(TimePoint now) {
   }
   for (int r : ranks) keys.push_back(keys_.heartbeat(m.round, r));
   if (keys.empty()) return;
-  // The counters exist from the round's completion on, unless the store restarted empty: then MULTI_GET would wait
-  // for them for the store's whole timeout, on the heartbeat thread and under the handler's lock, which the join
-  // of the next round needs. A counter the store lost is no silence to time (the round went with the store): skip.
-  if (!store_.check(keys)) return;
-  auto values = store_.multi_get(keys);
+  // The counters exist from the round's completion on, unless the store restarted empty: then a MULTI_GET would wait
+  // for them for the store's whole timeout, on the handler's lock, which the join of the next round needs. A counter
+  // the store lost is no silence to time (the round went with the store): skip. A member watching a few counters
+  // peeks at them (one round trip, in the same write as its beat); the monitor watching N - 1 reads them in bulk.
+  std::vector<std::string> values;
+  if (keys.size() <= static_cast<std::size_t>(kWatchWindow)) {
+    for (auto& v : store_.peek(keys, kAbsentSentinel)) {
+      if (!v) return;
+      values.push_back(std::move(*v));
+    }
+  } else {
+    if (!store_.check(keys)) return;
+    values = store_.multi_get(keys);
+  }
   for (std::size_t i = 0; i < ranks.size(); ++i)
     if (stale(ranks[i], values[i], now)) declare_gone(ranks[i], now);
   while (watch_ < m.rank && exited_.count(watch_) != 0) ++watch_;  // the next rank up is the monitor now (maybe us)

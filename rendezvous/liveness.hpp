@@ -1,7 +1,12 @@
 #pragma once
-// Heartbeats and failure detection for the members of a round, driven by tick(now) (a thread in the handler, a
-// fake clock in tests). Cost per check (every interval/4): a MULTI_GET of at most kWatchWindow counters per
-// member and one of N counters by the monitor; plus one ADD per member per interval: O(N) for the whole job.
+// Heartbeats and failure detection for the members of a round, driven by tick(now) (a task on the handler's runner,
+// a fake clock in tests). Cost per check (every interval/4): one round trip per member reading at most kWatchWindow
+// counters (Store::peek) and a bulk read of N counters by the monitor; a beat is one SET per member per interval
+// sent in the same write: O(N) for the whole job.
+//
+// Where the store is ctrun's (ON_CLOSE and ON_SILENCE), the server itself reports a member whose connection closed
+// or has sent nothing for interval x max_attempts - interval/2, on the round's `lost` key (loss_watch.hpp): then a
+// member only beats (one SET per interval, no reply, no read) and the checks below read nothing.
 //
 // Who watches whom: the lowest-ranked member that has not exited is the monitor and watches every higher rank;
 // every other member watches only that monitor and the next kWatchWindow - 1 ranks after it (so that several
@@ -67,9 +72,13 @@ class Liveness {
   // ON_CLOSE (the fast path, loss_watch.hpp): the round registered on the heartbeat connection, if any
   void register_on_close();
   std::optional<std::uint64_t> registered_;
-  bool no_on_close_ = false;  // the store has no ON_CLOSE: never asked again
+  bool no_on_close_ = false;           // the store has no ON_CLOSE: never asked again
+  bool server_times_silence_ = false;  // the registration includes ON_SILENCE: check() reads nothing
+  // How long a member may send nothing before the server reports it silent: what a counter may stand still for.
+  store::Duration silence_limit() const;
   TimePoint next_beat_{};
   TimePoint next_check_{};
+  std::uint64_t beats_ = 0;  // this member's beats in the round: the value it sets
 };
 
 }  // namespace ctrun::rdzv

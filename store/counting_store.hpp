@@ -79,6 +79,25 @@ class CountingStore final : public Store {
     return inner_->append_on_close(key, on_close, on_reconnect);
   }
   void cancel_on_close(const std::string& key) override { count(key.size() + 8), inner_->cancel_on_close(key); }
+  bool append_on_silence(const std::string& key, std::string_view on_silence, std::string_view on_back,
+                         Duration timeout) override {
+    count(key.size() + on_silence.size() + on_back.size() + 8);
+    return inner_->append_on_silence(key, on_silence, on_back, timeout);
+  }
+  void cancel_on_silence(const std::string& key) override { count(key.size() + 8), inner_->cancel_on_silence(key); }
+  std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys,
+                                               std::string_view sentinel) override {
+    auto values = inner_->peek(keys, sentinel);
+    t_->ops += keys.size();
+    std::uint64_t bytes = total(keys) + 2 * keys.size() * sentinel.size();
+    for (const auto& v : values) bytes += v ? v->size() : sentinel.size();
+    t_->bytes += bytes;
+    return values;
+  }
+  std::shared_ptr<AsyncWait> wait_async(const std::vector<std::string>& keys, WaitDone done) override {
+    count(total(keys));
+    return inner_->wait_async(keys, std::move(done));
+  }
   store::Duration timeout() const override { return inner_->timeout(); }
   void set_timeout(store::Duration timeout) override { inner_->set_timeout(timeout); }
 

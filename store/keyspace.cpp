@@ -641,13 +641,67 @@ Keyspace::OnCloseResult Keyspace::on_close(ConnId conn, const std::string& key, 
   return res;
 }
 
+Keyspace::OnCloseResult Keyspace::on_silence(ConnId conn, const std::string& key, std::string_view silent,
+                                             std::string_view back, std::chrono::milliseconds timeout) {
+  OnCloseResult res;
+  auto& mine = on_silence_[conn];
+  if (auto it = mine.find(key); it != mine.end()) {
+    on_silence_bytes_ -= key.size() + it->second.silent.size() + it->second.back.size() + kEntryOverhead;
+    mine.erase(it);
+  }
+  if (timeout.count() > 0) {
+    const std::uint64_t cost = key.size() + silent.size() + back.size() + kEntryOverhead;
+    if (!fits(cost, conn)) {
+      too_big(res, "ON_SILENCE");
+    } else {
+      mine.emplace(key, OnSilence{std::string(silent), std::string(back), timeout});
+      on_silence_bytes_ += cost;
+    }
+  }
+  res.count = static_cast<std::int64_t>(mine.size());
+  if (mine.empty()) on_silence_.erase(conn);
+  return res;
+}
+
+bool Keyspace::quiet(ConnId conn, std::chrono::milliseconds quiet) {
+  auto it = on_silence_.find(conn);
+  if (it == on_silence_.end()) return false;
+  bool fired = false;
+  for (auto& [key, reg] : it->second) {
+    if (reg.fired || quiet < reg.timeout) continue;
+    reg.fired = true;
+    fired = true;
+    (void)append(conn, key, reg.silent);  // a full store drops it: the heartbeat is the slower way to learn
+  }
+  return fired;
+}
+
+void Keyspace::spoke(ConnId conn) {
+  auto it = on_silence_.find(conn);
+  if (it == on_silence_.end()) return;
+  for (auto& [key, reg] : it->second) {
+    if (!reg.fired) continue;
+    reg.fired = false;
+    (void)append(conn, key, reg.back);
+  }
+}
+
 void Keyspace::forget(ConnId conn) {
   drop_wait(conn);
+  std::unordered_map<std::string, OnSilence> silences;
+  if (auto os = on_silence_.find(conn); os != on_silence_.end()) {
+    silences = std::move(os->second);
+    on_silence_.erase(os);
+    for (const auto& [key, reg] : silences)
+      on_silence_bytes_ -= key.size() + reg.silent.size() + reg.back.size() + kEntryOverhead;
+  }
   if (auto oc = on_close_.find(conn); oc != on_close_.end()) {
     auto registered = std::move(oc->second);
     on_close_.erase(oc);
     for (const auto& [key, value] : registered) {
       on_close_bytes_ -= key.size() + value.size() + kEntryOverhead;
+      // Silent before it closed: that was reported already (one loss, not two).
+      if (auto s = silences.find(key); s != silences.end() && s->second.fired) continue;
       // A full store drops the append (refused): whoever relies on it has a slower way to learn (heartbeats).
       (void)append(conn, key, value);
     }

@@ -13,6 +13,7 @@
 // `refused` is non-empty changed nothing and says why (the server closes the connection with it, the
 // in-process stores throw StoreError with it).
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -158,6 +159,15 @@ class Keyspace {
     std::int64_t count = 0;
   };
   OnCloseResult on_close(ConnId conn, const std::string& key, std::string_view value, bool enable);
+  // ctrun's ON_SILENCE: when conn has said nothing for `timeout` (the server tells: quiet()), APPEND `silent` to key,
+  // once; when it speaks again (spoke()), APPEND `back` and re-arm. A zero timeout cancels conn's registration of key.
+  // Returns how many conn holds afterwards. The registration's bytes are counted.
+  OnCloseResult on_silence(ConnId conn, const std::string& key, std::string_view silent, std::string_view back,
+                           std::chrono::milliseconds timeout);
+  // conn has said nothing for `quiet`: its registrations whose timeout passed fire. True if any did.
+  bool quiet(ConnId conn, std::chrono::milliseconds quiet);
+  // conn spoke after a silence fired: those registrations append their `back` value and re-arm.
+  void spoke(ConnId conn);
   // Ends conn's pending wait, if any (CANCEL_WAIT, or any new request of a client that stopped waiting).
   void cancel_wait(ConnId conn) { drop_wait(conn); }
   // Continue a WAIT, MULTI_SET, CHECK or MULTI_GET that returned `more`.
@@ -195,7 +205,7 @@ class Keyspace {
   // elements, wait and watch registrations, values no longer in the keyspace but still being sent.
   std::uint64_t held_bytes() const {
     return bytes_ + kEntryOverhead * (data_.size() + queues_.size() + queued_) + wait_bytes_ + watch_bytes_ +
-           on_close_bytes_ + *orphaned_;
+           on_close_bytes_ + on_silence_bytes_ + *orphaned_;
   }
   std::uint64_t pending_waits() const { return waits_.size(); }
 
@@ -280,6 +290,13 @@ class Keyspace {
   std::unordered_map<ConnId, std::vector<std::string>> watched_by_;
   std::unordered_map<ConnId, std::unordered_map<std::string, std::string>> on_close_;  // conn -> key -> value
   std::uint64_t on_close_bytes_ = 0;
+  struct OnSilence {
+    std::string silent, back;
+    std::chrono::milliseconds timeout{0};
+    bool fired = false;
+  };
+  std::unordered_map<ConnId, std::unordered_map<std::string, OnSilence>> on_silence_;  // conn -> key -> values
+  std::uint64_t on_silence_bytes_ = 0;
 };
 
 }  // namespace ctrun::store::detail

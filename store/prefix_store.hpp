@@ -33,14 +33,26 @@ class PrefixStore final : public Store {
     return base_->append_on_close(join_key(key), on_close, on_reconnect);
   }
   void cancel_on_close(const std::string& key) override { base_->cancel_on_close(join_key(key)); }
+  bool append_on_silence(const std::string& key, std::string_view on_silence, std::string_view on_back,
+                         Duration timeout) override {
+    return base_->append_on_silence(join_key(key), on_silence, on_back, timeout);
+  }
+  void cancel_on_silence(const std::string& key) override { base_->cancel_on_silence(join_key(key)); }
+  std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys,
+                                               std::string_view sentinel) override {
+    return base_->peek(join_keys(keys), sentinel);
+  }
+  std::shared_ptr<AsyncWait> wait_async(const std::vector<std::string>& keys, WaitDone done) override {
+    return base_->wait_async(join_keys(keys), std::move(done));
+  }
   Duration timeout() const override;
   void set_timeout(Duration timeout) override;
 
   std::string join_key(const std::string& key) const { return prefix_ + "/" + key; }
+  std::vector<std::string> join_keys(const std::vector<std::string>& keys) const;
   const std::shared_ptr<Store>& base() const { return base_; }
 
  private:
-  std::vector<std::string> join_keys(const std::vector<std::string>& keys) const;
   std::string prefix_;
   std::shared_ptr<Store> base_;
 };

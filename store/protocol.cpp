@@ -1,10 +1,12 @@
 #include "store/protocol.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -199,9 +201,26 @@ bool decode_fields(Command c, Reader& r, Request* out) {
       }
       return true;
     }
+    case Command::kCancelSeq: {
+      std::int64_t x = 0;
+      if (!r.i64(x)) return false;
+      if (out) out->integer = x;
+      return true;
+    }
+    case Command::kOnSilence: {
+      std::int64_t x = 0;
+      if (!r.key(k) || !r.value(v) || !r.value(v2) || !r.i64(x)) return false;
+      if (x < 0) return r.fail(fmt::format("ON_SILENCE timeout {} ms is negative", x));
+      push_key(k);
+      push_value(v);
+      push_value(v2);
+      if (out) out->integer = x;
+      return true;
+    }
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
+    case Command::kFramed:
       return true;
   }
   return r.fail("unhandled command");
@@ -262,12 +281,29 @@ const char* command_name(Command c) {
       return "BARRIER";
     case Command::kOnClose:
       return "ON_CLOSE";
+    case Command::kFramed:
+      return "FRAMED";
+    case Command::kCancelSeq:
+      return "CANCEL_SEQ";
+    case Command::kOnSilence:
+      return "ON_SILENCE";
   }
   return "UNKNOWN";
 }
 
+namespace {
+
+// ctrun's extensions: v2 only, far above torch's opcodes (a future torch adding 19, 20, ... cannot collide).
+constexpr std::pair<Command, std::uint8_t> kExtensions[] = {{Command::kOnClose, kOnCloseOpcode},
+                                                            {Command::kFramed, kFramedOpcode},
+                                                            {Command::kCancelSeq, kCancelSeqOpcode},
+                                                            {Command::kOnSilence, kOnSilenceOpcode}};
+
+}  // namespace
+
 std::optional<Command> command_of(Dialect d, std::uint8_t opcode) {
-  if (d == Dialect::kV2 && opcode == kOnCloseOpcode) return Command::kOnClose;
+  for (auto [c, op] : kExtensions)
+    if (opcode == op) return d == Dialect::kV2 ? std::optional<Command>(c) : std::nullopt;
   if (d == Dialect::kLegacy) {
     if (opcode < kLegacyTable.size()) return kLegacyTable[opcode];
   } else if (opcode < kV2Table.size()) {
@@ -279,7 +315,8 @@ std::optional<Command> command_of(Dialect d, std::uint8_t opcode) {
 std::optional<std::uint8_t> opcode_of(Dialect d, Command c) {
   auto idx = static_cast<std::size_t>(c);
   if (idx >= kCommandCount) return std::nullopt;
-  if (c == Command::kOnClose) return d == Dialect::kV2 ? std::optional<std::uint8_t>(kOnCloseOpcode) : std::nullopt;
+  for (auto [e, op] : kExtensions)
+    if (c == e) return d == Dialect::kV2 ? std::optional<std::uint8_t>(op) : std::nullopt;
   std::uint8_t op = (d == Dialect::kLegacy ? kLegacyOpcodes : kV2Opcodes)[idx];
   if (op == kNone) return std::nullopt;
   return op;
@@ -396,9 +433,20 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
         put_bytes(out, r.values[i]);
       }
       break;
+    case Command::kCancelSeq:
+      put_i64(out, r.integer);
+      break;
+    case Command::kOnSilence:
+      need(1, 2);
+      put_bytes(out, r.keys[0]);
+      put_bytes(out, r.values[0]);
+      put_bytes(out, r.values[1]);
+      put_i64(out, r.integer);
+      break;
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
+    case Command::kFramed:
       break;
   }
 }
@@ -406,6 +454,7 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
 void StringOut::u8(std::uint8_t v) { put_u8(s, v); }
 void StringOut::u32(std::uint32_t v) { put_u32(s, v); }
 void StringOut::i64(std::int64_t v) { put_i64(s, v); }
+void StringOut::u64(std::uint64_t v) { put_u64(s, v); }
 void StringOut::bytes(std::string_view b) { put_bytes(s, b); }
 
 bool has_reply(Command c) {
@@ -415,6 +464,8 @@ bool has_reply(Command c) {
     case Command::kAppend:
     case Command::kMultiSet:
     case Command::kQueuePush:
+    case Command::kFramed:
+    case Command::kCancelSeq:
       return false;
     default:
       return true;
@@ -442,6 +493,7 @@ void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& o
     case Command::kDeleteKey:
     case Command::kQueueLen:
     case Command::kOnClose:
+    case Command::kOnSilence:
       reply::integer(o, r.integer);
       return;
     case Command::kGet:
@@ -540,6 +592,7 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
     case Command::kDeleteKey:
     case Command::kQueueLen:
     case Command::kOnClose:
+    case Command::kOnSilence:
       ok = r.i64(out.integer);
       break;
     case Command::kGet:
@@ -585,6 +638,34 @@ WatchEventParseResult parse_watch_event(std::span<const std::uint8_t> buf, std::
   res.consumed = r.pos();
   res.event = {static_cast<WatchResponse>(type), std::string(key), std::string(old_value), std::string(new_value)};
   return res;
+}
+
+std::optional<Completion> parse_completion(std::span<const std::uint8_t> buf) {
+  const auto response = buf[kCompletionBytes - 1];
+  if (response > static_cast<std::uint8_t>(WaitResponse::kWaitCanceled)) return std::nullopt;
+  return Completion{get_u64(buf.data() + 1), static_cast<WaitResponse>(response)};
+}
+
+std::uint32_t ping_reply(std::uint32_t nonce, std::uint32_t features) {
+  if ((nonce & kPingAskFeatures) == 0) return nonce;
+  return nonce | (features << kFeatureShift);
+}
+
+std::uint32_t announced_features(std::uint32_t nonce, std::uint32_t reply) {
+  if ((reply & ((1u << kFeatureShift) - 1)) != nonce) return 0;
+  return reply >> kFeatureShift;
+}
+
+void encode_refusal(std::string_view reason, std::string& out) {
+  put_u32(out, kRefusalMarker);
+  put_bytes(out, reason);
+}
+
+std::optional<std::string> parse_refusal(std::span<const std::uint8_t> buf) {
+  if (buf.size() < 12) return std::nullopt;
+  const auto len = std::min<std::uint64_t>(get_u64(buf.data() + 4), 4096);
+  if (buf.size() < 12 + len) return std::nullopt;
+  return std::string(reinterpret_cast<const char*>(buf.data() + 12), static_cast<std::size_t>(len));
 }
 
 void put_u8(std::string& out, std::uint8_t v) { out.push_back(static_cast<char>(v)); }

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <boost/asio.hpp>
@@ -88,6 +89,12 @@ struct Connection {
   bool write_waiting = false;                             // waiting for the socket to be writable again
   std::uint64_t requests = 0;                             // decoded so far
   std::shared_ptr<protocol::Request> slicing;             // a big request being executed in slices (detail::step)
+  detail::RequestContext slicing_context;                 // ... and who sent it
+  bool framed = false;                                    // sent FRAMED: requests are numbered, replies framed
+  std::uint64_t next_seq = 0;                             // the number of its next request (framed)
+  std::unordered_map<std::uint64_t, ConnId> waiters;      // its pending framed WAITs and BARRIERs: seq -> waiter
+  std::chrono::steady_clock::time_point heard{};          // when it last sent anything (ON_SILENCE)
+  bool silence_fired = false;                             // an ON_SILENCE of its fired: its next bytes say "back"
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -138,6 +145,42 @@ class Server::Impl final : public detail::ReplySink {
     return &c->out;
   }
 
+  ConnId open_waiter(ConnId conn, std::uint64_t seq) override {
+    const ConnId id = next_id++;
+    waiter_of[id] = FramedWaiter{conn, seq};
+    if (auto it = conns.find(conn); it != conns.end()) it->second->waiters[seq] = id;
+    return id;
+  }
+  std::optional<FramedWaiter> waiter(ConnId id) override {
+    auto it = waiter_of.find(id);
+    if (it == waiter_of.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<ConnId> find_waiter(ConnId conn, std::uint64_t seq) override {
+    auto it = conns.find(conn);
+    if (it == conns.end()) return std::nullopt;
+    auto w = it->second->waiters.find(seq);
+    if (w == it->second->waiters.end()) return std::nullopt;
+    return w->second;
+  }
+  void close_waiter(ConnId id) override {
+    auto it = waiter_of.find(id);
+    if (it == waiter_of.end()) return;
+    if (auto c = conns.find(it->second.conn); c != conns.end()) c->second->waiters.erase(it->second.seq);
+    waiter_of.erase(it);
+  }
+
+  // The connection is gone (or failed): its waits, its framed waiters' waits, its watches go; its ON_CLOSE
+  // registrations run.
+  void forget(const ConnPtr& c) {
+    keyspace.forget(c->id);
+    for (auto [seq, id] : c->waiters) {
+      keyspace.forget(id);
+      waiter_of.erase(id);
+    }
+    c->waiters.clear();
+  }
+
   // ---- lifecycle ----
   void listen() {
     asio::ip::address addr;
@@ -185,7 +228,11 @@ class Server::Impl final : public detail::ReplySink {
     resolve_connection_cap();
     if (reserve_fd < 0) reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     arm_sweep();
-    log->debug("TCPStore server listening on {} (backlog {})", endpoint_string(acceptor.local_endpoint()), backlog);
+    log->info("TCPStore server on {} holds up to {} connections ({}; backlog {})",
+              endpoint_string(acceptor.local_endpoint()), max_conns,
+              max_conns == opts.max_connections ? std::string("--max-connections")
+                                                : fmt::format("descriptor limit {}", fd_limit),
+              backlog);
     accept_next();
   }
 
@@ -195,6 +242,7 @@ class Server::Impl final : public detail::ReplySink {
     acceptor.close(ec);
     accept_retry.cancel();
     sweep_timer.cancel();
+    silence_timer.cancel();
     if (reserve_fd >= 0) ::close(reserve_fd);
     reserve_fd = -1;
     std::vector<ConnPtr> all;
@@ -258,9 +306,7 @@ class Server::Impl final : public detail::ReplySink {
     std::string peer = ec ? std::string("?") : endpoint_string(remote);
     if (conns.size() >= max_conns) {
       count(Refused::kConnectionCap);
-      log->warn("TCPStore server: refusing connection from {}: already {} connections (--max-connections {})", peer,
-                conns.size(), max_conns);
-      s.close(ec);
+      refuse(std::move(s), peer, cap_reason());
       return;
     }
     s.set_option(tcp::no_delay(true), ec);
@@ -272,15 +318,115 @@ class Server::Impl final : public detail::ReplySink {
     arm_read(c);
   }
 
+  // ---- ON_SILENCE: who has said nothing for how long ----
+  static constexpr auto kSilenceSweep = std::chrono::milliseconds(250);
+
+  void watch_silence(const ConnPtr& c) {
+    c->heard = std::chrono::steady_clock::now();
+    silence_watched.insert(c->id);
+    if (!silence_sweeping) arm_silence_sweep();
+  }
+
+  // Every kSilenceSweep while any connection has an ON_SILENCE: the keyspace fires those whose silence is long enough.
+  void arm_silence_sweep() {
+    silence_sweeping = true;
+    silence_timer.expires_after(kSilenceSweep);
+    silence_timer.async_wait([this](boost::system::error_code ec) {
+      silence_sweeping = false;
+      if (ec || stopping) return;
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = silence_watched.begin(); it != silence_watched.end();) {
+        auto c = conns.find(*it);
+        if (c == conns.end()) {
+          it = silence_watched.erase(it);
+          continue;
+        }
+        auto& conn = *c->second;
+        if (!conn.silence_fired &&
+            keyspace.quiet(conn.id, std::chrono::duration_cast<std::chrono::milliseconds>(now - conn.heard)))
+          conn.silence_fired = true;
+        ++it;
+      }
+      flush_dirty();  // the appends woke waiters
+      if (!silence_watched.empty()) arm_silence_sweep();
+    });
+  }
+
   // ---- connection limits ----
   // Descriptors kept free besides the connections: the acceptor, the reserve, the logger, an agent's own.
   static constexpr std::uint64_t kFdReserve = 32;
+  // Refused connections kept open until their client has read why (or kRefusalLinger passed), at most this many.
+  static constexpr std::size_t kMaxLingering = 64;
+  static constexpr auto kRefusalLinger = std::chrono::seconds(2);
+
+  // Why a connection over the cap is refused, as its client reports it.
+  std::string cap_reason() const {
+    const bool by_flag = opts.max_connections != 0 && max_conns == opts.max_connections;
+    return fmt::format(
+        "it holds its maximum of {} connections ({}). {}", max_conns,
+        by_flag ? "--max-connections" : fmt::format("what its descriptor limit of {} allows", fd_limit),
+        by_flag ? "Raise --max-connections" : "Raise the hard limit of open files (ulimit -Hn) where it runs");
+  }
+
+  // Turns a client away so that it learns why: the reason in place of its first reply (protocol::kRefusalMarker),
+  // then a half-close. The socket stays open (bounded in number and time) until the client has read it: closing a
+  // socket with the client's handshake unread would send a reset, which may destroy the reason before it is read.
+  void refuse(tcp::socket s, const std::string& peer, const std::string& reason) {
+    const auto now = std::chrono::steady_clock::now();
+    ++refused_unlogged;
+    if (now - last_refusal_log >= std::chrono::seconds(1)) {
+      log->warn("TCPStore server: refused {} connection(s) (the last from {}): {}", refused_unlogged, peer, reason);
+      refused_unlogged = 0;
+      last_refusal_log = now;
+    }
+    std::string bytes;
+    protocol::encode_refusal(reason, bytes);
+    boost::system::error_code ec;
+    ::send(s.native_handle(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    s.shutdown(tcp::socket::shutdown_send, ec);
+    if (lingering >= kMaxLingering) return;  // closed here
+    ++lingering;
+    auto sock = std::make_shared<tcp::socket>(std::move(s));
+    auto timer = std::make_shared<asio::steady_timer>(io, kRefusalLinger);
+    auto done = std::make_shared<bool>(false);
+    auto finish = [this, sock, timer, done] {
+      if (*done) return;
+      *done = true;
+      --lingering;
+      boost::system::error_code e;
+      timer->cancel();
+      sock->close(e);
+    };
+    timer->async_wait([finish](boost::system::error_code) { finish(); });
+    drain_refused(sock, finish);
+  }
+
+  template <class Finish>
+  void drain_refused(const std::shared_ptr<tcp::socket>& sock, Finish finish) {
+    sock->async_read_some(asio::buffer(scratch.data(), 512),
+                          [this, sock, finish](boost::system::error_code e, std::size_t) {
+                            if (e || stopping)
+                              return finish();  // EOF: the client read the reason and closed (or it is gone)
+                            drain_refused(sock, finish);
+                          });
+  }
+
+  // The process may hold as many descriptors as its hard limit allows: a store serving thousands of agents must not
+  // stop at a soft limit of 1024 that nobody raised.
+  void raise_descriptor_limit() {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      if (setrlimit(RLIMIT_NOFILE, &rl) != 0) getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    fd_limit = rl.rlim_cur;
+  }
 
   void resolve_connection_cap() {
-    rlimit rl{};
+    raise_descriptor_limit();
     std::uint64_t by_fds = UINT64_MAX;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-      by_fds = rl.rlim_cur > 2 * kFdReserve ? rl.rlim_cur - kFdReserve : rl.rlim_cur / 2;
+    if (fd_limit != RLIM_INFINITY) by_fds = fd_limit > 2 * kFdReserve ? fd_limit - kFdReserve : fd_limit / 2;
     max_conns = opts.max_connections == 0 ? by_fds : std::min<std::uint64_t>(opts.max_connections, by_fds);
     if (opts.max_connections > by_fds)
       log->warn(
@@ -298,12 +444,16 @@ class Server::Impl final : public detail::ReplySink {
     socklen_t len = sizeof addr;
     int fd = ::accept4(acceptor.native_handle(), reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
     if (fd >= 0) {
+      const auto reason = fmt::format(
+          "it is out of file descriptors ({} connections open, descriptor limit {}). Raise the hard limit of open "
+          "files (ulimit -Hn) where it runs, or lower --max-connections",
+          conns.size(), fd_limit);
+      std::string bytes;
+      protocol::encode_refusal(reason, bytes);
+      ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort: no descriptor to linger
       ::close(fd);
       count(Refused::kDescriptors);
-      log->warn(
-          "TCPStore server: refusing a connection: out of file descriptors ({} connections open; raise `ulimit -n` "
-          "or lower --max-connections)",
-          conns.size());
+      log->warn("TCPStore server: refusing a connection: {}", reason);
     }
     reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     return fd >= 0;
@@ -336,7 +486,7 @@ class Server::Impl final : public detail::ReplySink {
             c->peer, c->in.size(),
             std::chrono::duration_cast<std::chrono::milliseconds>(now - c->partial_since).count(),
             opts.partial_request_timeout.count(), kSlowSenderBytesPerSecond);
-        keyspace.forget(c->id);
+        forget(c);
         close_now(c);
       }
       arm_sweep();
@@ -392,7 +542,7 @@ class Server::Impl final : public detail::ReplySink {
   // EOF (the client half-closed or left) or a reset: its waits are forgotten now; replies already queued
   // still go out before the close (a client that half-closes after its last request reads them).
   void on_read_error(const ConnPtr& c, const boost::system::error_code& ec) {
-    keyspace.forget(c->id);
+    forget(c);
     if (ec == asio::error::eof)
       begin_close(c, /*bounded_linger=*/false);
     else
@@ -415,6 +565,13 @@ class Server::Impl final : public detail::ReplySink {
 
   void on_bytes(const ConnPtr& c, const std::uint8_t* data, std::size_t n) {
     bytes_in += n;
+    if (silence_watched.count(c->id)) {
+      c->heard = std::chrono::steady_clock::now();
+      if (c->silence_fired) {
+        c->silence_fired = false;
+        keyspace.spoke(c->id);
+      }
+    }
     // A request's clock starts with its first byte and does not restart with later ones: a sender trickling
     // one byte every 29 s is timed out like one that stalls. A large value sent slowly is not: the sweep
     // allows each buffered byte kSlowSenderBytesPerSecond of extra time on top of the timeout.
@@ -488,7 +645,10 @@ class Server::Impl final : public detail::ReplySink {
       ++c->requests;
       off += pr.consumed;
       ++ops[static_cast<std::size_t>(pr.request.command)];
-      auto res = detail::execute(keyspace, *this, c->id, pr.request);
+      detail::RequestContext ctx{.conn = c->id, .framed = c->framed, .seq = c->framed ? c->next_seq++ : 0};
+      auto res = detail::execute(keyspace, *this, ctx, pr.request);
+      if (pr.request.command == protocol::Command::kFramed && *c->dialect == protocol::Dialect::kV2) c->framed = true;
+      if (pr.request.command == protocol::Command::kOnSilence && !res.close) watch_silence(c);
       if (res.close) {
         reject(c, refused_by(res.refusal), res.reason);
         break;
@@ -497,6 +657,7 @@ class Server::Impl final : public detail::ReplySink {
         // A big request: the rest runs in slices, each posted behind the other connections' work. This
         // connection's later requests wait (in c->in, not read further) until it is done.
         c->slicing = std::make_shared<protocol::Request>(std::move(pr.request));
+        c->slicing_context = ctx;
         asio::post(io, [this, c] { continue_slice(c); });
         break;
       }
@@ -606,7 +767,7 @@ class Server::Impl final : public detail::ReplySink {
 
   void continue_slice(const ConnPtr& c) {
     if (c->closed || !c->slicing) return;
-    auto res = detail::step(keyspace, *this, c->id, *c->slicing);
+    auto res = detail::step(keyspace, *this, c->slicing_context, *c->slicing);
     if (res.close) {
       c->slicing.reset();
       reject(c, refused_by(res.refusal), res.reason);
@@ -653,7 +814,7 @@ class Server::Impl final : public detail::ReplySink {
   void reject(const ConnPtr& c, Refused reason, const std::string& why) {
     count(reason);
     log->warn("TCPStore server: closing connection from {}: {}", c->peer, why);
-    keyspace.forget(c->id);
+    forget(c);
     begin_close(c);
   }
 
@@ -676,7 +837,7 @@ class Server::Impl final : public detail::ReplySink {
   void close_now(const ConnPtr& c) {
     if (c->closed) return;
     c->closed = true;
-    keyspace.forget(c->id);
+    forget(c);
     c->slicing.reset();
     if (!stopping) schedule_cleanup();
     boost::system::error_code ec;
@@ -685,6 +846,7 @@ class Server::Impl final : public detail::ReplySink {
     c->out.clear();
     account(c);
     conns.erase(c->id);
+    silence_watched.erase(c->id);
   }
 
   // ---- memory ----
@@ -730,7 +892,14 @@ class Server::Impl final : public detail::ReplySink {
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_retry{io};
   asio::steady_timer sweep_timer{io};
+  asio::steady_timer silence_timer{io};
+  std::unordered_set<ConnId> silence_watched;  // connections that registered an ON_SILENCE (pruned by the sweep)
+  bool silence_sweeping = false;
   std::uint64_t max_conns = 0;
+  rlim_t fd_limit = RLIM_INFINITY;  // RLIMIT_NOFILE's soft limit after raise_descriptor_limit()
+  std::size_t lingering = 0;        // refused sockets still open (refuse())
+  std::uint64_t refused_unlogged = 0;
+  std::chrono::steady_clock::time_point last_refusal_log{};
   int reserve_fd = -1;
   std::atomic<bool> failed{false};
   mutable std::mutex failure_mutex;
@@ -739,6 +908,7 @@ class Server::Impl final : public detail::ReplySink {
   std::array<std::uint64_t, static_cast<std::size_t>(protocol::kLastCommand) + 1> ops{};  // requests per command
   std::vector<std::uint8_t> scratch;
   std::unordered_map<ConnId, ConnPtr> conns;
+  std::unordered_map<ConnId, FramedWaiter> waiter_of;  // framed connections' pending waits (open_waiter)
   std::vector<ConnPtr> dirty;
   std::vector<ConnPtr> flushing;  // spare buffer for flush_dirty
   ConnId next_id = 1;

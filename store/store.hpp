@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -31,6 +33,34 @@ class StoreError : public std::runtime_error {
 class TimeoutError : public StoreError {
  public:
   using StoreError::StoreError;
+};
+
+// The server turned the connection away and said why (protocol::kRefusalMarker): it holds as many connections as
+// it can. what() is "the TCPStore at H:P refuses connections: <reason>"; reason() is the server's own words.
+class RefusedError : public StoreError {
+ public:
+  RefusedError(const std::string& what, std::string reason) : StoreError(what), reason_(std::move(reason)) {}
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string reason_;
+};
+
+// How an asynchronous wait (Store::wait_async) ended.
+enum class WaitOutcome : std::uint8_t {
+  kReady,      // every key exists
+  kCancelled,  // AsyncWait::cancel() withdrew it
+  kFailed,     // it cannot complete: the connection was lost (the error says why)
+};
+using WaitDone = std::function<void(WaitOutcome outcome, const std::string& error)>;
+
+// A pending asynchronous wait. Its `done` runs exactly once.
+class AsyncWait {
+ public:
+  virtual ~AsyncWait() = default;
+  // Withdraws the wait: `done` runs with kCancelled now (on the caller's thread), unless it has run or is
+  // running with another outcome. Never blocks.
+  virtual void cancel() = 0;
 };
 
 class Store {
@@ -96,6 +126,39 @@ class Store {
   }
   // Withdraws a registration of append_on_close (nothing where it had none).
   virtual void cancel_on_close(const std::string& /*key*/) {}
+
+  // ctrun's ON_SILENCE extension (ctstore and ctrun's embedded server): when this client's connection has sent
+  // nothing for `timeout` (its process hung, or its host is cut off, though the connection stands), the server
+  // appends `on_silence` to `key`, once, waking its waiters; when the client speaks again, `on_back`. Registrations
+  // are sent again after a reconnect. Returns false where the store has no such thing (the caller times its
+  // members' heartbeats itself).
+  virtual bool append_on_silence(const std::string& /*key*/, std::string_view /*on_silence*/,
+                                 std::string_view /*on_back*/, Duration /*timeout*/) {
+    return false;
+  }
+  virtual void cancel_on_silence(const std::string& /*key*/) {}
+
+  // A WAIT that holds no thread, where the store has one (MuxStore: many may be pending on one connection; the
+  // wrappers pass it on). `done` runs once, on a thread of the store's: it must neither block nor call this store
+  // synchronously (post the work elsewhere). nullptr where the store has no such thing: store::wait_async()
+  // (async_wait.hpp) then waits on a thread of its own.
+  virtual std::shared_ptr<AsyncWait> wait_async(const std::vector<std::string>& /*keys*/, WaitDone /*done*/) {
+    return nullptr;
+  }
+
+  // The values of keys that may be missing (nullopt for those), without waiting for any: one COMPARE_SET(key, S, S)
+  // per key, which returns S for a missing key and creates nothing (PyTorch's contract above). `sentinel` S must be
+  // a value none of the keys holds. A store that pipelines (MuxStore) sends them all in one write: one round trip.
+  virtual std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys,
+                                                       std::string_view sentinel) {
+    std::vector<std::optional<std::string>> out;
+    out.reserve(keys.size());
+    for (const auto& k : keys) {
+      auto v = compare_set(k, sentinel, sentinel);
+      out.push_back(v == sentinel ? std::nullopt : std::optional<std::string>(std::move(v)));
+    }
+    return out;
+  }
 
   // Default timeout for get/wait/multi_get/queue_pop.
   virtual Duration timeout() const = 0;

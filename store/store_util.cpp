@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <limits>
+#include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -29,9 +31,10 @@ std::string wait_timeout_message(const std::vector<std::string>& keys, Duration 
     list.append(printable_key(keys[i]));
     list.push_back('\'');
   }
-  return fmt::format("wait timeout after {} ms for keys [{}]: no process set them in time. "
-                     "Check that every rank/agent started and reached this point, or raise the timeout.",
-                     timeout.count(), list);
+  return fmt::format(
+      "wait timeout after {} ms for keys [{}]: no process set them in time. "
+      "Check that every rank/agent started and reached this point, or raise the timeout.",
+      timeout.count(), list);
 }
 
 std::optional<std::int64_t> parse_stoll(std::string_view v) {
@@ -55,8 +58,9 @@ std::optional<std::int64_t> parse_stoll(std::string_view v) {
 
 std::int64_t parse_add_operand(const std::string& key, std::string_view value) {
   auto n = parse_stoll(value);
-  if (!n) throw StoreError(fmt::format("add on key '{}': its value '{}' is not a decimal integer",
-                                       printable_key(key), printable_key(value, 40)));
+  if (!n)
+    throw StoreError(fmt::format("add on key '{}': its value '{}' is not a decimal integer", printable_key(key),
+                                 printable_key(value, 40)));
   return *n;
 }
 
@@ -72,6 +76,38 @@ std::int64_t add_result(const std::string& key, const std::string* current, std:
 void check_multi_set_sizes(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
   if (keys.size() != values.size())
     throw StoreError(fmt::format("multi_set: {} keys but {} values", keys.size(), values.size()));
+}
+
+Clock::time_point deadline_after(Duration d) {
+  auto now = Clock::now();
+  if (d <= Duration::zero()) return now;
+  if (d >= std::chrono::duration_cast<Duration>(Clock::time_point::max() - now)) return Clock::time_point::max();
+  return now + d;
+}
+
+std::string append_probe_nonce() {
+  std::random_device rd;
+  std::string nonce =
+      "\x01"
+      "ctrun-append-probe-";
+  for (int i = 0; i < 4; ++i) nonce += fmt::format("{:08x}", rd());
+  return nonce;
+}
+
+void barrier_by_add(const std::function<std::int64_t(const std::string&, std::int64_t)>& add, const std::string& key,
+                    std::int64_t world_size, Duration timeout) {
+  constexpr Duration kPoll{10};
+  const auto deadline = deadline_after(timeout);
+  auto count = add(key, 1);
+  while (count < world_size) {
+    if (Clock::now() >= deadline)
+      throw TimeoutError(
+          fmt::format("barrier on key '{}' timed out after {} ms: {} of {} participants arrived. Check that every "
+                      "participant started and reached the barrier, or raise the timeout.",
+                      printable_key(key), timeout.count(), count, world_size));
+    std::this_thread::sleep_for(kPoll);
+    count = add(key, 0);
+  }
 }
 
 }  // namespace ctrun::store

@@ -21,6 +21,7 @@
 
 #include "common/log.hpp"
 #include "store/store_util.hpp"
+#include "store/tcp_socket.hpp"
 
 namespace ctrun::store {
 namespace {
@@ -36,42 +37,16 @@ constexpr std::uint64_t kMaxReplyBytes = 4ull << 30;
 constexpr std::size_t kReadChunk = 64 * 1024;
 // What a WAIT, BARRIER or CANCEL_WAIT reply (one u8) is parsed as.
 const protocol::Request kWaitSent{.command = protocol::Command::kWait};
-// Backoff between connect attempts: starts short because the usual cause is a server that is a few ms from
-// listening (an agent racing its rank-0 peer), grows so that thousands of clients do not hammer a loaded
-// server, and is jittered so that they do not retry in lockstep.
-constexpr Duration kFirstBackoff{50};
-constexpr Duration kMaxBackoff{2000};
-// Legacy barrier emulation polls like torch 1.13's store-based barrier.
-constexpr Duration kBarrierPoll{10};
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// poll() timeout in ms until deadline, rounded up so we never spin on a sub-millisecond remainder.
-int poll_timeout(TimePoint deadline) {
-  auto left = deadline - Clock::now();
-  if (left <= Clock::duration::zero()) return 0;
-  auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-  return static_cast<int>(std::min<std::int64_t>(ms, 1 << 30));
-}
-
-// now + d without overflowing for "forever" timeouts such as Duration::max().
-TimePoint after(Duration d) {
-  auto now = Clock::now();
-  if (d <= Duration::zero()) return now;
-  if (d >= std::chrono::duration_cast<Duration>(TimePoint::max() - now)) return TimePoint::max();
-  return now + d;
-}
+TimePoint after(Duration d) { return deadline_after(d); }
 
 // A read "deadline" meaning: block in recv, bounded by the socket's SO_RCVTIMEO (the store timeout).
 constexpr TimePoint kSocketTimeout = TimePoint::min();
 
 // How long a dialect probe waits for an answer before trying the other dialect.
 constexpr auto kDetectTimeout = std::chrono::seconds(3);
-
-std::string format_endpoint(const std::string& host, std::uint16_t port) {
-  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
-  return fmt::format("{}:{}", host, port);
-}
 
 }  // namespace
 
@@ -317,42 +292,15 @@ class TcpStore::Impl {
       protocol_error(fmt::format("expected STOP_WAITING (0), got {}", r));
   }
 
-  // torch <= 2.0 servers have no APPEND: a compare_set loop. torch's own fallback starts with
-  // compare_set(key, "", value) and wrongly stops when the key already held exactly `value`; instead read the
-  // current value with compare_set(key, N, N) for a random nonce N (a missing key returns N and creates
-  // nothing; a present one returns its value unchanged), then swap current -> current + value.
   void append_legacy_locked(const std::string& key, std::string_view value) {
-    if (append_nonce_.empty()) {
-      std::random_device rd;
-      for (int i = 0; i < 4; ++i) append_nonce_ += fmt::format("{:08x}", rd());
-      append_nonce_ =
-          "\x01"
-          "ctrun-append-probe-" +
-          append_nonce_;
-    }
-    for (;;) {
-      auto current = compare_set_locked(key, append_nonce_, append_nonce_);
-      if (current == append_nonce_) current.clear();  // missing: compare_set(key, "", ...) creates it
-      std::string desired = current + std::string(value);
-      if (compare_set_locked(key, current, desired) == desired) return;
-    }
+    if (append_nonce_.empty()) append_nonce_ = append_probe_nonce();
+    append_by_compare_set(
+        [this](const std::string& k, std::string_view e, std::string_view d) { return compare_set_locked(k, e, d); },
+        key, value, append_nonce_);
   }
 
   void barrier_legacy_locked(const std::string& key, std::int64_t world_size, Duration timeout) {
-    // torch <= 2.0 servers have no BARRIER: count arrivals with ADD and poll with ADD 0 like torch 1.13's
-    // store-based barrier. The key ends up holding the same decimal count as a server-side BARRIER.
-    auto deadline = after(timeout);
-    auto count = add_locked(key, 1);
-    while (count < world_size) {
-      if (Clock::now() >= deadline)
-        throw TimeoutError(
-            fmt::format("barrier on key '{}' timed out after {} ms: {} of {} participants arrived. "
-                        "Check that every participant started and reached the barrier, or raise "
-                        "the timeout.",
-                        printable_key(key), timeout.count(), count, world_size));
-      std::this_thread::sleep_for(kBarrierPoll);
-      count = add_locked(key, 0);
-    }
+    barrier_by_add([this](const std::string& k, std::int64_t d) { return add_locked(k, d); }, key, world_size, timeout);
   }
 
   void require_v2(Command c) {
@@ -368,7 +316,25 @@ class TcpStore::Impl {
     // which it refuses at once (torch 1.13 closes the connection) instead of waiting for the bytes.
     auto nonce = static_cast<std::uint32_t>(::getpid()) | 0x00800000u;
     auto echo = exchange({.command = Command::kPing, .u32 = nonce}, deadline).u32;
+    if (echo == protocol::kRefusalMarker) throw_refused(deadline);
     if (echo != nonce) protocol_error(fmt::format("PING returned {} instead of the nonce {}", echo, nonce));
+  }
+
+  // The server sent protocol::kRefusalMarker where the PING reply belongs: read its reason (u64 length + text) and
+  // give up (no retry: the server is full).
+  [[noreturn]] void throw_refused(TimePoint deadline) {
+    std::string reason = "no reason given";
+    try {
+      if (try_fill(8, deadline)) {
+        const auto len = std::min<std::uint64_t>(
+            protocol::get_u64(reinterpret_cast<const std::uint8_t*>(rbuf_.data() + rpos_)), 4096);
+        if (try_fill(8 + len, deadline)) reason.assign(rbuf_.data() + rpos_ + 8, len);
+      }
+    } catch (const StoreError&) {
+      // the server closed right after the reason
+    }
+    close_socket();
+    throw RefusedError(fmt::format("the TCPStore at {} refuses connections: {}", endpoint_, reason), reason);
   }
 
   // The first connection when no dialect was given: v2's PING answered -> v2. The server closed the
@@ -382,6 +348,8 @@ class TcpStore::Impl {
       ping_locked(deadline);
       detect_ = false;
       return;
+    } catch (const RefusedError&) {
+      throw;
     } catch (const StoreError& e) {
       close_socket();
       // Only a server that closed the connection on VALIDATE + PING is taken for a legacy one. A slow v2
@@ -416,9 +384,7 @@ class TcpStore::Impl {
 
   void connect_locked() {
     auto deadline = after(options_.connect_timeout);
-    std::minstd_rand rng(std::random_device{}());
-    std::uniform_real_distribution<double> jitter(0.5, 1.5);
-    auto backoff = kFirstBackoff;
+    ConnectBackoff backoff;
     std::string last_error;
     bool reached_server = false;  // the TCP connect worked at least once but the handshake did not
     int attempts = 0;
@@ -442,15 +408,15 @@ class TcpStore::Impl {
         if (connected_once_ && !on_close_.empty()) restore_on_close_locked();
         connected_once_ = true;
         return;
+      } catch (const RefusedError&) {
+        throw;  // the server said it is full: retrying would only add to its load
       } catch (const StoreError& e) {
         close_socket();
         last_error = e.what();
       }
       auto now = Clock::now();
       if (now >= deadline) break;
-      auto sleep = std::chrono::duration_cast<Duration>(backoff * jitter(rng));
-      std::this_thread::sleep_for(std::min<Clock::duration>(sleep, deadline - now));
-      backoff = std::min(backoff * 2, kMaxBackoff);
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff.next(), deadline - now));
     }
     std::string hint =
         "Check that the store server (ctstore, or the agent hosting it) is running and listening "
@@ -467,51 +433,12 @@ class TcpStore::Impl {
 
   // One TCP connect to every resolved address in turn, bounded by deadline.
   void open_socket(TimePoint deadline) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    auto port = std::to_string(options_.port);
-    int rc = ::getaddrinfo(options_.host.c_str(), port.c_str(), &hints, &res);
-    if (rc != 0) throw StoreError(fmt::format("cannot resolve '{}': {}", options_.host, ::gai_strerror(rc)));
-    std::string error = "no address";
-    for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
-      int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-      if (fd < 0) {
-        error = errno_text(errno);
-        continue;
-      }
-      int err = 0;
-      if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        err = errno;
-        if (err == EINPROGRESS) {
-          pollfd p{.fd = fd, .events = POLLOUT, .revents = 0};
-          int n = ::poll(&p, 1, poll_timeout(deadline));
-          if (n == 1) {
-            socklen_t len = sizeof(err);
-            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-          } else {
-            err = n == 0 ? ETIMEDOUT : errno;
-          }
-        }
-      }
-      if (err != 0) {
-        error = errno_text(err);
-        ::close(fd);
-        continue;
-      }
-      // Requests are small and strictly request/reply: Nagle would add a delayed-ACK stall to each one.
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      // Blocking from now on: replies are read with one recv bounded by SO_RCVTIMEO (apply_socket_timeouts).
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-      fd_ = fd;
-      applied_timeout_ = Duration(-1);
-      rpos_ = rend_ = 0;
-      break;
-    }
-    ::freeaddrinfo(res);
-    if (fd_ < 0) throw StoreError(error);
+    const int fd = connect_tcp(options_.host, options_.port, deadline);
+    // Blocking from now on: replies are read with one recv bounded by SO_RCVTIMEO (apply_socket_timeouts).
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    fd_ = fd;
+    applied_timeout_ = Duration(-1);
+    rpos_ = rend_ = 0;
   }
 
   void close_socket() {

@@ -10,7 +10,6 @@
 // every --stats-interval seconds): one JSON line of counters on stdout. --metrics-port: Prometheus metrics at
 // http://HOST:PORT/metrics (apps/ctstore/store_metrics.cpp). Signals are taken by an asio::signal_set on the main
 // thread, so no work runs in a signal handler.
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <csignal>
@@ -35,15 +34,6 @@
 namespace {
 
 namespace asio = boost::asio;
-
-// Many clients (two fds per torch 1.13 worker) need more descriptors than the usual soft limit of 1024.
-void raise_fd_limit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
 
 std::string stats_json(ctrun::store::Server& server) {
   auto s = server.stats();
@@ -121,8 +111,7 @@ int main(int argc, char** argv) {
   }
 
   opts.partial_request_timeout = std::chrono::milliseconds(static_cast<long long>(request_timeout_s * 1000));
-  raise_fd_limit();
-  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGPIPE, SIG_IGN);  // the server raises its descriptor limit to the hard limit itself
 
   // The signal set exists before the server starts, so a SIGTERM sent right after the "listening" line is
   // always a clean stop.

@@ -32,21 +32,32 @@ struct Round {
   Round() {
     for (int r = 0; r < 3; ++r) store.set(keys.member(0, r), NodeRecord{"node" + std::to_string(r), 100 + r}.encode());
   }
+  // What the handler does once the round's `lost` key appeared and the grace passed.
   LossWatch::Outcome watch(int as_rank) {
     LossWatch w(store, "lw");
-    return w.watch(Membership{0, as_rank, 3}, 100ms, 1ms, [] { return false; });
+    return w.settle(Membership{0, as_rank, 3}, 1ms);
   }
 };
 
+TEST(LossWatch, SettlersAreTheLowestLiveRankAndTheSuccessorsOfTheLost) {
+  EXPECT_EQ(settlers({2}, 3), (std::set<int>{0}));  // 0 is both the lowest live rank and 2's successor
+  EXPECT_EQ(settlers({5}, 16384), (std::set<int>{0, 6}));
+  EXPECT_EQ(settlers({0}, 4), (std::set<int>{1}));
+  EXPECT_EQ(settlers({0, 1, 7}, 8), (std::set<int>{2}));  // 7's successor round the ring is 0, lost too: 2
+  EXPECT_EQ(settlers({3, 4}, 8), (std::set<int>{0, 5}));
+  EXPECT_EQ(settlers({0, 1}, 2), (std::set<int>{}));  // nobody left
+}
+
 TEST(LossWatch, AClosedConnectionMarksItsMemberDead) {
   Round r;
-  EXPECT_EQ(r.watch(0), LossWatch::Outcome::kNothing);  // nothing closed yet: the wait slice ends
   r.store.append(r.keys.lost(0), "-2,");
+  EXPECT_EQ(r.watch(1), LossWatch::Outcome::kNothing);  // not a settler of rank 2: left to rank 0
+  EXPECT_FALSE(r.store.check({r.keys.over(0)}));
   EXPECT_EQ(r.watch(0), LossWatch::Outcome::kDeclared);
   const auto over = r.store.get(r.keys.over(0));
   EXPECT_EQ(over.rfind("dead: node node2 (pid 102) (group rank 2) closed its connection", 0), 0u) << over;
   EXPECT_TRUE(r.store.check({r.keys.exit(0, 2)}));
-  EXPECT_EQ(r.watch(1), LossWatch::Outcome::kBlip);  // a second watcher finds it recorded
+  EXPECT_EQ(r.watch(0), LossWatch::Outcome::kBlip);  // settled again (a second settler): recorded already
 }
 
 TEST(LossWatch, ABlipALeaveOrAFinishedRoundIsNoDeath) {

@@ -74,9 +74,18 @@ Request sample(Command c) {
       r.keys = {key, "/b"};
       r.values = {val, ""};
       break;
+    case Command::kCancelSeq:
+      r.integer = 41;
+      break;
+    case Command::kOnSilence:
+      r.keys = {key};
+      r.values = {val, ""};
+      r.integer = 12500;
+      break;
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
+    case Command::kFramed:
       break;
   }
   return r;
@@ -95,7 +104,7 @@ constexpr Command kAll[] = {Command::kValidate, Command::kSet,        Command::k
                             Command::kWatchKey, Command::kDeleteKey,  Command::kAppend,     Command::kMultiGet,
                             Command::kMultiSet, Command::kCancelWait, Command::kPing,       Command::kQueuePush,
                             Command::kQueuePop, Command::kQueueLen,   Command::kListKeys,   Command::kBarrier,
-                            Command::kOnClose};
+                            Command::kOnClose,  Command::kFramed,     Command::kCancelSeq,  Command::kOnSilence};
 
 TEST(Protocol, OpcodeTablesMatchTorch) {
   // Legacy = torch 1.13 (SET=0 ... WATCH_KEY=7, DELETE_KEY=8); v2 = torch >= 2.1 (VALIDATE=0 ... BARRIER=18).
@@ -120,6 +129,9 @@ TEST(Protocol, OpcodeTablesMatchTorch) {
   EXPECT_EQ(command_of(Dialect::kV2, kOnCloseOpcode), Command::kOnClose);
   EXPECT_FALSE(opcode_of(Dialect::kLegacy, Command::kOnClose));
   EXPECT_FALSE(command_of(Dialect::kLegacy, kOnCloseOpcode));
+  EXPECT_EQ(command_of(Dialect::kV2, kFramedOpcode), Command::kFramed);
+  EXPECT_EQ(command_of(Dialect::kV2, kCancelSeqOpcode), Command::kCancelSeq);
+  EXPECT_FALSE(command_of(Dialect::kLegacy, kFramedOpcode));
   EXPECT_FALSE(command_of(Dialect::kLegacy, 9));
   for (auto c : kAll)
     for (auto d : {Dialect::kLegacy, Dialect::kV2}) {
@@ -155,7 +167,7 @@ TEST(Protocol, EveryCommandRoundTripsWholeAndByteByByte) {
       ++tested;
     }
   }
-  EXPECT_EQ(tested, 9 + 19 + 1);  // + ctrun's ON_CLOSE (v2)
+  EXPECT_EQ(tested, 9 + 19 + 4);  // + ctrun's ON_CLOSE, FRAMED, CANCEL_SEQ, ON_SILENCE (v2)
 }
 
 TEST(Protocol, PipelinedRequestsParseOneAtATime) {

@@ -51,6 +51,7 @@ std::pair<Request, Reply> sample(Command c) {
       break;
     case Command::kQueueLen:
     case Command::kOnClose:
+    case Command::kOnSilence:
       r.integer = 3;
       break;
     case Command::kGet:
@@ -100,7 +101,7 @@ TEST(ReplyCodec, EveryReplyOfBothDialectsRoundTripsWholeAndCut) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 8 + 15);  // legacy: 8 of its 9 commands have a reply; v2: 14 of 19, + ctrun's ON_CLOSE
+  EXPECT_EQ(checked, 8 + 16);  // legacy: 8 of its 9 commands have a reply; v2: 14 of 19, + ctrun's ON_CLOSE, ON_SILENCE
 }
 
 TEST(ReplyCodec, BytesAreTorchs) {

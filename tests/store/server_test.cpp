@@ -2,10 +2,14 @@
 // by compare_set, the cancel race, stale 1.13 waits, waits forgotten on disconnect, owner access (clear,
 // get/set/keys_local), limits closing one connection only, IPv6, and the 1.13 idle second connection.
 // Raw sockets only, so these tests do not depend on our client.
+#include <sys/resource.h>
+
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 
+#include "store/protocol.hpp"
 #include "store/server.hpp"
 #include "store/store.hpp"
 #include "tests/store/raw_socket.hpp"
@@ -95,6 +99,23 @@ class ServerTest : public ::testing::Test {
     EXPECT_EQ(b.size(), 8u);
     return b.size() == 8 ? static_cast<std::int64_t>(read_le64(b)) : -999;
   }
+  static std::uint32_t ask_u32(RawSocket& s, const std::string& r) {
+    EXPECT_TRUE(s.send_all(r));
+    auto b = s.recv_exact(4);
+    EXPECT_EQ(b.size(), 4u);
+    std::uint32_t v = 0;
+    std::memcpy(&v, b.data(), std::min<std::size_t>(4, b.size()));
+    return v;
+  }
+  static std::string le64_of(std::uint64_t v) {
+    std::string s;
+    le64(s, v);
+    return s;
+  }
+  // A framed WAIT's completion: 01, its request number, STOP_WAITING.
+  static std::string completion(std::uint64_t seq) {
+    return std::string(1, '\1') + le64_of(seq) + std::string(1, '\0');
+  }
   static int ask_u8(RawSocket& s, const std::string& r) {
     EXPECT_TRUE(s.send_all(r));
     auto b = s.recv_exact(1);
@@ -135,6 +156,115 @@ TEST_F(ServerTest, PortZeroGivesARealPortAndStatsCount) {
   for (auto& [name, n] : st.ops)
     if (name == "ADD") saw_add = n == 1;
   EXPECT_TRUE(saw_add);
+}
+
+// ctrun's extensions are announced in the PING reply to a nonce that asks (bit 22), never to one that does not.
+TEST_F(ServerTest, PingAnnouncesCtrunsFeaturesOnlyWhenAsked) {
+  auto s = v2();
+  std::string ask(1, kPing);
+  le32(ask, 77 | protocol::kPingAskFeatures);
+  EXPECT_EQ(ask_u32(s, ask),
+            (77 | protocol::kPingAskFeatures) | (protocol::kServerFeatures << protocol::kFeatureShift));
+  std::string plain(1, kPing);
+  le32(plain, 77);
+  EXPECT_EQ(ask_u32(s, plain), 77u);
+}
+
+// FRAMED: requests are numbered from the next one on; replies in order start with 00; WAITs (and BARRIERs) are
+// answered out of order, whenever they complete, as 01 + their number + 00; CANCEL_SEQ withdraws one silently.
+TEST_F(ServerTest, FramedConnectionHasManyPendingWaitsAndTheyHoldNothingBack) {
+  auto s = v2();
+  auto writer = v2();
+  ASSERT_TRUE(s.send_all(std::string(1, static_cast<char>(protocol::kFramedOpcode))));
+  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/a"})));        // 0
+  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/b", "/c"})));  // 1
+  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/never"})));    // 2
+  ASSERT_TRUE(pending_waits_become(3));
+  ASSERT_TRUE(s.send_all(i64_req(kAdd, "/n", 5)));  // 3: answered at once, in order
+  EXPECT_EQ(s.recv_exact(9), std::string(1, '\0') + le64_of(5));
+  std::string cancel(1, static_cast<char>(protocol::kCancelSeqOpcode));  // 4: withdraws request 2
+  le64(cancel, 2);
+  ASSERT_TRUE(s.send_all(cancel));
+  ASSERT_TRUE(pending_waits_become(2));
+  ASSERT_TRUE(writer.send_all(req(kSet, {"/c", "1"})));
+  ASSERT_TRUE(writer.send_all(req(kSet, {"/b", "1"})));
+  EXPECT_EQ(s.recv_exact(10), completion(1));
+  ASSERT_TRUE(writer.send_all(req(kSet, {"/never", "1"})));
+  ASSERT_TRUE(writer.send_all(req(kSet, {"/a", "1"})));
+  EXPECT_EQ(s.recv_exact(10), completion(0));
+  EXPECT_FALSE(s.wait_readable(50ms));  // nothing for the withdrawn wait
+  // A WAIT on present keys is answered at once, as a completion too; a GET as an in-order reply.
+  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/a"})));  // 5
+  ASSERT_TRUE(s.send_all(req(kGet, {"/a"})));        // 6
+  EXPECT_EQ(s.recv_exact(10), completion(5));
+  EXPECT_EQ(s.recv_exact(10), std::string(1, '\0') + le64_of(1) + "1");
+  // A BARRIER is a completion when the count is reached.
+  ASSERT_TRUE(s.send_all(i64_req(kBarrier, "/bar", 2)));  // 7
+  ASSERT_TRUE(pending_waits_become(1));
+  ASSERT_TRUE(writer.send_all(i64_req(kBarrier, "/bar", 2)));
+  EXPECT_EQ(writer.recv_exact(1), std::string(1, '\0'));
+  EXPECT_EQ(s.recv_exact(10), completion(7));
+  // The connection's waits go with it.
+  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/gone"})));
+  ASSERT_TRUE(pending_waits_become(1));
+  s.close();
+  EXPECT_TRUE(pending_waits_become(0));
+}
+
+// ON_SILENCE: a connection that sends nothing for the timeout gets its value appended (once); speaking again appends
+// the other value and re-arms; a close after a silence that fired appends no ON_CLOSE to the same key.
+TEST_F(ServerTest, OnSilenceReportsAQuietConnectionOnceAndItsReturn) {
+  auto quiet = v2();
+  auto reader = v2();
+  auto on_silence = [](std::string_view key, std::string_view silent, std::string_view back, std::int64_t ms) {
+    std::string r(1, static_cast<char>(protocol::kOnSilenceOpcode));
+    bytes_field(r, key);
+    bytes_field(r, silent);
+    bytes_field(r, back);
+    le64(r, static_cast<std::uint64_t>(ms));
+    return r;
+  };
+  std::string on_close(1, static_cast<char>(protocol::kOnCloseOpcode));
+  bytes_field(on_close, "/lost");
+  bytes_field(on_close, "-1,");
+  le64(on_close, 1);
+  EXPECT_EQ(ask_i64(quiet, on_close), 1);
+  EXPECT_EQ(ask_i64(quiet, on_silence("/lost", "!1,", "+1,", 300)), 1);
+  ASSERT_TRUE(reader.send_all(keys_req(kWait, {"/lost"})));
+  EXPECT_EQ(reader.recv_exact(1, 10s), std::string(1, '\0'));  // woken by the silence
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,");
+  std::this_thread::sleep_for(700ms);  // still quiet: once, not again
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,");
+  fence(quiet);  // speaks: back
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,+1,");
+  // Quiet again, then closed: the silence says it, the close adds nothing.
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+    if (read_bytes(reader) == "!1,+1,!1,") break;
+    std::this_thread::sleep_for(50ms);
+  }
+  quiet.close();
+  ASSERT_TRUE(pending_waits_become(0));
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,+1,!1,");
+  // A cancelled registration never fires; a closing connection that was not silent still reports its close.
+  auto other = v2();
+  EXPECT_EQ(ask_i64(other, on_close), 1);
+  EXPECT_EQ(ask_i64(other, on_silence("/lost", "!2,", "+2,", 200)), 1);
+  EXPECT_EQ(ask_i64(other, on_silence("/lost", "", "", 0)), 0);
+  std::this_thread::sleep_for(600ms);
+  other.close();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+    if (read_bytes(reader) == "!1,+1,!1,-1,") break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(reader.send_all(req(kGet, {"/lost"})));
+  EXPECT_EQ(read_bytes(reader), "!1,+1,!1,-1,");
 }
 
 TEST_F(ServerTest, CompareSetCreatingAKeyWakesWaiters) {
@@ -483,11 +613,27 @@ TEST(ServerLimits, MaxConnectionsRefusesExtraConnections) {
   RawSocket c("127.0.0.1", s.port());
   auto rest = c.recv_until_close(5s);
   ASSERT_TRUE(rest.has_value());
-  EXPECT_TRUE(rest->empty());
+  // Told why, in place of its first reply (protocol::kRefusalMarker + the reason), then closed: never left hanging.
+  ASSERT_GE(rest->size(), 12u);
+  EXPECT_EQ(rest->substr(0, 4), std::string(4, '\xff'));
+  EXPECT_EQ(read_le64(rest->substr(4, 8)), rest->size() - 12);
+  EXPECT_NE(rest->find("it holds its maximum of 2 connections (--max-connections)"), std::string::npos) << *rest;
   EXPECT_EQ(s.stats().connections_rejected, 1u);
   EXPECT_EQ(refused(s.stats(), "connection_cap"), 1u);
   ASSERT_TRUE(a.send_all(numkeys));
   EXPECT_EQ(a.recv_exact(8).size(), 8u);
+}
+
+// The connection cap follows the descriptor limit, which the server raised to the hard limit at start.
+TEST(ServerLimits, TheCapIsTheHardDescriptorLimitLessAReserve) {
+  Server s(ServerOptions{.host = "127.0.0.1"});
+  s.start();
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  EXPECT_EQ(rl.rlim_cur, rl.rlim_max);
+  if (rl.rlim_cur != RLIM_INFINITY) {
+    EXPECT_EQ(s.max_connections(), rl.rlim_cur - 32);
+  }
 }
 
 TEST(ServerLimits, MemoryLimitRejectsTheWriterOnly) {

@@ -1,5 +1,5 @@
 #pragma once
-// A child process of rdzv_bench (an agent group, or the ctstore daemon) with pipes on its stdin and stdout:
+// A child process of scale_bench (an agent group, or the ctstore daemon) with pipes on its stdin and stdout:
 // the bench writes commands and reads one line at a time. Killed (SIGKILL, by pid) and reaped when destroyed.
 
 #include <sys/types.h>
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace ctrun::rdzv_bench {
+namespace ctrun::scale_bench {
 
 class Child {
  public:
@@ -37,4 +37,4 @@ class Child {
   std::string what_;
 };
 
-}  // namespace ctrun::rdzv_bench
+}  // namespace ctrun::scale_bench

@@ -1,4 +1,4 @@
-#include "apps/bench/rdzv_bench/child.hpp"
+#include "apps/bench/scale_bench/child.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,12 +18,12 @@
 
 #include <fmt/format.h>
 
-namespace ctrun::rdzv_bench {
+namespace ctrun::scale_bench {
 
 Child::Child(const std::vector<std::string>& argv) : what_(argv.empty() ? "?" : argv[0]) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
-    throw std::runtime_error(fmt::format("rdzv_bench: pipe: {}", std::strerror(errno)));
+    throw std::runtime_error(fmt::format("scale_bench: pipe: {}", std::strerror(errno)));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -44,7 +44,7 @@ Child::Child(const std::vector<std::string>& argv) : what_(argv.empty() ? "?" : 
   if (pid_ < 0) {
     ::close(in[1]);
     ::close(out[0]);
-    throw std::runtime_error(fmt::format("rdzv_bench: cannot start {}: {}", what_, std::strerror(errno)));
+    throw std::runtime_error(fmt::format("scale_bench: cannot start {}: {}", what_, std::strerror(errno)));
   }
   to_child_ = in[1];
   from_child_ = ::fdopen(out[0], "r");
@@ -63,7 +63,7 @@ std::string Child::read_line() {
   std::string line;
   for (;;) {
     const int c = std::fgetc(from_child_);
-    if (c == EOF) throw std::runtime_error(fmt::format("rdzv_bench: {} (pid {}) ended its output early", what_, pid_));
+    if (c == EOF) throw std::runtime_error(fmt::format("scale_bench: {} (pid {}) ended its output early", what_, pid_));
     if (c == '\n') return line;
     line.push_back(static_cast<char>(c));
   }
@@ -75,7 +75,7 @@ void Child::write_line(const std::string& line) {
   while (off < data.size()) {
     const auto n = ::write(to_child_, data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error(fmt::format("rdzv_bench: {} (pid {}) is gone", what_, pid_));
+    if (n <= 0) throw std::runtime_error(fmt::format("scale_bench: {} (pid {}) is gone", what_, pid_));
     off += static_cast<std::size_t>(n);
   }
 }
@@ -113,9 +113,9 @@ double Child::cpu_seconds() const {
   return total;
 }
 
-}  // namespace ctrun::rdzv_bench
+}  // namespace ctrun::scale_bench
 
-namespace ctrun::rdzv_bench {
+namespace ctrun::scale_bench {
 
 std::pair<double, double> Child::user_system_seconds() const {
   std::ifstream f(fmt::format("/proc/{}/stat", pid_));
@@ -131,4 +131,4 @@ std::pair<double, double> Child::user_system_seconds() const {
   return {static_cast<double>(utime) / hz, static_cast<double>(stime) / hz};
 }
 
-}  // namespace ctrun::rdzv_bench
+}  // namespace ctrun::scale_bench

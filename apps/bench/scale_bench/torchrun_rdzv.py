@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Debian torch's own c10d rendezvous (DynamicRendezvousHandler + C10dRendezvousBackend), N agents as threads
-against one TCPStore: the peer figure for rdzv_bench. Measures the same quantity as the C++ side: from the last
+against one TCPStore: the peer figure for scale_bench's round. Measures the same quantity as the C++ side: from the last
 agent's start of next_rendezvous() to every agent holding its round, and the store bytes of the round (counted in
 a Store wrapper around each agent's TCPStore client: keys and values of every call, both directions).
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command next to a fresh 3-member etcd cluster on 127.0.0.1 (free ports, data in a temp dir), with
 # ETCD_ENDPOINTS set to its client endpoints; stops every member by PID afterwards, also on failure or Ctrl-C.
-#   apps/bench/rdzv_bench/with_etcd.sh sh -c 'build/bin/rdzv_bench --sizes 4,64,256 --torch-sizes 0 --etcd-endpoints $ETCD_ENDPOINTS'
+#   apps/bench/scale_bench/with_etcd.sh sh -c 'build/bin/scale_bench --sizes 4,64,256 --torch-sizes 0 --etcd-endpoints $ETCD_ENDPOINTS'
 set -euo pipefail
 ETCD=${ETCD:-etcd}
 command -v "$ETCD" >/dev/null || { echo "with_etcd.sh: etcd not found (Debian package etcd-server)" >&2; exit 77; }

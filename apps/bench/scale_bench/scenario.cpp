@@ -1,0 +1,45 @@
+#include "apps/bench/scale_bench/scenario.hpp"
+
+namespace ctrun::scale_bench {
+
+Job::Job(const BenchOptions& o, int n, const std::string& id) : options(o), nodes(n), run_id(id), master(o.ctstore) {
+  if (n < 2) throw std::runtime_error("scale_bench: a job needs at least 2 nodes (one of them is the victim)");
+  members = std::make_unique<Fleet>(fleet_options(0, n - 1));
+  victim = std::make_unique<Fleet>(fleet_options(n - 1, 1));
+}
+
+Fleet::Options Job::fleet_options(int first, int count) const {
+  Fleet::Options f;
+  f.self = options.self;
+  f.port = master.port();
+  f.run_id = run_id;
+  f.min_nodes = f.max_nodes = nodes;
+  f.first = first;
+  f.nodes = count;
+  f.per_process = options.per_process;
+  f.threads = options.threads;
+  return f;
+}
+
+Row measured(const std::string& scenario, int nodes, const MasterSample& before, const MasterSample& after,
+             const NetSample& net_before, const NetSample& net_after) {
+  Row r;
+  r.scenario = scenario;
+  r.nodes = nodes;
+  r.connections = after.connections;
+  r.requests = after.requests - before.requests;
+  r.cpu_s = after.cpu_s - before.cpu_s;
+  r.net = {net_after.backlog_drops - net_before.backlog_drops, net_after.timeouts - net_before.timeouts,
+           net_after.retransmits - net_before.retransmits, net_after.syn_drops - net_before.syn_drops};
+  return r;
+}
+
+std::vector<Scenario> scenarios() {
+  return {
+      {"round", round_scenario},
+      {"idle", idle_scenario},
+      {"kill", kill_scenario},
+  };
+}
+
+}  // namespace ctrun::scale_bench
