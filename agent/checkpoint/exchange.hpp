@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agent/checkpoint/job_directory.hpp"
@@ -24,6 +26,9 @@ struct NodeRecord {
   std::string endpoint;  // its replication endpoint, host:port ("" when it has none)
   std::string off;       // why checkpoints are off on that node ("" when on)
   NodeHoldings holdings;
+  // Its global ranks in this round: [first_rank, first_rank + ranks); first_rank -1: not said (an older ctrun).
+  int first_rank = -1;
+  int ranks = 0;
 };
 
 // In the round's store, per attempt: the static backend's round (and so its store) is the same for every attempt of
@@ -48,5 +53,20 @@ std::vector<std::string> holders_of(const std::vector<NodeRecord>& nodes, int ra
 // The replication targets of group rank `self` among `group_world_size` nodes: the next `count` group ranks on the
 // ring (never itself; fewer when there are fewer other nodes).
 std::vector<int> ring_targets(int self, int group_world_size, int count);
+
+// The ranks whose replicas `self` should receive in this round: those of every node whose ring targets it. nullopt
+// when a record does not say its ranks (an older ctrun): then no rank is refused.
+std::optional<std::set<int>> ranks_replicated_to(const std::vector<NodeRecord>& nodes, int self, int count);
+
+// Whether some node must bring `step` of one of its ranks from elsewhere (it does not hold it as its own snapshot):
+// the same answer on every node, so that all or none take part in exchange_failures.
+bool anyone_brings(const std::vector<NodeRecord>& nodes, std::int64_t step);
+
+// A (rank, step) that no node could bring intact (every copy failed its digest, or none could be fetched).
+using Unbrought = std::vector<std::pair<int, std::int64_t>>;
+// Blocking (the helper lane): writes what this node could not bring in round `round` of the attempt's bringing, and
+// returns what every one of the `nodes` nodes could not (empty: every rank of the job now holds the resume step).
+Unbrought exchange_failures(store::Store& store, int restart_count, int round, int self, const Unbrought& mine,
+                            int nodes, std::chrono::milliseconds timeout);
 
 }  // namespace ctrun::agent::checkpoint

@@ -31,6 +31,7 @@
 #include "agent/launch/worker_python.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replicator.hpp"
+#include "agent/checkpoint/snapshot_digest.hpp"
 #include "agent/process/worker_group.hpp"
 #include "common/log.hpp"
 #include "common/worker_env.hpp"
@@ -59,7 +60,8 @@ struct CheckpointKeeper::Impl {
         events(ev),
         nproc(config.nproc_per_node),
         replicas_flag(config.checkpoint_replicas),
-        spill_dir(config.checkpoint_dir) {
+        spill_dir(config.checkpoint_dir),
+        secret(config.secret) {
     if (config.checkpoint_memory && *config.checkpoint_memory == 0) {
       off = "in-memory checkpoints are off for this job (ctrun --checkpoint-memory 0)";
       if (!spill_dir.empty())
@@ -186,7 +188,8 @@ struct CheckpointKeeper::Impl {
                 if (token.expired()) return;
                 on_replicated(out);
               });
-            });
+            },
+            secret);
       }
       maybe_replicate();  // the new ring's targets may lack this node's newest step
     }
@@ -221,12 +224,12 @@ struct CheckpointKeeper::Impl {
     auto g = std::make_shared<Gathered>();
     try {
       if (!round.store) throw std::runtime_error("the rendezvous gave no store for the round");
-      NodeRecord self{round.group_rank, "", off, {}};
+      NodeRecord self{round.group_rank, "", off, {}, round.base_global_rank, nproc};
       if (dir) {
         g->reconciled = dir->reconcile();
         try {
           std::lock_guard lock(server_mu);
-          if (!server) server = std::make_unique<ReplicaServer>(dir->path(), limit, host);
+          if (!server) server = std::make_unique<ReplicaServer>(dir->path(), limit, host, kTransferIdle, secret);
           self.endpoint = server->endpoint();
         } catch (const std::exception& e) {
           // Said in this node's record: the others learn at once that the attempt runs without checkpoints,
@@ -241,17 +244,12 @@ struct CheckpointKeeper::Impl {
         if (!node.off.empty())
           throw std::runtime_error("node " + std::to_string(node.group_rank) + " has them off (" + node.off + ")");
       }
-      g->steps = merged_steps(nodes, round.global_world_size);
-      std::vector<std::vector<std::int64_t>> lists;
-      for (const auto& [rank, steps] : g->steps) lists.push_back(steps);
-      g->resume = newest_common_step(lists);
-      if (g->resume) {
-        if (int dropped = dir->drop_steps_above(*g->resume); dropped > 0)
-          log->info("removed {} snapshot(s) above step {}, the step the job resumes from", dropped, *g->resume);
-        for (int rank = round.base_global_rank; rank < round.base_global_rank + nproc; ++rank)
-          bring(rank, *g->resume, nodes, round.group_rank, *g);
-      }
       const int count = replicas_flag.value_or(1);
+      {
+        std::lock_guard lock(server_mu);
+        if (server) server->accept_pushes_of(ranks_replicated_to(nodes, round.group_rank, count));
+      }
+      agree_on_resume(restart_count, round, nodes, *g);
       for (int target : ring_targets(round.group_rank, round.group_world_size, count)) {
         for (const auto& node : nodes)
           if (node.group_rank == target && !node.endpoint.empty()) g->targets.push_back(node.endpoint);
@@ -262,28 +260,69 @@ struct CheckpointKeeper::Impl {
     return g;
   }
 
+  // The resume step: the newest step every rank of the job holds on some node, brought to each rank's node. When a
+  // copy cannot be brought intact (its digest fails everywhere, snapshot_digest.hpp), every node learns it
+  // (exchange_failures) and the job resumes from the newest step below it that every rank holds, brought the same way.
+  void agree_on_resume(int restart_count, const rdzv::RoundInfo& round, const std::vector<NodeRecord>& nodes,
+                       Gathered& g) {
+    Unbrought refused;  // (rank, step) with no intact copy anywhere
+    for (int attempt = 0;; ++attempt) {
+      g.steps = merged_steps(nodes, round.global_world_size);
+      for (const auto& [rank, step] : refused) std::erase(g.steps[rank], step);
+      std::vector<std::vector<std::int64_t>> lists;
+      for (const auto& [rank, steps] : g.steps) lists.push_back(steps);
+      g.resume = newest_common_step(lists);
+      if (!g.resume) return;
+      if (int dropped = dir->drop_steps_above(*g.resume); dropped > 0)
+        log->info("removed {} snapshot(s) above step {}, the step the job resumes from", dropped, *g.resume);
+      Unbrought mine;
+      for (int rank = round.base_global_rank; rank < round.base_global_rank + nproc; ++rank)
+        if (!bring(rank, *g.resume, nodes, round.group_rank, g)) mine.emplace_back(rank, *g.resume);
+      // Every node computes the same answer: when no node had to bring anything, none failed to, and the step
+      // stands without another exchange (a restart on the same nodes costs nothing more).
+      if (!anyone_brings(nodes, *g.resume)) return;
+      const Unbrought all = exchange_failures(*round.store, restart_count, attempt, round.group_rank, mine,
+                                              round.group_world_size, kExchangeTimeout);
+      if (all.empty()) return;
+      for (const auto& [rank, step] : all) {
+        log->warn("no intact copy of step {} of rank {} could be brought to its node: the job resumes from an older "
+                  "step that every rank holds intact",
+                  step, rank);
+        refused.push_back({rank, step});
+      }
+    }
+  }
+
   // Makes `step` of `rank` a snapshot of this node's rank directory: already there, a replica this node received
-  // (moved), or fetched from a node that holds it. A failure is logged; the rank's ck.load() then says so.
-  void bring(int rank, std::int64_t step, const std::vector<NodeRecord>& nodes, int self, Gathered& g) {
+  // (moved, once its digest matches), or fetched from a node that holds it (checked the same way). A failure is
+  // logged and returned false.
+  bool bring(int rank, std::int64_t step, const std::vector<NodeRecord>& nodes, int self, Gathered& g) {
     namespace fs = std::filesystem;
     const auto have = held_steps(rank);
-    if (std::find(have.begin(), have.end(), step) != have.end()) return;
+    if (std::find(have.begin(), have.end(), step) != have.end()) return true;
     const auto began = std::chrono::steady_clock::now();
     nlohmann::json event = {{"rank", rank}, {"step", step}};
     const fs::path own = fs::path(dir->path()) / rank_dir_name(rank);
     const fs::path replica = fs::path(dir->path()) / replica_dir_name(rank) / step_file_name(step);
     std::error_code ec;
     fs::create_directories(own, ec);
+    std::string errors;
     if (fs::exists(replica, ec)) {
-      fs::rename(replica, own / step_file_name(step), ec);
-      event["from"] = "local replica";
-      event["bytes"] = ec ? 0 : fs::file_size(own / step_file_name(step), ec);
-      if (ec) event["error"] = ec.message();
-    } else {
-      std::string errors;
+      if (const std::string problem = check_snapshot(replica.string(), rank, step); !problem.empty()) {
+        errors = "the replica this node held failed its check (" + problem + "); removed";
+        fs::remove(replica, ec);
+      } else {
+        fs::rename(replica, own / step_file_name(step), ec);
+        event["from"] = "local replica";
+        event["bytes"] = ec ? 0 : fs::file_size(own / step_file_name(step), ec);
+        if (ec) errors = ec.message();
+      }
+    }
+    if (!event.contains("from")) {
       for (const auto& endpoint : holders_of(nodes, rank, step, self)) {
         try {
-          event["bytes"] = fetch_snapshot(endpoint, rank, step, dir->path(), limit, stopping);
+          event["bytes"] = fetch_snapshot(endpoint, rank, step, dir->path(), limit, stopping, kTransferIdle,
+                                          secret.get());
           event["from"] = endpoint;
           errors.clear();
           break;
@@ -291,12 +330,13 @@ struct CheckpointKeeper::Impl {
           errors += (errors.empty() ? "" : "; ") + endpoint + ": " + e.what();
         }
       }
-      if (!event.contains("from")) event["error"] = errors.empty() ? "no node holds it" : errors;
     }
+    if (!event.contains("from") || !errors.empty()) event["error"] = errors.empty() ? "no node holds it" : errors;
     event["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     if (event.contains("error"))
       log->warn("could not bring step {} of rank {} to this node: {}", step, rank, event["error"].dump());
     g.fetched.push_back(event);
+    return !event.contains("error");
   }
 
   // Why an attempt cannot have checkpoints although the job can ("" when it can).
@@ -340,6 +380,7 @@ struct CheckpointKeeper::Impl {
   int first_rank = 0;
   int ranks = 0;
   bool multi_node = false;
+  std::shared_ptr<const auth::Secret> secret;  // the job's (LaunchConfig::secret): every replication connection proves it
   std::atomic<bool> stopping{false};  // cancels a fetch in gather() when the agent ends
   mutable std::mutex server_mu;       // server is made on the helper lane, read on the loop
   std::unique_ptr<ReplicaServer> server;

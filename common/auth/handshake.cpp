@@ -107,8 +107,6 @@ const char* purpose_name(Purpose purpose) {
       return "store";
     case Purpose::kReplica:
       return "checkpoint replication";
-    case Purpose::kRelay:
-      return "store relay";
   }
   return "?";
 }

@@ -31,7 +31,9 @@
 
 namespace ctrun::auth {
 
-enum class Purpose : std::uint8_t { kStore = 1, kReplica = 2, kRelay = 3 };
+// What kind of port a proof is for: a store (a rendezvous store, ctstore, a store relay's upstream) or an agent's
+// checkpoint replication endpoint.
+enum class Purpose : std::uint8_t { kStore = 1, kReplica = 2 };
 const char* purpose_name(Purpose purpose);
 
 inline constexpr std::size_t kHelloBytes = 40;

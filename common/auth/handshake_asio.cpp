@@ -1,5 +1,7 @@
 #include "common/auth/handshake_asio.hpp"
 
+#include <cstring>
+
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
@@ -102,6 +104,112 @@ void AsyncServerHandshake::finish(std::optional<Failure> failure) {
     socket_.close(ignored);
   }
   if (auto done = std::move(done_)) done(std::move(socket_), failure);
+}
+
+namespace {
+
+// The client's state while its handshake runs: the socket stays the caller's; this holds the buffers and the timer.
+struct ClientRun : std::enable_shared_from_this<ClientRun> {
+  ClientRun(tcp::socket& s, std::shared_ptr<const Secret> k, Purpose p, std::string who,
+            std::function<void(std::string)> d)
+      : socket(s), timer(s.get_executor()), secret(std::move(k)), side(*secret, p), peer(std::move(who)),
+        done(std::move(d)) {}
+
+  void fail(Failure failure) {
+    if (finished) return;
+    finished = true;
+    timer.cancel();
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    done(client_words(timed_out ? Failure::kTimeout : failure, peer));
+  }
+
+  void succeed() {
+    if (finished) return;
+    finished = true;
+    timer.cancel();
+    done("");
+  }
+
+  void run(std::chrono::milliseconds timeout) {
+    auto self = shared_from_this();
+    timer.expires_after(timeout);
+    timer.async_wait([weak = std::weak_ptr<ClientRun>(self)](boost::system::error_code ec) {
+      auto me = weak.lock();
+      if (ec || !me || me->finished) return;
+      me->timed_out = true;
+      boost::system::error_code ignored;
+      me->socket.cancel(ignored);
+    });
+    hello = side.hello();
+    asio::async_write(socket, asio::buffer(hello), [self](boost::system::error_code ec, std::size_t) {
+      if (ec) return self->fail(Failure::kClosed);
+      asio::async_read(self->socket, asio::buffer(self->challenge.data(), kVerdictBytes),
+                       [self](boost::system::error_code ec, std::size_t) {
+                         if (ec) return self->fail(Failure::kPeerHasNoSecret);
+                         std::array<char, kVerdictBytes> head{};
+                         std::memcpy(head.data(), self->challenge.data(), head.size());
+                         try {
+                           self->side.expect_challenge(head);
+                         } catch (const AuthError& e) {
+                           return self->fail(e.failure());
+                         }
+                         self->read_rest();
+                       });
+    });
+  }
+
+  void read_rest() {
+    auto self = shared_from_this();
+    asio::async_read(socket, asio::buffer(challenge.data() + kVerdictBytes, kChallengeBytes - kVerdictBytes),
+                     [self](boost::system::error_code ec, std::size_t) {
+                       if (ec) return self->fail(Failure::kPeerHasNoSecret);
+                       try {
+                         self->proof = self->side.answer(self->challenge);
+                       } catch (const AuthError& e) {
+                         return self->fail(e.failure());
+                       }
+                       asio::async_write(self->socket, asio::buffer(self->proof),
+                                         [self](boost::system::error_code ec, std::size_t) {
+                                           if (ec) return self->fail(Failure::kClosed);
+                                           self->read_verdict();
+                                         });
+                     });
+  }
+
+  void read_verdict() {
+    auto self = shared_from_this();
+    asio::async_read(socket, asio::buffer(verdict), [self](boost::system::error_code ec, std::size_t) {
+      if (ec) return self->fail(Failure::kRefusedUs);
+      try {
+        self->side.accept_verdict(self->verdict);
+      } catch (const AuthError& e) {
+        return self->fail(e.failure());
+      }
+      self->succeed();
+    });
+  }
+
+  tcp::socket& socket;
+  asio::steady_timer timer;
+  std::shared_ptr<const Secret> secret;
+  ClientSide side;
+  std::string peer;
+  std::function<void(std::string)> done;
+  std::array<char, kHelloBytes> hello{};
+  std::array<char, kChallengeBytes> challenge{};
+  std::array<char, kProofBytes> proof{};
+  std::array<char, kVerdictBytes> verdict{};
+  bool timed_out = false;
+  bool finished = false;
+};
+
+}  // namespace
+
+void async_prove_to_server(tcp::socket& socket, std::shared_ptr<const Secret> secret, Purpose purpose,
+                           std::string peer, std::function<void(std::string error)> done,
+                           std::chrono::milliseconds timeout) {
+  std::make_shared<ClientRun>(socket, std::move(secret), purpose, std::move(peer), std::move(done))->run(timeout);
 }
 
 }  // namespace ctrun::auth

@@ -1,8 +1,9 @@
 #pragma once
-// The server's side of the job's handshake (handshake.hpp) on an Asio loop: every read, write and the deadline are
-// asynchronous, so a client that stalls or trickles never holds up the loop, and it holds only its socket and a few
-// fixed buffers (nothing it sends is kept) for at most kServerTimeout. Used by the store server (store/server.cpp)
-// when it has a secret; a relay's listener can use it the same way.
+// Both sides of the job's handshake (handshake.hpp) on an Asio loop: every read, write and the deadline are
+// asynchronous, so a peer that stalls or trickles never holds up the loop, and it holds only its socket and a few
+// fixed buffers (nothing it sends is kept) for at most its timeout. The server side is the store server's
+// (store/server.cpp) when it has a secret; the client side is for connections made on a loop (a store relay's
+// upstream: one call after its connect, then the store's protocol on the same socket).
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "common/auth/handshake.hpp"
 
@@ -50,5 +52,11 @@ class AsyncServerHandshake : public std::enable_shared_from_this<AsyncServerHand
   bool timed_out_ = false;
   bool finished_ = false;
 };
+
+// The client's side: one call on a connected socket. `done` gets "" when both sides proved the secret (the socket is
+// then ready for the job's protocol), else client_words' text naming `peer` (the socket is closed then).
+void async_prove_to_server(boost::asio::ip::tcp::socket& socket, std::shared_ptr<const Secret> secret,
+                           Purpose purpose, std::string peer, std::function<void(std::string error)> done,
+                           std::chrono::milliseconds timeout = kServerTimeout);
 
 }  // namespace ctrun::auth

@@ -231,6 +231,18 @@ def test_bad_input():
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert p.returncode != 0 and "needs workers started by ctrun" in p.stderr, p.stderr
     print("ok: outside ctrun:", p.stderr.strip().splitlines()[-1])
+    # A worker in another mount namespace with a /dev/shm of its own (a container of its own) sees no checkpoint
+    # directory: its first save says so (not a FileNotFoundError deep inside, "cannot pickle code objects" under DCP).
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        save = f"import sys; sys.path.insert(0, {os.environ['CTRUN_PYTHON_DIR']!r}); import torch; " \
+               "import ctrun_torch.checkpoint as ck; ck.save({'x': torch.zeros(1)}, 0)"
+        worker = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                  'mount -t tmpfs ctrun-test-own-shm /dev/shm && exec "$@"', "sh", PYTHON, "-c", save]
+        with tempfile.TemporaryDirectory() as out:
+            code, err = ctrun(["--nproc-per-node", "1", "--no-python"] + worker, out)
+            assert code != 0 and "cannot see its agent's checkpoint directory" in err, err
+            assert "FileNotFoundError" not in err, err
+        print("ok: a worker in another mount namespace is told so")
 
 
 def test_load_into():

@@ -248,6 +248,19 @@ TEST(Handshake, AsioServerSideAdmitsTheJobAndRefusesOthers) {
   int fd = dial();
   EXPECT_NO_THROW(prove_to_server(fd, kJob, Purpose::kStore, Clock::now() + 5s, "s"));
   ::close(fd);
+  // The client side on a loop of its own (a relay's upstream), against the same server.
+  {
+    asio::io_context client_io;
+    tcp::socket upstream(client_io);
+    upstream.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+    std::optional<std::string> error;
+    async_prove_to_server(upstream, std::make_shared<const Secret>(kJob), Purpose::kStore, "the store",
+                          [&](std::string e) { error = std::move(e); });
+    client_io.run_for(5s);
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(*error, "");
+    EXPECT_TRUE(upstream.is_open());
+  }
   fd = dial();
   EXPECT_THROW(prove_to_server(fd, kOther, Purpose::kStore, Clock::now() + 5s, "s"), AuthError);
   ::close(fd);
@@ -257,10 +270,11 @@ TEST(Handshake, AsioServerSideAdmitsTheJobAndRefusesOthers) {
   ::close(fd);
   io.stop();
   loop.join();
-  ASSERT_EQ(outcomes.size(), 3u);
+  ASSERT_EQ(outcomes.size(), 4u);
   EXPECT_FALSE(outcomes[0].has_value());
-  EXPECT_EQ(outcomes[1], Failure::kLeftEarly);
-  EXPECT_EQ(outcomes[2], Failure::kTimeout);
+  EXPECT_FALSE(outcomes[1].has_value());
+  EXPECT_EQ(outcomes[2], Failure::kLeftEarly);
+  EXPECT_EQ(outcomes[3], Failure::kTimeout);
 }
 
 }  // namespace
