@@ -346,6 +346,13 @@ def test_contract_names():
                     ("kReplicatedFile", c.REPLICATED_FILE), ("kReplicaPrefix", c.REPLICA_PREFIX)]:
         assert f'{cpp} = "{py}"' in layout_hpp, f"{cpp} != {py}"
     assert f"kKeptSteps = {c.KEPT_STEPS};" in layout_hpp
+    # The digest trailer (agent/checkpoint/snapshot_digest.hpp, written by _snapshot.py).
+    import checkpoint._snapshot as snap  # noqa: E402
+    digest_hpp = open(os.path.join(src, "agent", "checkpoint", "snapshot_digest.hpp")).read()
+    digest_cpp = open(os.path.join(src, "agent", "checkpoint", "snapshot_digest.cpp")).read()
+    assert f"kTrailerBytes = {snap.TRAILER_BYTES};" in digest_hpp
+    assert snap.DIGEST_CHUNK == 16 << 20 and "kDigestChunk = 16 << 20;" in digest_hpp
+    assert "{" + ", ".join(f"'{ch}'" for ch in snap.TRAILER_MAGIC.decode()) + "}" in digest_cpp
     print("ok: names agree")
 
 

@@ -52,7 +52,8 @@ def _pool():
 
 def digest_trailer(view, payload):
     """The trailer of a snapshot whose first `payload` bytes are `view` (a memoryview)."""
-    chunks = list(_pool().map(lambda at: zlib.crc32(view[at:at + DIGEST_CHUNK]), range(0, payload, DIGEST_CHUNK)))
+    chunks = list(_pool().map(lambda at: zlib.crc32(view[at:min(at + DIGEST_CHUNK, payload)]),
+                              range(0, payload, DIGEST_CHUNK)))
     root = zlib.crc32(struct.pack(f"<{len(chunks)}I", *chunks))
     return _TRAILER.pack(TRAILER_MAGIC, 1, root, DIGEST_CHUNK, payload)
 
