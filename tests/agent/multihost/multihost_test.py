@@ -349,8 +349,9 @@ class MultiHost(unittest.TestCase):
             except OSError:
                 continue
             self.assertIsNone(hexword.search(cmdline), f"pid {pid}: {cmdline!r}")
-            if b"--secret-file" in cmdline:
-                self.assertIn(b"--secret-file\0-\0", cmdline, f"pid {pid}: {cmdline!r}")
+            # ssh's own command line holds the remote command as one quoted word.
+            for m in re.finditer(rb"--secret-file'?[\0 =]'?([^'\0 ]*)", cmdline):
+                self.assertEqual(m.group(1), b"-", f"pid {pid}: {cmdline!r}")
         for pid in self.h.worker_pids():
             with open(f"/proc/{pid}/environ", "rb") as f:
                 self.assertNotIn(b"CTRUN_SECRET", f.read())

@@ -10,7 +10,7 @@ Arguments: OUT STEPS [--kill-rank R --kill-after K] [--torn-save] [--extra-mib N
   one to start, bounded), and writes OUT/spill-killed.
   --wait-spill: at the end, every rank waits (bounded) until DIR holds the last step (the spill runs in the
   background; the job ending kills it).
-  --hold-after K: in attempt 0, every rank saves step K, waits until it is replicated to another node (ck.wait()),
+  --hold-after K: in attempt 0 of a run that did not resume, every rank saves step K, waits until it is replicated to another node (ck.wait()),
   writes OUT/ready-<rank>, then waits in barriers until the test kills a node (the survivors' barrier then fails).
   --pause-after K: in attempt 0, every rank saves step K, waits until it is replicated (ck.wait(); at once without
   copies), writes OUT/ready-<rank> and waits (bounded) for the file OUT/release, so that the test reads the live view
@@ -129,7 +129,7 @@ for step in range(start, args.steps):
             assert time.monotonic() < deadline, "the test never released the paused job"
             time.sleep(0.05)
         dist.barrier()
-    if attempt == 0 and step == args.hold_after:
+    if attempt == 0 and start == 0 and step == args.hold_after:  # not again in a round that resumed before it
         ck.wait()
         assert step in ck.status()["replicated"], ck.status()
         with open(os.path.join(args.out, f"ready-{rank}"), "w") as f:
