@@ -47,7 +47,7 @@ std::string to_hex(const Digest& digest) {
   return out;
 }
 
-std::uint32_t crc32(const void* data, std::size_t size) { return module().crc32(0, data, size); }
+std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc) { return module().crc32(crc, data, size); }
 
 bool equal_digests(const Digest& a, const Digest& b) { return module().compare(a.data(), b.data(), a.size()) == 0; }
 

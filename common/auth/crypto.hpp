@@ -18,8 +18,8 @@ void load_crypto();
 
 Digest hmac_sha256(std::string_view key, std::string_view data);
 Digest sha256(const void* data, std::size_t size);
-// zlib's CRC-32 (as Python's zlib.crc32): checkpoint digests.
-std::uint32_t crc32(const void* data, std::size_t size);
+// zlib's CRC-32 (as Python's zlib.crc32): checkpoint digests. `crc`: the CRC so far, to continue it over more bytes.
+std::uint32_t crc32(const void* data, std::size_t size, std::uint32_t crc = 0);
 // Constant time (a MAC compared byte by byte would tell an attacker how many leading bytes it got right).
 bool equal_digests(const Digest& a, const Digest& b);
 

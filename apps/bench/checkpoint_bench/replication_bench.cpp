@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replica_wire.hpp"
 #include "agent/checkpoint/snapshot_digest.hpp"
+#include "common/auth/handshake.hpp"
 #include "common/auth/secret.hpp"
 
 namespace ck = ctrun::agent::checkpoint;
@@ -87,6 +89,27 @@ double tcp_stream(std::size_t bytes, std::vector<char>& sink, bool sized_buffers
   return seconds;
 }
 
+double cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+// One handshake over a socketpair, both sides in this process (a thread for the server): seconds.
+double one_handshake(const ctrun::auth::Secret& secret) {
+  int fds[2];
+  ::socketpair(AF_UNIX, SOCK_STREAM, 0, fds);
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  const auto began = Clock::now();
+  std::thread server([&] { ctrun::auth::check_client(fds[1], secret, ctrun::auth::Purpose::kReplica, deadline); });
+  ctrun::auth::prove_to_server(fds[0], secret, ctrun::auth::Purpose::kReplica, deadline, "bench");
+  server.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,7 +135,7 @@ int main(int argc, char** argv) {
     std::ofstream(file, std::ios::binary).write(bytes_of_file.data(), static_cast<std::streamsize>(bytes_of_file.size()));
   }
   std::atomic<bool> stop{false};
-  std::vector<double> floor, floor_whole, floor_sized, replication, with_secret, digest;
+  std::vector<double> floor, floor_whole, floor_sized, replication, with_secret, digest, digest_cpu, handshakes;
   const auto secret = std::make_shared<const ctrun::auth::Secret>(ctrun::auth::Secret::generate("the benchmark"));
   // The floor's receiver rewrites one 8 MiB buffer (cache-warm); "whole" writes over the snapshot's size of memory,
   // touched beforehand, as a replica's receiver does: what the destination's size alone costs.
@@ -133,11 +156,14 @@ int main(int argc, char** argv) {
       with_secret.push_back(timed([&] {
         ck::push_snapshot(closed.endpoint(), 0, 1, file.string(), stop, ck::kTransferIdle, secret.get());
       }));
+      const double cpu = cpu_seconds();
       digest.push_back(timed([&] {
         if (!ck::check_snapshot(file.string(), 0, 1).empty()) std::abort();
       }));
+      digest_cpu.push_back(cpu_seconds() - cpu);
     }
   }
+  for (int i = 0; i < 200; ++i) handshakes.push_back(one_handshake(*secret));
   std::error_code ec;
   fs::remove_all(b_path, ec);
   const double f = static_cast<double>(bytes) / median(floor) / 1e9,
@@ -153,7 +179,10 @@ int main(int argc, char** argv) {
               median(replication));
   std::printf("  the same with a job secret    %7.2f GB/s   %5.1f %% of the floor   %.3f s\n", c, 100.0 * c / f,
               median(with_secret));
-  std::printf("  the receiver's digest check alone              %.3f s (%.2f GB/s)\n", median(digest),
-              static_cast<double>(bytes) / median(digest) / 1e9);
+  std::printf("  the receiver's digest check alone              %.3f s (%.2f GB/s), %.3f s of CPU (%.2f GB/s)\n",
+              median(digest), static_cast<double>(bytes) / median(digest) / 1e9, median(digest_cpu),
+              static_cast<double>(bytes) / median(digest_cpu) / 1e9);
+  std::printf("  one handshake (both sides, a socketpair)       %.1f us (median of %zu)\n", median(handshakes) * 1e6,
+              handshakes.size());
   return 0;
 }
