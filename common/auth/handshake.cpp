@@ -138,19 +138,18 @@ std::string server_words(Failure failure) {
 }
 
 std::string client_words(Failure failure, const std::string& peer) {
+  const std::string same = "; give every agent of the job the same --secret-file or CTRUN_SECRET";
   switch (failure) {
     case Failure::kWrongProof:
       return peer + " does not hold this job's secret (its proof is wrong): it belongs to another job, or was given "
-                    "another secret; give every agent of the job the same --secret-file or CTRUN_SECRET";
+                    "another secret" + same;
     case Failure::kRefusedUs:
-      return peer + " refused this agent's proof: this agent's secret differs from the job's; give every agent of "
-                    "the job the same --secret-file or CTRUN_SECRET";
+      return peer + " refused this agent's proof: this agent's secret differs from the job's" + same;
     case Failure::kSecretRequired:
-      return peer + " requires the job's secret and this agent has none; give every agent of the job the same "
-                    "--secret-file or CTRUN_SECRET";
+      return peer + " requires the job's secret and this agent has none" + same;
     case Failure::kPeerHasNoSecret:
       return peer + " closed the connection on this agent's handshake: it has no job secret (an agent started "
-                    "without --secret-file or CTRUN_SECRET, or not a ctrun port); give every agent the same secret";
+                    "without one, or not a ctrun port)" + same;
     case Failure::kVersion:
       return peer + " speaks another handshake version or serves another kind of port (run the same ctrun "
                     "version on every node)";

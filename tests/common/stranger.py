@@ -32,6 +32,17 @@ def dial(host, port, timeout=10):
     return s
 
 
+def recv_exact(s, n):
+    """n bytes, or fewer if the peer closes first."""
+    got = b""
+    while len(got) < n:
+        chunk = s.recv(n - len(got))
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
 def read_all(s, limit=1 << 20):
     """Everything the peer sends until it closes (at most `limit` bytes or the socket's timeout)."""
     got = b""
@@ -128,28 +139,18 @@ def replay(host, port, secret_file):
     out = {}
     with dial(host, port) as s:
         s.sendall(hello)
-        challenge = b""
-        while len(challenge) < 72:
-            chunk = s.recv(72 - len(challenge))
-            if not chunk:
-                break
-            challenge += chunk
+        challenge = recv_exact(s, 72)
         nonce_s = challenge[8:40]
         out["server_proved"] = len(challenge) == 72 and hmac.compare_digest(
             challenge[40:72], _mac(key, b"ctrun server", nonce_c, nonce_s))
         proof = MAGIC + bytes([1, 3, STORE, 0]) + _mac(key, b"ctrun client", nonce_c, nonce_s)
         s.sendall(proof)
-        verdict = s.recv(8)
+        verdict = recv_exact(s, 8)
         out["genuine_accepted"] = verdict[:4] == MAGIC and len(verdict) == 8 and verdict[6] == 0
     # The recording played back: the server's nonce is new, so the old proof proves nothing.
     with dial(host, port) as s:
         s.sendall(hello)
-        fresh = b""
-        while len(fresh) < 72:
-            chunk = s.recv(72 - len(fresh))
-            if not chunk:
-                break
-            fresh += chunk
+        fresh = recv_exact(s, 72)
         out["new_server_nonce"] = fresh[8:40] != nonce_s
         try:
             s.sendall(proof)

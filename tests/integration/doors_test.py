@@ -64,6 +64,14 @@ def outsider_agent(hosts, port, secret, out, name):
         return p.returncode, f.read()
 
 
+def reference_run(ref_nodes, secret):
+    """The undisturbed run both cases compare with: nodes A and B with the secret, to the end."""
+    for tag in ("A", "B"):
+        ref_nodes.start(tag, [], secret)
+    for tag in ("A", "B"):
+        assert ref_nodes.wait(tag, 240) == 0, ref_nodes.logs()
+
+
 def agent_log(nodes, tag):
     with open(os.path.join(nodes.out, f"agent.{tag}.log")) as f:
         return f.read()
@@ -76,10 +84,7 @@ def test_strangers():
         secret = ["--secret-file", key]
         ref_nodes, nodes = tn.Nodes(ref, hosts, tn.RDZV_PORT), tn.Nodes(out, hosts, tn.RDZV_PORT + 1)
         runs.extend([ref_nodes, nodes])
-        for tag in ("A", "B"):
-            ref_nodes.start(tag, [], secret)
-        for tag in ("A", "B"):
-            assert ref_nodes.wait(tag, 240) == 0, ref_nodes.logs()
+        reference_run(ref_nodes, secret)
 
         for tag in ("A", "B"):
             nodes.start(tag, ["--pause-after", str(PAUSE)], secret + ["--metrics-port", "0"])
@@ -157,10 +162,7 @@ def test_corrupted_replica():
         secret = ["--secret-file", key]
         ref_nodes, nodes = tn.Nodes(ref, hosts, tn.RDZV_PORT), tn.Nodes(out, hosts, tn.RDZV_PORT + 1)
         runs.extend([ref_nodes, nodes])
-        for tag in ("A", "B"):
-            ref_nodes.start(tag, [], secret)
-        for tag in ("A", "B"):
-            assert ref_nodes.wait(tag, 240) == 0, ref_nodes.logs()
+        reference_run(ref_nodes, secret)
 
         held = ["--hold-after", str(tn.HOLD_AFTER), "--wait-each"]
         for tag in ("A", "B"):
