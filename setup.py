@@ -29,7 +29,7 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.environ.get("CTRUN_PIP_BUILD_DIR") or os.path.join(HERE, "build-pip")
-TARGETS = ["ctrun", "ctstore", "ctrun_torch"]
+TARGETS = ["ctrun", "ctstore", "ctrun_crypto", "ctrun_torch"]
 
 
 def project_version():
@@ -60,6 +60,9 @@ class CMakeBuild(build_ext):
         # Programs and Python files: install_data copies them from here (data_files below).
         for name in ("ctrun", "ctstore"):
             self._stage(os.path.join(BUILD, "bin", name), os.path.join(BUILD, "pip-data", "bin"))
+        # ctrun's crypto module (a job secret, checkpoint digests), where ctrun looks for it: <prefix>/lib/ctrun/.
+        self._stage(os.path.join(BUILD, "lib", "ctrun", "libctrun_crypto.so"),
+                    os.path.join(BUILD, "pip-data", "lib", "ctrun"))
         for name in ("sitecustomize.py", "ctrun_warm.py"):
             self._stage(os.path.join(BUILD, "python", name), os.path.join(BUILD, "pip-data", "share", "ctrun", "python"))
         if not module:
@@ -107,6 +110,7 @@ setup(
     cmdclass={"build_ext": CMakeBuild},
     data_files=[
         ("bin", [staged("bin", "ctrun"), staged("bin", "ctstore")]),
+        ("lib/ctrun", [staged("lib", "ctrun", "libctrun_crypto.so")]),
         ("share/ctrun/python", [staged("share", "ctrun", "python", "sitecustomize.py"),
                                 staged("share", "ctrun", "python", "ctrun_warm.py")]),
     ],

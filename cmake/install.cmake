@@ -148,6 +148,8 @@ endif()
 install(TARGETS ctrun ctstore RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # etcd over https: loaded by ctrun only when a job uses it (rendezvous/etcd/tls_module.hpp).
 install(TARGETS ctrun_etcd_tls LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/ctrun)
+# A job secret and checkpoint digests: OpenSSL's libcrypto, loaded only by jobs that use them (common/auth/).
+install(TARGETS ctrun_crypto LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/ctrun)
 # The workers' half of ctrun's stack dumps (docs/hang.md): in a directory of its own, never in dist-packages,
 # where it would shadow Debian's sitecustomize for every python; ctrun puts this directory on its workers'
 # PYTHONPATH.

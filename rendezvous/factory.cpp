@@ -46,9 +46,10 @@ bool is_loopback(const sockaddr* a) {
 }
 
 // Serves the rendezvous store on this node if it should; nullptr when another node (or ctstore) serves it.
-std::shared_ptr<store::Server> maybe_host(const Endpoint& ep, bool want) {
+std::shared_ptr<store::Server> maybe_host(const Endpoint& ep, bool want, std::shared_ptr<const auth::Secret> secret) {
   if (!want) return nullptr;
   store::ServerOptions options;
+  options.secret = std::move(secret);
   options.host = ep.host;  // the endpoint's own address: several agents of one machine bind it in turn
   options.port = ep.port;
   auto server = std::make_shared<store::Server>(options);
@@ -63,14 +64,18 @@ std::shared_ptr<store::Server> maybe_host(const Endpoint& ep, bool want) {
   }
 }
 
-std::shared_ptr<store::Store> connect(const Endpoint& ep, store::Duration timeout, store::Duration connect_timeout) {
+std::shared_ptr<store::Store> connect(const Endpoint& ep, store::Duration timeout, store::Duration connect_timeout,
+                                      std::shared_ptr<const auth::Secret> secret = nullptr) {
   store::TcpStoreOptions o;
+  o.secret = std::move(secret);
   o.host = ep.host;
   o.port = ep.port;
   o.timeout = timeout;
   o.connect_timeout = connect_timeout;
   try {
     return std::make_shared<store::TcpStore>(o);
+  } catch (const store::StoreAuthError& e) {
+    throw RendezvousError(fmt::format("the rendezvous store turned this agent away: {}", e.what()));
   } catch (const store::StoreError& e) {
     throw RendezvousConnectionError(
         fmt::format("cannot reach the rendezvous store at {}: {}. Is the host of "
@@ -83,8 +88,10 @@ std::shared_ptr<store::Store> connect(const Endpoint& ep, store::Duration timeou
 // `first_timeout` for the endpoint to come up (its host may start later); every reconnect after that waits at most
 // `timeout` (a lost store is reported in time).
 std::shared_ptr<store::Store> connect_shared(const Endpoint& ep, store::Duration timeout,
-                                             store::Duration first_timeout) {
+                                             store::Duration first_timeout,
+                                             std::shared_ptr<const auth::Secret> secret) {
   store::MuxStore::Options o;
+  o.secret = std::move(secret);
   o.host = ep.host;
   o.port = ep.port;
   o.timeout = timeout;
@@ -93,6 +100,8 @@ std::shared_ptr<store::Store> connect_shared(const Endpoint& ep, store::Duration
     auto s = std::make_shared<store::MuxStore>(o);
     s->set_connect_timeout(timeout);
     return s;
+  } catch (const store::StoreAuthError& e) {
+    throw RendezvousError(fmt::format("the rendezvous store turned this agent away: {}", e.what()));
   } catch (const store::RefusedError& e) {
     throw RendezvousConnectionError(
         fmt::format("the rendezvous store at {} refuses connections: {}", ep.to_string(), e.reason()));
@@ -108,9 +117,9 @@ std::shared_ptr<store::Store> connect_shared(const Endpoint& ep, store::Duration
 constexpr auto kHostGrace = std::chrono::seconds(2);
 
 // True if a store answers at ep within `within` (connection refused is retried until then).
-bool answers(const Endpoint& ep, store::Duration within) {
+bool answers(const Endpoint& ep, store::Duration within, const std::shared_ptr<const auth::Secret>& secret) {
   try {
-    connect(ep, within, within);
+    connect(ep, within, within, secret);
     return true;
   } catch (const RendezvousError&) {
     return false;
@@ -169,9 +178,9 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   } else if (p.local_addr.empty() || same_host(p.local_addr, ep.host)) {
     want = is_local_host(ep.host) || (!p.local_addr.empty());
   } else if (is_local_host(ep.host)) {
-    want = ep.port == 0 || !answers(ep, kHostGrace);
+    want = ep.port == 0 || !answers(ep, kHostGrace, p.secret);
   }
-  auto server = maybe_host(ep, want);
+  auto server = maybe_host(ep, want, p.secret);
   if (server) {
     ep.port = server->port();  // port 0 (--standalone, tests): the port the OS picked
     config.served_store = ep.to_string();
@@ -182,7 +191,7 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   const auto timeout = config.settings.read_timeout;
   const auto first_timeout = std::max(config.settings.join_timeout, timeout);
   return std::make_unique<C10dHandler>(
-      config, node, [ep, timeout, first_timeout] { return connect_shared(ep, timeout, first_timeout); }, options.clock,
+      config, node, [ep, timeout, first_timeout, secret = p.secret] { return connect_shared(ep, timeout, first_timeout, secret); }, options.clock,
       server);
 }
 

@@ -5,11 +5,16 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "store/store.hpp"
+
+namespace ctrun::auth {
+class Secret;
+}
 
 namespace ctrun::rdzv {
 
@@ -60,6 +65,10 @@ struct RendezvousParameters {
   std::string master_addr = "127.0.0.1";  // static only, when endpoint is empty
   std::uint16_t master_port = kDefaultMasterPort;
   std::map<std::string, std::string> config;  // --rdzv-conf
+  // The job's secret (common/auth/secret.hpp): a c10d store hosted by an agent admits only agents that prove it, and
+  // every agent proves it to the store it connects to. The static backend's store is the workers' too (torch's
+  // TCPStore clients, which have no handshake): it stays open.
+  std::shared_ptr<const auth::Secret> secret;
 
   // torchrun's get_as_bool: 1/true/t/yes/y and 0/false/f/no/n (case-insensitive); anything else throws.
   std::optional<bool> get_as_bool(const std::string& key) const;

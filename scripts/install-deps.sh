@@ -18,7 +18,8 @@ packages=(
   slurm-wlm munge openmpi-bin    # the Slurm (slurmctld/slurmd/munged) and mpirun tests of agent/cluster/
   help2man                  # man pages of ctrun and ctstore from their --help (make deb, make install)
   etcd-server etcd-client   # the etcd rendezvous backend's tests and benchmark (client: debugging)
-  libssl-dev openssl        # etcd over https (Asio ssl), test certificates
+  libssl-dev openssl        # etcd over https (Asio ssl), test certificates; the job secret's HMAC
+  zlib1g-dev                # checkpoint digests (CRC-32, in ctrun's crypto module)
   prometheus                # promtool and a real Prometheus server for the metrics tests
 )
 

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <boost/asio.hpp>
 
+#include "common/auth/handshake.hpp"
 #include "common/log.hpp"
 #include "store/async_wait.hpp"
 #include "store/client_loop.hpp"
@@ -456,6 +457,8 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
         return handshake(deadline, reached_server);
       } catch (const RefusedError&) {
         throw;
+      } catch (const StoreAuthError&) {
+        throw;  // retrying with the same secret cannot help
       } catch (const StoreError& e) {
         last_error = e.what();
         std::lock_guard lock(mu_);
@@ -492,6 +495,7 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
       ::close(h.fd);
       throw StoreError(why);
     };
+    if (options_.secret) prove_secret(h.fd, deadline);
     const auto probe = std::min<TimePoint>(deadline, Clock::now() + kDetectTimeout);
     bool closed = false;
     if (dialect == Dialect::kV2) {
@@ -512,6 +516,10 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
       }
       const auto reply = protocol::get_u32(b);
       if (reply == protocol::kRefusalMarker) refused(h.fd, deadline);
+      if (auth::is_handshake(b, sizeof b)) {  // a store with a secret refused this client, which has none
+        ::close(h.fd);
+        throw StoreAuthError(auth::client_words(auth::Failure::kSecretRequired, "the store at " + endpoint_));
+      }
       if ((reply & ((1u << protocol::kFeatureShift) - 1)) != nonce)
         fail(fmt::format("PING returned {} instead of the nonce {}", reply, nonce));
       h.features = protocol::announced_features(nonce, reply);
@@ -520,6 +528,18 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     }
     ::close(h.fd);
     return legacy_handshake(deadline);
+  }
+
+  // The job's secret proved before the first request (common/auth/handshake.hpp); a permanent refusal (another
+  // secret, none) is not retried.
+  void prove_secret(int fd, TimePoint deadline) {
+    try {
+      auth::prove_to_server(fd, *options_.secret, auth::Purpose::kStore, deadline, "the store at " + endpoint_);
+    } catch (const auth::AuthError& e) {
+      ::close(fd);
+      if (e.permanent()) throw StoreAuthError(e.what());
+      throw StoreError(e.what());
+    }
   }
 
   Handshake legacy_handshake(TimePoint deadline) {

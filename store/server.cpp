@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 #include <boost/asio.hpp>
 
+#include "common/auth/handshake_asio.hpp"
 #include "common/log.hpp"
 #include "store/keyspace.hpp"
 #include "store/server_commands.hpp"
@@ -54,7 +55,7 @@ constexpr int kReadsPerEvent = 4;
 constexpr std::size_t kSlowSenderBytesPerSecond = 64 * 1024;
 // Only connections holding at least this much unread reply are closed to make room for a writer.
 constexpr std::size_t kReclaimAtLeast = 64 * 1024;
-constexpr std::size_t kRefusedKinds = static_cast<std::size_t>(Refused::kRequestTimeout) + 1;
+constexpr std::size_t kRefusedKinds = static_cast<std::size_t>(Refused::kUnauthenticated) + 1;
 
 int somaxconn() {
   std::ifstream f("/proc/sys/net/core/somaxconn");
@@ -121,6 +122,8 @@ const char* refused_name(Refused reason) {
       return "unread_replies";
     case Refused::kRequestTimeout:
       return "request_timeout";
+    case Refused::kUnauthenticated:
+      return "unauthenticated";
   }
   return "?";
 }
@@ -245,6 +248,8 @@ class Server::Impl final : public detail::ReplySink {
     silence_timer.cancel();
     if (reserve_fd >= 0) ::close(reserve_fd);
     reserve_fd = -1;
+    for (auto& [id, h] : handshakes) h->cancel();
+    handshakes.clear();
     std::vector<ConnPtr> all;
     all.reserve(conns.size());
     for (auto& [id, c] : conns) all.push_back(c);
@@ -301,6 +306,36 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void on_accept(tcp::socket s) {
+    if (opts.secret) return authenticate(std::move(s));
+    admit(std::move(s));
+  }
+
+  // With a secret: the job's handshake first, asynchronously on this loop (a silent client holds its socket and a
+  // few fixed buffers for at most auth::kServerTimeout); only a client that proved it is admitted, with nothing it
+  // sent before kept.
+  void authenticate(tcp::socket s) {
+    boost::system::error_code ec;
+    auto remote = s.remote_endpoint(ec);
+    std::string peer = ec ? std::string("?") : endpoint_string(remote);
+    if (conns.size() + handshakes.size() >= max_conns) {
+      count(Refused::kConnectionCap);
+      log->warn("TCPStore server: refusing connection from {}: already {} connections (--max-connections {})", peer,
+                conns.size() + handshakes.size(), max_conns);
+      s.close(ec);
+      return;
+    }
+    const std::uint64_t id = next_handshake++;
+    handshakes[id] = auth::AsyncServerHandshake::start(
+        std::move(s), opts.secret, auth::Purpose::kStore,
+        [this, id, peer](tcp::socket s, std::optional<auth::Failure> failure) {
+          handshakes.erase(id);
+          if (!failure) return admit(std::move(s));
+          count(Refused::kUnauthenticated);
+          log->warn("TCPStore server: refused {}: {}", peer, auth::server_words(*failure));
+        });
+  }
+
+  void admit(tcp::socket s) {
     boost::system::error_code ec;
     auto remote = s.remote_endpoint(ec);
     std::string peer = ec ? std::string("?") : endpoint_string(remote);
@@ -632,7 +667,11 @@ class Server::Impl final : public detail::ReplySink {
         break;
       }
       if (pr.status == protocol::ParseStatus::kError) {
-        if (c->requests == 0 && *c->dialect == protocol::Dialect::kLegacy && rest[0] == 0)
+        if (c->requests == 0 && auth::is_handshake(rest.data(), rest.size()))
+          reject(c, Refused::kBadRequest,
+                 "it is a ctrun agent with a job secret, and this store has none: give the store the same secret "
+                 "(the hosting agent's --secret-file or CTRUN_SECRET; ctstore --secret-file)");
+        else if (c->requests == 0 && *c->dialect == protocol::Dialect::kLegacy && rest[0] == 0)
           reject(c, Refused::kBadRequest,
                  fmt::format("its first bytes are neither torch >= 2.1's handshake (00 then the magic "
                              "CE F7 85 3C) nor a valid torch <= 2.0 request ({}); wrong port or not a "
@@ -890,6 +929,8 @@ class Server::Impl final : public detail::ReplySink {
   ServerOptions opts;
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
+  std::unordered_map<std::uint64_t, std::shared_ptr<auth::AsyncServerHandshake>> handshakes;  // ServerOptions::secret
+  std::uint64_t next_handshake = 0;
   asio::steady_timer accept_retry{io};
   asio::steady_timer sweep_timer{io};
   asio::steady_timer silence_timer{io};

@@ -13,6 +13,10 @@
 
 #include "store/protocol.hpp"
 
+namespace ctrun::auth {
+class Secret;
+}
+
 namespace ctrun::store {
 
 struct ServerOptions {
@@ -37,6 +41,10 @@ struct ServerOptions {
   // memory, a bug). By then every socket is closed and later calls on the Server throw StoreError with
   // the same message. ctstore exits non-zero; an embedding agent should fail its job loudly.
   std::function<void(const std::string& what)> on_failure;
+  // The job's secret (common/auth/secret.hpp): every client proves it holds it (common/auth/handshake.hpp) before
+  // any request of it is read, and one that does not is closed and logged with its address. Unset: anyone who
+  // reaches the port is served, as by torch's TCPStore.
+  std::shared_ptr<const auth::Secret> secret;
 };
 
 // Why the server turned a client away or closed its connection (one count per connection): over
@@ -50,10 +58,11 @@ enum class Refused : std::uint8_t {
   kInvalidCommand,
   kMemory,
   kUnreadReplies,
-  kRequestTimeout,  // the last
+  kRequestTimeout,
+  kUnauthenticated,  // the last: failed the job's handshake (ServerOptions::secret)
 };
 // "connection_cap", "descriptors", "bad_request", "invalid_command", "memory_limit", "unread_replies",
-// "request_timeout": ctstore's stats line and its metrics' `reason` label.
+// "request_timeout", "unauthenticated": ctstore's stats line and its metrics' `reason` label.
 const char* refused_name(Refused reason);
 
 // Counters for ctstore's stats line, its metrics and tests. Kept by the server's loop as plain counters (no

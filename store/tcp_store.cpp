@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "common/auth/handshake.hpp"
 #include "common/log.hpp"
 #include "store/store_util.hpp"
 #include "store/tcp_socket.hpp"
@@ -317,6 +318,8 @@ class TcpStore::Impl {
     auto nonce = static_cast<std::uint32_t>(::getpid()) | 0x00800000u;
     auto echo = exchange({.command = Command::kPing, .u32 = nonce}, deadline).u32;
     if (echo == protocol::kRefusalMarker) throw_refused(deadline);
+    if (auth::is_handshake(&echo, sizeof echo))  // a store with a secret refused this client, which has none
+      throw StoreAuthError(auth::client_words(auth::Failure::kSecretRequired, "the store at " + endpoint_));
     if (echo != nonce) protocol_error(fmt::format("PING returned {} instead of the nonce {}", echo, nonce));
   }
 
@@ -370,6 +373,17 @@ class TcpStore::Impl {
     log::get("store")->info("TCPStore {} speaks the legacy dialect (torch <= 2.0's server); using it", endpoint_);
   }
 
+  // The job's handshake, before any request on a new connection: a refusal is final (StoreAuthError), a timeout or
+  // a lost connection is retried like any failed connect.
+  void prove_secret_locked(TimePoint deadline) {
+    try {
+      auth::prove_to_server(fd_, *options_.secret, auth::Purpose::kStore, deadline, "the store at " + endpoint_);
+    } catch (const auth::AuthError& e) {
+      if (e.permanent()) throw StoreAuthError(e.what());
+      throw StoreError(e.what());
+    }
+  }
+
   // ---- connection management ----
   void begin(Command c, std::string_view key) {
     if (fd_ < 0) connect_locked();
@@ -392,6 +406,7 @@ class TcpStore::Impl {
       ++attempts;
       try {
         open_socket(deadline);
+        if (options_.secret) prove_secret_locked(deadline);
         set_context(Command::kValidate, {});
         if (is_v2()) {
           // VALIDATE has no reply; the PING proves the server speaks v2 before any real request is sent.
@@ -410,6 +425,9 @@ class TcpStore::Impl {
         return;
       } catch (const RefusedError&) {
         throw;  // the server said it is full: retrying would only add to its load
+      } catch (const StoreAuthError&) {
+        close_socket();
+        throw;
       } catch (const StoreError& e) {
         close_socket();
         last_error = e.what();

@@ -26,7 +26,18 @@
 #include "store/protocol.hpp"
 #include "store/store.hpp"
 
+namespace ctrun::auth {
+class Secret;
+}
+
 namespace ctrun::store {
+
+// The store and this client disagree about the job's secret (one has none, or another): retrying cannot help, so
+// the connect gives up at once, saying which (common/auth/handshake.hpp's client_words).
+class StoreAuthError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
 
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";
@@ -40,6 +51,8 @@ struct TcpStoreOptions {
   bool add_init_key = false;
   // torch's client prefixes every user key with "/" on the wire; keep that for interop.
   std::string key_prefix = "/";
+  // The job's secret: every connection proves it to the server (common/auth/handshake.hpp) before its first request.
+  std::shared_ptr<const auth::Secret> secret;
 };
 
 class TcpStore final : public Store {

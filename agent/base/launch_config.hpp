@@ -6,11 +6,16 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "rendezvous/parameters.hpp"
+
+namespace ctrun::auth {
+class Secret;
+}
 
 namespace ctrun::agent {
 
@@ -137,6 +142,11 @@ struct LaunchConfig {
     bool enabled() const { return hostfile.has_value() || hosts.has_value(); }
   } multihost;
   bool exit_on_stdin_close{};
+
+  // The job's secret (docs/security.md, agent/config/job_secret.hpp): --secret-file ("-": the first line of stdin),
+  // else --rdzv-conf secret_file=, else $CTRUN_SECRET; resolved into `secret` at start (null: none).
+  std::string secret_file;
+  std::shared_ptr<const auth::Secret> secret;
 
   // The worker command.
   std::string script;

@@ -40,10 +40,12 @@ constexpr auto kPlanGrace = std::chrono::seconds(10);
 
 std::string seconds_of(std::chrono::milliseconds t) { return std::to_string(t.count() / 1000); }
 
+std::string attempt_prefix(int restart_count) { return "ctrun/checkpoint/attempt_" + std::to_string(restart_count); }
+
 }  // namespace
 
 std::string record_key(int restart_count, int group_rank) {
-  return "ctrun/checkpoint/attempt_" + std::to_string(restart_count) + "/node/" + std::to_string(group_rank);
+  return attempt_prefix(restart_count) + "/node/" + std::to_string(group_rank);
 }
 
 std::string encode_record(const NodeRecord& r) {
@@ -79,9 +81,63 @@ NodeRecord decode_record(const std::string& text) {
   }
 }
 
-std::string plan_key(int restart_count, int group_rank) {
-  return "ctrun/checkpoint/attempt_" + std::to_string(restart_count) + "/plan/" + std::to_string(group_rank);
+namespace {
+
+// The plan of re-plan `iteration` (0: the first) and the keys of the settling after it.
+std::string iteration_plan_key(int restart_count, int iteration, int group_rank) {
+  return attempt_prefix(restart_count) + (iteration == 0 ? "/plan/" : "/plan_" + std::to_string(iteration) + "/") +
+         std::to_string(group_rank);
 }
+std::string unbrought_key(int restart_count, int iteration, int group_rank) {
+  return attempt_prefix(restart_count) + "/unbrought_" + std::to_string(iteration) + "/" + std::to_string(group_rank);
+}
+std::string settled_key(int restart_count, int iteration) {
+  return attempt_prefix(restart_count) + "/settled_" + std::to_string(iteration);
+}
+
+nlohmann::json unbrought_json(const Unbrought& list) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [rank, step] : list) out.push_back({rank, step});
+  return out;
+}
+Unbrought unbrought_from(const std::string& text) {
+  try {
+    Unbrought out;
+    for (const auto& pair : nlohmann::json::parse(text)) out.emplace_back(pair.at(0).get<int>(), pair.at(1).get<std::int64_t>());
+    return out;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("another node's list of checkpoint steps it could not bring is unreadable (") +
+                             e.what() + "); run the same ctrun version on every node");
+  }
+}
+
+// Group rank 0: writes every other node's part of a plan (one request).
+void publish_plans(store::Store& store, int restart_count, int iteration, const std::vector<NodePlan>& plans) {
+  std::vector<std::string> keys, values;
+  for (std::size_t node = 1; node < plans.size(); ++node) {
+    keys.push_back(iteration_plan_key(restart_count, iteration, static_cast<int>(node)));
+    values.push_back(encode_plan(plans[node]));
+  }
+  if (!keys.empty()) store.multi_set(keys, values);
+}
+
+// Another node: its part of a plan, or a plan that says why there is none in time.
+NodePlan await_plan(store::Store& store, int restart_count, int iteration, int self, std::chrono::milliseconds timeout) {
+  const std::string mine = iteration_plan_key(restart_count, iteration, self);
+  try {
+    store.wait({mine}, timeout + kPlanGrace);
+  } catch (const store::TimeoutError& e) {
+    NodePlan p;
+    p.off = "no checkpoint plan from group rank 0's agent for attempt " + std::to_string(restart_count) + " within " +
+            seconds_of(timeout + kPlanGrace) + " s (" + e.what() + ")";
+    return p;
+  }
+  return decode_plan(store.get(mine));
+}
+
+}  // namespace
+
+std::string plan_key(int restart_count, int group_rank) { return iteration_plan_key(restart_count, 0, group_rank); }
 
 std::string encode_plan(const NodePlan& p) {
   nlohmann::json holders = nlohmann::json::object();
@@ -91,7 +147,9 @@ std::string encode_plan(const NodePlan& p) {
                         {"resume", p.resume ? nlohmann::json(*p.resume) : nlohmann::json()},
                         {"listed", p.listed},
                         {"targets", p.targets},
-                        {"holders", holders}}
+                        {"holders", holders},
+                        {"accepts", p.accepts},
+                        {"brings", p.brings}}
       .dump();
 }
 
@@ -109,6 +167,8 @@ NodePlan decode_plan(const std::string& text) {
       if (!r) throw std::runtime_error("rank '" + rank + "' is not a number");
       p.holders[*r] = endpoints.get<std::vector<std::string>>();
     }
+    p.accepts = j.at("accepts").get<std::set<int>>();
+    p.brings = j.at("brings").get<bool>();
     return p;
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("group rank 0's checkpoint plan is unreadable (") + e.what() +
@@ -116,14 +176,15 @@ NodePlan decode_plan(const std::string& text) {
   }
 }
 
-std::vector<NodePlan> plan_nodes(const std::vector<NodeRecord>& records, int world_size) {
+std::vector<NodePlan> plan_nodes(const std::vector<NodeRecord>& records, int world_size, const Unbrought& refused) {
   std::vector<NodePlan> plans(records.size());
   for (const auto& node : records) {
     if (node.off.empty()) continue;
     for (auto& p : plans) p.off = "node " + std::to_string(node.group_rank) + " has them off (" + node.off + ")";
     return plans;
   }
-  const auto steps = merged_steps(records, world_size);
+  auto steps = merged_steps(records, world_size);
+  for (const auto& [rank, step] : refused) std::erase(steps[rank], step);
   std::vector<std::vector<std::int64_t>> lists;
   bool listed = false;
   for (const auto& [rank, held] : steps) {
@@ -131,12 +192,15 @@ std::vector<NodePlan> plan_nodes(const std::vector<NodeRecord>& records, int wor
     listed = listed || !held.empty();
   }
   const auto resume = newest_common_step(lists);
+  const bool brings = resume && anyone_brings(records, *resume);
   const int nodes = static_cast<int>(records.size());
   for (std::size_t i = 0; i < records.size(); ++i) {
     const NodeRecord& node = records[i];
     NodePlan& p = plans[i];
     p.resume = resume;
     p.listed = listed;
+    p.brings = brings;
+    p.accepts = ranks_replicated_to(records, node.group_rank);
     for (int target : ring_targets(node.group_rank, nodes, node.replicas)) {
       for (const auto& other : records)
         if (other.group_rank == target && !other.endpoint.empty()) p.targets.push_back(other.endpoint);
@@ -155,15 +219,7 @@ Exchanged exchange_records(store::Store& store, int restart_count, const NodeRec
   store.set(record_key(restart_count, self.group_rank), encode_record(self));
   Exchanged out;
   if (self.group_rank != 0) {
-    const std::string mine = plan_key(restart_count, self.group_rank);
-    try {
-      store.wait({mine}, timeout + kPlanGrace);
-    } catch (const store::TimeoutError& e) {
-      out.plan.off = "no checkpoint plan from group rank 0's agent for attempt " + std::to_string(restart_count) +
-                     " within " + seconds_of(timeout + kPlanGrace) + " s (" + e.what() + ")";
-      return out;
-    }
-    out.plan = decode_plan(store.get(mine));
+    out.plan = await_plan(store, restart_count, 0, self.group_rank, timeout);
     return out;
   }
   std::vector<std::string> keys;
@@ -175,6 +231,7 @@ Exchanged exchange_records(store::Store& store, int restart_count, const NodeRec
     for (const auto& text : store.multi_get(keys)) records.push_back(decode_record(text));
     plans = plan_nodes(records, world_size);
     out.steps = merged_steps(records, world_size);
+    out.planner.records = std::move(records);
   } catch (const store::TimeoutError&) {
     std::vector<std::string> missing;
     for (int node = 0; node < nodes && missing.size() < 10; ++node)
@@ -188,14 +245,59 @@ Exchanged exchange_records(store::Store& store, int restart_count, const NodeRec
   } catch (const std::runtime_error& e) {  // a record this version cannot read
     plans.assign(nodes, NodePlan{e.what(), std::nullopt, false, {}, {}});
   }
-  std::vector<std::string> plan_keys, values;
-  for (int node = 1; node < nodes; ++node) {
-    plan_keys.push_back(plan_key(restart_count, node));
-    values.push_back(encode_plan(plans[node]));
-  }
-  if (!plan_keys.empty()) store.multi_set(plan_keys, values);
+  publish_plans(store, restart_count, 0, plans);
   out.plan = plans[0];
   return out;
+}
+
+std::optional<NodePlan> settle_brings(store::Store& store, int restart_count, int iteration, int self,
+                                      const Unbrought& mine, int nodes, int world_size, Planner& planner,
+                                      std::chrono::milliseconds timeout) {
+  store.set(unbrought_key(restart_count, iteration, self), unbrought_json(mine).dump());
+  const std::string settled = settled_key(restart_count, iteration);
+  if (self != 0) {
+    try {
+      store.wait({settled}, timeout + kPlanGrace);
+    } catch (const store::TimeoutError& e) {
+      NodePlan p;
+      p.off = "group rank 0's agent did not say within " + seconds_of(timeout + kPlanGrace) +
+              " s whether every checkpoint step could be brought (" + e.what() + ")";
+      return p;
+    }
+    if (unbrought_from(store.get(settled)).empty()) return std::nullopt;
+    return await_plan(store, restart_count, iteration + 1, self, timeout);
+  }
+  std::vector<std::string> keys;
+  for (int node = 0; node < nodes; ++node) keys.push_back(unbrought_key(restart_count, iteration, node));
+  Unbrought fresh;
+  std::vector<NodePlan> plans;
+  try {
+    store.wait(keys, timeout);
+    for (const auto& text : store.multi_get(keys)) {
+      const auto list = unbrought_from(text);
+      fresh.insert(fresh.end(), list.begin(), list.end());
+    }
+    std::sort(fresh.begin(), fresh.end());
+    fresh.erase(std::unique(fresh.begin(), fresh.end()), fresh.end());
+    if (!fresh.empty()) {
+      planner.refused.insert(planner.refused.end(), fresh.begin(), fresh.end());
+      plans = plan_nodes(planner.records, world_size, planner.refused);
+    }
+  } catch (const store::TimeoutError&) {
+    fresh = {{-1, -1}};  // some node never said: nobody can know the step stands
+    plans.assign(nodes, NodePlan{});
+    for (auto& p : plans)
+      p.off = "not every node said within " + seconds_of(timeout) + " s which checkpoint steps it could not bring";
+  } catch (const std::runtime_error& e) {
+    if (dynamic_cast<const store::StoreError*>(&e)) throw;
+    fresh = {{-1, -1}};
+    plans.assign(nodes, NodePlan{});
+    for (auto& p : plans) p.off = e.what();
+  }
+  if (!fresh.empty()) publish_plans(store, restart_count, iteration + 1, plans);
+  store.set(settled, unbrought_json(fresh).dump());  // after the plans: a node that reads "again" finds its plan
+  if (fresh.empty()) return std::nullopt;
+  return plans.empty() ? std::nullopt : std::optional<NodePlan>(plans[0]);
 }
 
 std::map<int, std::vector<std::int64_t>> merged_steps(const std::vector<NodeRecord>& nodes, int world_size) {
@@ -228,6 +330,25 @@ std::vector<int> ring_targets(int self, int group_world_size, int count) {
   std::vector<int> out;
   for (int i = 1; i <= count && i < group_world_size; ++i) out.push_back((self + i) % group_world_size);
   return out;
+}
+
+std::set<int> ranks_replicated_to(const std::vector<NodeRecord>& nodes, int self) {
+  std::set<int> out;
+  const int group_world_size = static_cast<int>(nodes.size());
+  for (const auto& node : nodes) {
+    const auto targets = ring_targets(node.group_rank, group_world_size, node.replicas);
+    if (std::find(targets.begin(), targets.end(), self) == targets.end()) continue;
+    for (int rank = node.first_rank; rank < node.first_rank + node.ranks; ++rank) out.insert(rank);
+  }
+  return out;
+}
+
+bool anyone_brings(const std::vector<NodeRecord>& nodes, std::int64_t step) {
+  for (const auto& node : nodes) {
+    for (int rank = node.first_rank; rank < node.first_rank + node.ranks; ++rank)
+      if (!holds(node.holdings.own, rank, step)) return true;
+  }
+  return false;
 }
 
 }  // namespace ctrun::agent::checkpoint

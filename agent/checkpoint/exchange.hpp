@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,18 @@ struct NodePlan {
   std::vector<std::string> targets;    // this node's replication targets (endpoints), nearest first
   // Each rank of this node whose `resume` step it does not hold: the nodes that hold it (own snapshots first).
   std::map<int, std::vector<std::string>> holders;
+  std::set<int> accepts;  // the ranks whose replicas this node takes (those of the nodes whose ring targets it)
+  bool brings = false;    // some node brings `resume` from elsewhere: every node then settles what could not be
+};
+
+// A (rank, step) that no node could bring intact (every copy failed its digest, or none could be fetched).
+using Unbrought = std::vector<std::pair<int, std::int64_t>>;
+
+// What group rank 0 keeps between the plan and the settling of what could not be brought (the records, and what no
+// node could bring so far); empty on the other nodes.
+struct Planner {
+  std::vector<NodeRecord> records;
+  Unbrought refused;
 };
 
 // In the round's store, per attempt: the static backend's round (and so its store) is the same for every attempt of
@@ -53,12 +66,15 @@ std::string encode_plan(const NodePlan& plan);
 // Throws std::runtime_error for a plan this version cannot read.
 NodePlan decode_plan(const std::string& text);
 
-// Group rank 0's work, pure: every node's part of the plan (in the records' order), from every node's record.
-std::vector<NodePlan> plan_nodes(const std::vector<NodeRecord>& records, int world_size);
+// Group rank 0's work, pure: every node's part of the plan (in the records' order), from every node's record, the
+// steps in `refused` left out (no intact copy of them exists).
+std::vector<NodePlan> plan_nodes(const std::vector<NodeRecord>& records, int world_size,
+                                 const Unbrought& refused = {});
 
 struct Exchanged {
   NodePlan plan;                                   // this node's part
   std::map<int, std::vector<std::int64_t>> steps;  // group rank 0 only: every rank's steps some node holds
+  Planner planner;                                 // group rank 0 only
 };
 // Blocking (the helper lane): writes `self` as this node's record of attempt `restart_count`; group rank 0 waits for
 // the `nodes` nodes' records of that attempt (at most `timeout`), plans and writes every node's part; the others
@@ -66,6 +82,16 @@ struct Exchanged {
 // take part (a record missing, no plan in time) gets a plan with `off` saying why; a store error is thrown.
 Exchanged exchange_records(store::Store& store, int restart_count, const NodeRecord& self, int nodes,
                            int world_size, std::chrono::milliseconds timeout);
+
+// After a plan with `brings`, every node says what it could not bring intact (`mine`); group rank 0 reads the
+// `nodes` lists (one request), and when some step could not be brought anywhere plans again without it: the returned
+// plan is this node's next (the job then resumes from an older step every rank holds intact, and the nodes bring
+// that one), nullopt when every rank now holds the resume step. O(N) requests in all, as the plan's. Blocking (the
+// helper lane); `iteration` counts the re-plans of the attempt (0 first); a node with no answer in time gets a plan
+// with `off` saying why.
+std::optional<NodePlan> settle_brings(store::Store& store, int restart_count, int iteration, int self,
+                                      const Unbrought& mine, int nodes, int world_size, Planner& planner,
+                                      std::chrono::milliseconds timeout);
 
 // Every step some node holds of each rank 0..world_size-1 (own snapshots and replicas together), oldest first.
 std::map<int, std::vector<std::int64_t>> merged_steps(const std::vector<NodeRecord>& nodes, int world_size);
@@ -76,5 +102,11 @@ std::vector<std::string> holders_of(const std::vector<NodeRecord>& nodes, int ra
 // The replication targets of group rank `self` among `group_world_size` nodes: the next `count` group ranks on the
 // ring (never itself; fewer when there are fewer other nodes).
 std::vector<int> ring_targets(int self, int group_world_size, int count);
+
+// The ranks whose replicas group rank `self` takes in this round: those of every node whose ring targets it.
+std::set<int> ranks_replicated_to(const std::vector<NodeRecord>& nodes, int self);
+
+// Whether some node must bring `step` of one of its ranks from elsewhere (it does not hold it as its own snapshot).
+bool anyone_brings(const std::vector<NodeRecord>& nodes, std::int64_t step);
 
 }  // namespace ctrun::agent::checkpoint

@@ -9,6 +9,7 @@
 #include "agent/checkpoint/exchange.hpp"
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
+#include "agent/checkpoint/snapshot_digest.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 
@@ -27,27 +28,35 @@ std::vector<std::int64_t> held_steps(const JobDirectory& dir, int rank) {
 }
 
 // Makes `step` of `rank` a snapshot of this node's rank directory: already there, a replica this node received
-// (moved), or fetched from one of `holders`. A failure is logged; the rank's ck.load() then says so.
-void bring(const GatherInput& in, const JobDirectory& dir, int rank, std::int64_t step,
+// (moved, once its digest matches), or fetched from one of `holders` (checked the same way). A failure is logged
+// and returned false.
+bool bring(const GatherInput& in, const JobDirectory& dir, int rank, std::int64_t step,
            const std::vector<std::string>& holders, Gathered& g) {
   const auto have = held_steps(dir, rank);
-  if (std::find(have.begin(), have.end(), step) != have.end()) return;
+  if (std::find(have.begin(), have.end(), step) != have.end()) return true;
   const auto began = std::chrono::steady_clock::now();
   nlohmann::json event = {{"rank", rank}, {"step", step}};
   const fs::path own = fs::path(dir.path()) / rank_dir_name(rank);
   const fs::path replica = fs::path(dir.path()) / replica_dir_name(rank) / step_file_name(step);
   std::error_code ec;
   fs::create_directories(own, ec);
+  std::vector<std::string> errors;
   if (fs::exists(replica, ec)) {
-    fs::rename(replica, own / step_file_name(step), ec);
-    event["from"] = "local replica";
-    event["bytes"] = ec ? 0 : fs::file_size(own / step_file_name(step), ec);
-    if (ec) event["error"] = ec.message();
-  } else {
-    std::vector<std::string> errors;
+    if (const std::string problem = check_snapshot(replica.string(), rank, step); !problem.empty()) {
+      errors.push_back("the replica this node held failed its check (" + problem + "); removed");
+      fs::remove(replica, ec);
+    } else {
+      fs::rename(replica, own / step_file_name(step), ec);
+      event["from"] = "local replica";
+      event["bytes"] = ec ? 0 : fs::file_size(own / step_file_name(step), ec);
+      if (ec) errors.push_back(ec.message());
+    }
+  }
+  if (!event.contains("from")) {
     for (const auto& endpoint : holders) {
       try {
-        event["bytes"] = fetch_snapshot(endpoint, rank, step, dir.path(), in.limit, *in.stopping);
+        event["bytes"] = fetch_snapshot(endpoint, rank, step, dir.path(), in.limit, *in.stopping, kTransferIdle,
+                                        in.secret.get());
         event["from"] = endpoint;
         errors.clear();
         break;
@@ -55,13 +64,15 @@ void bring(const GatherInput& in, const JobDirectory& dir, int rank, std::int64_
         errors.push_back(endpoint + ": " + e.what());
       }
     }
-    if (!event.contains("from")) event["error"] = errors.empty() ? "no node holds it" : text::join(errors, "; ");
   }
+  if (!event.contains("from") || !errors.empty())
+    event["error"] = errors.empty() ? "no node holds it" : text::join(errors, "; ");
   event["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   if (event.contains("error"))
     log::get("checkpoint")->warn("could not bring step {} of rank {} to this node: {}", step, rank,
                                  event["error"].dump());
   g.fetched.push_back(event);
+  return !event.contains("error");
 }
 
 }  // namespace
@@ -76,7 +87,7 @@ std::shared_ptr<Gathered> gather(const GatherInput& in, int restart_count, const
       g->reconciled = dir->reconcile();
       if (self.endpoint.empty()) {
         try {
-          g->server = std::make_unique<ReplicaServer>(in.dir, in.limit, in.listen_host());
+          g->server = std::make_unique<ReplicaServer>(in.dir, in.limit, in.listen_host(), kTransferIdle, in.secret);
           self.endpoint = g->server->endpoint();
         } catch (const std::exception& e) {
           // Said in this node's record: the others learn at once that the attempt runs without checkpoints,
@@ -94,17 +105,32 @@ std::shared_ptr<Gathered> gather(const GatherInput& in, int restart_count, const
     log->debug("checkpoint exchange of attempt {} done: {}", restart_count,
                ex.plan.off.empty() ? "resume step " + (ex.plan.resume ? std::to_string(*ex.plan.resume) : "none")
                                    : ex.plan.off);
-    if (!ex.plan.off.empty()) throw std::runtime_error(ex.plan.off);
     g->steps = std::move(ex.steps);
-    g->listed = ex.plan.listed;
-    g->resume = ex.plan.resume;
-    if (g->resume) {
+    NodePlan plan = std::move(ex.plan);
+    // Bring this node's ranks' resume step; when some step could not be brought intact anywhere, group rank 0 plans
+    // again without it (at most once per step a rank holds: each re-plan leaves one more out).
+    for (int iteration = 0;; ++iteration) {
+      if (!plan.off.empty()) throw std::runtime_error(plan.off);
+      g->listed = plan.listed;
+      g->resume = plan.resume;
+      g->targets = plan.targets;
+      g->accepts = plan.accepts;
+      if (!g->resume) break;
       if (int dropped = dir->drop_steps_above(*g->resume); dropped > 0)
-        log::get("checkpoint")
-            ->info("removed {} snapshot(s) above step {}, the step the job resumes from", dropped, *g->resume);
-      for (const auto& [rank, holders] : ex.plan.holders) bring(in, *dir, rank, *g->resume, holders, *g);
+        log->info("removed {} snapshot(s) above step {}, the step the job resumes from", dropped, *g->resume);
+      Unbrought mine;
+      for (const auto& [rank, holders] : plan.holders)
+        if (!bring(in, *dir, rank, *g->resume, holders, *g)) mine.emplace_back(rank, *g->resume);
+      if (!plan.brings) break;  // nobody brought anything: nothing can have failed
+      auto next = settle_brings(*round.store, restart_count, iteration, round.group_rank, mine,
+                                round.group_world_size, round.global_world_size, ex.planner, kExchangeTimeout);
+      if (!next) break;
+      if (next->off.empty())
+        log->warn("no intact copy of step {} of some rank could be brought to its node: the job resumes from an "
+                  "older step that every rank holds intact",
+                  *g->resume);
+      plan = std::move(*next);
     }
-    g->targets = std::move(ex.plan.targets);
   } catch (const std::exception& e) {
     g->off = in.off.empty() ? std::string("in-memory checkpoints are off for this attempt: ") + e.what() : in.off;
   }

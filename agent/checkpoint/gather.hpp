@@ -1,7 +1,8 @@
 #pragma once
 // Several nodes, before each attempt's workers start (docs/checkpoint.md, "Several nodes"): the agents agree on what
 // every node holds (exchange.hpp, through the round's store) and each brings its local ranks' resume step from the
-// node that holds it when it lacks it. Blocking: it runs on the helper lane, on what the loop copied into a
+// node that holds it when it lacks it, checked against its digest (snapshot_digest.hpp); a step no node can bring
+// intact is left out and the job resumes from an older one every rank holds intact (exchange.hpp, settle_brings). Blocking: it runs on the helper lane, on what the loop copied into a
 // GatherInput; it touches none of the keeper's objects, and its result goes back to the loop, which applies it
 // (CheckpointKeeper::begin_attempt). The replication endpoint is made here the first time (binding needs this node's
 // listen address, which may need a name lookup) and handed to the keeper with the result.
@@ -12,12 +13,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/checkpoint/job_directory.hpp"
+#include "common/auth/secret.hpp"
 #include "rendezvous/handler.hpp"
 
 namespace ctrun::agent::checkpoint {
@@ -34,6 +37,7 @@ struct GatherInput {
   std::string endpoint;            // this node's replication endpoint, once made ("" before the first gather)
   std::shared_ptr<const std::atomic<bool>> stopping;
   std::function<std::string()> listen_host;  // where to bind the endpoint (may look a name up)
+  std::shared_ptr<const auth::Secret> secret;  // the job's: every replication connection proves it
 };
 
 // What the nodes of a round agreed, for the loop.
@@ -44,6 +48,7 @@ struct Gathered {
   bool listed = false;                             // some rank of the job holds some step
   std::optional<std::int64_t> resume;
   std::vector<std::string> targets;     // this node's replication targets (endpoints)
+  std::set<int> accepts;                // the ranks whose replicas this node takes in this attempt
   std::vector<nlohmann::json> fetched;  // checkpoint_fetched events
   std::unique_ptr<ReplicaServer> server;  // the endpoint, when this gather made it (the keeper keeps it)
 };

@@ -32,6 +32,7 @@
 #include "agent/launch/worker_store.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replicator.hpp"
+#include "agent/checkpoint/snapshot_digest.hpp"
 #include "agent/process/worker_group.hpp"
 #include "common/log.hpp"
 #include "common/worker_env.hpp"
@@ -47,7 +48,8 @@ struct CheckpointKeeper::Impl {
         events(ev),
         nproc(config.nproc_per_node),
         replicas_flag(config.checkpoint_replicas),
-        spill_dir(config.checkpoint_dir) {
+        spill_dir(config.checkpoint_dir),
+        secret(config.secret) {
     if (config.checkpoint_memory && *config.checkpoint_memory == 0) {
       off = "in-memory checkpoints are off for this job (ctrun --checkpoint-memory 0)";
       if (!spill_dir.empty())
@@ -112,6 +114,7 @@ struct CheckpointKeeper::Impl {
   void begin_attempt(int restart_count, const rdzv::RoundInfo& round, const std::optional<StoreSite>& store,
                      Gathered* gathered) {
     if (gathered && gathered->server) server = std::move(gathered->server);  // made by the first gather
+    if (gathered && server && gathered->off.empty()) server->accept_pushes_of(gathered->accepts);
     first_rank = round.base_global_rank;
     ranks = nproc;
     multi_node = round.group_world_size > 1;
@@ -175,7 +178,8 @@ struct CheckpointKeeper::Impl {
                 if (token.expired()) return;
                 on_replicated(out);
               });
-            });
+            },
+            secret);
       }
       maybe_replicate();  // the new ring's targets may lack this node's newest step
     }
@@ -247,6 +251,7 @@ struct CheckpointKeeper::Impl {
   int first_rank = 0;
   int ranks = 0;
   bool multi_node = false;
+  std::shared_ptr<const auth::Secret> secret;  // the job's (LaunchConfig::secret): every replication connection proves it
   // Cancels a fetch of a gather under way when the agent ends (shared with the helper lane's copy).
   std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<ReplicaServer> server;  // this node's replication endpoint, made by the first gather
@@ -285,7 +290,8 @@ void CheckpointKeeper::prepare_attempt(HelperLane& lane, const Attempt& a, std::
                  i.server ? i.server->endpoint() : "", i.stopping,
                  [config = config_, host = a.store_host, fixed = a.static_multi_node] {
                    return node_listen_host(config, host, fixed);
-                 }};
+                 },
+                 i.secret};
   lane.run(BlockingCall::kCheckpointExchange,
            [this, in = std::move(in), a, site, wanted = std::move(wanted), ready = std::move(ready)]() mutable {
              auto gathered = gather(in, a.restart_count, a.round);

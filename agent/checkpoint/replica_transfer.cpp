@@ -20,6 +20,8 @@
 #include "agent/checkpoint/layout.hpp"
 #include "agent/base/memory_size.hpp"
 #include "agent/checkpoint/replica_wire.hpp"
+#include "agent/checkpoint/snapshot_digest.hpp"
+#include "common/auth/handshake.hpp"
 #include "common/log.hpp"
 
 namespace ctrun::agent::checkpoint {
@@ -76,6 +78,8 @@ class Incoming {
   Incoming& operator=(const Incoming&) = delete;
 
   int fd() const { return fd_; }
+  // The partial file (complete once the body is received), for the digest check before commit().
+  const fs::path& path() const { return partial_; }
 
   // The rename that makes it visible; for replicas, steps above it (an abandoned timeline) and all but the newest
   // kKeptSteps go.
@@ -124,6 +128,33 @@ class Incoming {
 
 void receive_body(Connection& conn, Incoming& in, std::uint64_t size) { conn.receive_file(in.fd(), 0, size); }
 
+// A connection to a peer's endpoint, the job's handshake done when there is a secret.
+Connection open_to(const std::string& endpoint, const std::atomic<bool>& stop, std::chrono::milliseconds idle,
+                   const auth::Secret* secret) {
+  Connection conn = Connection::connect(endpoint, stop, idle);
+  if (secret)
+    auth::prove_to_server(conn.fd(), *secret, auth::Purpose::kReplica, std::chrono::steady_clock::now() + idle,
+                          "the replication endpoint " + endpoint, &stop);
+  return conn;
+}
+
+std::string address_of(const sockaddr_storage& addr) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (addr.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(addr);
+    ::inet_ntop(AF_INET, &a.sin_addr, host, sizeof host);
+    return std::string(host) + ":" + std::to_string(ntohs(a.sin_port));
+  }
+  if (addr.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(addr);
+    ::inet_ntop(AF_INET6, &a.sin6_addr, host, sizeof host);
+    std::string out(1, '[');  // appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "[" + std::string
+    out.append(host).append("]:").append(std::to_string(ntohs(a.sin6_port)));
+    return out;
+  }
+  return "?";
+}
+
 // The open snapshot file of `rank` at `step` this node holds (its own, else a replica), or -1.
 int open_held(const std::string& job_dir, int rank, std::int64_t step) {
   for (const auto& sub : {rank_dir_name(rank), replica_dir_name(rank)}) {
@@ -136,8 +167,8 @@ int open_held(const std::string& job_dir, int rank, std::int64_t step) {
 }  // namespace
 
 ReplicaServer::ReplicaServer(std::string job_dir, std::uint64_t limit, const std::string& host,
-                             std::chrono::milliseconds idle)
-    : dir_(std::move(job_dir)), limit_(limit), idle_(idle) {
+                             std::chrono::milliseconds idle, std::shared_ptr<const auth::Secret> secret)
+    : dir_(std::move(job_dir)), limit_(limit), idle_(idle), secret_(std::move(secret)) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
@@ -182,24 +213,47 @@ void ReplicaServer::accept_loop() {
     });
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 100) <= 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) continue;
     if (served_.size() >= kMaxConnections) {
       ::close(fd);  // the peer retries with its next step
       continue;
     }
     auto done = std::make_shared<std::atomic<bool>>(false);
-    served_.push_back({std::thread([this, fd, done] {
-                         serve(fd);
+    served_.push_back({std::thread([this, fd, done, peer = address_of(addr)] {
+                         serve(fd, peer);
                          *done = true;
                        }),
                        done});
   }
 }
 
-void ReplicaServer::serve(int fd) {
+void ReplicaServer::accept_pushes_of(std::optional<std::set<int>> ranks) {
+  std::lock_guard lock(ranks_mu_);
+  push_ranks_ = std::move(ranks);
+}
+
+bool ReplicaServer::accepts_push_of(int rank) const {
+  std::lock_guard lock(ranks_mu_);
+  return !push_ranks_ || push_ranks_->count(rank) > 0;
+}
+
+void ReplicaServer::serve(int fd, const std::string& peer) {
   auto log = ctrun::log::get("checkpoint");
   Connection conn(fd, stop_, idle_);
+  if (secret_) {
+    // Before any frame: a peer that does not prove the job's secret gets nothing and leaves nothing.
+    try {
+      auth::check_client(fd, *secret_, auth::Purpose::kReplica,
+                         std::chrono::steady_clock::now() + std::chrono::milliseconds(auth::kServerTimeout), &stop_);
+    } catch (const auth::AuthError& e) {
+      if (e.failure() != auth::Failure::kStopped)
+        log->warn("refused the replication connection from {}: {}", peer, e.what());
+      return;
+    }
+  }
   try {
     const Frame first = conn.receive_frame();
     if (first.kind == FrameKind::kGet) {
@@ -220,6 +274,13 @@ void ReplicaServer::serve(int fd) {
       return;
     }
     if (first.kind != FrameKind::kPut) return conn.send_refusal("expected put or get");
+    if (!accepts_push_of(first.rank)) {
+      log->warn("refused a replica of rank {} step {} from {}: this node holds replicas only for the nodes whose ring "
+                "sends to it",
+                first.rank, first.step, peer);
+      return conn.send_refusal("this node does not hold replicas of rank " + std::to_string(first.rank) +
+                               " (the ring of this round assigns it another node)");
+    }
     std::unique_ptr<Incoming> in;
     try {
       in = std::make_unique<Incoming>(dir_, replica_dir_name(first.rank), first.step, first.size, limit_);
@@ -231,6 +292,11 @@ void ReplicaServer::serve(int fd) {
     receive_body(conn, *in, first.size);
     const Frame end = conn.receive_frame();
     if (end.kind != FrameKind::kCommit) return;  // aborted: the sender's file changed under it; nothing kept
+    if (const std::string problem = check_snapshot(in->path().string(), first.rank, first.step); !problem.empty()) {
+      log->warn("refused the replica of rank {} step {} from {}: {}", first.rank, first.step, peer, problem);
+      return conn.send_refusal("the replica of rank " + std::to_string(first.rank) + " step " +
+                               std::to_string(first.step) + " failed its check: " + problem);
+    }
     in->commit(dir_, true);
     received_ += first.size;
     conn.send_frame({FrameKind::kOk, first.rank, first.step, 0});
@@ -240,7 +306,7 @@ void ReplicaServer::serve(int fd) {
 }
 
 void push_snapshot(const std::string& endpoint, int rank, std::int64_t step, const std::string& file,
-                   const std::atomic<bool>& stop, std::chrono::milliseconds idle) {
+                   const std::atomic<bool>& stop, std::chrono::milliseconds idle, const auth::Secret* secret) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(sys_error("cannot open " + file));
   struct FdCloser {
@@ -250,7 +316,7 @@ void push_snapshot(const std::string& endpoint, int rank, std::int64_t step, con
   struct stat st {};
   ::fstat(fd, &st);
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  Connection conn = Connection::connect(endpoint, stop, idle);
+  Connection conn = open_to(endpoint, stop, idle, secret);
   conn.send_frame({FrameKind::kPut, rank, step, size});
   Frame reply = conn.receive_frame();
   if (reply.kind == FrameKind::kRefused) throw std::runtime_error(endpoint + " refused: " + conn.receive_text(reply));
@@ -265,14 +331,18 @@ void push_snapshot(const std::string& endpoint, int rank, std::int64_t step, con
 }
 
 std::uint64_t fetch_snapshot(const std::string& endpoint, int rank, std::int64_t step, const std::string& job_dir,
-                             std::uint64_t limit, const std::atomic<bool>& stop, std::chrono::milliseconds idle) {
-  Connection conn = Connection::connect(endpoint, stop, idle);
+                             std::uint64_t limit, const std::atomic<bool>& stop, std::chrono::milliseconds idle,
+                             const auth::Secret* secret) {
+  Connection conn = open_to(endpoint, stop, idle, secret);
   conn.send_frame({FrameKind::kGet, rank, step, 0});
   const Frame reply = conn.receive_frame();
   if (reply.kind == FrameKind::kRefused) throw std::runtime_error(endpoint + ": " + conn.receive_text(reply));
   if (reply.kind != FrameKind::kData) throw std::runtime_error(endpoint + " answered a fetch with no data");
   Incoming in(job_dir, rank_dir_name(rank), step, reply.size, limit);
   receive_body(conn, in, reply.size);
+  if (const std::string problem = check_snapshot(in.path().string(), rank, step); !problem.empty())
+    throw std::runtime_error("the copy of rank " + std::to_string(rank) + " step " + std::to_string(step) + " from " +
+                             endpoint + " failed its check: " + problem);
   in.commit(job_dir, false);
   return reply.size;
 }

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/auth/handshake.hpp"
+
 namespace ctrun::agent::checkpoint {
 namespace {
 
@@ -49,6 +51,11 @@ std::array<char, kFrameBytes> encode_frame(const Frame& f) {
 }
 
 Frame decode_frame(const std::array<char, kFrameBytes>& bytes) {
+  // Handshake bytes where a frame was expected: the peer has a job secret and this agent has none (or the other way).
+  if (auth::is_handshake(bytes.data(), bytes.size()))
+    throw std::runtime_error(
+        "the other agent holds a job secret and this one none (or it refused this one for having none): give every "
+        "agent of the job the same --secret-file or CTRUN_SECRET");
   if (take<std::uint32_t>(bytes.data()) != kFrameMagic)
     throw std::runtime_error("not a ctrun replication peer (bad frame magic)");
   Frame f;
@@ -228,7 +235,11 @@ void Connection::send_frame(const Frame& frame) {
 
 Frame Connection::receive_frame() {
   std::array<char, kFrameBytes> bytes{};
-  receive(bytes.data(), bytes.size());
+  // A handshake's verdict (8 bytes, then the close) comes where a frame was expected when the peer requires a job
+  // secret and this agent has none: its first bytes say so before the close would.
+  receive(bytes.data(), auth::kVerdictBytes);
+  if (!auth::is_handshake(bytes.data(), auth::kVerdictBytes))
+    receive(bytes.data() + auth::kVerdictBytes, bytes.size() - auth::kVerdictBytes);
   return decode_frame(bytes);
 }
 

@@ -45,7 +45,9 @@ inline constexpr std::size_t kBatch = 256 << 10;
 void size_socket_buffers(int fd);
 
 std::array<char, kFrameBytes> encode_frame(const Frame& frame);
-// Throws std::runtime_error for bytes that are not a frame (wrong magic, unknown kind, a negative rank or step).
+// Throws std::runtime_error for bytes that are not a frame (wrong magic, unknown kind, a negative rank or step); for
+// the job's handshake (common/auth/handshake.hpp) in their place, one that says the two agents disagree about the
+// job's secret.
 Frame decode_frame(const std::array<char, kFrameBytes>& bytes);
 
 // One connected socket (owned). Every call throws std::runtime_error saying what failed: the peer closed, `idle`
@@ -71,6 +73,7 @@ class Connection {
   // into the pipe and are copied once, into the file's pages, with no mapping of the file to set up and tear down.
   void receive_file(int fd, std::uint64_t offset, std::uint64_t size);
 
+  int fd() const { return fd_; }
   void send_frame(const Frame& frame);
   Frame receive_frame();
   void send_refusal(const std::string& text);

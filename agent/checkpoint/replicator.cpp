@@ -30,8 +30,9 @@ void mark_replicated(const std::string& job_dir, int rank, std::int64_t step) {
 
 }  // namespace
 
-Replicator::Replicator(std::string job_dir, std::function<void(const ReplicationOutcome&)> done)
-    : dir_(std::move(job_dir)), done_(std::move(done)), thread_([this] { run(); }) {}
+Replicator::Replicator(std::string job_dir, std::function<void(const ReplicationOutcome&)> done,
+                       std::shared_ptr<const auth::Secret> secret)
+    : dir_(std::move(job_dir)), done_(std::move(done)), secret_(std::move(secret)), thread_([this] { run(); }) {}
 
 Replicator::~Replicator() {
   {
@@ -66,7 +67,7 @@ void Replicator::run() {
     for (const auto& target : task.targets) {
       try {
         for (const auto& [rank, file] : task.files) {
-          push_snapshot(target, rank, task.step, file, stop_);
+          push_snapshot(target, rank, task.step, file, stop_, kTransferIdle, secret_.get());
           std::error_code ec;
           const auto size = fs::file_size(file, ec);
           out.bytes += ec ? 0 : size;

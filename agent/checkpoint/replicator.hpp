@@ -8,12 +8,17 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+namespace ctrun::auth {
+class Secret;
+}
 
 namespace ctrun::agent::checkpoint {
 
@@ -33,8 +38,9 @@ struct ReplicationOutcome {
 
 class Replicator {
  public:
-  // `done` is called on the replication thread after each task.
-  Replicator(std::string job_dir, std::function<void(const ReplicationOutcome&)> done);
+  // `done` is called on the replication thread after each task. With `secret`, every push proves it first.
+  Replicator(std::string job_dir, std::function<void(const ReplicationOutcome&)> done,
+             std::shared_ptr<const auth::Secret> secret = nullptr);
   ~Replicator();  // stops a transfer within 100 ms
   Replicator(const Replicator&) = delete;
   Replicator& operator=(const Replicator&) = delete;
@@ -48,6 +54,7 @@ class Replicator {
   void run();
   std::string dir_;
   std::function<void(const ReplicationOutcome&)> done_;
+  std::shared_ptr<const auth::Secret> secret_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::optional<ReplicationTask> pending_;

@@ -261,6 +261,10 @@ const std::vector<FlagSpec>& flag_table() {
        "Command that runs a command on a host (the host and the command are appended)."},
       {"export", "", K::kList, "", kNoPet, kLauncher, [](C& c, const std::string& v) { c.multihost.exports = v; },
        "Comma-separated NAME or NAME=VALUE set on every host (besides the .ctrun_env files)."},
+      {"secret_file", "", K::kValue, "", kPet, kLauncher, text_of<&C::secret_file>,
+       "File holding the job's secret, the same on every node (or CTRUN_SECRET, --rdzv-conf secret_file=; -: the "
+       "first line of stdin): agents prove it to each other before any store or checkpoint traffic "
+       "(docs/security.md). --hostfile/--hosts make one per job."},
       {"exit_on_stdin_close", "", K::kBool, "0", kNoPet, kLauncher, bool_of<&C::exit_on_stdin_close>,
        "Stop the agent and its workers when stdin closes (what --hostfile runs on each host)."},
       {"dry_run", "", K::kBool, "0", kPet, kCtrun, bool_of<&C::dry_run>,

@@ -44,6 +44,7 @@ rdzv::RendezvousParameters rendezvous_parameters(const LaunchConfig& config) {
   p.master_addr = config.master_addr;
   p.master_port = config.master_port ? static_cast<std::uint16_t>(*config.master_port) : rdzv::kDefaultMasterPort;
   p.config = config.rdzv_conf;
+  p.secret = config.secret;
   return p;
 }
 

@@ -21,8 +21,10 @@
 
 #include "agent/config/flag_parsers.hpp"
 #include "agent/config/flags.hpp"
+#include "agent/config/job_secret.hpp"
 #include "agent/config/launch_config_builder.hpp"
 #include "agent/logs/write_all.hpp"
+#include "common/auth/secret.hpp"
 #include "common/text.hpp"
 #include "rendezvous/parameters.hpp"
 
@@ -64,8 +66,8 @@ struct Remote {
 
 class Launcher {
  public:
-  Launcher(std::vector<HostLaunch> plans, std::vector<std::string> ssh, double grace)
-      : ssh_(std::move(ssh)), grace_(grace) {
+  Launcher(std::vector<HostLaunch> plans, std::vector<std::string> ssh, double grace, std::string secret)
+      : ssh_(std::move(ssh)), grace_(grace), secret_(std::move(secret)) {
     for (auto& p : plans) {
       Remote r;
       r.plan = std::move(p);
@@ -128,6 +130,8 @@ class Launcher {
     ::close(err[1]);
     r.pid = pid;
     r.stdin_fd = in[1];
+    // The job's secret, the first line of the remote `--secret-file -`'s stdin (a pipe's buffer takes it at once).
+    write_all(r.stdin_fd, secret_ + "\n");
     r.out = Stream{out[0], 1, {}};
     r.err = Stream{err[0], 2, {}};
   }
@@ -289,6 +293,7 @@ class Launcher {
   std::vector<Remote> remotes_;
   std::vector<std::string> ssh_;
   double grace_;
+  std::string secret_;
   sigset_t old_mask_{};
   int sfd_ = -1;
   bool stopping_ = false;
@@ -342,7 +347,7 @@ std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Ho
     l.host = h.name;
     l.env = exported;
     l.env.emplace_back(kLaunchedMarker, "1");
-    l.argv = {ctrun_path, "--exit-on-stdin-close"};
+    l.argv = {ctrun_path, "--exit-on-stdin-close", "--secret-file", "-"};
     l.argv.insert(l.argv.end(), common.begin(), common.end());
     if (backend == "static" && !given(cli, "node_rank")) {
       l.argv.insert(l.argv.end(), {"--node-rank", std::to_string(i)});
@@ -369,7 +374,8 @@ std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Ho
   return out;
 }
 
-int run_multihost(const LaunchConfig& config, const CommandLine& cli, const EnvLookup& env) {
+int run_multihost(LaunchConfig& config, const CommandLine& cli, const EnvLookup& env) {
+  const auto secret = launcher_secret(config, env);  // the user's, or one made for this job
   std::vector<Host> hosts;
   EnvVars exported;
   try {
@@ -398,7 +404,7 @@ int run_multihost(const LaunchConfig& config, const CommandLine& cli, const EnvL
   write_all(2, "ctrun: starting " + std::to_string(plans.size()) + " hosts over " + ssh.front() + ": " + summary + ";" +
                    rdzv + "\n");
   // Enough for every agent to stop its workers (--shutdown-timeout) and for ssh to return.
-  Launcher launcher(std::move(plans), std::move(ssh), config.shutdown_timeout + 10.0);
+  Launcher launcher(std::move(plans), std::move(ssh), config.shutdown_timeout + 10.0, secret->key());
   return launcher.run();
 }
 

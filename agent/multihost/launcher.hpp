@@ -30,7 +30,8 @@ struct HostLaunch {
 std::vector<HostLaunch> plan_launch(const CommandLine& cli, const std::vector<Host>& hosts,
                                     const std::string& ctrun_path, const std::string& run_id, const EnvVars& exported);
 
-// Runs the whole job; returns the launcher's exit code. Throws UsageError for a bad host list.
-int run_multihost(const LaunchConfig& config, const CommandLine& cli, const EnvLookup& env);
+// Runs the whole job; returns the launcher's exit code. Throws UsageError for a bad host list. Every host's agent
+// gets the job's secret (the user's, else one made now) as the first line of its stdin (`--secret-file -`).
+int run_multihost(LaunchConfig& config, const CommandLine& cli, const EnvLookup& env);
 
 }  // namespace ctrun::agent::multihost

@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <string>
+
+#include "agent/config/job_secret.hpp"
 
 namespace ctrun::agent::multihost {
 namespace {
@@ -35,7 +38,29 @@ std::vector<std::string> without_stdin_watch_flag(std::vector<std::string> args)
   return args;
 }
 
-int run_agent_watching_stdin(const std::vector<std::string>& args, double grace_seconds) {
+int run_agent_watching_stdin(const std::vector<std::string>& args, double grace_seconds, bool secret_on_stdin) {
+  // The secret line first (before the loop below reads stdin for its end), into a pipe that becomes the agent's stdin.
+  int secret_pipe[2] = {-1, -1};
+  if (secret_on_stdin) {
+    std::string line;
+    try {
+      line = read_secret_line(0, 30.0);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ctrun: %s\n", e.what());
+      return 2;
+    }
+    if (::pipe2(secret_pipe, O_CLOEXEC) != 0) {
+      std::fprintf(stderr, "ctrun: pipe: %s\n", std::strerror(errno));
+      return 1;
+    }
+    line += "\n";
+    const bool written = ::write(secret_pipe[1], line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ::close(secret_pipe[1]);
+    if (!written) {
+      std::fprintf(stderr, "ctrun: cannot pass the job secret to the agent: %s\n", std::strerror(errno));
+      return 1;
+    }
+  }
   sigset_t mask;
   sigemptyset(&mask);
   for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&mask, s);
@@ -55,7 +80,7 @@ int run_agent_watching_stdin(const std::vector<std::string>& args, double grace_
   }
   if (child == 0) {
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    int null = ::open("/dev/null", O_RDONLY);
+    int null = secret_pipe[0] >= 0 ? secret_pipe[0] : ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, 0);
     std::vector<char*> argv;
     for (auto& a : argv_text) argv.push_back(a.data());
@@ -65,6 +90,7 @@ int run_agent_watching_stdin(const std::vector<std::string>& args, double grace_
     ::_exit(127);
   }
 
+  if (secret_pipe[0] >= 0) ::close(secret_pipe[0]);
   // stderr is the ssh channel: once the launcher is gone, writing to it must not kill this process.
   std::signal(SIGPIPE, SIG_IGN);
   bool watching = true;

@@ -11,8 +11,10 @@
 
 namespace ctrun::agent::multihost {
 
-// `args`: ctrun's arguments (argv[1..]) with the first --exit-on-stdin-close removed.
-int run_agent_watching_stdin(const std::vector<std::string>& args, double grace_seconds);
+// `args`: ctrun's arguments (argv[1..]) with the first --exit-on-stdin-close removed. `secret_on_stdin`
+// (`--secret-file -`): the first line of stdin is the job's secret, read here and handed to the agent as its own
+// stdin's only line (a pipe), never through an argv or the environment.
+int run_agent_watching_stdin(const std::vector<std::string>& args, double grace_seconds, bool secret_on_stdin = false);
 
 // argv[1..] without the first --exit-on-stdin-close / --exit_on_stdin_close (an option: it precedes SCRIPT).
 std::vector<std::string> without_stdin_watch_flag(std::vector<std::string> args);

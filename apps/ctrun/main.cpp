@@ -11,6 +11,7 @@
 #include "agent/agent.hpp"
 #include "agent/config/cli.hpp"
 #include "agent/config/dry_run.hpp"
+#include "agent/config/job_secret.hpp"
 #include "agent/config/nproc.hpp"
 #include "agent/status/status_client.hpp"
 #include "agent/logs/log_sink.hpp"
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
     // On each host of a --hostfile launch: the agent runs as a child that is stopped when ssh's stdin closes.
     if (config.exit_on_stdin_close) {
       return multihost::run_agent_watching_stdin(multihost::without_stdin_watch_flag(args),
-                                                 config.shutdown_timeout + 5.0);
+                                                 config.shutdown_timeout + 5.0, config.secret_file == "-");
     }
     if (config.multihost.enabled()) {
       // Not a rule between flags but about who started this agent: the launcher's marker in the environment.
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
       return multihost::run_multihost(config, lex_command_line(args), env);
     }
     config.nproc_per_node = resolve_nproc_per_node(config.nproc_per_node_spec, env);
+    resolve_job_secret(config, env);  // before any thread: it takes CTRUN_SECRET out of the environment
   } catch (const HelpRequested& help) {
     std::fputs(help.what(), stdout);
     return 0;
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
   if (config.rdzv_backend != ctrun::rdzv::Backend::kStatic && !config.standalone && config.rdzv_endpoint.empty()) {
     log->warn("master_addr is only used for static rdzv_backend and when rdzv_endpoint is not specified.");
   }
+  if (const std::string doors = open_doors_warning(config); !doors.empty()) log->warn("{}", doors);
   if (std::getenv("OMP_NUM_THREADS") == nullptr && config.nproc_per_node > 1) {
     // As torchrun: set in ctrun's own environment so every worker inherits it.
     ::setenv("OMP_NUM_THREADS", "1", 1);

@@ -15,12 +15,14 @@
 #include "apps/ctstore/client_verbs.hpp"
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <set>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
+#include "common/auth/secret.hpp"
 #include "store/tcp_store.hpp"
 #include "common/text.hpp"
 #include "rendezvous/parameters.hpp"
@@ -61,6 +63,9 @@ int run_client_verb(int argc, char** argv) {
   std::int64_t delta = 1;
   app.add_option("--endpoint", endpoint, "the store's HOST:PORT (MASTER_ADDR:MASTER_PORT of the job)")
       ->capture_default_str();
+  std::string secret_file;
+  app.add_option("--secret-file", secret_file,
+                 "the job's secret (a file, or CTRUN_SECRET), for a store that asks for it (docs/security.md)");
   app.add_option("--timeout", timeout_s, "seconds to connect and to wait for replies")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -98,6 +103,12 @@ int run_client_verb(int argc, char** argv) {
   o.key_prefix = "";  // the keys as they are on the wire
   o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   o.connect_timeout = o.timeout;
+  try {
+    o.secret = auth::secret_from(secret_file, std::getenv(auth::kSecretVariable));
+  } catch (const std::exception& e) {
+    std::cerr << "ctstore " << verb << ": " << e.what() << "\n";
+    return 2;
+  }
   try {
     store::TcpStore s(o);
     if (verb == "list") {

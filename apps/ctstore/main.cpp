@@ -3,6 +3,7 @@
 //
 //   ctstore --port 29400 [--host ADDR] [--max-key-len N] [--max-value-len N] [--max-keys-per-request N]
 //           [--max-total-bytes N] [--max-connections N] [--stats-interval SEC] [--metrics-port PORT]
+//           [--secret-file FILE]
 //
 //   ctstore get|set|add|delete|list|wait|watch --endpoint HOST:PORT ...   (client verbs, client_verbs.cpp)
 //
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -24,6 +26,8 @@
 
 #include "apps/ctstore/client_verbs.hpp"
 #include "apps/ctstore/store_metrics.hpp"
+#include "common/auth/crypto.hpp"
+#include "common/auth/secret.hpp"
 #include "common/log.hpp"
 #include "common/metrics/endpoint.hpp"
 #include "common/version.hpp"
@@ -98,6 +102,10 @@ int main(int argc, char** argv) {
                  "serve Prometheus metrics at http://HOST:PORT/metrics on --host (0: a free port, printed on stdout); "
                  "off unless given")
       ->check(CLI::Range(0, 65535));
+  std::string secret_file;
+  app.add_option("--secret-file", secret_file,
+                 "the job's secret (a file, or CTRUN_SECRET): only agents that prove they hold it are served, as a "
+                 "ctrun-hosted rendezvous store does (docs/security.md); torch's own clients have no handshake");
   app.set_version_flag("--version", ctrun::version_line("ctstore"), "Print the version and git revision and exit.");
   try {
     app.parse(argc, argv);
@@ -111,6 +119,18 @@ int main(int argc, char** argv) {
   }
 
   opts.partial_request_timeout = std::chrono::milliseconds(static_cast<long long>(request_timeout_s * 1000));
+  try {
+    opts.secret = ctrun::auth::secret_from(secret_file, std::getenv(ctrun::auth::kSecretVariable));
+    ::unsetenv(ctrun::auth::kSecretVariable);
+    if (opts.secret) {
+      ctrun::auth::load_crypto();
+      if (const auto warning = ctrun::auth::secret_file_warning(secret_file); !warning.empty())
+        log->warn("{}", warning);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "ctstore: " << e.what() << "\n";
+    return 2;
+  }
   std::signal(SIGPIPE, SIG_IGN);  // the server raises its descriptor limit to the hard limit itself
 
   // The signal set exists before the server starts, so a SIGTERM sent right after the "listening" line is

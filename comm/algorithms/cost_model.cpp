@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "comm/algorithms/binary_tree.hpp"
-#include "comm/algorithms/two_level.hpp"
 
 namespace ctrun::comm::algorithms {
 namespace {
@@ -110,13 +109,6 @@ const CostRow* cheapest(OpKind op, const Shape& shape, const LinkCost& link) {
 double local_step_seconds(const Shape& shape, const LinkCost& local, double bytes) {
   if (shape.ranks_per_node <= 1) return 0;
   return local.latency_s + 2 * bytes / local.bytes_per_s;
-}
-
-double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, const LinkCost& net,
-                         const LinkCost& local) {
-  const TwoLevelRow* steps = find_two_level(op);
-  const CostRow* cross = cost_row(op, algorithm);
-  return (steps ? steps->local_seconds(shape, local) : 0) + (cross ? cross->seconds(shape, net) : 0);
 }
 
 std::string cost_markdown() {

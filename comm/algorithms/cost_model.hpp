@@ -1,7 +1,7 @@
 #pragma once
 // comm's cost model (NCCL's tuning model, from a table): per (op, algorithm) a time formula in the number of
 // nodes, ranks per node and bytes, from each level's per-message latency and bandwidth. Every op that runs in two
-// levels (two_level.hpp) has rows here: the two-level groups' cross level runs the cheapest row of its op (unless
+// levels (two_level.hpp, which also predicts a whole two-level op) has rows here: the two-level groups' cross level runs the cheapest row of its op (unless
 // CTRUN_COMM_ALGO names another of its rows: Selector::choose_cross), the simulator (apps/bench/comm_sim) prints
 // the same formulas from 2 to 32,768 ranks, docs/comm.md's cost table is generated from them, and
 // tests/comm/cost_model_test.cpp checks the choice. Latency and bandwidth come from settings (CTRUN_COMM_NET_*,
@@ -45,11 +45,6 @@ const CostRow* cheapest(OpKind op, const Shape& shape, const LinkCost& link);
 
 // One shared-memory step over a host's ranks (every rank writes and reads `bytes` once); 0 with one rank per node.
 double local_step_seconds(const Shape& shape, const LinkCost& local, double bytes);
-
-// The whole op on a two-level group (its steps inside the hosts at `local`, two_level.hpp's row, + the cross step
-// with `algorithm` at `net`); a flat group over tcp when ranks_per_node == 1.
-double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, const LinkCost& net,
-                         const LinkCost& local);
 
 // docs/comm.md's cost table, generated from cost_table().
 std::string cost_markdown();

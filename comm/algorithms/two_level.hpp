@@ -69,4 +69,9 @@ std::span<const TwoLevelRow> two_level_table();
 // The row of `op`, or null when the op runs flat.
 const TwoLevelRow* find_two_level(OpKind op);
 
+// The whole op on a two-level group (its steps inside the hosts at `local`, its row here, + the cross step with
+// `algorithm` at `net`, cost_model.hpp's row); a flat group over tcp when ranks_per_node == 1.
+double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, const LinkCost& net,
+                         const LinkCost& local);
+
 }  // namespace ctrun::comm::algorithms

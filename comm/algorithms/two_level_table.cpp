@@ -1,6 +1,7 @@
 // The ops that run in two levels (two_level.hpp): each one's function and the time of its steps inside the hosts,
 // as that function takes them, in shared-memory steps (cost_model.hpp's local_step_seconds).
 #include "comm/algorithms/two_level.hpp"
+#include "comm/algorithms/cost_model.hpp"
 
 namespace ctrun::comm::algorithms {
 namespace {
@@ -39,6 +40,13 @@ const TwoLevelRow* find_two_level(OpKind op) {
     if (r.op == op) return &r;
   }
   return nullptr;
+}
+
+double predict_two_level(OpKind op, Algorithm algorithm, const Shape& shape, const LinkCost& net,
+                         const LinkCost& local) {
+  const TwoLevelRow* steps = find_two_level(op);
+  const CostRow* cross = cost_row(op, algorithm);
+  return (steps ? steps->local_seconds(shape, local) : 0) + (cross ? cross->seconds(shape, net) : 0);
 }
 
 }  // namespace ctrun::comm::algorithms

@@ -32,7 +32,7 @@ case "$depends" in *cuda*|*nccl*) fail "ctrun must not depend on CUDA: $depends"
 echo "--- dpkg-deb -c"
 dpkg-deb -c "$deb" >"$tmp/contents.long"
 awk '{print $6}' "$tmp/contents.long" >"$tmp/contents"
-for f in ./usr/bin/ctrun ./usr/bin/ctstore ./usr/lib/libctrun_comm.so.0 ./usr/lib/libctrun_store.so.0 ./usr/lib/ctrun/libctrun_etcd_tls.so \
+for f in ./usr/bin/ctrun ./usr/bin/ctstore ./usr/lib/libctrun_comm.so.0 ./usr/lib/libctrun_store.so.0 ./usr/lib/ctrun/libctrun_etcd_tls.so ./usr/lib/ctrun/libctrun_crypto.so \
          ./usr/include/ctrun/comm/process_group.hpp ./usr/lib/cmake/ctrun/ctrunConfig.cmake \
          ./usr/lib/pkgconfig/ctrun.pc ./usr/share/doc/ctrun/install.md; do
   grep -qx -- "$f" "$tmp/contents" || fail "$f not in the package"

@@ -4,14 +4,16 @@
 //   for context:  the same stream received over the snapshot's size of (touched) memory, and the same stream with
 //                 replication's socket buffers (replica_wire.hpp)
 //   replication:  push_snapshot of a snapshot file in /dev/shm to a ReplicaServer on 127.0.0.1, which allocates a
-//                 replica file in its own /dev/shm directory, receives into its mmap and renames it (what an agent
-//                 does for each step)
+//                 replica file in its own /dev/shm directory, receives into its mmap, checks its digest
+//                 (snapshot_digest.hpp) and renames it (what an agent does for each step); then the same with the
+//                 job's secret (docs/security.md: the handshake on every connection), and the digest check alone
 // Usage: replication_bench [MiB=128] [reps=7]. Prints the median of `reps` runs of each, and the ratio.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +31,9 @@
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replica_wire.hpp"
+#include "agent/checkpoint/snapshot_digest.hpp"
+#include "common/auth/handshake.hpp"
+#include "common/auth/secret.hpp"
 
 namespace ck = ctrun::agent::checkpoint;
 namespace fs = std::filesystem;
@@ -84,6 +89,27 @@ double tcp_stream(std::size_t bytes, std::vector<char>& sink, bool sized_buffers
   return seconds;
 }
 
+double cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+// One handshake over a socketpair, both sides in this process (a thread for the server): seconds.
+double one_handshake(const ctrun::auth::Secret& secret) {
+  int fds[2];
+  ::socketpair(AF_UNIX, SOCK_STREAM, 0, fds);
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  const auto began = Clock::now();
+  std::thread server([&] { ctrun::auth::check_client(fds[1], secret, ctrun::auth::Purpose::kReplica, deadline); });
+  ctrun::auth::prove_to_server(fds[0], secret, ctrun::auth::Purpose::kReplica, deadline, "bench");
+  server.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,37 +125,64 @@ int main(int argc, char** argv) {
   const fs::path file = fs::path(a.path()) / ck::rank_dir_name(0) / ck::step_file_name(1);
   fs::create_directories(file.parent_path());
   {
-    const int fd = ::open(file.c_str(), O_CREAT | O_RDWR, 0600);
-    std::vector<char> block(1u << 20, 7);
-    for (std::size_t i = 0; i < mib; ++i) (void)!::write(fd, block.data(), block.size());
-    ::close(fd);
+    // A snapshot as a worker of a multi-node job writes it: header, body, digest trailer.
+    const std::string header = R"({"step": 1, "rank": 0})";
+    std::string bytes_of_file = "CTRUNCK1";
+    for (int i = 0; i < 8; ++i) bytes_of_file += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    bytes_of_file += header;
+    bytes_of_file.resize(bytes_of_file.size() + bytes, 7);
+    bytes_of_file += ck::digest_trailer(bytes_of_file.data(), bytes_of_file.size());
+    std::ofstream(file, std::ios::binary).write(bytes_of_file.data(), static_cast<std::streamsize>(bytes_of_file.size()));
   }
   std::atomic<bool> stop{false};
-  std::vector<double> floor, floor_whole, floor_sized, replication;
+  std::vector<double> floor, floor_whole, floor_sized, replication, with_secret, digest, digest_cpu, handshakes;
+  const auto secret = std::make_shared<const ctrun::auth::Secret>(ctrun::auth::Secret::generate("the benchmark"));
   // The floor's receiver rewrites one 8 MiB buffer (cache-warm); "whole" writes over the snapshot's size of memory,
   // touched beforehand, as a replica's receiver does: what the destination's size alone costs.
   std::vector<char> sink(std::min<std::size_t>(bytes, 8u << 20), 0), whole(bytes, 0);
   {
     ck::ReplicaServer server(b_path, std::uint64_t{1} << 40, "127.0.0.1");
+    ck::ReplicaServer closed(b_path, std::uint64_t{1} << 40, "127.0.0.1", ck::kTransferIdle, secret);
+    auto timed = [](auto&& fn) {
+      const auto began = Clock::now();
+      fn();
+      return std::chrono::duration<double>(Clock::now() - began).count();
+    };
     for (int i = 0; i < reps; ++i) {
       floor.push_back(tcp_stream(bytes, sink));
       floor_whole.push_back(tcp_stream(bytes, whole));
       floor_sized.push_back(tcp_stream(bytes, sink, true));
-      const auto began = Clock::now();
-      ck::push_snapshot(server.endpoint(), 0, 1 + i, file.string(), stop);
-      replication.push_back(std::chrono::duration<double>(Clock::now() - began).count());
+      replication.push_back(timed([&] { ck::push_snapshot(server.endpoint(), 0, 1, file.string(), stop); }));
+      with_secret.push_back(timed([&] {
+        ck::push_snapshot(closed.endpoint(), 0, 1, file.string(), stop, ck::kTransferIdle, secret.get());
+      }));
+      const double cpu = cpu_seconds();
+      digest.push_back(timed([&] {
+        if (!ck::check_snapshot(file.string(), 0, 1).empty()) std::abort();
+      }));
+      digest_cpu.push_back(cpu_seconds() - cpu);
     }
   }
+  for (int i = 0; i < 200; ++i) handshakes.push_back(one_handshake(*secret));
   std::error_code ec;
   fs::remove_all(b_path, ec);
   const double f = static_cast<double>(bytes) / median(floor) / 1e9,
                w = static_cast<double>(bytes) / median(floor_whole) / 1e9,
                z = static_cast<double>(bytes) / median(floor_sized) / 1e9,
-               r = static_cast<double>(bytes) / median(replication) / 1e9;
+               r = static_cast<double>(bytes) / median(replication) / 1e9,
+               c = static_cast<double>(bytes) / median(with_secret) / 1e9;
   std::printf("snapshot %zu MiB, median of %d\n", mib, reps);
   std::printf("  loopback TCP stream (floor)   %7.2f GB/s\n", f);
   std::printf("  the same into %zu MiB         %7.2f GB/s   %5.1f %% of the floor\n", mib, w, 100.0 * w / f);
   std::printf("  the same, replication's socket buffers %5.2f GB/s   %5.1f %% of the floor\n", z, 100.0 * z / f);
-  std::printf("  replication (push_snapshot)   %7.2f GB/s   %5.1f %% of the floor\n", r, 100.0 * r / f);
+  std::printf("  replication (push_snapshot)   %7.2f GB/s   %5.1f %% of the floor   %.3f s\n", r, 100.0 * r / f,
+              median(replication));
+  std::printf("  the same with a job secret    %7.2f GB/s   %5.1f %% of the floor   %.3f s\n", c, 100.0 * c / f,
+              median(with_secret));
+  std::printf("  the receiver's digest check alone              %.3f s (%.2f GB/s), %.3f s of CPU (%.2f GB/s)\n",
+              median(digest), static_cast<double>(bytes) / median(digest) / 1e9, median(digest_cpu),
+              static_cast<double>(bytes) / median(digest_cpu) / 1e9);
+  std::printf("  one handshake (both sides, a socketpair)       %.1f us (median of %zu)\n", median(handshakes) * 1e6,
+              handshakes.size());
   return 0;
 }

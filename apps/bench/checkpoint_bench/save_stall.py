@@ -5,8 +5,9 @@
 
 Floors, each on the same tensor: "memcpy, warm destination" copies into a buffer already touched (the bandwidth of
 the copy itself); "memcpy, fresh mmap of /dev/shm" copies into a new tmpfs file mapped as ck.save does (the copy
-plus the first touch of every page, which any new snapshot pays). ck.load reads into new tensors, ck.load(into=)
-into tensors the caller already has. Each figure is the median of `reps` runs."""
+plus the first touch of every page, which any new snapshot pays). "with its digest": the same save as a worker of a
+multi-node job makes it (the snapshot's digest computed and appended). ck.load reads into new tensors,
+ck.load(into=) into tensors the caller already has. Each figure is the median of `reps` runs."""
 
 import mmap
 import os
@@ -60,6 +61,10 @@ def save():
 
 
 stall = median(save)
+# As on several nodes: each snapshot ends with its digest (CRC-32 per chunk, docs/checkpoint.md "Digests").
+ck._state().setting.digest = True
+stall_digest = median(save)
+ck._state().setting.digest = False
 load = median(ck.load)
 target = {"state": torch.empty_like(src)}
 target["state"].zero_()  # the caller's tensors exist and are touched, as a built model's are
@@ -75,5 +80,6 @@ print(f"{size} MiB per save, median of {reps}, torch {torch.__version__}, {torch
 print(f"memcpy, warm destination        {rate(floor_warm)}")
 print(f"memcpy, fresh mmap of /dev/shm  {rate(floor_fresh)}")
 print(f"ck.save stall                   {rate(stall)}   {stall / floor_warm:.2f}x warm, {stall / floor_fresh:.2f}x fresh")
+print(f"ck.save stall with its digest    {rate(stall_digest)}   +{(stall_digest - stall) * 1e3:.1f} ms (several nodes)")
 print(f"ck.load                         {rate(load)}")
 print(f"ck.load(into=)                  {rate(load_into)}")

@@ -231,6 +231,18 @@ def test_bad_input():
                        stderr=subprocess.PIPE, text=True, timeout=60)
     assert p.returncode != 0 and "needs workers started by ctrun" in p.stderr, p.stderr
     print("ok: outside ctrun:", p.stderr.strip().splitlines()[-1])
+    # A worker in another mount namespace with a /dev/shm of its own (a container of its own) sees no checkpoint
+    # directory: its first save says so (not a FileNotFoundError deep inside, "cannot pickle code objects" under DCP).
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        save = f"import sys; sys.path.insert(0, {os.environ['CTRUN_PYTHON_DIR']!r}); import torch; " \
+               "import ctrun_torch.checkpoint as ck; ck.save({'x': torch.zeros(1)}, 0)"
+        worker = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                  'mount -t tmpfs ctrun-test-own-shm /dev/shm && exec "$@"', "sh", PYTHON, "-c", save]
+        with tempfile.TemporaryDirectory() as out:
+            code, err = ctrun(["--nproc-per-node", "1", "--no-python"] + worker, out)
+            assert code != 0 and "cannot see its agent's checkpoint directory" in err, err
+            assert "FileNotFoundError" not in err, err
+        print("ok: a worker in another mount namespace is told so")
 
 
 def test_load_into():
@@ -334,6 +346,13 @@ def test_contract_names():
                     ("kReplicatedFile", c.REPLICATED_FILE), ("kReplicaPrefix", c.REPLICA_PREFIX)]:
         assert f'{cpp} = "{py}"' in layout_hpp, f"{cpp} != {py}"
     assert f"kKeptSteps = {c.KEPT_STEPS};" in layout_hpp
+    # The digest trailer (agent/checkpoint/snapshot_digest.hpp, written by _snapshot.py).
+    import checkpoint._snapshot as snap  # noqa: E402
+    digest_hpp = open(os.path.join(src, "agent", "checkpoint", "snapshot_digest.hpp")).read()
+    digest_cpp = open(os.path.join(src, "agent", "checkpoint", "snapshot_digest.cpp")).read()
+    assert f"kTrailerBytes = {snap.TRAILER_BYTES};" in digest_hpp
+    assert snap.DIGEST_CHUNK == 16 << 20 and "kDigestChunk = 16 << 20;" in digest_hpp
+    assert "{" + ", ".join(f"'{ch}'" for ch in snap.TRAILER_MAGIC.decode()) + "}" in digest_cpp
     print("ok: names agree")
 
 

@@ -23,6 +23,8 @@
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replica_wire.hpp"
 #include "store/counting_store.hpp"
+#include "agent/checkpoint/snapshot_digest.hpp"
+#include "common/auth/secret.hpp"
 #include "store/memory_store.hpp"
 
 namespace ctrun::agent::checkpoint {
@@ -38,6 +40,21 @@ std::string pattern_bytes(std::size_t n, int seed) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + static_cast<std::size_t>(seed)) & 0xff);
   return s;
+}
+
+// A snapshot as a worker of a multi-node job writes it (_snapshot.py): the magic, the header naming its rank and step,
+// `body` standing for the pickle and the storages, and the digest trailer (snapshot_digest.hpp) over all of that.
+std::string snapshot_bytes(int rank, std::int64_t step, const std::string& body) {
+  const std::string header = "{\"step\": " + std::to_string(step) + ", \"rank\": " + std::to_string(rank) + "}";
+  std::string out = "CTRUNCK1";
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  out += header + body;
+  return out + digest_trailer(out.data(), out.size());
+}
+
+// The snapshot of (rank, step) whose body is pattern_bytes(n, seed).
+std::string snapshot_of(int rank, std::int64_t step, std::size_t n, int seed) {
+  return snapshot_bytes(rank, step, pattern_bytes(n, seed));
 }
 
 void write(const fs::path& path, const std::string& bytes) {
@@ -106,7 +123,7 @@ TEST(ReplicaWire, FramesRoundTripAndStrangersAreRefused) {
 
 TEST(ReplicaTransfer, PushKeepsAReplicaAndFetchBringsItBack) {
   Pair p;
-  const std::string bytes = pattern_bytes(3 << 20, 1);
+  const std::string bytes = snapshot_of(2, 5, 3 << 20, 1);
   write(p.own_file(2, 5), bytes);
   push_snapshot(p.server.endpoint(), 2, 5, p.own_file(2, 5).string(), p.stop);
   EXPECT_EQ(steps(p.b.held_replicas(2)), (std::vector<std::int64_t>{5}));
@@ -140,8 +157,8 @@ TEST(ReplicaTransfer, PushKeepsAReplicaAndFetchBringsItBack) {
 
 TEST(ReplicaTransfer, TheReceiverRefusesBeyondItsLimitAndKeepsWhatItHeld) {
   Pair p(4u << 20);  // room for one 3 MiB replica, not two
-  write(p.own_file(0, 1), pattern_bytes(3 << 20, 1));
-  write(p.own_file(0, 2), pattern_bytes(3 << 20, 2));
+  write(p.own_file(0, 1), snapshot_of(0, 1, 3 << 20, 1));
+  write(p.own_file(0, 2), snapshot_of(0, 2, 3 << 20, 2));
   push_snapshot(p.server.endpoint(), 0, 1, p.own_file(0, 1).string(), p.stop);
   try {
     push_snapshot(p.server.endpoint(), 0, 2, p.own_file(0, 2).string(), p.stop);
@@ -150,13 +167,13 @@ TEST(ReplicaTransfer, TheReceiverRefusesBeyondItsLimitAndKeepsWhatItHeld) {
     EXPECT_NE(std::string(e.what()).find("--checkpoint-memory"), std::string::npos) << e.what();
   }
   EXPECT_EQ(steps(p.b.held_replicas(0)), (std::vector<std::int64_t>{1}));
-  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(0) / step_file_name(1)), pattern_bytes(3 << 20, 1));
+  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(0) / step_file_name(1)), snapshot_of(0, 1, 3 << 20, 1));
   EXPECT_FALSE(any_partial(p.b.path()));
 }
 
 TEST(ReplicaTransfer, APeerThatDiesMidTransferLeavesNothingAndTakesNothing) {
   Pair p;
-  write(p.own_file(1, 4), pattern_bytes(1 << 20, 4));
+  write(p.own_file(1, 4), snapshot_of(1, 4, 1 << 20, 4));
   push_snapshot(p.server.endpoint(), 1, 4, p.own_file(1, 4).string(), p.stop);
 
   // A sender that announces step 5 (2 MiB), sends half, and dies.
@@ -182,30 +199,126 @@ TEST(ReplicaTransfer, APeerThatDiesMidTransferLeavesNothingAndTakesNothing) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(any_partial(p.b.path()));
   EXPECT_EQ(steps(p.b.held_replicas(1)), (std::vector<std::int64_t>{4}));
-  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(1) / step_file_name(4)), pattern_bytes(1 << 20, 4));
+  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(1) / step_file_name(4)), snapshot_of(1, 4, 1 << 20, 4));
 }
 
 TEST(ReplicaTransfer, ReplicasKeepTheNewestStepsAndDropAnAbandonedTimeline) {
   Pair p;
   for (std::int64_t s : {1, 2, 3}) {
-    write(p.own_file(0, s), pattern_bytes(4096, static_cast<int>(s)));
+    write(p.own_file(0, s), snapshot_of(0, s, 4096, static_cast<int>(s)));
     push_snapshot(p.server.endpoint(), 0, s, p.own_file(0, s).string(), p.stop);
   }
   EXPECT_EQ(steps(p.b.held_replicas(0)), (std::vector<std::int64_t>{2, 3}));
   // The job resumed from step 1 and saved step 2 again: the old timeline's step 3 goes.
-  write(p.own_file(0, 2), pattern_bytes(4096, 22));
+  write(p.own_file(0, 2), snapshot_of(0, 2, 4096, 22));
   push_snapshot(p.server.endpoint(), 0, 2, p.own_file(0, 2).string(), p.stop);
   EXPECT_EQ(steps(p.b.held_replicas(0)), (std::vector<std::int64_t>{2}));
-  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(0) / step_file_name(2)), pattern_bytes(4096, 22));
+  EXPECT_EQ(read(fs::path(p.b.path()) / replica_dir_name(0) / step_file_name(2)), snapshot_of(0, 2, 4096, 22));
 }
 
 TEST(ReplicaTransfer, AStoppedTransferEndsWithinItsSlice) {
   Pair p;
   p.stop = true;
-  write(p.own_file(0, 1), pattern_bytes(4096, 1));
+  write(p.own_file(0, 1), snapshot_of(0, 1, 4096, 1));
   const auto began = std::chrono::steady_clock::now();
   EXPECT_THROW(push_snapshot(p.server.endpoint(), 0, 1, p.own_file(0, 1).string(), p.stop), std::runtime_error);
   EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(1));
+}
+
+// A snapshot whose bytes changed after its save (in memory, on the way), one without a digest, or a valid one under
+// another rank or step is never kept: not as a replica, not by a fetch.
+TEST(ReplicaTransfer, ACorruptedOrMislabelledSnapshotIsNeverKept) {
+  Pair p;
+  auto refused = [&](int rank, std::int64_t step, const std::string& bytes, const std::string& why) {
+    write(p.own_file(rank, step), bytes);
+    try {
+      push_snapshot(p.server.endpoint(), rank, step, p.own_file(rank, step).string(), p.stop);
+      ADD_FAILURE() << "kept: " << why;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  std::string flipped = snapshot_of(0, 1, 1 << 20, 1);
+  flipped[flipped.size() / 2] ^= 0x40;
+  refused(0, 1, flipped, "do not match the digest");
+  refused(0, 2, "CTRUNCK1" + pattern_bytes(4096, 2), "carries no digest");
+  refused(0, 3, snapshot_of(0, 4, 4096, 3), "not of rank 0 step 3");
+  refused(1, 3, snapshot_of(0, 3, 4096, 3), "not of rank 1 step 3");
+  EXPECT_TRUE(p.b.held_replicas(0).empty());
+  EXPECT_TRUE(p.b.held_replicas(1).empty());
+  EXPECT_FALSE(any_partial(p.b.path()));
+
+  // A replica corrupted in the holder's memory after it was kept: a fetch refuses it and leaves nothing.
+  write(p.own_file(2, 7), snapshot_of(2, 7, 2 << 20, 7));
+  push_snapshot(p.server.endpoint(), 2, 7, p.own_file(2, 7).string(), p.stop);
+  const fs::path held = fs::path(p.b.path()) / replica_dir_name(2) / step_file_name(7);
+  EXPECT_EQ(check_snapshot(held.string(), 2, 7), "");
+  {
+    std::fstream f(held, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1 << 20);
+    f.put('\x5a');
+  }
+  EXPECT_NE(check_snapshot(held.string(), 2, 7), "");
+  const std::string root_c = temp_root();
+  {
+    JobDirectory c(1002, root_c);
+    try {
+      fetch_snapshot(p.server.endpoint(), 2, 7, c.path(), 1u << 30, p.stop);
+      ADD_FAILURE() << "a corrupted replica was fetched";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("failed its check"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(c.held(2).empty());
+    EXPECT_FALSE(any_partial(c.path()));
+  }
+  fs::remove_all(root_c);
+}
+
+// With the job's secret, the endpoint serves only agents that prove it; a push is taken only for the ranks the ring
+// assigns to this node.
+TEST(ReplicaTransfer, WithASecretOnlyTheJobsAgentsGetInAndOnlyForTheirRing) {
+  const auto secret = std::make_shared<const auth::Secret>("the-job-secret-0123456789", "test");
+  const auth::Secret other("another-secret-0123456789", "test");
+  const std::string root_a = temp_root(), root_b = temp_root();
+  {
+    JobDirectory a(1000, root_a), b(1001, root_b);
+    ReplicaServer server(b.path(), 1u << 30, "127.0.0.1", std::chrono::milliseconds(2000), secret);
+    std::atomic<bool> stop{false};
+    const auto file = [&](int rank, std::int64_t step) {
+      const fs::path f = fs::path(a.path()) / rank_dir_name(rank) / step_file_name(step);
+      write(f, snapshot_of(rank, step, 64 << 10, rank));
+      return f.string();
+    };
+    push_snapshot(server.endpoint(), 0, 1, file(0, 1), stop, std::chrono::milliseconds(2000), secret.get());
+    EXPECT_EQ(steps(b.held_replicas(0)), (std::vector<std::int64_t>{1}));
+    auto refused = [&](int rank, const auth::Secret* with, const std::string& why) {
+      try {
+        push_snapshot(server.endpoint(), rank, 2, file(rank, 2), stop, std::chrono::milliseconds(2000), with);
+        ADD_FAILURE() << "taken: " << why;
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      }
+    };
+    refused(0, nullptr, "holds a job secret and this one none");
+    refused(0, &other, "does not hold this job's secret");
+    server.accept_pushes_of(std::set<int>{0, 1});
+    refused(2, secret.get(), "does not hold replicas of rank 2");
+    EXPECT_EQ(steps(b.held_replicas(0)), (std::vector<std::int64_t>{1}));
+    EXPECT_TRUE(b.held_replicas(2).empty());
+    // A fetch without the secret: nothing but the refusal.
+    const std::string root_c = temp_root();
+    {
+      JobDirectory c(1002, root_c);
+      EXPECT_THROW(fetch_snapshot(server.endpoint(), 0, 1, c.path(), 1u << 30, stop), std::runtime_error);
+      EXPECT_TRUE(c.held(0).empty());
+      EXPECT_EQ(fetch_snapshot(server.endpoint(), 0, 1, c.path(), 1u << 30, stop, std::chrono::milliseconds(2000),
+                               secret.get()),
+                snapshot_of(0, 1, 64 << 10, 0).size());
+    }
+    fs::remove_all(root_c);
+  }
+  fs::remove_all(root_a);
+  fs::remove_all(root_b);
 }
 
 TEST(Exchange, RecordsMergeIntoEveryRanksStepsAndSayWhereEachIs) {
@@ -323,6 +436,65 @@ TEST(Exchange, AnAttemptReadsOnlyRecordsOfThatAttempt) {
   b2.join();
   EXPECT_EQ(ex.plan.resume, std::optional<std::int64_t>(3));
   EXPECT_EQ(ex.steps.at(3), (std::vector<std::int64_t>{2, 3}));
+}
+
+TEST(Exchange, TheRingSaysWhichReplicasANodeTakesAndWhetherAnyoneBrings) {
+  NodeRecord a{0, "a:1", "", {{{0, {2, 3}}, {1, {2, 3}}}, {}}, 0, 2, 1};
+  NodeRecord b{1, "b:1", "", {{{2, {2, 3}}, {3, {2, 3}}}, {}}, 2, 2, 1};
+  NodeRecord c{2, "c:1", "", {{}, {{2, {2, 3}}, {3, {3}}}}, 4, 2, 1};
+  EXPECT_EQ(ranks_replicated_to({a, b, c}, 1), (std::set<int>{0, 1}));
+  EXPECT_EQ(ranks_replicated_to({a, b, c}, 0), (std::set<int>{4, 5}));
+  NodeRecord c2 = c;
+  c2.replicas = 2;  // c copies to a and b
+  EXPECT_EQ(ranks_replicated_to({a, b, c2}, 1), (std::set<int>{0, 1, 4, 5}));
+  const auto back = decode_record(encode_record(b));
+  EXPECT_EQ(back.first_rank, 2);
+  EXPECT_EQ(back.ranks, 2);
+  EXPECT_FALSE(anyone_brings({a, b}, 3));
+  EXPECT_TRUE(anyone_brings({a, b, c}, 3));  // c's ranks 4 and 5 hold nothing of their own
+  // The plan carries both to each node, and survives its encoding.
+  const auto plans = plan_nodes({a, b, c}, 6);
+  ASSERT_EQ(plans.size(), 3u);
+  EXPECT_EQ(plans[0].accepts, (std::set<int>{4, 5}));
+  EXPECT_FALSE(plans[2].brings);  // ranks 4 and 5 hold no step: no resume step, nothing to bring
+  NodeRecord replicas_only = b;
+  std::swap(replicas_only.holdings.own, replicas_only.holdings.replicas);
+  EXPECT_FALSE(plan_nodes({a, b}, 4)[1].brings);
+  EXPECT_TRUE(plan_nodes({a, replicas_only}, 4)[1].brings);
+  const NodePlan again = decode_plan(encode_plan(plans[0]));
+  EXPECT_EQ(again.accepts, plans[0].accepts);
+  EXPECT_EQ(again.brings, plans[0].brings);
+}
+
+// A step that no node could bring intact: group rank 0 plans again without it, every node gets its next plan (an
+// older step every rank holds), and a settling with nothing refused ends with no plan.
+TEST(Exchange, WhatNoNodeCouldBringIsPlannedAgainWithoutIt) {
+  store::MemoryStore store;
+  NodeRecord a{0, "a:1", "", {{{0, {2, 3}}, {1, {2, 3}}}, {}}, 0, 2, 1};
+  NodeRecord b{1, "b:1", "", {{}, {{2, {2, 3}}, {3, {2, 3}}}}, 2, 2, 1};  // its ranks' steps as replicas only
+  std::thread other([&] {
+    const auto first = exchange_records(store, 0, b, 2, 4, std::chrono::milliseconds(5000));
+    EXPECT_EQ(first.plan.resume, std::optional<std::int64_t>(3));
+    EXPECT_TRUE(first.plan.brings);
+    Planner none;
+    const auto next = settle_brings(store, 0, 0, 1, {{2, 3}}, 2, 4, none, std::chrono::milliseconds(5000));
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(next->resume, std::optional<std::int64_t>(2));
+    EXPECT_FALSE(settle_brings(store, 0, 1, 1, {}, 2, 4, none, std::chrono::milliseconds(5000)).has_value());
+  });
+  auto ex = exchange_records(store, 0, a, 2, 4, std::chrono::milliseconds(5000));
+  EXPECT_EQ(ex.plan.resume, std::optional<std::int64_t>(3));
+  const auto next = settle_brings(store, 0, 0, 0, {}, 2, 4, ex.planner, std::chrono::milliseconds(5000));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->resume, std::optional<std::int64_t>(2));
+  EXPECT_FALSE(settle_brings(store, 0, 1, 0, {}, 2, 4, ex.planner, std::chrono::milliseconds(5000)).has_value());
+  other.join();
+  EXPECT_EQ(ex.planner.refused, (Unbrought{{2, 3}}));
+  // A node does not say in time: group rank 0's plan (and every node's) says so.
+  Planner p;
+  const auto late = settle_brings(store, 1, 0, 0, {}, 2, 4, p, std::chrono::milliseconds(50));
+  ASSERT_TRUE(late.has_value());
+  EXPECT_NE(late->off.find("not every node said"), std::string::npos) << late->off;
 }
 
 }  // namespace

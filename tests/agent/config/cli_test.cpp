@@ -302,6 +302,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"hang_report_after", "120"},
                                                      {"straggler_interval", "60"},
                                                      {"metrics_port", "0"},
+                                                     {"secret_file", "/etc/job.key"},
                                                      {"checkpoint_memory", "512M"},
                                                      {"checkpoint_dir", "/tmp"},
                                                      {"checkpoint_dir_every", "5"},

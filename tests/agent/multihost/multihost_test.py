@@ -330,6 +330,39 @@ class MultiHost(unittest.TestCase):
         p.wait(timeout=10)
         self.assert_nothing_left(within=20)
 
+    def test_secret_over_ssh(self):
+        """The launcher makes the job's secret and hands it to every host over ssh's stdin: every agent joins the
+        round (each proved it to the rendezvous store on the first host), the store turns away a client without it,
+        and no process's command line (all of /proc/*/cmdline: ssh, sshd's shells, the agents, the workers) and no
+        worker's environment holds it."""
+        p = self.h.launch(["--hostfile", self.h.hostfile(), "--shutdown-timeout", "3"], ["--sleep"])
+        deadline = time.monotonic() + 90
+        while len(self.h.worker_pids()) < 6 and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.2)
+        self.assertEqual(len(self.h.worker_pids()), 6, self.h.logs())
+        # The secret is 64 hex digits; no command line may hold such a word (nor a --secret-file other than "-").
+        hexword = re.compile(rb"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            self.assertIsNone(hexword.search(cmdline), f"pid {pid}: {cmdline!r}")
+            # ssh's own command line holds the remote command as one quoted word.
+            for m in re.finditer(rb"--secret-file'?[\0 =]'?([^'\0 ]*)", cmdline):
+                self.assertEqual(m.group(1), b"-", f"pid {pid}: {cmdline!r}")
+        for pid in self.h.worker_pids():
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                self.assertNotIn(b"CTRUN_SECRET", f.read())
+        first = self.h.hosts[0][1]
+        r = run("ip", "netns", "exec", self.h.launcher_ns, TORCH_PYTHON,
+                os.path.join(_up, "tests", "common", "stranger.py"), "probe", first, "29400")
+        self.assertTrue(json.loads(r.stdout)["secret_required"], r.stdout)
+        os.killpg(p.pid, signal.SIGINT)
+        self.assertNotEqual(self.wait(p, 40), 0)
+        self.assert_nothing_left()
+
     def test_failure_on_one_host_worst_exit_code(self):
         p = self.h.launch(["--hostfile", self.h.hostfile(), "--propagate-exit-code", "--shutdown-timeout", "3"],
                           ["--exit-code", "1:7", "--no-torch"])

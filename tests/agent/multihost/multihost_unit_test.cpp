@@ -101,13 +101,15 @@ bool has_pair(const S& argv, const std::string& a, const std::string& b) {
 
 TEST(Plan, C10dFromTheFirstHost) {
   auto cli = lex_command_line({"--hostfile", "hf", "--ssh", "ssh -p 2", "--export", "A=1", "--max-restarts", "2",
-                               "--propagate-exit-code", "train.py", "--lr", "0.1"});
+                               "--propagate-exit-code", "--secret-file", "/home/me/job.key", "train.py", "--lr", "0.1"});
   auto hosts = filter_hosts(parse_hostfile("h1 slots=2\nh2 slots=4\nh3\n", "hf"), std::nullopt, std::string("h2:0"));
   auto plan = plan_launch(cli, hosts, "/opt/ctrun", "run-7", {{"X", "1"}});
   ASSERT_EQ(plan.size(), 3u);
   for (const auto& p : plan) {
     EXPECT_EQ(p.argv[0], "/opt/ctrun");
     EXPECT_EQ(p.argv[1], "--exit-on-stdin-close");
+    // The job's secret comes over ssh's stdin, never in an argv: the user's file is read by the launcher.
+    EXPECT_TRUE(has_pair(p.argv, "--secret-file", "-"));
     EXPECT_TRUE(has_pair(p.argv, "--rdzv-backend", "c10d"));
     EXPECT_TRUE(has_pair(p.argv, "--rdzv-endpoint", "h1:29400"));
     EXPECT_TRUE(has_pair(p.argv, "--rdzv-id", "run-7"));
@@ -119,6 +121,7 @@ TEST(Plan, C10dFromTheFirstHost) {
       EXPECT_EQ(a.find("--ssh"), std::string::npos);
       EXPECT_EQ(a.find("--export"), std::string::npos);
       EXPECT_EQ(a.find("--hostfile"), std::string::npos);
+      EXPECT_EQ(a.find("job.key"), std::string::npos);
     }
     EXPECT_EQ(S(p.argv.end() - 4, p.argv.end()), (S{"--", "train.py", "--lr", "0.1"}));
     EXPECT_EQ(p.env.front(), (std::pair<std::string, std::string>{"X", "1"}));

@@ -49,5 +49,18 @@ TEST(MetricsEndpoint, ServesCollectAndStopsPromptly) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
 }
 
+// --metrics-port may listen on an address other hosts reach: it serves the metrics (and /healthz when asked) and
+// nothing else of the job, whatever routes the agent's other servers have (the live view, stacks, the job's page).
+TEST(MetricsEndpoint, ServesMetricsAndHealthOnly) {
+  EndpointOptions o;
+  o.host = "127.0.0.1";
+  o.healthz = [] { return std::make_pair(200, std::string("ok\n")); };
+  Endpoint endpoint(o, [] { return Families{}; });
+  EXPECT_NO_THROW(http::get("127.0.0.1", endpoint.port(), "/metrics"));
+  EXPECT_EQ(http::get("127.0.0.1", endpoint.port(), "/healthz"), "ok\n");
+  for (const char* path : {"/", "/stacks", "/status.json", "/job", "/logs", "/metrics/../stacks"})
+    EXPECT_THROW(http::get("127.0.0.1", endpoint.port(), path), std::runtime_error) << path;
+}
+
 }  // namespace
 }  // namespace ctrun::metrics

@@ -97,7 +97,7 @@ def _save_snapshot(s, obj, step):
 def _plan(s, obj, step):
     """The snapshot laid out (pickled, nothing allocated), or a TypeError for what torch.save could not pickle."""
     try:
-        return _snapshot.Plan(obj, step, s.setting.rank, s.setting.world_size)
+        return _snapshot.Plan(obj, step, s.setting.rank, s.setting.world_size, digest=s.setting.digest)
     except Exception as e:
         s.notify("refused", step=step, error=f"cannot pickle: {e}")
         raise TypeError(f"ck.save(step {step}) on rank {s.setting.rank}: the object cannot be pickled as torch.save "

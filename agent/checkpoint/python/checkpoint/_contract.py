@@ -48,9 +48,27 @@ class Setting:
         self.replicas = int(environ.get(ENV_REPLICAS, "0") or 0)
         self.rank = int(environ["RANK"])
         self.world_size = int(environ["WORLD_SIZE"])
+        # Several nodes: the agent may copy this rank's snapshots to another node, which checks them by their digest
+        # (_snapshot.py); one node never copies, and saves without one.
+        self.digest = self.world_size > int(environ.get("LOCAL_WORLD_SIZE", self.world_size))
+        _check_visible(self.directory)
 
     def rank_dir(self, rank=None):
         return os.path.join(self.directory, f"{RANK_PREFIX}{self.rank if rank is None else rank}")
+
+
+def _check_visible(directory):
+    """The agent's directory must be the one this worker sees: a worker in another mount namespace or container (its
+    own /dev/shm) sees none, and would otherwise fail deep inside a save with FileNotFoundError (which torch's DCP
+    then reports as "cannot pickle code objects")."""
+    if os.path.isdir(directory) and os.path.exists(os.path.join(directory, LOCK_FILE)):
+        return
+    raise RuntimeError(
+        f"ctrun_torch.checkpoint: this worker cannot see its agent's checkpoint directory {directory} (from "
+        f"{ENV_DIR}): it runs in another mount namespace or container than ctrun's agent, with a /dev/shm of its "
+        "own. Run the workers where the agent runs (the same container), share /dev/shm with the agent's, or point "
+        "the agent at a directory both see with CTRUN_CHECKPOINT_ROOT (set in ctrun's environment); "
+        "--checkpoint-memory 0 turns in-memory checkpoints off.")
 
 
 def step_file(step):

@@ -6,20 +6,56 @@ is a reference, and each storage's bytes once, 64-byte aligned:
 The header says where the pickle and every storage are (offsets from the start of the file). A snapshot is planned
 first (pickling only: nothing is allocated, an unpicklable object fails here), then written straight into the
 mapped file: the storages' bytes are copied once, from the tensors (a CUDA tensor's from the device) into the
-shared memory the agent owns."""
+shared memory the agent owns.
 
+A snapshot of a multi-node job (the agent may copy it to another node) ends with a 64-byte digest trailer, which
+agents check before they keep or load a copy that crossed from another node (agent/checkpoint/snapshot_digest.hpp
+says why CRC-32 per chunk and lays the trailer out):
+
+    ... | b"CTRUNDG1" | u32 1 | u32 root | u64 chunk bytes | u64 payload bytes | 32 zero bytes
+
+root: the CRC-32 of every chunk's CRC-32 (u32 little-endian each), the chunks cutting the payload (every byte before
+the trailer) every `chunk bytes`; the chunks' CRCs are computed on a few threads (zlib releases the GIL)."""
+
+import concurrent.futures
 import io
 import json
 import mmap
 import os
 import pickle
 import struct
+import threading
+import zlib
 
 import torch
 
 MAGIC = b"CTRUNCK1"
 ALIGN = 64
 _LENGTH = struct.Struct("<Q")
+TRAILER_MAGIC = b"CTRUNDG1"
+TRAILER_BYTES = 64
+DIGEST_CHUNK = 16 << 20
+_TRAILER = struct.Struct("<8sIIQQ32x")
+_digest_pool = None
+_digest_pool_lock = threading.Lock()
+
+
+def _pool():
+    """A few threads for the chunks' CRCs, made once per process."""
+    global _digest_pool
+    with _digest_pool_lock:
+        if _digest_pool is None:
+            _digest_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(1, min(4, os.cpu_count() or 1)), thread_name_prefix="ctrun-ck-digest")
+        return _digest_pool
+
+
+def digest_trailer(view, payload):
+    """The trailer of a snapshot whose first `payload` bytes are `view` (a memoryview)."""
+    chunks = list(_pool().map(lambda at: zlib.crc32(view[at:min(at + DIGEST_CHUNK, payload)]),
+                              range(0, payload, DIGEST_CHUNK)))
+    root = zlib.crc32(struct.pack(f"<{len(chunks)}I", *chunks))
+    return _TRAILER.pack(TRAILER_MAGIC, 1, root, DIGEST_CHUNK, payload)
 
 
 def _aligned(n):
@@ -76,7 +112,7 @@ class _Pickler(pickle.Pickler):
 class Plan:
     """A snapshot laid out but not written: its size is known before anything is allocated."""
 
-    def __init__(self, obj, step, rank, world_size):
+    def __init__(self, obj, step, rank, world_size, digest=False):
         buffer = io.BytesIO()
         pickler = _Pickler(buffer)
         pickler.dump(obj)  # raises for what cannot be pickled, before any memory is taken
@@ -97,7 +133,9 @@ class Plan:
             at = _aligned(at + n)
         self.header = json.dumps(header).encode()
         assert len(MAGIC) + _LENGTH.size + len(self.header) <= header["pickle"][0]
-        self.size = max(at, ALIGN)
+        self.payload = max(at, ALIGN)
+        self.digest = digest
+        self.size = self.payload + (TRAILER_BYTES if digest else 0)
         self.layout = header
 
     def write(self, mapped):
@@ -114,6 +152,9 @@ class Plan:
             view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at)
             view.copy_(_bytes_of(storage))
             del view  # the mmap cannot close while a tensor still exports it
+        if self.digest:
+            with memoryview(mapped) as whole:
+                mapped[self.payload:self.size] = digest_trailer(whole, self.payload)
 
 
 def read(path, copy=True, into=None, check=None):

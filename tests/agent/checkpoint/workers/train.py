@@ -10,10 +10,12 @@ Arguments: OUT STEPS [--kill-rank R --kill-after K] [--torn-save] [--extra-mib N
   one to start, bounded), and writes OUT/spill-killed.
   --wait-spill: at the end, every rank waits (bounded) until DIR holds the last step (the spill runs in the
   background; the job ending kills it).
-  --hold-after K: in attempt 0, every rank saves step K, waits until it is replicated to another node (ck.wait()),
+  --hold-after K: in attempt 0 of a run that did not resume, every rank saves step K, waits until it is replicated to another node (ck.wait()),
   writes OUT/ready-<rank>, then waits in barriers until the test kills a node (the survivors' barrier then fails).
-  --pause-after K: in attempt 0, every rank saves step K, writes OUT/ready-<rank> and waits (bounded) for the file
-  OUT/release, so that the test reads the live view and /metrics of a job holding step K.
+  --pause-after K: in attempt 0, every rank saves step K, waits until it is replicated (ck.wait(); at once without
+  copies), writes OUT/ready-<rank> and waits (bounded) for the file OUT/release, so that the test reads the live view
+  and /metrics of a job holding step K (or dials its ports as a stranger would).
+  --wait-each: every save waits until it is replicated (ck.wait()), so that every step reaches the other node.
 Writes OUT/loaded-<attempt>-<rank> (the step ck.load() returned, or "none") and, at the end, OUT/final-<rank>.pt.
 """
 
@@ -38,6 +40,7 @@ p.add_argument("--kill-spill-at", type=int, default=-1)
 p.add_argument("--wait-spill")
 p.add_argument("--hold-after", type=int, default=-1)
 p.add_argument("--pause-after", type=int, default=-1)  # writes ready-RANK, then waits for the file "release"
+p.add_argument("--wait-each", action="store_true")
 args = p.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -113,9 +116,12 @@ for step in range(start, args.steps):
     optimizer.step()
     extra.add_(float(step + 1) * (rank + 1))
     ck.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "extra": extra}, step)
+    if args.wait_each:
+        ck.wait()
     if attempt == 0 and rank == 0 and step == args.kill_spill_at:
         kill_spill()
     if attempt == 0 and step == args.pause_after:
+        ck.wait()
         with open(os.path.join(args.out, f"ready-{rank}"), "w") as f:
             f.write(str(step))
         deadline = time.monotonic() + 120
@@ -123,7 +129,7 @@ for step in range(start, args.steps):
             assert time.monotonic() < deadline, "the test never released the paused job"
             time.sleep(0.05)
         dist.barrier()
-    if attempt == 0 and step == args.hold_after:
+    if attempt == 0 and start == 0 and step == args.hold_after:  # not again in a round that resumed before it
         ck.wait()
         assert step in ck.status()["replicated"], ck.status()
         with open(os.path.join(args.out, f"ready-{rank}"), "w") as f:
