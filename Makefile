@@ -17,6 +17,9 @@
 #                            the reference run; about 20 s per test on a loaded 2-core machine: see docs/comm.md)
 #   make torch2-dist-parity  one-off: PyTorch 2.6's distributed_test.py collective/p2p subset on gloo and on
 #                            "ctrun" (torch 2.6 chroot); lists what passes with gloo and not with ctrun (docs/comm.md)
+#   make teardown-soak       issue 42's program (DDP, fp16 hook, torch's gloo, 3 ranks) TEARDOWN_RUNS=20 times under
+#                            ctrun on torch 1.13 and on torch 2.6 (chroot): each run exits 0, each abort in native
+#                            teardown said so (`make test` runs 4 of each: agent.teardown.fp16_*); ~2 + ~6 min
 
 BUILD_TYPE ?= Release
 BUILD_DIR  ?= build
@@ -26,7 +29,7 @@ CMAKE_ARGS ?=
 PYTHON     ?= /usr/bin/python3
 
 .PHONY: all deps configure build run test asan tsan fuzz bench bench-drift bench-kill9 format clean torch-dist-suite \
-        torch2 torch2-dist-parity
+        torch2 torch2-dist-parity teardown-soak
 
 all: build
 
@@ -85,6 +88,15 @@ torch-dist-suite: build
 
 torch2-dist-parity: torch2
 	@$(PYTHON) tests/torch2/dist_suite_parity26.py
+
+TEARDOWN_RUNS ?= 20
+teardown-soak: build torch2
+	@# 77: skipped (no torch, no chroot: it says why)
+	@CTRUN_BIN=$(BUILD_DIR)/bin/ctrun CTRUN_TORCH_PYTHON=$(PYTHON) \
+	  $(PYTHON) tests/agent/teardown/teardown_torch_test.py torch113 $(TEARDOWN_RUNS) || [ $$? = 77 ]
+	@TORCH2_STATUS=$(BUILD_DIR)/torch2-status \
+	  $(PYTHON) tests/agent/teardown/teardown_torch_test.py torch26 $(TEARDOWN_RUNS) --ctrun $(BUILD_DIR)/bin/ctrun \
+	  || [ $$? = 77 ]
 
 format:
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i

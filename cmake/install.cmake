@@ -154,6 +154,8 @@ install(TARGETS ctrun_crypto LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/ctrun)
 # where it would shadow Debian's sitecustomize for every python; ctrun puts this directory on its workers'
 # PYTHONPATH.
 install(FILES ${PROJECT_SOURCE_DIR}/agent/hang/python/sitecustomize.py DESTINATION ${CMAKE_INSTALL_DATADIR}/ctrun/python)
+# ... and beside it the exit note it loads at a worker's exit (agent/teardown/exit_record.hpp).
+install(TARGETS ctrun_exit_note LIBRARY DESTINATION ${CMAKE_INSTALL_DATADIR}/ctrun/python)
 # One package serves users and developers: the libraries with their development symlinks (libctrun_comm.so ->
 # libctrun_comm.so.0 -> libctrun_comm.so.0.1.0), headers, CMake and pkg-config files (docs/install.md).
 install(TARGETS ${_ctrun_installed_store} ${_ctrun_installed_comm} EXPORT ctrun-targets

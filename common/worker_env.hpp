@@ -39,6 +39,11 @@ inline constexpr const char* kTimerFile = "TORCHELASTIC_TIMER_FILE";
 inline constexpr const char* kProgressFile = "CTRUN_PROGRESS_FILE";
 inline constexpr const char* kStackFile = "CTRUN_STACK_FILE";
 inline constexpr const char* kStackSignal = "CTRUN_STACK_SIGNAL";
+// The end of a Python worker's program (agent/teardown/exit_record.hpp): the attempt's exit-record file and this
+// worker's slot in it, which ctrun's sitecustomize.py writes once the program has ended (and takes out of the
+// environment, so that the worker's own child processes do not write it).
+inline constexpr const char* kExitRecord = "CTRUN_EXIT_RECORD";
+inline constexpr const char* kExitSlot = "CTRUN_EXIT_SLOT";
 // ctrun's in-memory checkpoints (agent/checkpoint/, read by the Python module ctrun_torch.checkpoint, whose
 // _contract.py repeats these names): the job's snapshot directory the agent owns, the node's memory limit in bytes,
 // the store ("host:port") and key prefix where each rank's held steps are listed for this attempt; or, instead of

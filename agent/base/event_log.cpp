@@ -22,7 +22,9 @@ constexpr EventKind kCatalogue[] = {
      "nodes wait to join or a member left, so the round ends: `nodes_waiting`, `reason`"},
     {E::kWorkerStart, "worker_start", "a worker started: `local_rank`, `rank`, `pid`, `restart_count`"},
     {E::kWorkerExit, "worker_exit",
-     "a worker exited: `local_rank`, `rank`, `pid`, `exitcode`, `restart_count`, and `signal` when a signal killed it"},
+     "a worker exited: `local_rank`, `rank`, `pid`, `exitcode` (as counted), `restart_count`, `signal` when a signal "
+     "killed it, and `teardown_exitcode` when it died in native teardown after its program ended (see "
+     "`teardown_crash`: `exitcode` is then 0)"},
     {E::kRestart, "restart",
      "the group restarts: `restart_count`, `remaining_restarts`, `attempts_without_progress` (failed attempts in a "
      "row that committed no newer checkpoint step)"},
@@ -95,6 +97,14 @@ constexpr EventKind kCatalogue[] = {
      "`step_outs`"},
     {E::kNodeReturned, "node_returned",
      "a stepped-out node's cooldown ended: it joins again (as a spare when the round is full): `step_outs`"},
+    {E::kTeardownCrash, "teardown_crash",
+     "a worker whose Python program ended with exit status 0 then died in native teardown (interpreter shutdown, C++ "
+     "destructors), so it counts as exit 0: `local_rank`, `rank`, `pid`, `exitcode` (what it died of), `signal`, "
+     "`program_status`, `exit_called` (exit() was reached), `stderr_last_line` (when ctrun saw its stderr), "
+     "`restart_count`"},
+    {E::kTeardownHang, "teardown_hang",
+     "a worker still ran `--shutdown-timeout` after its Python program ended, so ctrun killed it (SIGKILL) and counts "
+     "it as failed: `local_rank`, `rank`, `pid`, `program_status`, `ended_s`, `restart_count`"},
 };
 
 }  // namespace

@@ -54,6 +54,8 @@ enum class Event {
   kHealthCheckFailed,
   kNodeSteppedOut,
   kNodeReturned,
+  kTeardownCrash,
+  kTeardownHang,
 };
 
 struct EventKind {

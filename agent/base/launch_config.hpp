@@ -114,8 +114,11 @@ struct LaunchConfig {
   // Beyond torchrun.
   std::optional<std::string> event_log;  // one JSON line per event
   bool propagate_exit_code{};            // exit with the root cause's code instead of torchrun's 1
-  std::vector<std::string> preload;      // --preload: modules a warm process imports once (agent/preload/)
-  std::optional<int> metrics_port;       // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
+  // A worker that crashes in native teardown after its program ended with 0 counts as failed, as torchrun counts it
+  // (off: it counts as exit 0, agent/teardown/).
+  bool fail_on_teardown_crash{};
+  std::vector<std::string> preload;  // --preload: modules a warm process imports once (agent/preload/)
+  std::optional<int> metrics_port;   // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
   // --checkpoint-memory in bytes (agent/checkpoint/): nullopt = the default rule (memory_limit.hpp); 0 = off.
   std::optional<std::uint64_t> checkpoint_memory;
   // --checkpoint-dir: committed steps copied there in the background ("" = none), every N steps at most, or (when

@@ -200,6 +200,10 @@ const std::vector<FlagSpec>& flag_table() {
        "Write one JSON line per agent event to this file."},
       {"propagate_exit_code", "", K::kBool, "0", kPet, kCtrun, bool_of<&C::propagate_exit_code>,
        "Exit with the root-cause worker's exit code (128+N for signal N) instead of 1."},
+      {"fail_on_teardown_crash", "", K::kBool, "0", kPet, kCtrun, bool_of<&C::fail_on_teardown_crash>,
+       "Count a worker whose Python program ended with exit status 0 and that then crashed in native teardown "
+       "(interpreter shutdown, C++ destructors) as failed, as torchrun does (default: it counts as exit 0, with a "
+       "warning)."},
       {"preload", "", K::kValue, std::nullopt, kPet, kCtrun,
        [](C& c, const std::string& v) { c.preload = parse_module_list(v); },
        "Modules (comma-separated) one warm Python process per node imports once; workers are forked from it with "

@@ -1,13 +1,11 @@
 #include "agent/hang/region.hpp"
-#include "common/text.hpp"
 
-#include <signal.h>
+#include "agent/base/stale_files.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 
 namespace ctrun::agent::hang {
@@ -130,22 +128,7 @@ RankRecord Region::read(int local_rank) const {
 }
 
 std::vector<std::string> sweep_stale_regions(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> removed;
-  std::error_code ec;
-  const std::string prefix = progress::kRegionPrefix;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    const std::string rest = name.substr(prefix.size());
-    const auto dash = rest.find('-');
-    if (dash == std::string::npos || dash == 0) continue;
-    const int pid = text::parse_int<int>(std::string_view(rest).substr(0, dash)).value_or(0);
-    if (pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal: leave it)
-    if (::unlink(it->path().c_str()) == 0) removed.push_back(it->path().string());
-  }
-  return removed;
+  return sweep_files_of_dead_agents(dir, progress::kRegionPrefix);
 }
 
 }  // namespace ctrun::agent::hang

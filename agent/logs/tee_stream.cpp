@@ -13,6 +13,7 @@
 #include "agent/logs/line_splitter.hpp"
 #include "agent/logs/write_all.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::agent {
 
@@ -56,6 +57,7 @@ class TeeStream::Impl : public std::enable_shared_from_this<Impl> {
   }
 
   void emit(std::string_view line) {
+    if (target_.keep_last_line) remember(line);
     if (target_.console_fd >= 0 && target_.console != nullptr) {
       target_.console->write(target_.console_fd, target_.prefix, line);
     } else if (target_.console_fd >= 0) {
@@ -73,12 +75,20 @@ class TeeStream::Impl : public std::enable_shared_from_this<Impl> {
     }
   }
 
+  void remember(std::string_view line) {
+    const std::string_view text = text::trim(line);
+    if (!text.empty()) last_line_.assign(text.substr(0, kKeptLineBytes));
+  }
+
+  static constexpr std::size_t kKeptLineBytes = 400;
+
   boost::asio::posix::stream_descriptor pipe_;
   TeeTarget target_;
   std::function<void()> on_eof_;
   std::array<char, 65536> buf_{};
   LineSplitter splitter_;
   std::string line_;
+  std::string last_line_;
   bool finished_ = false;
   bool file_failed_ = false;
 };
@@ -93,5 +103,6 @@ TeeStream::~TeeStream() {
 
 void TeeStream::start() { impl_->read(); }
 bool TeeStream::finished() const { return impl_->finished_; }
+const std::string& TeeStream::last_line() const { return impl_->last_line_; }
 
 }  // namespace ctrun::agent

@@ -24,6 +24,7 @@ struct TeeTarget {
   int filtered_fd = -1;            // shared by the ranks of an attempt, not owned
   std::vector<std::string> filters;
   std::string prefix;
+  bool keep_last_line = false;  // remember the last non-blank line (a worker's stderr: ctrun quotes it)
 };
 
 class TeeStream {
@@ -36,6 +37,8 @@ class TeeStream {
 
   void start();
   bool finished() const;
+  // With keep_last_line: the last non-blank line read so far, without its newline (at most 400 bytes of it).
+  const std::string& last_line() const;
 
  private:
   class Impl;

@@ -5,7 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
+#include <utility>
 
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/line_splitter.hpp"
@@ -13,8 +16,30 @@
 #include "agent/logs/stream_plan.hpp"
 #include "agent/logs/tee_stream.hpp"
 #include "common/hostname.hpp"
+#include "common/text.hpp"
 
 namespace ctrun::agent {
+namespace {
+
+// The last non-blank line of a log file's last 4 KiB (at most 400 bytes of it).
+std::string last_line_of_file(const std::string& path) {
+  constexpr std::streamoff kTail = 4096;
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  in.seekg(size > kTail ? size - kTail : 0);
+  const std::string tail(std::istreambuf_iterator<char>(in), {});
+  for (std::string_view rest(tail); !rest.empty();) {
+    const auto nl = rest.rfind('\n');
+    const std::string_view line = text::trim(nl == std::string_view::npos ? rest : rest.substr(nl + 1));
+    if (!line.empty()) return std::string(line.substr(0, 400));
+    if (nl == std::string_view::npos) break;
+    rest = rest.substr(0, nl);
+  }
+  return "";
+}
+
+}  // namespace
 
 int open_for_child(const std::string& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -39,6 +64,8 @@ WorkerStreams::~WorkerStreams() {
 void WorkerStreams::begin_attempt(const LogLayout& layout, int restart_count) {
   layout_ = &layout;
   restart_count_ = restart_count;
+  answer_waiting();  // the previous attempt's
+  stderr_.clear();
   for (int* fd : {&filtered_out_fd_, &filtered_err_fd_}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
@@ -70,8 +97,10 @@ int WorkerStreams::open_stream(int stream, int local_rank, int global_rank, std:
       return -1;
     case StreamMode::kNull:
     case StreamMode::kFile: {
-      int fd = open_for_child(plan.mode == StreamMode::kFile && layout_->enabled() ? path : "/dev/null");
+      const bool file = plan.mode == StreamMode::kFile && layout_->enabled();
+      int fd = open_for_child(file ? path : "/dev/null");
       to_close.push_back(fd);
+      if (stream == 2 && file) stderr_[local_rank] = Stderr{false, 0, path};
       return fd;
     }
     case StreamMode::kTee: {
@@ -91,12 +120,43 @@ int WorkerStreams::open_stream(int stream, int local_rank, int global_rank, std:
       target.filters = stream == 1 ? config_.duplicate_stdout_filters : config_.duplicate_stderr_filters;
       const std::string* tmpl = prefix_template_ ? &*prefix_template_ : nullptr;
       target.prefix = log_line_prefix(tmpl, config_.role, local_rank, global_rank, host::short_name());
-      tees_.push_back(std::make_unique<TeeStream>(io_, p[0], std::move(target), on_eof_));
+      target.keep_last_line = stream == 2;
+      const std::size_t index = tees_.size();
+      if (stream == 2) stderr_[local_rank] = Stderr{true, index, ""};
+      tees_.push_back(std::make_unique<TeeStream>(io_, p[0], std::move(target), [this, index] {
+        tee_ended(index);
+        if (on_eof_) on_eof_();
+      }));
       tees_.back()->start();
       return p[1];
     }
   }
   return -1;
+}
+
+void WorkerStreams::last_stderr_line(int local_rank, LastLine then) {
+  const auto it = stderr_.find(local_rank);
+  if (it == stderr_.end()) return then("", false);
+  const Stderr& err = it->second;
+  if (!err.tee) return then(last_line_of_file(err.file), true);
+  const TeeStream& tee = *tees_[err.tee_index];
+  if (tee.finished()) return then(tee.last_line(), true);
+  waiting_.emplace_back(err.tee_index, std::move(then));
+}
+
+void WorkerStreams::tee_ended(std::size_t index) {
+  std::vector<LastLine> ready;
+  std::erase_if(waiting_, [&](auto& w) {
+    if (w.first != index) return false;
+    ready.push_back(std::move(w.second));
+    return true;
+  });
+  for (auto& then : ready) then(tees_[index]->last_line(), true);
+}
+
+void WorkerStreams::answer_waiting() {
+  auto waiting = std::exchange(waiting_, {});
+  for (auto& [index, then] : waiting) then(tees_[index]->last_line(), true);
 }
 
 bool WorkerStreams::done() const {

@@ -4,6 +4,7 @@
 // loop), and the attempt's filtered_std*.log files. Owns the tee streams, so it can tell when all output is written.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,8 +48,25 @@ class WorkerStreams {
   // Every tee'd stream ended and was written.
   bool done() const;
 
+  // The last line the worker of `local_rank` wrote to stderr in this attempt, handed to `then` once it is known,
+  // with whether ctrun sees that stderr at all: at once when it went to a file (read back: the worker has exited) or
+  // to the console or /dev/null ("", false); when ctrun tees it, once the stream ended (what the pipe still held is
+  // read first) or at answer_waiting().
+  using LastLine = std::function<void(const std::string& line, bool seen)>;
+  void last_stderr_line(int local_rank, LastLine then);
+  // Every request still waiting gets what was read so far (the bound of WorkerGroup::close on output in flight).
+  void answer_waiting();
+
  private:
   int open_stream(int stream, int local_rank, int global_rank, std::vector<int>& to_close);
+  void tee_ended(std::size_t index);
+
+  // Where a rank's stderr goes in this attempt.
+  struct Stderr {
+    bool tee = false;
+    std::size_t tee_index = 0;
+    std::string file;  // redirected to this file ("": not a file)
+  };
 
   boost::asio::io_context& io_;
   const LaunchConfig& config_;
@@ -60,6 +78,8 @@ class WorkerStreams {
   int filtered_out_fd_ = -1;
   int filtered_err_fd_ = -1;
   std::vector<std::unique_ptr<TeeStream>> tees_;
+  std::map<int, Stderr> stderr_;                           // by local rank, this attempt
+  std::vector<std::pair<std::size_t, LastLine>> waiting_;  // tee index, request
 };
 
 }  // namespace ctrun::agent

@@ -74,6 +74,7 @@ struct Snapshot {
   double last_rendezvous_s = 0;
   std::array<std::uint64_t, kWorkerStates.size()> workers{};
   std::array<std::uint64_t, kExitOutcomes.size()> exits{};
+  std::uint64_t teardown_crashes = 0;  // counted as succeeded too
   std::vector<RankRow> ranks;
   std::optional<CheckpointKeeper::Summary> checkpoints;  // none until the first tick with checkpoints read
   SteadyClock::time_point checkpoints_at{};              // when `checkpoints` was read (its age grows from there)
@@ -139,6 +140,10 @@ metrics::Families families(const Snapshot& s, SteadyClock::time_point now) {
   auto& exits = out.emplace_back(counter("ctrun_worker_exits_total", "This node's worker exits, by outcome."));
   for (std::size_t i = 0; i < kExitOutcomes.size(); ++i)
     exits.add(static_cast<double>(s.exits[i]), {{"outcome", kExitOutcomes[i]}});
+  out.push_back(counter("ctrun_worker_teardown_crashes_total",
+                        "Worker exits whose Python program ended with status 0 and that then died in native teardown "
+                        "(counted as succeeded).")
+                    .add(static_cast<double>(s.teardown_crashes)));
   out.push_back(counter("ctrun_restarts_total", "Worker-group restarts after a failure (--max-restarts used).")
                     .add(static_cast<double>(s.restarts)));
   out.push_back(counter("ctrun_rendezvous_rounds_total", "Rendezvous rounds this node joined that formed.")
@@ -199,6 +204,7 @@ struct AgentMetrics::Impl {
     {
       std::lock_guard<std::mutex> lock(mutex);
       ++snapshot.exits[outcome];
+      if (w.teardown_exitcode) ++snapshot.teardown_crashes;
     }
     count_workers();
   }

@@ -2,6 +2,7 @@
 
 #include "agent/launch/worker_invocation.hpp"
 #include "agent/preload/job_wide_env.hpp"
+#include "common/worker_env.hpp"
 
 namespace ctrun::agent::preload {
 
@@ -25,6 +26,9 @@ std::variant<WarmOptions, std::string> plan_warm_process(const LaunchConfig& con
   } catch (const std::invalid_argument& e) {  // --virtual-local-rank without devices: the spawn says it
     return std::string(e.what());
   }
+  // The workers record the end of their program (agent/teardown/): an empty name tells ctrun's sitecustomize in the
+  // warm process to set up what its forked workers note on the way (their SystemExit) before the modules import.
+  if (!config.fail_on_teardown_crash) common[worker_env::kExitRecord] = "";
   o.env = merge_environment(parent, common);
   return o;
 }

@@ -24,6 +24,7 @@
 #include "agent/process/escapees.hpp"
 #include "agent/process/guardian.hpp"
 #include "agent/process/worker_spawner.hpp"
+#include "agent/teardown/teardown_watch.hpp"
 #include "common/log.hpp"
 
 extern char** environ;
@@ -87,6 +88,8 @@ class WorkerGroup::Impl {
         children_(io, SIGCHLD),
         kill_timer_(io),
         stuck_timer_(io),
+        teardown_(io, !config.fail_on_teardown_crash, config.shutdown_timeout,
+                  env_(teardown::kRootVariable).value_or("/dev/shm")),
         streams_(io, config, console,
                  config.log_line_prefix_template ? config.log_line_prefix_template
                                                  : env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"),
@@ -119,6 +122,7 @@ class WorkerGroup::Impl {
       if (layout.enabled()) w.stderr_log = layout.stderr_file(attempt.restart_count, r);
     }
     streams_.begin_attempt(layout, attempt.restart_count);
+    teardown_.begin_attempt(attempt_seq_, config_.nproc_per_node);
     for (int r = 0; r < config_.nproc_per_node && keep_going(); ++r) {
       Worker& w = workers_[static_cast<std::size_t>(r)];
       try {
@@ -136,6 +140,10 @@ class WorkerGroup::Impl {
     for (const auto& h : hooks_) {
       if (h.after_start) h.after_start(workers_);
     }
+    teardown_.watch([this] { return running_workers(); },
+                    [this](const auto& worker, const auto& record, double ended_s) {
+                      teardown_overdue(worker.pid, record, ended_s);
+                    });
   }
 
   void stop(int sig, bool again) {
@@ -218,6 +226,7 @@ class WorkerGroup::Impl {
   void end_attempt() {
     kill_timer_.cancel();
     stuck_timer_.cancel();
+    teardown_.end_attempt();
     // Orphaned descendants that ctrun adopted as their subreaper (found even with a cleared environment).
     int n = subreaper_ ? kill_adopted(kept_children()) : 0;
     auto token = env_(kJobTokenVariable);
@@ -233,6 +242,7 @@ class WorkerGroup::Impl {
     children_.cancel();
     kill_timer_.cancel();
     stuck_timer_.cancel();
+    teardown_.end_attempt();
     drained_ = std::move(drained);
     if (streams_.done()) return drained_done();
     drain_timer_.expires_after(drain);
@@ -249,6 +259,7 @@ class WorkerGroup::Impl {
   }
 
   void drained_done() {
+    streams_.answer_waiting();  // a teardown crash's last stderr line: what was read by now
     if (auto done = std::exchange(drained_, nullptr)) done();
   }
 
@@ -272,6 +283,7 @@ class WorkerGroup::Impl {
     in.restart_count = attempt_.restart_count;
     in.error_file = w.error_file;
     auto overrides = worker_env_overrides(in, env_);
+    teardown_.add_env(w.local_rank, overrides);
     for (const auto& h : hooks_) {
       if (h.before_start) h.before_start(w, overrides);
     }
@@ -309,7 +321,7 @@ class WorkerGroup::Impl {
   void spawn_failed(Worker& w, const std::string& why) {
     log_->error("local_rank {}: {}", w.local_rank, why);
     w.exitcode = 127;
-    w.spawn_error = why;
+    w.failure_note = why;
     w.exited_ns = monotonic_ns();
     w.exited_epoch = epoch_seconds();
     if (cb_.start_failed) cb_.start_failed(w);
@@ -354,17 +366,76 @@ class WorkerGroup::Impl {
     // Collateral of a stop: it died of the signal ctrun sent (or its shell's 128+N). A rank that exits with a code
     // of its own while the group is being stopped failed by itself and is named in the summary (as torchrun).
     w.stopped_by_us = stopping_ && died_of_stop_signal(w.exitcode);
+    if (w.exitcode != 0 && !w.stopped_by_us && !w.teardown_hung) count_teardown_crash(w);
     nlohmann::json ev = {{"local_rank", w.local_rank},
                          {"rank", w.global_rank},
                          {"pid", w.pid},
                          {"exitcode", w.exitcode},
                          {"restart_count", attempt_.restart_count}};
-    if (w.exitcode < 0) ev["signal"] = signal_name(-w.exitcode);
+    const int died_of = w.teardown_exitcode.value_or(w.exitcode);
+    if (died_of < 0) ev["signal"] = signal_name(-died_of);
+    if (w.teardown_exitcode) ev["teardown_exitcode"] = *w.teardown_exitcode;
     events_.emit(Event::kWorkerExit, ev);
     for (const auto& h : hooks_) {
       if (h.on_exit) h.on_exit(w);
     }
     if (cb_.exited) cb_.exited(w);
+  }
+
+  // Its program ended with exit status 0 and it died in native teardown: it counts as exit 0, said with its stderr's
+  // last line once the stream has given it (agent/teardown/).
+  void count_teardown_crash(Worker& w) {
+    const teardown::ExitJudgement j = teardown_.judge(w.local_rank, w.pid, w.exitcode);
+    if (!j.teardown_crash) {
+      if (!j.why_not.empty())
+        log_->debug("local_rank {}: exit code {} counts as it is: {}", w.local_rank, w.exitcode, j.why_not);
+      return;
+    }
+    w.teardown_exitcode = w.exitcode;
+    w.exitcode = 0;
+    streams_.last_stderr_line(
+        w.local_rank, [this, rank = w.global_rank, local_rank = w.local_rank, pid = w.pid, died = *w.teardown_exitcode,
+                       j, restarts = attempt_.restart_count](const std::string& line, bool seen) {
+          log_->warn("{}", teardown::teardown_crash_words(rank, local_rank, pid, died, line, seen));
+          nlohmann::json ev = {{"local_rank", local_rank},
+                               {"rank", rank},
+                               {"pid", pid},
+                               {"exitcode", died},
+                               {"program_status", j.program_status},
+                               {"exit_called", j.exit_called},
+                               {"restart_count", restarts}};
+          if (died < 0) ev["signal"] = signal_name(-died);
+          if (seen) ev["stderr_last_line"] = line;
+          events_.emit(Event::kTeardownCrash, ev);
+        });
+  }
+
+  // Still running --shutdown-timeout after its program ended: hung in native teardown. Killed, counted as failed.
+  void teardown_overdue(pid_t pid, const teardown::ExitRecord& record, double ended_s) {
+    for (auto& w : workers_) {
+      if (!w.running || w.pid != pid) continue;
+      const int status = record.exit_called ? record.exit_status & 0xFF : record.status;
+      const std::string words =
+          teardown::teardown_hang_words(w.global_rank, w.local_rank, w.pid, status, ended_s, config_.shutdown_timeout);
+      log_->error("{}", words);
+      events_.emit(Event::kTeardownHang, {{"local_rank", w.local_rank},
+                                          {"rank", w.global_rank},
+                                          {"pid", w.pid},
+                                          {"program_status", status},
+                                          {"ended_s", ended_s},
+                                          {"restart_count", attempt_.restart_count}});
+      w.teardown_hung = true;
+      w.failure_note = words;
+      spawner_->signal(w.pid, SIGKILL);
+    }
+  }
+
+  std::vector<teardown::TeardownWatch::Running> running_workers() const {
+    std::vector<teardown::TeardownWatch::Running> out;
+    for (const auto& w : workers_) {
+      if (w.running) out.push_back({w.local_rank, static_cast<int>(w.pid)});
+    }
+    return out;
   }
 
   bool died_of_stop_signal(int exitcode) const {
@@ -408,6 +479,7 @@ class WorkerGroup::Impl {
   std::vector<std::function<std::vector<pid_t>()>> also_kept_;
   boost::asio::steady_timer kill_timer_;
   boost::asio::steady_timer stuck_timer_;  // kUnkillableGrace after SIGKILL
+  teardown::TeardownWatch teardown_;       // the attempt's exit records: a finished program is a finished job
   WorkerStreams streams_;
   boost::asio::steady_timer drain_timer_;  // close(): the bound on the tee'd output still in flight
   std::function<void()> drained_;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,17 @@ struct Worker {
   bool stopped_by_us = false;     // it died of the signal the group's stop sent (collateral, not a failure)
   std::string error_file;         // its TORCHELASTIC_ERROR_FILE ("" without log files)
   std::string stderr_log;         // its stderr.log, written only with --redirects/--tee ("" without log files)
-  std::string spawn_error;        // why it could not be started, for the summary's traceback field
+  // Why ctrun counts it as failed where its exit status does not say (it could not be started, it hung in native
+  // teardown): the summary's traceback field.
+  std::string failure_note;
   // It survived SIGKILL for kUnkillableGrace (stuck in the kernel): its /proc state letter ('D': uninterruptible
   // sleep) when ctrun stopped waiting for it; 0 otherwise.
   char stuck_state = 0;
+  // Its program ended with exit status 0 (its exit record, agent/teardown/) and it then died in native teardown: it
+  // counts as exit 0 (exitcode is 0) and this is what it really exited with (torchrun's convention).
+  std::optional<int> teardown_exitcode;
+  // ctrun killed it: it still ran --shutdown-timeout after its program ended (hung in native teardown).
+  bool teardown_hung = false;
 };
 
 // How long ctrun waits for a worker to die after SIGKILL before it stops waiting: a process in uninterruptible

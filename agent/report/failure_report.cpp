@@ -32,7 +32,7 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
     if (w.stopped_by_us && !read_worker_error_file(w.error_file)) continue;
     failures.push_back(
         make_failure(w.local_rank, w.global_rank, w.pid, w.exitcode, w.error_file, w.exited_epoch, w.exited_ns));
-    if (!w.spawn_error.empty()) failures.back().message = w.spawn_error;
+    if (!w.failure_note.empty()) failures.back().message = w.failure_note;
     stderr_logs.push_back(w.stderr_log);
   }
   if (failures.empty()) return std::nullopt;
