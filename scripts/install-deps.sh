@@ -20,6 +20,7 @@ packages=(
   etcd-server etcd-client   # the etcd rendezvous backend's tests and benchmark (client: debugging)
   libssl-dev openssl        # etcd over https (Asio ssl), test certificates
   prometheus                # promtool and a real Prometheus server for the metrics tests
+  chromium                  # the job's page opened in a real (headless) browser by its tests
 )
 
 missing=()
