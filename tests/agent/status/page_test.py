@@ -222,7 +222,7 @@ def test_one_node():
         resume = [e["resume_step"] for e in held if e["event"] == "checkpoint_held"][-1]
         assert attempts[0]["outcome"] == "restarted", attempts
         assert "rank 1 (local rank 1 on" in attempts[0]["cause"] and "SIGKILL" in attempts[0]["cause"], attempts
-        assert attempts[1]["resume"] == f"step {resume}" and resume >= 14, (attempts, resume)
+        assert attempts[1]["resume"] == f"step {resume}" and resume >= 13, (attempts, resume)  # rank 1 saved 14
         # The screenshot, once the new attempt has some progress.
         wait_for("progress in the new attempt", lambda: int(read(os.path.join(out, f"step-1-0")) or 0) >= resume + 20, 60)
         time.sleep(2)
