@@ -293,7 +293,7 @@ class Agent::Impl {
                                              [this] { return state_ == AgentState::kRunning; });
     liveness_ = open_liveness(io_, env_, config_.metrics_port.has_value());
     metrics_ = std::make_unique<AgentMetrics>(config_, *group_, *hang_, events_, liveness_.loop_age());
-    status_ = std::make_unique<JobStatus>(io_, *hang_, lane_);
+    status_ = std::make_unique<JobStatus>(io_, *hang_, lane_, events_);
     // CTRUN_CHECKPOINT_ROOT: where the job's snapshot directory is made instead of /dev/shm (a tmpfs of its own, a
     // container's or a chroot's view of one; the torch 2.6 tests use a folder the chroot sees).
     const auto root = env_("CTRUN_CHECKPOINT_ROOT");

@@ -21,6 +21,7 @@ packages=(
   libssl-dev openssl        # etcd over https (Asio ssl), test certificates; the job secret's HMAC
   zlib1g-dev                # checkpoint digests (CRC-32, in ctrun's crypto module)
   prometheus                # promtool and a real Prometheus server for the metrics tests
+  chromium                  # the job's page opened in a real (headless) browser by its tests
 )
 
 missing=()

@@ -37,7 +37,9 @@ constexpr EventKind kCatalogue[] = {
      "a worker overstayed its torch `FileTimerClient` timer: `pid`, `local_rank`, `rank`, `scope_id`, `signal`, "
      "`overdue_s`"},
     {E::kAgentFailure, "agent_failure", "the agent itself failed (its workers are stopped): `error`"},
-    {E::kFailed, "failed", "no restarts left: the first failure, `rank`, `exitcode`"},
+    {E::kFailed, "failed",
+     "no restarts left: the first failure, `rank`, `exitcode`, `summary` (torchrun's ChildFailedError summary, as "
+     "printed)"},
     {E::kConsoleDropped, "console_dropped", "console lines dropped because the console did not keep up: `lines`"},
     {E::kShutdown, "shutdown", "the agent ends: `exit_code`"},
     {E::kMetrics, "metrics", "with `--metrics-port`: the endpoint's `url`, `host`, `port`"},
@@ -132,7 +134,10 @@ EventLog::~EventLog() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
+void EventLog::observe(Observer observer) { observers_.push_back(std::move(observer)); }
+
 void EventLog::emit(Event event, const nlohmann::json& fields) {
+  for (const auto& observer : observers_) observer(event, fields);
   if (file_ == nullptr) return;
   nlohmann::json line = fields.is_object() ? fields : nlohmann::json::object();
   line["event"] = event_name(event);

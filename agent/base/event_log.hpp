@@ -5,10 +5,12 @@
 // docs/cli.md's list of events is generated from it (tests/agent/base/event_log_test.cpp checks it).
 
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -79,8 +81,13 @@ class EventLog {
 
   bool enabled() const { return file_ != nullptr; }
   void emit(Event event, const nlohmann::json& fields);
+  // Every event, with or without a file, is also handed to the observers, in the order emitted, on the thread that
+  // emits (the agent's loop): the live view builds the job's timeline from the same events (agent/status/).
+  using Observer = std::function<void(Event event, const nlohmann::json& fields)>;
+  void observe(Observer observer);
 
  private:
+  std::vector<Observer> observers_;
   std::FILE* file_ = nullptr;
   std::string path_;
   bool warned_ = false;  // the one warning on a write error (disk full) was given

@@ -46,6 +46,7 @@ struct RankRecord {
   int local_rank = 0;
   int pid = 0;
   int restarts = 0;            // restarts of the job so far (the attempt)
+  std::string node;            // the node whose summary it came from (its group rank); "" for this node's own ranks
   std::uint32_t overflow = 0;  // groups past progress::kMaxGroups, not recorded
   std::uint64_t retired_done = 0;  // the most ops a group of this rank that went (its slot freed) had finished
   std::vector<GroupRecord> groups;

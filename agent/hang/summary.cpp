@@ -192,6 +192,7 @@ std::vector<RankRecord> RemoteView::ranks(double now_s) const {
   for (const auto& [node, held] : nodes_) {
     const double age = std::max(0.0, now_s - held.fetched_s);
     for (RankRecord r : held.summary.ranks) {
+      r.node = node;
       for (auto& g : r.groups) {
         g.in_state_s += age;
         if (g.p2p_pending > 0) g.p2p_s += age;

@@ -68,7 +68,7 @@ std::optional<int> report_worker_failures(const std::vector<Worker>& workers, co
   if (auto own = env("TORCHELASTIC_ERROR_FILE"); own && !own->empty()) {
     write_agent_error_file(*own, root.error_file, root.exitcode, summary);
   }
-  events.emit(Event::kFailed, {{"rank", root.global_rank}, {"exitcode", root.exitcode}});
+  events.emit(Event::kFailed, {{"rank", root.global_rank}, {"exitcode", root.exitcode}, {"summary", summary}});
   if (!config.propagate_exit_code) return 1;
   return root.exitcode < 0 ? 128 - root.exitcode : root.exitcode;
 }

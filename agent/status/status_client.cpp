@@ -1,5 +1,8 @@
 #include "agent/status/status_client.hpp"
 
+#include <spawn.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -13,7 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kUsage = "usage: ctrun --status [--json | --stacks] [LOG_DIR | RUN_DIR | HOST:PORT]";
+constexpr const char* kUsage =
+    "usage: ctrun --status [--json | --stacks | --open | --url] [LOG_DIR | RUN_DIR | HOST:PORT]";
 constexpr int kTimeoutMs = 3000;
 constexpr int kStacksTimeoutMs = 15000;  // the agent answers within its 2 s dump wait, or 10 s at most
 
@@ -46,6 +50,48 @@ std::optional<StatusTarget> host_port(const std::string& target) {
   }
 }
 
+// The page's address, as a browser on this machine reaches it.
+std::string page_url(const StatusTarget& t) {
+  const bool v6 = t.host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + t.host + "]" : t.host) + ":" + std::to_string(t.port) + "/";
+}
+
+// The browser to open a URL with: $BROWSER's first entry (the usual colon-separated list), else xdg-open on PATH.
+std::string browser_of(const EnvLookup& env) {
+  if (auto b = env("BROWSER"); b && !b->empty()) return b->substr(0, b->find(':'));
+  const auto path = env("PATH");
+  std::string dirs = path ? *path : "/usr/bin:/bin";
+  for (std::size_t at = 0; at <= dirs.size();) {
+    const auto colon = std::min(dirs.find(':', at), dirs.size());
+    const fs::path candidate = fs::path(dirs.substr(at, colon - at)) / "xdg-open";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    at = colon + 1;
+  }
+  return "";
+}
+
+// Starts `browser url` and leaves it running (a browser outlives this command). False when it cannot be started.
+bool open_in(const std::string& browser, const std::string& url) {
+  std::vector<char*> argv = {const_cast<char*>(browser.c_str()), const_cast<char*>(url.c_str()), nullptr};
+  pid_t pid = 0;
+  return ::posix_spawnp(&pid, browser.c_str(), nullptr, nullptr, argv.data(), environ) == 0;
+}
+
+// --open / --url: the page of the first job that answers.
+int show_page(const StatusTarget& t, bool open, const EnvLookup& env) {
+  const std::string url = page_url(t);
+  std::printf("%s\n", url.c_str());
+  std::fflush(stdout);
+  if (!open) return 0;
+  const std::string browser = browser_of(env);
+  if (!browser.empty() && open_in(browser, url)) return 0;
+  std::fprintf(stderr,
+               "ctrun --status --open: no browser here (set BROWSER, or install xdg-open): open %s in one. From "
+               "another machine: ssh -N -L %d:127.0.0.1:%d <this host>, then http://127.0.0.1:%d/ there\n",
+               url.c_str(), t.port, t.port, t.port);
+  return 0;
+}
+
 }  // namespace
 
 std::vector<StatusTarget> status_targets(const std::optional<std::string>& target, const std::string& tmpdir) {
@@ -72,7 +118,7 @@ std::vector<StatusTarget> status_targets(const std::optional<std::string>& targe
 }
 
 int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
-  bool json = false, stacks = false;
+  bool json = false, stacks = false, open = false, url = false;
   std::optional<std::string> target;
   for (const auto& a : args) {
     if (a == "-h" || a == "--help") {
@@ -80,7 +126,9 @@ int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
           "%s\n\nPrint a running job's live table: every rank's state, current collective and its number, "
           "time in it,\nrestarts and lag (docs/hang.md). Without a target: the newest running job under the "
           "default log\nbase ($TMPDIR or /tmp). --json: the same as JSON. --stacks: every local rank's Python "
-          "stack now\n(any Python worker, whatever its backend).\n",
+          "stack now\n(any Python worker, whatever its backend). --url: the address of the job's page (every rank, "
+          "the\nattempts, progress, checkpoints, nodes, logs; docs/cli.md); --open: the same, opened in $BROWSER or "
+          "with\nxdg-open.\n",
           kUsage);
       return 0;
     }
@@ -88,6 +136,10 @@ int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
       json = true;
     } else if (a == "--stacks") {
       stacks = true;
+    } else if (a == "--open") {
+      open = true;
+    } else if (a == "--url") {
+      url = true;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "%s\nctrun: error: unrecognized argument: %s\n", kUsage, a.c_str());
       return 2;
@@ -99,8 +151,8 @@ int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
       target = a;
     }
   }
-  if (json && stacks) {
-    std::fprintf(stderr, "%s\nctrun: error: --json and --stacks do not go together (stacks are text)\n", kUsage);
+  if (static_cast<int>(json) + static_cast<int>(stacks) + static_cast<int>(open || url) > 1) {
+    std::fprintf(stderr, "%s\nctrun: error: one of --json, --stacks and --open/--url at a time\n", kUsage);
     return 2;
   }
   const auto tmp = env("TMPDIR");
@@ -115,6 +167,10 @@ int status_main(const std::vector<std::string>& args, const EnvLookup& env) {
   std::string failures;
   for (const auto& t : targets) {
     try {
+      if (open || url) {
+        http::get(t.host, t.port, "/status.json", kTimeoutMs);  // a job that answers
+        return show_page(t, open, env);
+      }
       const std::string body = stacks ? http::get(t.host, t.port, "/stacks", kStacksTimeoutMs)
                                       : http::get(t.host, t.port, json ? "/status.json" : "/", kTimeoutMs);
       std::fwrite(body.data(), 1, body.size(), stdout);

@@ -1,5 +1,6 @@
 #include "common/http/server.hpp"
 
+#include <array>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -71,9 +73,16 @@ class Listener : public std::enable_shared_from_this<Listener> {
   std::uint16_t port() const { return port_; }
 
   void accept();
-  void ended(Connection* c) {
+  // A connection ended (`streaming`: it had become a stream's client).
+  void ended(Connection* c, bool streaming) {
     live_.erase(c);
+    if (streaming) --streaming_;
     accept();  // a place is free again
+  }
+  // A connection became a stream's client: it no longer holds one of the request places.
+  void streams(Connection*) {
+    ++streaming_;
+    accept();
   }
   void stop();
 
@@ -86,12 +95,13 @@ class Listener : public std::enable_shared_from_this<Listener> {
   tcp::acceptor acceptor_;
   asio::steady_timer retry_;  // after a failed accept (out of descriptors): no busy loop
   std::unordered_map<Connection*, std::weak_ptr<Connection>> live_;
+  std::size_t streaming_ = 0;  // of live_, the streams' clients
   bool accepting_ = false;
   std::uint16_t port_ = 0;
 };
 
-// One client, one request, one reply.
-class Connection : public std::enable_shared_from_this<Connection> {
+// One client, one request, one reply (or, for an EventStream's client, the reply's head and then its messages).
+class Connection : public EventStream::Client, public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, std::shared_ptr<Listener> listener)
       : listener_(std::move(listener)), stream_(std::move(socket)), reply_timer_(listener_->io) {}
@@ -111,16 +121,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.close();
-    listener_->ended(this);
+    listener_->ended(this, streaming_);
+  }
+
+  // A message of the stream this client follows: written now, or once the write in progress is done (only the
+  // newest one waits).
+  void offer(std::shared_ptr<const std::string> message) override {
+    if (closed_) return;
+    if (writing_) {
+      next_ = std::move(message);
+      return;
+    }
+    write_message(std::move(message));
   }
 
  private:
   void on_request(beast::error_code ec) {
     if (ec || listener_->stopped) return close();  // stalled, oversize, malformed or gone: this connection only
-    const auto& request = parser_.get();
-    if (request.method() != bhttp::verb::get) return answer({"text/plain", "only GET is served\n", 405});
-    const std::string_view target = request.target();
-    const auto route = listener_->routes.find(std::string(target.substr(0, target.find('?'))));
+    const auto& head = parser_.get();
+    if (head.method() != bhttp::verb::get) return answer({"text/plain", "only GET is served\n", 405});
+    const std::string_view target = head.target();
+    const auto mark = target.find('?');
+    Request request{std::string(target.substr(0, mark)),
+                    mark == std::string_view::npos ? std::string() : std::string(target.substr(mark + 1)),
+                    std::string(head[bhttp::field::accept])};
+    const auto route = listener_->routes.find(request.path);
     if (route == listener_->routes.end()) return answer({"text/plain", "not found\n", 404});
     stream_.expires_never();
     reply_timer_.expires_after(listener_->bounds.reply_timeout);
@@ -133,7 +158,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       });
     };
     try {
-      route->second(std::move(respond));
+      route->second(request, std::move(respond));
     } catch (const std::exception& e) {
       answer({"text/plain", std::string(e.what()) + "\n", 500});
     }
@@ -143,7 +168,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (answered_ || closed_ || listener_->stopped) return;
     answered_ = true;
     reply_timer_.cancel();
+    if (reply.stream) {
+      if (reply.stream->join(shared_from_this())) return start_stream(std::move(reply));
+      reply = {"text/plain",
+               fmt::format("this page has {} viewers already, its most at once: close one, or read the job with "
+                           "`ctrun --status`\n",
+                           reply.stream->max_clients()),
+               503};
+    }
     response_.result(static_cast<unsigned>(reply.status));
+    for (const auto& [name, value] : reply.headers) response_.set(name, value);
     response_.version(11);
     response_.set(bhttp::field::content_type, reply.content_type);
     response_.keep_alive(false);
@@ -154,6 +188,39 @@ class Connection : public std::enable_shared_from_this<Connection> {
                        [self = shared_from_this()](beast::error_code, std::size_t) { self->close(); });
   }
 
+  // A stream's client: the head (no length: the body ends when the connection does) with the first message, then
+  // each message offered. A write that does not finish within the request timeout (a client that stopped reading)
+  // closes the connection.
+  void start_stream(Reply reply) {
+    streaming_ = true;
+    listener_->streams(this);
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n";
+    for (const auto& [name, value] : reply.headers) head += name + ": " + value + "\r\n";
+    head += "Connection: close\r\n\r\n";
+    write_message(std::make_shared<const std::string>(head + reply.body));
+    watch_close();
+  }
+
+  // A stream's client sends nothing more: a read that ends is the client gone (it also keeps this connection alive
+  // between messages). On the socket itself, so that the writes' deadlines are the only ones.
+  void watch_close() {
+    stream_.socket().async_read_some(asio::buffer(sink_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec || self->closed_) return self->close();
+      self->watch_close();
+    });
+  }
+
+  void write_message(std::shared_ptr<const std::string> message) {
+    writing_ = true;
+    stream_.expires_after(listener_->bounds.request_timeout);
+    asio::async_write(stream_, asio::buffer(*message),
+                      [self = shared_from_this(), message](beast::error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        if (ec || self->listener_->stopped) return self->close();
+                        if (auto next = std::move(self->next_)) self->write_message(std::move(next));
+                      });
+  }
+
   std::shared_ptr<Listener> listener_;
   beast::tcp_stream stream_;
   asio::steady_timer reply_timer_;
@@ -162,10 +229,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bhttp::response<bhttp::string_body> response_;
   bool answered_ = false;
   bool closed_ = false;
+  bool streaming_ = false;
+  bool writing_ = false;
+  std::shared_ptr<const std::string> next_;  // the newest message offered while writing
+  std::array<char, 512> sink_{};             // what a stream's client sends (nothing, normally)
 };
 
 void Listener::accept() {
-  if (stopped || accepting_ || live_.size() >= static_cast<std::size_t>(std::max(bounds.connections, 1))) return;
+  if (stopped || accepting_ || live_.size() - streaming_ >= static_cast<std::size_t>(std::max(bounds.connections, 1)))
+    return;
   accepting_ = true;
   acceptor_.async_accept([self = shared_from_this()](const boost::system::error_code& ec, tcp::socket socket) {
     self->accepting_ = false;
@@ -199,15 +271,58 @@ void Listener::stop() {
 }  // namespace
 
 Route answer_now(std::function<Reply()> answer) {
-  return [answer = std::move(answer)](Respond respond) {
+  return answer_now([answer = std::move(answer)](const Request&) { return answer(); });
+}
+
+Route answer_now(std::function<Reply(const Request&)> answer) {
+  return [answer = std::move(answer)](const Request& request, Respond respond) {
     Reply reply;
     try {
-      reply = answer();
+      reply = answer(request);
     } catch (const std::exception& e) {
       reply = {"text/plain", std::string(e.what()) + "\n", 500};
     }
     respond(std::move(reply));
   };
+}
+
+std::optional<std::string> Request::param(std::string_view name) const {
+  std::string_view rest = query;
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    const auto eq = pair.find('=');
+    if (pair.substr(0, eq) == name) return std::string(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    rest.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+bool Request::wants_html() const { return accept.find("text/html") != std::string::npos; }
+
+EventStream::EventStream(int max_clients) : max_clients_(std::max(max_clients, 0)) {}
+EventStream::~EventStream() = default;
+
+bool EventStream::join(const std::shared_ptr<Client>& client) {
+  if (clients() >= max_clients_) return false;
+  clients_.push_back(client);
+  return true;
+}
+
+int EventStream::clients() const {
+  int n = 0;
+  for (const auto& c : clients_) n += c.expired() ? 0 : 1;
+  return n;
+}
+
+void EventStream::publish(std::string message) {
+  std::erase_if(clients_, [](const auto& c) { return c.expired(); });
+  if (clients_.empty()) return;
+  const auto shared = std::make_shared<const std::string>(std::move(message));
+  for (const auto& weak : std::vector<std::weak_ptr<Client>>(clients_)) {
+    if (auto c = weak.lock()) c->offer(shared);
+  }
 }
 
 struct Server::Impl {

@@ -7,6 +7,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/http/server.hpp"
 
 namespace ctrun::agent {
 namespace {
@@ -72,6 +76,34 @@ TEST(StatusClient, ExitCodes) {
   EXPECT_EQ(status_main({"/no/such/dir"}, env), 2);
   EXPECT_EQ(status_main({}, env), 1) << "nothing runs under an empty base";
   EXPECT_EQ(status_main({"--help"}, env), 0);
+  EXPECT_EQ(status_main({"--json", "--open"}, env), 2);
+  EXPECT_EQ(status_main({"--stacks", "--url"}, env), 2);
+  fs::remove_all(tmp);
+}
+
+// --open: the page of the job that answers, in $BROWSER (here a script that writes down what it was given).
+TEST(StatusClient, OpenHandsThePagesAddressToTheBrowser) {
+  const fs::path tmp = fresh("open");
+  http::Server job("127.0.0.1", 0, {{"/status.json", http::answer_now([] { return http::Reply{"application/json", "{}"}; })}});
+  write_port(tmp / "torchelastic_x" / "run", std::to_string(job.port()) + "\n", 0);
+  const fs::path browser = tmp / "browser.sh", opened = tmp / "opened";
+  std::ofstream(browser) << "#!/bin/sh\necho \"$1\" > " << opened.string() << "\n";
+  fs::permissions(browser, fs::perms::owner_all);
+  EnvLookup env = [&](const std::string& name) -> std::optional<std::string> {
+    if (name == "TMPDIR") return tmp.string();
+    if (name == "BROWSER") return browser.string();
+    return std::nullopt;
+  };
+  EXPECT_EQ(status_main({"--open"}, env), 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(job.port()) + "/";
+  std::string got;
+  for (int i = 0; i < 250 && got.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in(opened);
+    std::getline(in, got);
+  }
+  EXPECT_EQ(got, url);
+  EXPECT_EQ(status_main({"--url", (tmp / "torchelastic_x").string()}, env), 0);
   fs::remove_all(tmp);
 }
 

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <optional>
 #include <stdexcept>
@@ -179,6 +180,113 @@ TEST(HttpServer, ServesOnTheOwnersLoopWithoutBlockingIt) {
   });
   EXPECT_NE(orphan.get().find("failed"), std::string::npos);
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t1).count(), 0.25);
+}
+
+// What a route is asked: the query's parameters and whether the client wants HTML (a browser's Accept header).
+TEST(HttpServer, RoutesSeeTheQueryAndTheAcceptHeader) {
+  Request r{"/logs", "rank=3&lines=50&flag", "text/html,application/xhtml+xml,*/*;q=0.8"};
+  EXPECT_EQ(r.param("rank"), "3");
+  EXPECT_EQ(r.param("lines"), "50");
+  EXPECT_EQ(r.param("flag"), "");
+  EXPECT_EQ(r.param("ran"), std::nullopt);
+  EXPECT_TRUE(r.wants_html());
+  EXPECT_FALSE((Request{"/", "", "*/*"}.wants_html()));
+  Server server("127.0.0.1", 0,
+                {{"/echo", answer_now([](const Request& q) {
+                    return Reply{"text/plain", q.path + "|" + q.param("x").value_or("-") + "|" + q.accept};
+                  })}});
+  EXPECT_EQ(get("127.0.0.1", server.port(), "/echo?x=7"), "/echo|7|");
+}
+
+// Polls `done` every 20 ms for up to `ms`.
+bool wait_until(const std::function<bool()>& done, int ms) {
+  const auto until = Clock::now() + std::chrono::milliseconds(ms);
+  while (Clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// A raw client of an event stream: the head and the messages as they come.
+struct Viewer {
+  int fd = -1;
+  std::string got;
+  explicit Viewer(std::uint16_t port, int rcvbuf = 0) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const std::string head = "GET /events HTTP/1.1\r\nHost: x\r\n\r\n";
+    EXPECT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  }
+  ~Viewer() { ::close(fd); }
+  // Reads until `text` has come (true) or 5 s passed.
+  bool wait_for(const std::string& text) {
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    timeval tv{0, 100000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[65536];
+    while (got.find(text) == std::string::npos && Clock::now() < until) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n == 0) break;
+      if (n > 0) got.append(buf, static_cast<std::size_t>(n));
+    }
+    return got.find(text) != std::string::npos;
+  }
+};
+
+// Server-sent events: a viewer gets the first message and then each one published; past the stream's bound the
+// next viewer gets a 503; viewers hold no request place (plain GETs are still served); a viewer that stops reading
+// never holds the publisher and is dropped after the request timeout, and the others go on.
+TEST(HttpServer, EventStreamsAreBoundedAndASlowViewerHoldsNobody) {
+  Loop loop;
+  ServerBounds bounds;
+  bounds.connections = 2;
+  bounds.request_timeout = std::chrono::milliseconds(1000);
+  auto stream = std::make_shared<EventStream>(3);
+  auto server = loop.on_loop([&] {
+    Routes routes = {{"/", ok()}, {"/events", answer_now([stream] {
+                                      return Reply{"text/event-stream", "data: first\n\n", 200, {}, stream};
+                                    })}};
+    return std::make_unique<Server>(loop.io, "127.0.0.1", 0, std::move(routes), bounds);
+  });
+  const auto port = server->port();
+  Viewer a(port), b(port);
+  ASSERT_TRUE(a.wait_for("data: first\n\n")) << a.got;
+  ASSERT_TRUE(b.wait_for("data: first\n\n")) << b.got;
+  EXPECT_NE(a.got.find("Content-Type: text/event-stream"), std::string::npos) << a.got;
+  EXPECT_EQ(get("127.0.0.1", port, "/"), "ok") << "two viewers and still a place for a request";
+  // The third viewer stops reading at once, with a small receive buffer: the big messages below fill it.
+  auto slow = std::make_unique<Viewer>(port, 4096);
+  ASSERT_TRUE(slow->wait_for("data: first\n\n"));
+  EXPECT_EQ(loop.on_loop([&] { return stream->clients(); }), 3);
+  Viewer refused(port);
+  EXPECT_TRUE(refused.wait_for("503")) << refused.got;
+  EXPECT_NE(refused.got.find("viewers"), std::string::npos) << refused.got;
+  const std::string big(4 << 20, 'x');
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 5; ++i) loop.on_loop([&] {
+      stream->publish("data: " + std::to_string(i) + big.substr(0, 1 << 20) + "\n\n");
+      return 0;
+    });
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0) << "publishing never waits for a viewer";
+  ASSERT_TRUE(a.wait_for("data: 4")) << "the last message reaches a viewer that reads";
+  // The slow viewer cannot take a 1 MiB message: dropped after the 1 s request timeout.
+  EXPECT_TRUE(wait_until([&] { return loop.on_loop([&] { return stream->clients(); }) == 2; }, 5000));
+  loop.on_loop([&] {
+    stream->publish("data: after\n\n");
+    return 0;
+  });
+  EXPECT_TRUE(b.wait_for("data: after")) << "the others go on";
+  slow.reset();
+  loop.on_loop([&] {
+    server.reset();
+    return 0;
+  });
 }
 
 TEST(HttpClient, SaysWhatFailed) {
