@@ -127,7 +127,8 @@ bool decode_fields(Command c, Reader& r, Request* out) {
   };
   switch (c) {
     case Command::kValidate:
-    case Command::kPing: {
+    case Command::kPing:
+    case Command::kMultiplex: {
       std::uint32_t x = 0;
       if (!r.u32(x)) return false;
       if (out) out->u32 = x;
@@ -262,12 +263,15 @@ const char* command_name(Command c) {
       return "BARRIER";
     case Command::kOnClose:
       return "ON_CLOSE";
+    case Command::kMultiplex:
+      return "MULTIPLEX";
   }
   return "UNKNOWN";
 }
 
 std::optional<Command> command_of(Dialect d, std::uint8_t opcode) {
   if (d == Dialect::kV2 && opcode == kOnCloseOpcode) return Command::kOnClose;
+  if (d == Dialect::kV2 && opcode == kMultiplexOpcode) return Command::kMultiplex;
   if (d == Dialect::kLegacy) {
     if (opcode < kLegacyTable.size()) return kLegacyTable[opcode];
   } else if (opcode < kV2Table.size()) {
@@ -280,6 +284,7 @@ std::optional<std::uint8_t> opcode_of(Dialect d, Command c) {
   auto idx = static_cast<std::size_t>(c);
   if (idx >= kCommandCount) return std::nullopt;
   if (c == Command::kOnClose) return d == Dialect::kV2 ? std::optional<std::uint8_t>(kOnCloseOpcode) : std::nullopt;
+  if (c == Command::kMultiplex) return d == Dialect::kV2 ? std::optional<std::uint8_t>(kMultiplexOpcode) : std::nullopt;
   std::uint8_t op = (d == Dialect::kLegacy ? kLegacyOpcodes : kV2Opcodes)[idx];
   if (op == kNone) return std::nullopt;
   return op;
@@ -346,6 +351,7 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
   switch (r.command) {
     case Command::kValidate:
     case Command::kPing:
+    case Command::kMultiplex:
       put_u32(out, r.u32);
       break;
     case Command::kSet:
@@ -406,6 +412,7 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
 void StringOut::u8(std::uint8_t v) { put_u8(s, v); }
 void StringOut::u32(std::uint32_t v) { put_u32(s, v); }
 void StringOut::i64(std::int64_t v) { put_i64(s, v); }
+void StringOut::u64(std::uint64_t v) { put_u64(s, v); }
 void StringOut::bytes(std::string_view b) { put_bytes(s, b); }
 
 bool has_reply(Command c) {
@@ -435,6 +442,7 @@ void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& o
       o.u8(r.u8);
       return;
     case Command::kPing:
+    case Command::kMultiplex:
       reply::ping(o, r.u32);
       return;
     case Command::kAdd:
@@ -533,6 +541,7 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
         ok = r.fail(fmt::format("{} reply {} is not a known response", command_name(sent.command), out.u8));
       break;
     case Command::kPing:
+    case Command::kMultiplex:
       ok = r.u32(out.u32);
       break;
     case Command::kAdd:
@@ -566,6 +575,75 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
   out.values.assign(views.begin(), views.end());
   res.status = ParseStatus::kOk;
   res.consumed = r.pos();
+  return res;
+}
+
+ParseResult parse_tagged_request(std::span<const std::uint8_t> buf, const Limits& limits, std::uint64_t& tag) {
+  constexpr std::size_t kTag = sizeof(std::uint64_t);
+  if (buf.size() < kTag) {
+    ParseResult res;
+    res.need_at_least = kTag + 1;
+    return res;
+  }
+  ParseResult res = parse_request(Dialect::kV2, buf.subspan(kTag), limits);
+  if (res.status == ParseStatus::kOk) {
+    tag = get_u64(buf.data());
+    res.consumed += kTag;
+  } else if (res.status == ParseStatus::kNeedMore) {
+    res.need_at_least = res.need_at_least > SIZE_MAX - kTag ? SIZE_MAX : res.need_at_least + kTag;
+  }
+  return res;
+}
+
+void encode_tagged_request(std::uint64_t tag, const Request& r, std::string& out) {
+  put_u64(out, tag);
+  encode_request(Dialect::kV2, r, out);
+}
+
+TaggedReplyParseResult parse_tagged_reply(std::span<const std::uint8_t> buf, const SentLookup& sent,
+                                          std::uint64_t max_value_len) {
+  constexpr std::size_t kHeader = sizeof(std::uint64_t) + 1;
+  TaggedReplyParseResult res;
+  if (buf.size() < kHeader) {
+    res.need_at_least = kHeader;
+    return res;
+  }
+  res.tag = get_u64(buf.data());
+  const std::uint8_t status = buf[sizeof(std::uint64_t)];
+  auto error = [&](std::string why) {
+    res.status = ParseStatus::kError;
+    res.error = std::move(why);
+    return res;
+  };
+  const auto body = buf.subspan(kHeader);
+  if (status == static_cast<std::uint8_t>(FrameStatus::kRefused)) {
+    res.frame = FrameStatus::kRefused;
+    Limits limits = reply_limits(kMaxRefusalLen);
+    Reader r(body, limits);
+    std::string_view why;
+    if (!r.bytes(why, kMaxRefusalLen, "refusal")) {
+      if (r.failed()) return error(r.error());
+      res.need_at_least = kHeader + r.need();
+      return res;
+    }
+    res.refusal.assign(why);
+    res.status = ParseStatus::kOk;
+    res.consumed = kHeader + r.pos();
+    return res;
+  }
+  if (status != static_cast<std::uint8_t>(FrameStatus::kReply))
+    return error(fmt::format("tagged frame {} has the unknown status {}", res.tag, status));
+  const Request* request = sent(res.tag);
+  if (!request) return error(fmt::format("a tagged frame names tag {}, which no request carries", res.tag));
+  auto inner = parse_reply(Dialect::kV2, *request, body, max_value_len);
+  if (inner.status == ParseStatus::kError) return error(std::move(inner.error));
+  if (inner.status == ParseStatus::kNeedMore) {
+    res.need_at_least = kHeader + inner.need_at_least;
+    return res;
+  }
+  res.reply = std::move(inner.reply);
+  res.status = ParseStatus::kOk;
+  res.consumed = kHeader + inner.consumed;
   return res;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -47,9 +48,15 @@ enum class Command : std::uint8_t {
   // its waiters). integer 1 registers (replacing an earlier registration of the key), 0 cancels. A torch server
   // closes the connection on the unknown opcode, which is how a client learns it has no such thing.
   kOnClose,
+  // ctrun's tagged mode (ctstore and the agent's store only; v2 dialect, opcode kMultiplexOpcode): u32 version
+  // asked, u32 version granted. From the next request on, the connection carries tagged frames (see "Tagged
+  // mode" below): a relay's many clients over one connection, a pending WAIT no longer blocking later replies.
+  kMultiplex,
 };
-inline constexpr Command kLastCommand = Command::kOnClose;
+inline constexpr Command kLastCommand = Command::kMultiplex;
 inline constexpr std::uint8_t kOnCloseOpcode = 0xC7;
+inline constexpr std::uint8_t kMultiplexOpcode = 0xC8;
+inline constexpr std::uint32_t kMultiplexVersion = 1;
 
 const char* command_name(Command c);
 
@@ -67,7 +74,7 @@ enum class WatchResponse : std::uint8_t { kKeyUpdated = 0, kKeyCreated = 1, kKey
 //   GET/DELETE_KEY/WATCH_KEY/QUEUE_POP/QUEUE_LEN: keys[0]     ADD: keys[0], integer=delta
 //   CHECK/WAIT/MULTI_GET: keys     MULTI_SET: keys, values     VALIDATE/PING: u32 (magic / nonce)
 //   BARRIER: keys[0], integer=world_size     GETNUMKEYS/CANCEL_WAIT/LIST_KEYS: nothing
-//   ON_CLOSE: keys[0], values[0], integer=1 (register) or 0 (cancel)
+//   ON_CLOSE: keys[0], values[0], integer=1 (register) or 0 (cancel)     MULTIPLEX: u32 (version)
 struct Request {
   Command command{};
   std::vector<std::string> keys;
@@ -113,7 +120,7 @@ void encode_request(Dialect d, const Request& r, std::string& out);
 
 // ---- replies (both dialects: the shapes are the same, only the set of commands differs) ----
 // A decoded reply to a request of `command` (the client knows what it sent):
-//   SET/APPEND/MULTI_SET/QUEUE_PUSH/VALIDATE: no reply      PING: u32 (the nonce echoed)
+//   SET/APPEND/MULTI_SET/QUEUE_PUSH/VALIDATE: no reply      PING: u32 (the nonce echoed)    MULTIPLEX: u32 (version)
 //   CHECK: u8 (CheckResponse)     WAIT/BARRIER/CANCEL_WAIT: u8 (WaitResponse)     WATCH_KEY: u8 (WatchResponse)
 //   ADD/GETNUMKEYS/DELETE_KEY/QUEUE_LEN/ON_CLOSE: integer (i64; ON_CLOSE: registrations the connection holds)
 //   GET/COMPARE_SET: values[0] (u64 length + bytes) MULTI_GET: values (one per requested key, no count)     LIST_KEYS:
@@ -195,6 +202,7 @@ struct StringOut {
   void u8(std::uint8_t v);
   void u32(std::uint32_t v);
   void i64(std::int64_t v);
+  void u64(std::uint64_t v);
   void bytes(std::string_view b);
   void value(std::string_view b) { bytes(b); }
 };
@@ -225,6 +233,51 @@ struct WatchEventParseResult {
   std::size_t need_at_least = 0;
 };
 WatchEventParseResult parse_watch_event(std::span<const std::uint8_t> buf, std::uint64_t max_value_len);
+
+// ---- tagged mode (ctrun's MULTIPLEX extension; docs/protocol.md "Tagged mode") ----
+// After MULTIPLEX, every request is `u64 tag` + a v2 request, and the server answers each request that has a
+// reply with a frame `u64 tag, u8 FrameStatus` + the reply, in any order: a WAIT (or BARRIER) is answered when its
+// keys are there, while later requests are answered at once. Tags are the client's; a WAIT's is its name for
+// CANCEL_WAIT, which names the wait to cancel by carrying its tag (answered under that tag: the STOP_WAITING first
+// if it was already sent, then WAIT_CANCELED). A request the server refuses (GET of a missing key, an ADD on a
+// non-number, a memory limit) is answered with a kRefused frame carrying the reason, replied or not, and the
+// connection goes on: a relay then closes only the client that sent it. A frame that cannot be decoded closes the
+// connection (there is no way to find the next one).
+enum class FrameStatus : std::uint8_t { kReply = 0, kRefused = 1 };
+inline constexpr std::uint64_t kMaxRefusalLen = 4096;  // a refusal's reason is cut to this
+
+// The tag, then one v2 request (the limits apply to the request; the tag is not counted).
+ParseResult parse_tagged_request(std::span<const std::uint8_t> buf, const Limits& limits, std::uint64_t& tag);
+void encode_tagged_request(std::uint64_t tag, const Request& r, std::string& out);
+
+namespace reply {
+template <class Out>
+void frame(Out& out, std::uint64_t tag, FrameStatus status) {  // then the reply (kReply) or the reason (kRefused)
+  out.u64(tag);
+  out.u8(static_cast<std::uint8_t>(status));
+}
+template <class Out>
+void refused_frame(Out& out, std::uint64_t tag, std::string_view reason) {
+  frame(out, tag, FrameStatus::kRefused);
+  out.bytes(reason.substr(0, kMaxRefusalLen));
+}
+}  // namespace reply
+
+struct TaggedReplyParseResult {
+  ParseStatus status = ParseStatus::kNeedMore;
+  std::size_t consumed = 0;  // when kOk
+  std::uint64_t tag = 0;
+  FrameStatus frame = FrameStatus::kReply;
+  Reply reply;          // kReply
+  std::string refusal;  // kRefused: why
+  std::string error;    // when kError (an unknown tag, a bad status, a reply that does not decode)
+  std::size_t need_at_least = 0;
+};
+// Decodes one frame from the front of buf. `sent(tag)` is the request the client sent under that tag (the reply's
+// shape depends on it), or null for a tag it does not know (an error).
+using SentLookup = std::function<const Request*(std::uint64_t tag)>;
+TaggedReplyParseResult parse_tagged_reply(std::span<const std::uint8_t> buf, const SentLookup& sent,
+                                          std::uint64_t max_value_len);
 
 // ---- primitive appenders (request encoding) ----
 void put_u8(std::string& out, std::uint8_t v);

@@ -194,6 +194,9 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
       return {};
     }
 
+    case Command::kMultiplex:  // a connection's mode: the server's, never the keyspace's
+      return closing("MULTIPLEX reached the keyspace");
+
     case Command::kBarrier: {
       auto res = ks.barrier(conn, r.keys[0], r.integer);
       if (!res.ok()) return closing(res);

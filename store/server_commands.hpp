@@ -33,6 +33,10 @@ struct ExecResult {
   // request cannot hold the loop for long.
   bool more = false;
   Refusal refusal = Refusal::kInvalid;  // with close: which limit or rule (the server counts refusals by it)
+  // The connection's later requests wait until the backend resumes it (store/backend.hpp's FrontEnd::resume): a
+  // relay holds a client whose reply comes from upstream. With `more`: the request itself was not taken yet and is
+  // stepped again on resume (a relay whose upstream is backlogged).
+  bool hold = false;
 };
 
 ExecResult execute(Keyspace& keyspace, ReplySink& sink, ConnId conn, const protocol::Request& request);
