@@ -24,6 +24,7 @@
 #include "agent/hang/supervisor.hpp"
 #include "agent/launch/reachable_address.hpp"
 #include "agent/launch/rendezvous_factory.hpp"
+#include "agent/launch/store_relay.hpp"
 #include "agent/launch/worker_python.hpp"
 #include "agent/launch/worker_store.hpp"
 #include "agent/logs/console_sink.hpp"
@@ -620,6 +621,12 @@ class Agent::Impl {
     // --preload: the warm process starts now, so that it imports while the first round forms.
     group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_,
                                            preload::make_worker_spawner(io_, config_, env_), subreaper_, std::move(cb));
+    // Several nodes: the workers reach the job's store through this node's relay (agent/launch/store_relay.hpp).
+    if ((store_relay_ = NodeStoreRelay::open(config_)))
+      group_->add_hooks(
+          {.before_start = [r = store_relay_.get()](const Worker& w, std::map<std::string, std::string>& env) {
+            r->before_start(w.local_rank, env);
+          }});
     hang_ = std::make_unique<HangSupervisor>(io_, config_, *group_, events_, lane_,
                                              [this] { return state_ == AgentState::kRunning; });
     open_liveness();
@@ -1012,6 +1019,7 @@ class Agent::Impl {
   std::unique_ptr<LogLayout> layout_;
   rdzv::RoundInfo round_;
   std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
+  std::unique_ptr<NodeStoreRelay> store_relay_;  // made with group_ when the job has several nodes
   std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
   std::unique_ptr<HangSupervisor> hang_;         // made with group_
   std::unique_ptr<LoopBeat> beat_;                // liveness: only with /healthz or a health check port

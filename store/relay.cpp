@@ -300,7 +300,11 @@ class RelayBackend final : public Backend, private RelayPort {
                                      "TCPStore, or an older ctrun on that node?); run the same ctrun on every "
                                      "node, or --store-relay off"
                                : why;
-    log_->warn("store relay: {}; closing this node's store connections", lost_reason_);
+    // Warned when clients are affected; at the end of a job the store goes after its workers, with no one left here.
+    if (core_.clients() > 0)
+      log_->warn("store relay: {}; closing this node's store connections", lost_reason_);
+    else
+      log_->debug("store relay: {}", lost_reason_);
     core_.reset();
     front_.fail_all("the store relay lost the job's store");
   }
