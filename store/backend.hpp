@@ -18,11 +18,14 @@ namespace boost::asio {
 class io_context;
 }
 
-namespace ctrun::store {
-struct ServerStats;
-}
-
 namespace ctrun::store::detail {
+
+// A backend's part of the server's statistics (ServerStats).
+struct BackendStats {
+  std::uint64_t keys = 0;
+  std::uint64_t bytes = 0;  // of keys and values held
+  std::uint64_t pending_waits = 0;  // a relay: its requests not answered by the store yet
+};
 
 // What a backend may ask of the server's connection handling.
 class FrontEnd {
@@ -67,8 +70,7 @@ class Backend {
   virtual bool serves_tagged() const { return false; }
   // The server is stopping: release what refers to it.
   virtual void stop() {}
-  // Its part of the server's statistics (keys, bytes, pending waits).
-  virtual void fill(ServerStats& stats) const = 0;
+  virtual BackendStats stats() const = 0;
 };
 
 }  // namespace ctrun::store::detail

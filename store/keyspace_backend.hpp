@@ -27,7 +27,9 @@ class KeyspaceBackend final : public Backend, private ReplySink {
   bool has_cleanup() const override { return keyspace_.has_cleanup(); }
   bool cleanup_step() override { return keyspace_.cleanup_step(); }
   bool serves_tagged() const override { return true; }
-  void fill(ServerStats& stats) const override;
+  BackendStats stats() const override {
+    return {.keys = keyspace_.num_keys(), .bytes = keyspace_.bytes(), .pending_waits = keyspace_.pending_waits()};
+  }
 
  private:
   ReplyBuffer* output(ConnId conn) override { return front_.output(conn); }

@@ -78,7 +78,7 @@ class RelayBackend final : public Backend, private RelayPort {
     close_socket();
     state_ = State::kIdle;
   }
-  void fill(ServerStats& stats) const override { stats.pending_waits = core_.in_flight(); }
+  BackendStats stats() const override { return {.pending_waits = core_.in_flight()}; }
 
   // ---- the relay's owner ----
   void connect(const std::string& host, std::uint16_t port) {

@@ -915,7 +915,10 @@ class Server::Impl final : public detail::FrontEnd {
     }
     s.bytes_in = bytes_in;
     s.bytes_out = bytes_out;
-    backend->fill(s);
+    const auto b = backend->stats();
+    s.keys = b.keys;
+    s.bytes = b.bytes;
+    s.pending_waits = b.pending_waits;
     s.held_bytes = backend->held_bytes() + io_bytes;
     for (int i = 0; i <= static_cast<int>(protocol::kLastCommand); ++i) {
       auto c = static_cast<protocol::Command>(i);
