@@ -52,7 +52,7 @@ class RelayBackend final : public Backend, private RelayPort {
   RelayBackend(FrontEnd& front, const RelayOptions& options)
       : front_(front),
         opts_(options),
-        core_(*this, options.max_total_bytes),
+        core_(*this, options.server.max_total_bytes),
         socket_(front.loop()),
         resolver_(front.loop()),
         retry_(front.loop()),
@@ -226,9 +226,9 @@ class RelayBackend final : public Backend, private RelayPort {
   void read() {
     if (in_.size() < in_len_ + kReadChunk) {
       // Counted before it grows: a reply is at most a value (and a few lengths) bigger than what is buffered.
-      if (front_io_ + core_.held_bytes() + own_bytes() + kReadChunk > opts_.max_total_bytes)
+      if (front_io_ + core_.held_bytes() + own_bytes() + kReadChunk > opts_.server.max_total_bytes)
         return lose(fmt::format("buffering the store's replies would exceed the relay's memory limit of {} bytes",
-                                opts_.max_total_bytes));
+                                opts_.server.max_total_bytes));
       in_.resize(std::max(in_len_ + kReadChunk, in_.size() * 2));
       account();
     }
@@ -266,7 +266,7 @@ class RelayBackend final : public Backend, private RelayPort {
         log_->debug("store relay: connected to the job's store at {}:{} (tagged mode)", host_, port_);
         continue;
       }
-      auto frame = protocol::parse_tagged_reply(rest, sent, opts_.limits.max_value_len);
+      auto frame = protocol::parse_tagged_reply(rest, sent, opts_.server.limits.max_value_len);
       if (frame.status == protocol::ParseStatus::kNeedMore) break;
       bool known = frame.status == protocol::ParseStatus::kOk;
       if (known) {
@@ -351,13 +351,7 @@ class Relay::Impl {
             io) {}
 
   static ServerOptions server_options(const RelayOptions& o) {
-    ServerOptions s;
-    s.host = o.host;
-    s.port = o.port;
-    s.limits = o.limits;
-    s.max_total_bytes = o.max_total_bytes;
-    s.max_pending_output_bytes = o.max_pending_output_bytes;
-    s.partial_request_timeout = o.partial_request_timeout;
+    ServerOptions s = o.server;
     s.on_failure = [](const std::string& what) {
       log::get("store")->error("store relay: its loop failed ({}); this node's workers lose the job's store", what);
     };
@@ -375,7 +369,7 @@ Relay::~Relay() { stop(); }
 void Relay::start() { impl_->server.start(); }
 void Relay::stop() { impl_->server.stop(); }
 std::uint16_t Relay::port() const { return impl_->server.port(); }
-std::string Relay::endpoint() const { return fmt::format("{}:{}", impl_->options.host, port()); }
+std::string Relay::endpoint() const { return fmt::format("{}:{}", impl_->options.server.host, port()); }
 
 void Relay::connect(const std::string& host, std::uint16_t port) {
   impl_->server.post_to_loop([impl = impl_.get(), host, port] { impl->backend->connect(host, port); });

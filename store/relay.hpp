@@ -26,12 +26,10 @@ class io_context;
 namespace ctrun::store {
 
 struct RelayOptions {
-  std::string host = "127.0.0.1";  // where the node's workers connect (they are on this node)
-  std::uint16_t port = 0;          // 0: the kernel picks; Relay::port() says which
-  protocol::Limits limits;         // as the store's (a request the relay takes, the store takes too)
-  std::uint64_t max_total_bytes = 1ull << 30;
-  std::uint64_t max_pending_output_bytes = 256ull << 20;
-  std::chrono::milliseconds partial_request_timeout{30000};
+  // Where the node's workers connect (they are on this node: loopback; port 0, the kernel picks and Relay::port()
+  // says which) and what each connection may hold: the store's own limits (a request the relay takes, the store
+  // takes too), the relay's memory bounded as the store's. on_failure is the relay's own.
+  ServerOptions server{.host = "127.0.0.1", .max_total_bytes = 1ull << 30};
   // How long connect() keeps dialing a store that does not answer before the relay gives up (its clients then
   // fail as they would against an unreachable store).
   std::chrono::milliseconds connect_timeout{60000};

@@ -13,7 +13,9 @@ namespace reply = protocol::reply;
 
 namespace {
 
-// Bookkeeping counted besides the bytes of keys and values (as the keyspace counts its entries).
+// Bookkeeping counted besides the bytes of keys and values (as the keyspace counts its entries). A request going
+// upstream is counted twice before anything is allocated for it: the copy a batch keeps (its reply's shape, and what
+// later clients join) and the encoded copy queued for the upstream until it is written (request_cost each).
 constexpr std::uint64_t kClientCost = kEntryOverhead;
 constexpr std::uint64_t kMemberCost = 32;
 constexpr std::uint64_t kBatchCost = 2 * kEntryOverhead;
@@ -172,7 +174,7 @@ ExecResult RelayCore::join_wait(ConnId client, Client& cl, const protocol::Reque
     return {};
   }
   const std::uint64_t cost = kBatchCost + request_cost(r) + ident.size() + kMemberCost;
-  if (!fits(cost)) return too_big(r, cost);
+  if (!fits(cost + request_cost(r))) return too_big(r, cost + request_cost(r));
   Batch& b = make_batch(Kind::kWait, r, std::move(ident), cost);
   b.members.push_back({client});
   open_[b.ident] = b.id;
@@ -201,7 +203,7 @@ ExecResult RelayCore::combine(ConnId client, Client& cl, const protocol::Request
     return {.hold = true};
   }
   const std::uint64_t cost = kBatchCost + request_cost(r) + ident.size() + kMemberCost;
-  if (!fits(cost)) return too_big(r, cost);
+  if (!fits(cost + request_cost(r))) return too_big(r, cost + request_cost(r));
   Batch& b = make_batch(kind, r, std::move(ident), cost);
   b.members.push_back({client, r.integer});
   open_[b.ident] = b.id;
@@ -216,7 +218,7 @@ ExecResult RelayCore::combine(ConnId client, Client& cl, const protocol::Request
 
 ExecResult RelayCore::single(ConnId client, Client& cl, const protocol::Request& r, Kind kind) {
   const std::uint64_t cost = kBatchCost + request_cost(r) + kMemberCost;
-  if (!fits(cost)) return too_big(r, cost);
+  if (!fits(cost + request_cost(r))) return too_big(r, cost + request_cost(r));
   Batch& b = make_batch(kind, r, std::string(), cost);
   b.members.push_back({client});
   send_batch(b);
@@ -229,7 +231,7 @@ ExecResult RelayCore::single(ConnId client, Client& cl, const protocol::Request&
 }
 
 ExecResult RelayCore::send_without_reply(ConnId client, Client& cl, const protocol::Request& r) {
-  if (!fits(kNoReplyCost)) return too_big(r, kNoReplyCost);
+  if (!fits(kNoReplyCost + request_cost(r))) return too_big(r, kNoReplyCost + request_cost(r));
   const std::uint64_t tag = next_tag_++;
   port_.send(tag, r);
   ++counters_.upstream_requests;

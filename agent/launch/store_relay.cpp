@@ -19,9 +19,7 @@ bool wants_store_relay(const LaunchConfig& config) {
 std::unique_ptr<NodeStoreRelay> NodeStoreRelay::open(const LaunchConfig& config) {
   if (!wants_store_relay(config)) return nullptr;
   try {
-    store::RelayOptions options;
-    options.host = "127.0.0.1";
-    auto relay = std::make_unique<store::Relay>(options);
+    auto relay = std::make_unique<store::Relay>(store::RelayOptions{});  // loopback: the workers are on this node
     relay->start();
     return std::unique_ptr<NodeStoreRelay>(new NodeStoreRelay(std::move(relay)));
   } catch (const std::exception& e) {
@@ -32,7 +30,17 @@ std::unique_ptr<NodeStoreRelay> NodeStoreRelay::open(const LaunchConfig& config)
 }
 
 NodeStoreRelay::NodeStoreRelay(std::unique_ptr<store::Relay> relay) : relay_(std::move(relay)) {}
-NodeStoreRelay::~NodeStoreRelay() = default;
+NodeStoreRelay::~NodeStoreRelay() {
+  try {
+    const auto c = relay_->stats().counters;
+    log::get("agent")->info(
+        "store relay: this node's workers sent {} requests, {} went to the job's store ({} answered with another "
+        "rank's, {} answered here)",
+        c.client_requests, c.upstream_requests, c.combined, c.answered_here);
+  } catch (const std::exception&) {
+    // its loop failed: said when it did
+  }
+}
 
 std::string NodeStoreRelay::endpoint() const { return relay_->endpoint(); }
 

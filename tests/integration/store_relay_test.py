@@ -153,6 +153,9 @@ def run_job(prefix, worker_cmd, extra_flags=(), env=None, relay=True, dcp=False)
                 assert not env_seen["CTRUN_STORE_RELAY"], f"rank {rank} got a relay with --store-relay off"
         log(f"{len(conns)} established connection(s) at the workers' store (host {tag}, port {port}); "
             f"{len(rdzv)} at the rendezvous store (the agents' own)")
+        # The agents' own connections to the rendezvous store: one to three each (heartbeats, loss watch and round
+        # share one connection once the rendezvous client is made one-connection-per-agent, issue 44).
+        assert NODES <= len(rdzv) <= 3 * NODES, f"{len(rdzv)} agents' connections at the rendezvous store"
         if relay:
             assert len(conns) == NODES, \
                 f"the workers' store holds {len(conns)} connections, not one per node's relay:\n" + "\n".join(conns)
