@@ -4,6 +4,7 @@ The wheel holds what a Python user of ctrun needs, laid out as `cmake --install`
 programs find their companions relative to themselves (docs/install.md):
   bin/ctrun, bin/ctstore                      the launcher and the TCPStore daemon
   share/ctrun/python/sitecustomize.py         the workers' half of ctrun's stack dumps (docs/hang.md)
+  share/ctrun/python/ctrun_store_relay.py     what it imports to use the node's store relay (docs/cli.md)
   share/ctrun/python/ctrun_warm.py            the warm process of --preload (docs/preload.md)
   <site-packages>/ctrun_torch*.so             `import ctrun_torch`: torch.distributed backend "ctrun"
   <site-packages>/ctrun_torch/checkpoint/     `import ctrun_torch.checkpoint`: in-memory checkpoints
@@ -60,7 +61,7 @@ class CMakeBuild(build_ext):
         # Programs and Python files: install_data copies them from here (data_files below).
         for name in ("ctrun", "ctstore"):
             self._stage(os.path.join(BUILD, "bin", name), os.path.join(BUILD, "pip-data", "bin"))
-        for name in ("sitecustomize.py", "ctrun_warm.py"):
+        for name in ("sitecustomize.py", "ctrun_store_relay.py", "ctrun_warm.py"):
             self._stage(os.path.join(BUILD, "python", name), os.path.join(BUILD, "pip-data", "share", "ctrun", "python"))
         if not module:
             self.extensions = []
@@ -108,6 +109,7 @@ setup(
     data_files=[
         ("bin", [staged("bin", "ctrun"), staged("bin", "ctstore")]),
         ("share/ctrun/python", [staged("share", "ctrun", "python", "sitecustomize.py"),
+                                staged("share", "ctrun", "python", "ctrun_store_relay.py"),
                                 staged("share", "ctrun", "python", "ctrun_warm.py")]),
     ],
     # setuptools' own build/ would land in the CMake build directory of `make` (build/): keep it with ours.

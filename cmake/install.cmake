@@ -151,7 +151,9 @@ install(TARGETS ctrun_etcd_tls LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/ctrun
 # The workers' half of ctrun's stack dumps (docs/hang.md): in a directory of its own, never in dist-packages,
 # where it would shadow Debian's sitecustomize for every python; ctrun puts this directory on its workers'
 # PYTHONPATH.
-install(FILES ${PROJECT_SOURCE_DIR}/agent/hang/python/sitecustomize.py DESTINATION ${CMAKE_INSTALL_DATADIR}/ctrun/python)
+install(FILES ${PROJECT_SOURCE_DIR}/agent/hang/python/sitecustomize.py
+              ${PROJECT_SOURCE_DIR}/agent/launch/python/ctrun_store_relay.py  # what it imports for the store relay
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/ctrun/python)
 # One package serves users and developers: the libraries with their development symlinks (libctrun_comm.so ->
 # libctrun_comm.so.0 -> libctrun_comm.so.0.1.0), headers, CMake and pkg-config files (docs/install.md).
 install(TARGETS ${_ctrun_installed_store} ${_ctrun_installed_comm} EXPORT ctrun-targets

@@ -9,6 +9,9 @@
 # this file starts (its id is the file's first line) and only after /proc/<pid>/status (SigCgt) shows the
 # handler, so a worker without it (python -S, -I, a PYTHONPATH of its own) is never killed by the signal.
 #
+# With several nodes it also points torch's agent-store rendezvous at this node's store relay (CTRUN_STORE_RELAY;
+# ctrun_store_relay.py, beside this file, does it: agent/launch/store_relay.hpp).
+#
 # Then the sitecustomize this file shadows (Debian ships one in /usr/lib/python3.X) runs as it would have.
 
 import os
@@ -44,11 +47,23 @@ def _ctrun_register_stack_dumps():
         sys.stderr.write("ctrun: stack dumps are off in this worker: %s\n" % e)
 
 
+def _ctrun_use_store_relay():
+    if not os.environ.get("CTRUN_STORE_RELAY"):
+        return
+    try:
+        import ctrun_store_relay
+
+        ctrun_store_relay.install()
+    except Exception as e:  # the workers then connect to MASTER_ADDR:MASTER_PORT themselves
+        sys.stderr.write("ctrun: the store relay is not used by this worker: %s\n" % e)
+
+
 def ctrun_worker_started():
     """--preload: the warm process imported this file with the job's environment (no stack file: nothing set up
     there, no thread started); each worker forked from it calls this with its own environment
     (agent/preload/ctrun_warm.py), so it gets its stack dumps as a fresh interpreter would."""
     _ctrun_register_stack_dumps()
+    _ctrun_use_store_relay()
 
 
 def _is_ctrun_copy(path):
@@ -80,4 +95,5 @@ def _ctrun_run_shadowed_sitecustomize():
 
 
 _ctrun_register_stack_dumps()
+_ctrun_use_store_relay()
 _ctrun_run_shadowed_sitecustomize()
