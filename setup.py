@@ -4,6 +4,7 @@ The wheel holds what a Python user of ctrun needs, laid out as `cmake --install`
 programs find their companions relative to themselves (docs/install.md):
   bin/ctrun, bin/ctstore                      the launcher and the TCPStore daemon
   share/ctrun/python/sitecustomize.py         the workers' half of ctrun's stack dumps (docs/hang.md)
+  share/ctrun/python/ctrun_store_relay.py     what it imports to use the node's store relay (docs/cli.md)
   share/ctrun/python/ctrun_warm.py            the warm process of --preload (docs/preload.md)
   share/ctrun/python/libctrun_exit_note.so    the workers' exit note (docs/cli.md "A finished program ...")
   <site-packages>/ctrun_torch*.so             `import ctrun_torch`: torch.distributed backend "ctrun"
@@ -64,7 +65,7 @@ class CMakeBuild(build_ext):
         # ctrun's crypto module (a job secret, checkpoint digests), where ctrun looks for it: <prefix>/lib/ctrun/.
         self._stage(os.path.join(BUILD, "lib", "ctrun", "libctrun_crypto.so"),
                     os.path.join(BUILD, "pip-data", "lib", "ctrun"))
-        for name in ("sitecustomize.py", "ctrun_warm.py", "libctrun_exit_note.so"):
+        for name in ("sitecustomize.py", "ctrun_store_relay.py", "ctrun_warm.py", "libctrun_exit_note.so"):
             self._stage(os.path.join(BUILD, "python", name), os.path.join(BUILD, "pip-data", "share", "ctrun", "python"))
         if not module:
             self.extensions = []
@@ -113,6 +114,7 @@ setup(
         ("bin", [staged("bin", "ctrun"), staged("bin", "ctstore")]),
         ("lib/ctrun", [staged("lib", "ctrun", "libctrun_crypto.so")]),
         ("share/ctrun/python", [staged("share", "ctrun", "python", "sitecustomize.py"),
+                                staged("share", "ctrun", "python", "ctrun_store_relay.py"),
                                 staged("share", "ctrun", "python", "ctrun_warm.py"),
                                 staged("share", "ctrun", "python", "libctrun_exit_note.so")]),
     ],

@@ -153,7 +153,9 @@ install(TARGETS ctrun_crypto LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/ctrun)
 # The workers' half of ctrun's stack dumps (docs/hang.md): in a directory of its own, never in dist-packages,
 # where it would shadow Debian's sitecustomize for every python; ctrun puts this directory on its workers'
 # PYTHONPATH.
-install(FILES ${PROJECT_SOURCE_DIR}/agent/hang/python/sitecustomize.py DESTINATION ${CMAKE_INSTALL_DATADIR}/ctrun/python)
+install(FILES ${PROJECT_SOURCE_DIR}/agent/hang/python/sitecustomize.py
+              ${PROJECT_SOURCE_DIR}/agent/launch/python/ctrun_store_relay.py  # what it imports for the store relay
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/ctrun/python)
 # ... and beside it the exit note it loads at a worker's exit (agent/teardown/exit_record.hpp).
 install(TARGETS ctrun_exit_note LIBRARY DESTINATION ${CMAKE_INSTALL_DATADIR}/ctrun/python)
 # One package serves users and developers: the libraries with their development symlinks (libctrun_comm.so ->

@@ -195,6 +195,7 @@ WorkerEnvironment WorkerEnvironment::from_process() {
   env.world_size = get(we::kWorldSize);
   env.master_addr = get(we::kMasterAddr);
   env.master_port = get(we::kMasterPort);
+  env.store_relay = get(we::kStoreRelay);
   env.use_agent_store = get(we::kUseAgentStore) == we::kTrue;
   env.restart_count = get(we::kRestartCount);
   const auto number = [&](const char* name) -> std::optional<int> {

@@ -24,6 +24,7 @@ struct WorkerEnvironment {
   std::string world_size;         // WORLD_SIZE
   std::string master_addr;        // MASTER_ADDR: env://'s store, and the tcp transport's route to advertise
   std::string master_port;        // MASTER_PORT
+  std::string store_relay;        // CTRUN_STORE_RELAY: this node's store relay, which env:// uses in agent-store mode
   bool use_agent_store = false;   // TORCHELASTIC_USE_AGENT_STORE is "True": the agent hosts the store
   std::string restart_count;      // TORCHELASTIC_RESTART_COUNT: the attempt's keyspace
   std::optional<int> local_rank;  // LOCAL_RANK (the nccl device rule); none when unset or not an integer

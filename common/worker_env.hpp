@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace ctrun::worker_env {
 
@@ -23,6 +24,10 @@ inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";
 inline constexpr const char* kMasterAddr = "MASTER_ADDR";
 inline constexpr const char* kMasterPort = "MASTER_PORT";
 inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
+// ctrun's own: this node's store relay ("host:port", agent/launch/store_relay.hpp), set with several nodes. A worker in
+// agent-store mode connects there instead of MASTER_ADDR:MASTER_PORT (which keep naming the job's store): comm's
+// env:// (comm/init), torch's rendezvous through ctrun_store_relay.py, which repeats this rule.
+inline constexpr const char* kStoreRelay = "CTRUN_STORE_RELAY";
 // Elastic bookkeeping.
 inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
@@ -72,5 +77,8 @@ inline std::string attempt_prefix(int restart_count) { return "/worker/attempt_"
 
 // Reads a variable of the contract from this process's environment: nullopt when unset or empty.
 std::optional<std::string> get(const char* name);
+
+// kStoreRelay's value as (host, port): "host:port" or "[v6]:port"; nullopt when it is not of that form.
+std::optional<std::pair<std::string, std::string>> relay_endpoint(const std::string& value);
 
 }  // namespace ctrun::worker_env

@@ -100,6 +100,7 @@ struct Handshake {
   int fd = -1;
   Dialect dialect = Dialect::kV2;
   std::uint32_t features = 0;
+  bool tagged = false;  // MULTIPLEX was granted: the connection is in tagged mode
 };
 
 }  // namespace
@@ -211,21 +212,19 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     }
     std::weak_ptr<Connection> connection;
     std::vector<std::string> keys;  // on the wire
-    std::uint64_t seq = 0;          // kFramed: its WAIT's number
+    std::uint64_t tag = 0;          // kTagged: its WAIT's (or BARRIER's) tag
     bool polling = false;           // a CHECK of it is in flight
   };
 
-  // `request`: a WAIT, or (kFramed only) a BARRIER: both are answered whenever they complete.
+  // `request`: a WAIT, or (kTagged only) a BARRIER: both are answered whenever they complete.
   std::shared_ptr<AsyncWait> wait(Request request, WaitDone done, Duration connect_timeout) {
     auto w = std::make_shared<Waiter>(weak_from_this(), request.keys, std::move(done));
     std::unique_lock lock(mu_);
     connect_locked(lock, connect_timeout);
-    if (mode_ == Mode::kFramed) {
-      w->seq = next_seq_;
-      framed_waits_[w->seq] = w;
-      enqueue_locked(request, std::nullopt);
+    if (mode_ == Mode::kTagged) {
+      w->tag = enqueue_locked(request, Slot{Slot::kWait, shape_of(request), nullptr, w});
     } else {
-      if (request.command != Command::kWait) throw std::logic_error("MuxStore: a BARRIER waits only when framed");
+      if (request.command != Command::kWait) throw std::logic_error("MuxStore: a BARRIER waits only when tagged");
       waits_.push_back(w);
       if (armed_slot_ != 0) disarm_locked();  // two waits: neither stays on the wire (kPlain), both are polled
       // Polled (kLegacy, or several waits at once): the first look is now, not a poll interval from now.
@@ -296,12 +295,13 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
   }
 
  private:
-  // An in-order reply owed by the server.
+  // A reply owed by the server: the next in order (kPlain, kLegacy), or the one under a tag (kTagged).
   struct Slot {
     enum Kind : std::uint8_t {
       kCall,     // a caller's request: `promise`
-      kWait,     // kPlain: the WAIT of `waiter` (its 00, or 01 if the CANCEL_WAIT behind it came first)
-      kCancel,   // kPlain: a CANCEL_WAIT (01)
+      kWait,     // the WAIT of `waiter` (kPlain: its 00, or 01 if the CANCEL_WAIT behind it came first; kTagged: its
+                 // 00 whenever it completes; also a BARRIER)
+      kCancel,   // kPlain: a CANCEL_WAIT (01); kTagged: a withdrawn wait (01 under its tag, maybe after its 00)
       kPoll,     // a CHECK of `waiter`
       kDiscard,  // the reply of a request of the connection's own (ON_CLOSE restored after a reconnect)
     } kind;
@@ -329,12 +329,19 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
 
   // ---- writing (mu_ held) ----
 
-  void enqueue_locked(const Request& r, std::optional<Slot> slot) {
+  // Queues r (kTagged: under a new tag, which it returns) and what its reply is owed to.
+  std::uint64_t enqueue_locked(const Request& r, std::optional<Slot> slot) {
+    if (mode_ == Mode::kTagged) {
+      const std::uint64_t tag = next_tag_++;
+      protocol::encode_tagged_request(tag, r, outbox_);
+      if (slot) tagged_.emplace(tag, std::move(*slot));
+      return tag;
+    }
     // kPlain: a WAIT on the wire must stay the last request. Withdraw it first; it goes out again behind r.
     if (armed_slot_ != 0) disarm_locked();
     protocol::encode_request(dialect_, r, outbox_);
-    if (mode_ == Mode::kFramed) ++next_seq_;
     if (slot) inorder_.push_back(std::move(*slot));
+    return 0;
   }
 
   void disarm_locked() {
@@ -409,12 +416,13 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
 
   void withdraw(Waiter* w) {
     std::lock_guard lock(mu_);
-    if (mode_ == Mode::kFramed) {
-      auto it = framed_waits_.find(w->seq);
-      if (it == framed_waits_.end() || it->second.get() != w) return;
-      framed_waits_.erase(it);
-      if (connected_)
-        enqueue_locked({.command = Command::kCancelSeq, .integer = static_cast<std::int64_t>(w->seq)}, std::nullopt);
+    if (mode_ == Mode::kTagged) {
+      // CANCEL_WAIT under the wait's own tag; the store answers 01 under it (after the 00 if that was on its way).
+      auto it = tagged_.find(w->tag);
+      if (it == tagged_.end() || it->second.kind != Slot::kWait || it->second.waiter.get() != w) return;
+      it->second.kind = Slot::kCancel;
+      it->second.waiter.reset();
+      protocol::encode_tagged_request(w->tag, {.command = Command::kCancelWait}, outbox_);
       flush_locked();
       return;
     }
@@ -524,6 +532,23 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
         fail(fmt::format("PING returned {} instead of the nonce {}", reply, nonce));
       h.features = protocol::announced_features(nonce, reply);
       h.dialect = Dialect::kV2;
+      if ((h.features & protocol::kFeatureMultiplex) != 0 && options_.tagged) {
+        // Tagged mode: asked only of a server that announced it (torch's would close the connection on it).
+        std::string multiplex;
+        protocol::encode_request(Dialect::kV2, {.command = Command::kMultiplex, .u32 = protocol::kMultiplexVersion},
+                                 multiplex);
+        try {
+          send_all(h.fd, multiplex, deadline);
+          recv_exact(h.fd, b, 4, deadline, closed);
+        } catch (const StoreError& e) {
+          fail(fmt::format("MULTIPLEX (tagged mode) was not answered: {}", e.what()));
+        }
+        const auto granted = protocol::get_u32(b);
+        if (granted != protocol::kMultiplexVersion)
+          fail(fmt::format("MULTIPLEX granted tagged mode version {}, this client speaks {}", granted,
+                           protocol::kMultiplexVersion));
+        h.tagged = true;
+      }
       return h;
     }
     ::close(h.fd);
@@ -584,9 +609,7 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     dialect_ = h.dialect;
     detect_ = false;
     features_ = h.features;
-    mode_ = h.dialect == Dialect::kLegacy                                     ? Mode::kLegacy
-            : (h.features & protocol::kFeatureFramed) != 0 && options_.framed ? Mode::kFramed
-                                                                              : Mode::kPlain;
+    mode_ = h.dialect == Dialect::kLegacy ? Mode::kLegacy : h.tagged ? Mode::kTagged : Mode::kPlain;
     fd_ = h.fd;
     ++gen_;
     link_ = std::make_shared<Link>(loop_.io());
@@ -597,8 +620,6 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     link_->socket.assign(local.ss_family == AF_INET6 ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), fd_, ec);
     connected_ = true;
     connected_once_ = true;
-    next_seq_ = 0;
-    if (mode_ == Mode::kFramed) protocol::encode_request(dialect_, {.command = Command::kFramed}, outbox_);
     // A reconnect: say so in every registered key, then register again (as TcpStore).
     if (!first) {
       for (const auto& [wire, values] : on_close_) {
@@ -663,28 +684,11 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
 
   // Takes every whole reply out of the buffer. False (with `error`) on a stream that is not what was asked for.
   bool parse_locked(Link& l, Completions& done, std::string& error) {
+    if (mode_ == Mode::kTagged) return parse_tagged_locked(l, done, error);
     for (;;) {
       auto unread = std::span<const std::uint8_t>(l.rbuf.data() + l.rpos, l.rend - l.rpos);
-      // (An unframed reply may be empty: a MULTI_GET of no keys. The codec says so on an empty buffer.)
-      if (unread.empty() && (mode_ == Mode::kFramed || inorder_.empty())) break;
-      std::size_t used = 0;
-      if (mode_ == Mode::kFramed) {
-        if (unread[0] == protocol::kFrameCompleted) {
-          if (unread.size() < protocol::kCompletionBytes) break;
-          auto c = protocol::parse_completion(unread);
-          if (!c) return error = "a wait's completion has an unknown response", false;
-          if (auto it = framed_waits_.find(c->seq); it != framed_waits_.end()) {
-            done.push_back({it->second, {WaitOutcome::kReady, {}}});
-            framed_waits_.erase(it);
-          }
-          l.rpos += protocol::kCompletionBytes;
-          continue;
-        }
-        if (unread[0] != protocol::kFrameInOrder)
-          return error = fmt::format("unknown reply frame {}", unread[0]), false;
-        unread = unread.subspan(1);
-        used = 1;
-      }
+      // (A reply may be empty: a MULTI_GET of no keys. The codec says so on an empty buffer.)
+      if (unread.empty() && inorder_.empty()) break;
       if (inorder_.empty()) return error = "a reply nobody asked for", false;
       auto& slot = inorder_.front();
       if (slot.kind == Slot::kWait || slot.kind == Slot::kCancel) {
@@ -704,7 +708,7 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
           inorder_.pop_front();
           inorder_.pop_front();
         }
-        l.rpos += used + 1;
+        l.rpos += 1;
         continue;
       }
       auto pr = protocol::parse_reply(dialect_, slot.shape, unread, kMaxReplyBytes);
@@ -712,10 +716,10 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
         return error = fmt::format("unexpected reply to {}: {}", protocol::command_name(slot.shape.command), pr.error),
                false;
       if (pr.status == protocol::ParseStatus::kNeedMore) {
-        if (l.rpos + used + pr.need_at_least > l.rbuf.size()) l.rbuf.resize(l.rpos + used + pr.need_at_least);
+        if (l.rpos + pr.need_at_least > l.rbuf.size()) l.rbuf.resize(l.rpos + pr.need_at_least);
         break;
       }
-      l.rpos += used + pr.consumed;
+      l.rpos += pr.consumed;
       Slot s = std::move(slot);
       inorder_.pop_front();
       if (s.kind == Slot::kCall) {
@@ -728,6 +732,60 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     }
     if (l.rpos == l.rend) l.rpos = l.rend = 0;
     settle_locked();
+    return true;
+  }
+
+  // kTagged: every whole frame in the buffer goes to what its tag is owed to, in whatever order they come.
+  bool parse_tagged_locked(Link& l, Completions& done, std::string& error) {
+    const protocol::SentLookup sent = [this](std::uint64_t tag) -> const Request* {
+      auto it = tagged_.find(tag);
+      return it == tagged_.end() ? nullptr : &it->second.shape;
+    };
+    while (l.rpos < l.rend) {
+      auto unread = std::span<const std::uint8_t>(l.rbuf.data() + l.rpos, l.rend - l.rpos);
+      auto frame = protocol::parse_tagged_reply(unread, sent, kMaxReplyBytes);
+      if (frame.status == protocol::ParseStatus::kError)
+        return error = fmt::format("unexpected reply frame: {}", frame.error), false;
+      if (frame.status == protocol::ParseStatus::kNeedMore) {
+        if (l.rpos + frame.need_at_least > l.rbuf.size()) l.rbuf.resize(l.rpos + frame.need_at_least);
+        break;
+      }
+      l.rpos += frame.consumed;
+      auto it = tagged_.find(frame.tag);
+      if (frame.frame == protocol::FrameStatus::kRefused) {
+        // The store refused one request and goes on serving the others on this connection.
+        if (it == tagged_.end()) {  // a request without a reply (SET, APPEND, ...): its caller has returned
+          log::get("store")->error("TCPStore {}: the store refused a request that has no reply: {}", endpoint_,
+                                   frame.refusal);
+          continue;
+        }
+        Slot s = std::move(it->second);
+        tagged_.erase(it);
+        const auto why = fmt::format("the store refused the request: {}", frame.refusal);
+        if (s.kind == Slot::kCall) s.promise->set_exception(std::make_exception_ptr(StoreError(why)));
+        if (s.kind == Slot::kWait)
+          done.push_back({s.waiter, {WaitOutcome::kFailed, fmt::format("TCPStore {}: {}", endpoint_, why)}});
+        continue;
+      }
+      Slot& s = it->second;  // known: parse_tagged_reply checked the tag
+      const bool stop = frame.reply.u8 == static_cast<std::uint8_t>(protocol::WaitResponse::kStopWaiting);
+      switch (s.kind) {
+        case Slot::kCall:
+          s.promise->set_value(std::move(frame.reply));
+          break;
+        case Slot::kWait:
+          if (!stop) return error = fmt::format("a wait not withdrawn was answered {}", frame.reply.u8), false;
+          done.push_back({s.waiter, {WaitOutcome::kReady, {}}});
+          break;
+        case Slot::kCancel:
+          if (stop) continue;  // it completed before the CANCEL_WAIT arrived: the 01 follows
+          break;
+        default:  // kDiscard
+          break;
+      }
+      tagged_.erase(it);
+    }
+    if (l.rpos == l.rend) l.rpos = l.rend = 0;
     return true;
   }
 
@@ -758,10 +816,13 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
     for (auto& s : inorder_)
       if (s.kind == Slot::kCall) s.promise->set_exception(std::make_exception_ptr(StoreError(why)));
     const auto error = fmt::format("TCPStore {}: {}", endpoint_, why);
-    for (auto& [seq, w] : framed_waits_) done.push_back({w, {WaitOutcome::kFailed, error}});
+    for (auto& [tag, s] : tagged_) {
+      if (s.kind == Slot::kCall) s.promise->set_exception(std::make_exception_ptr(StoreError(why)));
+      if (s.kind == Slot::kWait) done.push_back({s.waiter, {WaitOutcome::kFailed, error}});
+    }
     for (auto& w : waits_) done.push_back({w, {WaitOutcome::kFailed, error}});
     inorder_.clear();
-    framed_waits_.clear();
+    tagged_.clear();
     waits_.clear();
     armed_.reset();
     outbox_.clear();
@@ -803,8 +864,8 @@ class MuxStore::Connection : public std::enable_shared_from_this<MuxStore::Conne
   std::string outbox_;
   bool writing_ = false;
   std::deque<Slot> inorder_;
-  std::uint64_t next_seq_ = 0;                                               // kFramed: the next request's number
-  std::unordered_map<std::uint64_t, std::shared_ptr<Waiter>> framed_waits_;  // kFramed: by request number
+  std::uint64_t next_tag_ = 1;                         // kTagged: the next request's tag
+  std::unordered_map<std::uint64_t, Slot> tagged_;     // kTagged: what each tag in flight is owed
   std::vector<std::shared_ptr<Waiter>> waits_;                               // kPlain, kLegacy: pending waits
   std::shared_ptr<Waiter> armed_;                                            // kPlain: the wait whose WAIT is last
   bool poll_scheduled_ = false;
@@ -1000,10 +1061,10 @@ std::vector<std::string> MuxStore::list_keys() {
 }
 
 void MuxStore::barrier(const std::string& key, std::int64_t world_size, Duration timeout) {
-  // A BARRIER's reply comes whenever the count is reached: a completion when framed, but nothing torch's servers
+  // A BARRIER's reply comes whenever the count is reached: a frame of its own when tagged, but nothing torch's servers
   // could answer in between other replies. There (and on torch <= 2.0) it is torch 1.13's ADD polling, which
   // leaves the same count in the key.
-  if (mode() != Mode::kFramed) {
+  if (mode() != Mode::kTagged) {
     barrier_by_add([this](const std::string& k, std::int64_t d) { return add(k, d); }, key, world_size, timeout);
     return;
   }

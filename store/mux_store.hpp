@@ -5,9 +5,10 @@
 // single connection to the rendezvous store for its joins, its heartbeats, its loss watch and the round's exchanges.
 //
 // How waits share the connection depends on the server (found out at connect time, never probed):
-// - kFramed: ctrun's server announces framed replies in its PING reply (protocol.hpp, kPingAskFeatures). The
-//   client sends FRAMED; every WAIT is answered whenever it completes, tagged with its request number, so any
-//   number may be pending while other requests come and go (CANCEL_SEQ withdraws one).
+// - kTagged: ctrun's server announces tagged mode in its PING reply (protocol.hpp, kPingAskFeatures, kFeatureMultiplex).
+//   The client sends MULTIPLEX; every request then carries a tag of its own and every reply comes in a frame under
+//   it, a WAIT or BARRIER whenever it completes, so any number may be pending while other requests come and go
+//   (CANCEL_WAIT under a wait's tag withdraws it). A request the store refuses fails its own caller only.
 // - kPlain: torch >= 2.1's servers answer requests sent after a pending WAIT while it waits and push its
 //   STOP_WAITING later, in between their replies: a stream no client could split. So a WAIT is only ever the last
 //   request on the wire: whoever sends after it first sends CANCEL_WAIT (answered 01, or 00 01 if the keys
@@ -33,11 +34,11 @@ class ClientLoop;
 
 class MuxStore final : public Store {
  public:
-  enum class Mode { kFramed, kPlain, kLegacy };
+  enum class Mode { kTagged, kPlain, kLegacy };
 
   struct Options : TcpStoreOptions {
-    // Use ctrun's framed replies where the server announces them (false: behave as with torch's v2 server; tests).
-    bool framed = true;
+    // Use ctrun's tagged mode where the server announces it (false: behave as with torch's v2 server; tests).
+    bool tagged = true;
   };
 
   // Connects (within connect_timeout; throws StoreError, RefusedError). `loop`: the I/O thread to use; null: a

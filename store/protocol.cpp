@@ -129,7 +129,8 @@ bool decode_fields(Command c, Reader& r, Request* out) {
   };
   switch (c) {
     case Command::kValidate:
-    case Command::kPing: {
+    case Command::kPing:
+    case Command::kMultiplex: {
       std::uint32_t x = 0;
       if (!r.u32(x)) return false;
       if (out) out->u32 = x;
@@ -201,12 +202,6 @@ bool decode_fields(Command c, Reader& r, Request* out) {
       }
       return true;
     }
-    case Command::kCancelSeq: {
-      std::int64_t x = 0;
-      if (!r.i64(x)) return false;
-      if (out) out->integer = x;
-      return true;
-    }
     case Command::kOnSilence: {
       std::int64_t x = 0;
       if (!r.key(k) || !r.value(v) || !r.value(v2) || !r.i64(x)) return false;
@@ -220,7 +215,6 @@ bool decode_fields(Command c, Reader& r, Request* out) {
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
-    case Command::kFramed:
       return true;
   }
   return r.fail("unhandled command");
@@ -281,10 +275,8 @@ const char* command_name(Command c) {
       return "BARRIER";
     case Command::kOnClose:
       return "ON_CLOSE";
-    case Command::kFramed:
-      return "FRAMED";
-    case Command::kCancelSeq:
-      return "CANCEL_SEQ";
+    case Command::kMultiplex:
+      return "MULTIPLEX";
     case Command::kOnSilence:
       return "ON_SILENCE";
   }
@@ -295,8 +287,7 @@ namespace {
 
 // ctrun's extensions: v2 only, far above torch's opcodes (a future torch adding 19, 20, ... cannot collide).
 constexpr std::pair<Command, std::uint8_t> kExtensions[] = {{Command::kOnClose, kOnCloseOpcode},
-                                                            {Command::kFramed, kFramedOpcode},
-                                                            {Command::kCancelSeq, kCancelSeqOpcode},
+                                                            {Command::kMultiplex, kMultiplexOpcode},
                                                             {Command::kOnSilence, kOnSilenceOpcode}};
 
 }  // namespace
@@ -383,6 +374,7 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
   switch (r.command) {
     case Command::kValidate:
     case Command::kPing:
+    case Command::kMultiplex:
       put_u32(out, r.u32);
       break;
     case Command::kSet:
@@ -433,9 +425,6 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
         put_bytes(out, r.values[i]);
       }
       break;
-    case Command::kCancelSeq:
-      put_i64(out, r.integer);
-      break;
     case Command::kOnSilence:
       need(1, 2);
       put_bytes(out, r.keys[0]);
@@ -446,7 +435,6 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
-    case Command::kFramed:
       break;
   }
 }
@@ -464,8 +452,6 @@ bool has_reply(Command c) {
     case Command::kAppend:
     case Command::kMultiSet:
     case Command::kQueuePush:
-    case Command::kFramed:
-    case Command::kCancelSeq:
       return false;
     default:
       return true;
@@ -486,6 +472,7 @@ void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& o
       o.u8(r.u8);
       return;
     case Command::kPing:
+    case Command::kMultiplex:
       reply::ping(o, r.u32);
       return;
     case Command::kAdd:
@@ -585,6 +572,7 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
         ok = r.fail(fmt::format("{} reply {} is not a known response", command_name(sent.command), out.u8));
       break;
     case Command::kPing:
+    case Command::kMultiplex:
       ok = r.u32(out.u32);
       break;
     case Command::kAdd:
@@ -622,6 +610,75 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
   return res;
 }
 
+ParseResult parse_tagged_request(std::span<const std::uint8_t> buf, const Limits& limits, std::uint64_t& tag) {
+  constexpr std::size_t kTag = sizeof(std::uint64_t);
+  if (buf.size() < kTag) {
+    ParseResult res;
+    res.need_at_least = kTag + 1;
+    return res;
+  }
+  ParseResult res = parse_request(Dialect::kV2, buf.subspan(kTag), limits);
+  if (res.status == ParseStatus::kOk) {
+    tag = get_u64(buf.data());
+    res.consumed += kTag;
+  } else if (res.status == ParseStatus::kNeedMore) {
+    res.need_at_least = res.need_at_least > SIZE_MAX - kTag ? SIZE_MAX : res.need_at_least + kTag;
+  }
+  return res;
+}
+
+void encode_tagged_request(std::uint64_t tag, const Request& r, std::string& out) {
+  put_u64(out, tag);
+  encode_request(Dialect::kV2, r, out);
+}
+
+TaggedReplyParseResult parse_tagged_reply(std::span<const std::uint8_t> buf, const SentLookup& sent,
+                                          std::uint64_t max_value_len) {
+  constexpr std::size_t kHeader = sizeof(std::uint64_t) + 1;
+  TaggedReplyParseResult res;
+  if (buf.size() < kHeader) {
+    res.need_at_least = kHeader;
+    return res;
+  }
+  res.tag = get_u64(buf.data());
+  const std::uint8_t status = buf[sizeof(std::uint64_t)];
+  auto error = [&](std::string why) {
+    res.status = ParseStatus::kError;
+    res.error = std::move(why);
+    return res;
+  };
+  const auto body = buf.subspan(kHeader);
+  if (status == static_cast<std::uint8_t>(FrameStatus::kRefused)) {
+    res.frame = FrameStatus::kRefused;
+    Limits limits = reply_limits(kMaxRefusalLen);
+    Reader r(body, limits);
+    std::string_view why;
+    if (!r.bytes(why, kMaxRefusalLen, "refusal")) {
+      if (r.failed()) return error(r.error());
+      res.need_at_least = kHeader + r.need();
+      return res;
+    }
+    res.refusal.assign(why);
+    res.status = ParseStatus::kOk;
+    res.consumed = kHeader + r.pos();
+    return res;
+  }
+  if (status != static_cast<std::uint8_t>(FrameStatus::kReply))
+    return error(fmt::format("tagged frame {} has the unknown status {}", res.tag, status));
+  const Request* request = sent(res.tag);
+  if (!request) return error(fmt::format("a tagged frame names tag {}, which no request carries", res.tag));
+  auto inner = parse_reply(Dialect::kV2, *request, body, max_value_len);
+  if (inner.status == ParseStatus::kError) return error(std::move(inner.error));
+  if (inner.status == ParseStatus::kNeedMore) {
+    res.need_at_least = kHeader + inner.need_at_least;
+    return res;
+  }
+  res.reply = std::move(inner.reply);
+  res.status = ParseStatus::kOk;
+  res.consumed = kHeader + inner.consumed;
+  return res;
+}
+
 WatchEventParseResult parse_watch_event(std::span<const std::uint8_t> buf, std::uint64_t max_value_len) {
   const Limits limits = reply_limits(max_value_len);
   Reader r(buf, limits);
@@ -638,12 +695,6 @@ WatchEventParseResult parse_watch_event(std::span<const std::uint8_t> buf, std::
   res.consumed = r.pos();
   res.event = {static_cast<WatchResponse>(type), std::string(key), std::string(old_value), std::string(new_value)};
   return res;
-}
-
-std::optional<Completion> parse_completion(std::span<const std::uint8_t> buf) {
-  const auto response = buf[kCompletionBytes - 1];
-  if (response > static_cast<std::uint8_t>(WaitResponse::kWaitCanceled)) return std::nullopt;
-  return Completion{get_u64(buf.data() + 1), static_cast<WaitResponse>(response)};
 }
 
 std::uint32_t ping_reply(std::uint32_t nonce, std::uint32_t features) {

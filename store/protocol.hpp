@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -47,14 +48,11 @@ enum class Command : std::uint8_t {
   // its waiters). integer 1 registers (replacing an earlier registration of the key), 0 cancels. A torch server
   // closes the connection on the unknown opcode, which is how a client learns it has no such thing.
   kOnClose,
-  // ctrun's framed replies (ctstore and ctrun's embedded server; v2 only; announced in the PING reply, see
-  // kPingAskFeatures): FRAMED (no fields, no reply) switches the connection: from the next request on, requests are
-  // numbered 0, 1, 2, ... (every request counts), every reply starts with kFrameInOrder, and a WAIT or BARRIER is
-  // answered out of order, whenever it completes, as kFrameCompleted + its number + the WaitResponse. Several WAITs
-  // may then be pending on one connection, and a pending WAIT holds back nothing sent after it. CANCEL_SEQ (integer:
-  // the number of a pending WAIT or BARRIER; no reply) withdraws one; its completion may still arrive (a race).
-  kFramed,
-  kCancelSeq,
+  // ctrun's tagged mode (ctstore and the agent's store only; v2 dialect, opcode kMultiplexOpcode; announced as
+  // kFeatureMultiplex): u32 version asked, u32 version granted. From the next request on, the connection carries
+  // tagged frames (see "Tagged mode" below): a relay's many clients, or an agent's many callers (MuxStore), over one
+  // connection, a pending WAIT no longer blocking later replies.
+  kMultiplex,
   // ctrun's ON_SILENCE (announced as kFeatureOnSilence): keys[0], values[0] (appended when the connection has sent
   // nothing for `integer` ms), values[1] (appended when it speaks again after that; the registration then re-arms);
   // integer 0 cancels. Replies the registrations the connection holds (i64). A connection whose silence fired does
@@ -62,14 +60,11 @@ enum class Command : std::uint8_t {
   kOnSilence,
 };
 inline constexpr Command kLastCommand = Command::kOnSilence;
+// ctrun's extensions: v2 only, far above torch's opcodes (a future torch adding 19, 20, ... cannot collide).
 inline constexpr std::uint8_t kOnCloseOpcode = 0xC7;
-inline constexpr std::uint8_t kFramedOpcode = 0xC8;
-inline constexpr std::uint8_t kCancelSeqOpcode = 0xC9;
-inline constexpr std::uint8_t kOnSilenceOpcode = 0xCA;
-
-// Framed replies (after FRAMED): the first byte of every reply.
-inline constexpr std::uint8_t kFrameInOrder = 0;    // the reply to the oldest request still owed one follows
-inline constexpr std::uint8_t kFrameCompleted = 1;  // u64 request number, u8 WaitResponse: a WAIT/BARRIER is over
+inline constexpr std::uint8_t kMultiplexOpcode = 0xC8;
+inline constexpr std::uint8_t kOnSilenceOpcode = 0xC9;
+inline constexpr std::uint32_t kMultiplexVersion = 1;
 
 // ctrun's extensions are announced, never probed: a ctrun client sets kPingAskFeatures in its PING nonce (a pid
 // never has that bit: pids are below 2^22), and a ctrun server answers nonce | features << kFeatureShift where
@@ -77,17 +72,17 @@ inline constexpr std::uint8_t kFrameCompleted = 1;  // u64 request number, u8 Wa
 inline constexpr std::uint32_t kPingAskFeatures = 1u << 22;
 inline constexpr int kFeatureShift = 24;
 inline constexpr std::uint32_t kFeatureOnClose = 1;    // ON_CLOSE
-inline constexpr std::uint32_t kFeatureFramed = 2;     // FRAMED, CANCEL_SEQ
+inline constexpr std::uint32_t kFeatureMultiplex = 2;  // MULTIPLEX (tagged mode, kMultiplexVersion)
 inline constexpr std::uint32_t kFeatureOnSilence = 4;  // ON_SILENCE
-inline constexpr std::uint32_t kServerFeatures = kFeatureOnClose | kFeatureFramed | kFeatureOnSilence;
+inline constexpr std::uint32_t kServerFeatures = kFeatureOnClose | kFeatureMultiplex | kFeatureOnSilence;
 // The PING reply of a server to `nonce`; the features a reply announces (0 for an exact echo).
 std::uint32_t ping_reply(std::uint32_t nonce, std::uint32_t features);
 std::uint32_t announced_features(std::uint32_t nonce, std::uint32_t reply);
 
 // A server that cannot take one more connection (its --max-connections or descriptors are used up) accepts it,
 // writes kRefusalMarker then the reason (u64 length + text) in place of any reply, and closes it. A ctrun client
-// reads the marker where it expects the PING reply (no nonce has the top byte set) and reports the reason instead
-// of retrying; torch's clients see a broken handshake.
+// reads the marker where it expects the PING reply (no nonce has the top byte set) or MULTIPLEX's version, and
+// reports the reason instead of retrying; torch's clients see a broken handshake.
 inline constexpr std::uint32_t kRefusalMarker = 0xFFFFFFFFu;
 void encode_refusal(std::string_view reason, std::string& out);
 // After the marker (4 bytes) at the front of buf: the reason once it is all there; nullopt while incomplete.
@@ -109,7 +104,7 @@ enum class WatchResponse : std::uint8_t { kKeyUpdated = 0, kKeyCreated = 1, kKey
 //   GET/DELETE_KEY/WATCH_KEY/QUEUE_POP/QUEUE_LEN: keys[0]     ADD: keys[0], integer=delta
 //   CHECK/WAIT/MULTI_GET: keys     MULTI_SET: keys, values     VALIDATE/PING: u32 (magic / nonce)
 //   BARRIER: keys[0], integer=world_size     GETNUMKEYS/CANCEL_WAIT/LIST_KEYS: nothing
-//   ON_CLOSE: keys[0], values[0], integer=1 (register) or 0 (cancel)     FRAMED: nothing     CANCEL_SEQ: integer=seq
+//   ON_CLOSE: keys[0], values[0], integer=1 (register) or 0 (cancel)     MULTIPLEX: u32 (version)
 //   ON_SILENCE: keys[0], values[0] (silent), values[1] (back), integer=timeout ms (0: cancel)
 struct Request {
   Command command{};
@@ -156,7 +151,7 @@ void encode_request(Dialect d, const Request& r, std::string& out);
 
 // ---- replies (both dialects: the shapes are the same, only the set of commands differs) ----
 // A decoded reply to a request of `command` (the client knows what it sent):
-//   SET/APPEND/MULTI_SET/QUEUE_PUSH/VALIDATE/FRAMED/CANCEL_SEQ: no reply      PING: u32 (the nonce echoed)
+//   SET/APPEND/MULTI_SET/QUEUE_PUSH/VALIDATE: no reply      PING: u32 (the nonce echoed)    MULTIPLEX: u32 (version)
 //   CHECK: u8 (CheckResponse)     WAIT/BARRIER/CANCEL_WAIT: u8 (WaitResponse)     WATCH_KEY: u8 (WatchResponse)
 //   ADD/GETNUMKEYS/DELETE_KEY/QUEUE_LEN/ON_CLOSE/ON_SILENCE: integer (i64; ON_CLOSE: registrations the connection
 //   holds) GET/COMPARE_SET: values[0] (u64 length + bytes) MULTI_GET: values (one per requested key, no count)
@@ -196,17 +191,6 @@ void stop_waiting(Out& out) {  // WAIT, BARRIER (at once or deferred)
 template <class Out>
 void wait_canceled(Out& out) {
   out.u8(static_cast<std::uint8_t>(WaitResponse::kWaitCanceled));
-}
-// After FRAMED: before every in-order reply, and a WAIT's or BARRIER's completion in place of its u8.
-template <class Out>
-void in_order(Out& out) {
-  out.u8(kFrameInOrder);
-}
-template <class Out>
-void completed(Out& out, std::uint64_t seq, WaitResponse r) {
-  out.u8(kFrameCompleted);
-  out.u64(seq);
-  out.u8(static_cast<std::uint8_t>(r));
 }
 template <class Out>
 void watch_registered(Out& out) {
@@ -281,14 +265,50 @@ struct WatchEventParseResult {
 };
 WatchEventParseResult parse_watch_event(std::span<const std::uint8_t> buf, std::uint64_t max_value_len);
 
-// The kFrameCompleted part of a framed reply stream: the kind byte, the request number and the WaitResponse.
-struct Completion {
-  std::uint64_t seq = 0;
-  WaitResponse response = WaitResponse::kStopWaiting;
+// ---- tagged mode (ctrun's MULTIPLEX extension; docs/protocol.md "Tagged mode") ----
+// After MULTIPLEX, every request is `u64 tag` + a v2 request, and the server answers each request that has a
+// reply with a frame `u64 tag, u8 FrameStatus` + the reply, in any order: a WAIT (or BARRIER) is answered when its
+// keys are there, while later requests are answered at once. Tags are the client's; a WAIT's is its name for
+// CANCEL_WAIT, which names the wait to cancel by carrying its tag (answered under that tag: the STOP_WAITING first
+// if it was already sent, then WAIT_CANCELED). A request the server refuses (GET of a missing key, an ADD on a
+// non-number, a memory limit) is answered with a kRefused frame carrying the reason, replied or not, and the
+// connection goes on: a relay then closes only the client that sent it. A frame that cannot be decoded closes the
+// connection (there is no way to find the next one).
+enum class FrameStatus : std::uint8_t { kReply = 0, kRefused = 1 };
+inline constexpr std::uint64_t kMaxRefusalLen = 4096;  // a refusal's reason is cut to this
+
+// The tag, then one v2 request (the limits apply to the request; the tag is not counted).
+ParseResult parse_tagged_request(std::span<const std::uint8_t> buf, const Limits& limits, std::uint64_t& tag);
+void encode_tagged_request(std::uint64_t tag, const Request& r, std::string& out);
+
+namespace reply {
+template <class Out>
+void frame(Out& out, std::uint64_t tag, FrameStatus status) {  // then the reply (kReply) or the reason (kRefused)
+  out.u64(tag);
+  out.u8(static_cast<std::uint8_t>(status));
+}
+template <class Out>
+void refused_frame(Out& out, std::uint64_t tag, std::string_view reason) {
+  frame(out, tag, FrameStatus::kRefused);
+  out.bytes(reason.substr(0, kMaxRefusalLen));
+}
+}  // namespace reply
+
+struct TaggedReplyParseResult {
+  ParseStatus status = ParseStatus::kNeedMore;
+  std::size_t consumed = 0;  // when kOk
+  std::uint64_t tag = 0;
+  FrameStatus frame = FrameStatus::kReply;
+  Reply reply;          // kReply
+  std::string refusal;  // kRefused: why
+  std::string error;    // when kError (an unknown tag, a bad status, a reply that does not decode)
+  std::size_t need_at_least = 0;
 };
-inline constexpr std::size_t kCompletionBytes = 1 + 8 + 1;
-// buf starts with kFrameCompleted and holds at least kCompletionBytes; nullopt: the response byte is unknown.
-std::optional<Completion> parse_completion(std::span<const std::uint8_t> buf);
+// Decodes one frame from the front of buf. `sent(tag)` is the request the client sent under that tag (the reply's
+// shape depends on it), or null for a tag it does not know (an error).
+using SentLookup = std::function<const Request*(std::uint64_t tag)>;
+TaggedReplyParseResult parse_tagged_reply(std::span<const std::uint8_t> buf, const SentLookup& sent,
+                                          std::uint64_t max_value_len);
 
 // ---- primitive appenders (request encoding) ----
 void put_u8(std::string& out, std::uint8_t v);

@@ -57,6 +57,20 @@ void ReplyBuffer::value(const BlobPtr& b) {
   size_ += b->bytes.size();
 }
 
+void ReplyBuffer::append(ReplyBuffer& other) {
+  for (std::size_t i = other.head_; i < other.segs_.size(); ++i) {
+    auto& seg = other.segs_[i];
+    const std::size_t off = i == other.head_ ? other.head_off_ : 0;
+    if (seg.blob && off == 0) {
+      size_ += seg.blob->bytes.size();
+      segs_.push_back(Segment{{}, std::move(seg.blob)});
+    } else {
+      raw(std::string_view(seg.blob ? seg.blob->bytes : seg.data).substr(off));
+    }
+  }
+  other.clear();
+}
+
 int ReplyBuffer::gather(iovec* iov, int max) const {
   int n = 0;
   for (std::size_t i = head_; i < segs_.size() && n < max; ++i) {

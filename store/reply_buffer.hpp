@@ -46,6 +46,8 @@ class ReplyBuffer {
   void bytes(std::string_view b);         // u64 length + copied bytes
   void value(const BlobPtr& b);           // u64 length + the value (shared when large)
   void raw(std::string_view b);           // bytes as they are
+  // Moves other's unwritten bytes to the end of this buffer (shared values stay shared); other is left empty.
+  void append(ReplyBuffer& other);
 
   bool empty() const { return size_ == 0; }
   std::uint64_t size() const { return size_; }

@@ -1,6 +1,7 @@
-// The TCPStore server's networking: one Asio io_context on one thread, connections as small objects with
-// no thread each. Command semantics live in keyspace.cpp, their encoding in server_commands.cpp; this file only moves
-// bytes.
+// The TCPStore server's networking: one Asio io_context on one thread (or the owner's), connections as small objects
+// with no thread each. What a request does is the backend's (store/backend.hpp): the keyspace's semantics
+// (keyspace.cpp, encoded by server_commands.cpp) or a relay's upstream (relay_backend.cpp); this file only moves bytes,
+// and frames ctrun's tagged mode (MULTIPLEX: docs/protocol.md "Tagged mode").
 //
 // Memory per idle connection is kept small on purpose (the benchmark target is <= 16 KiB): an idle
 // connection has only a 128-byte read buffer; longer input is read into one shared 64 KiB scratch buffer
@@ -27,7 +28,8 @@
 
 #include "common/auth/handshake_asio.hpp"
 #include "common/log.hpp"
-#include "store/keyspace.hpp"
+#include "store/backend.hpp"
+#include "store/keyspace_backend.hpp"
 #include "store/server_commands.hpp"
 #include "store/store.hpp"
 
@@ -90,10 +92,6 @@ struct Connection {
   bool write_waiting = false;                             // waiting for the socket to be writable again
   std::uint64_t requests = 0;                             // decoded so far
   std::shared_ptr<protocol::Request> slicing;             // a big request being executed in slices (detail::step)
-  detail::RequestContext slicing_context;                 // ... and who sent it
-  bool framed = false;                                    // sent FRAMED: requests are numbered, replies framed
-  std::uint64_t next_seq = 0;                             // the number of its next request (framed)
-  std::unordered_map<std::uint64_t, ConnId> waiters;      // its pending framed WAITs and BARRIERs: seq -> waiter
   std::chrono::steady_clock::time_point heard{};          // when it last sent anything (ON_SILENCE)
   bool silence_fired = false;                             // an ON_SILENCE of its fired: its next bytes say "back"
   bool read_armed = false;
@@ -101,6 +99,18 @@ struct Connection {
   bool closing = false;  // no more requests; close once the queued replies are written
   bool closed = false;
   bool dirty = false;  // has new output to flush
+  bool held = false;   // the backend holds it (ExecResult::hold): no request is read until it resumes it
+  // Tagged mode (after MULTIPLEX): the tagged request being executed (its slices included) and the id it runs
+  // under (the connection's, or a WAIT's or BARRIER's own), its reply staged until it is framed, and the pending
+  // WAITs and BARRIERs by tag, each under a virtual connection id of its own.
+  struct Frame {
+    std::uint64_t tag = 0;
+    ConnId id = 0;
+  };
+  bool tagged = false;
+  std::optional<Frame> frame;
+  detail::ReplyBuffer staging;
+  std::unordered_map<std::uint64_t, ConnId> waits;
 };
 using ConnPtr = std::shared_ptr<Connection>;
 
@@ -128,60 +138,92 @@ const char* refused_name(Refused reason) {
   return "?";
 }
 
-class Server::Impl final : public detail::ReplySink {
+class Server::Impl final : public detail::FrontEnd {
  public:
-  explicit Impl(ServerOptions o)
+  Impl(ServerOptions o, const MakeBackend& make, asio::io_context* given)
       : opts(std::move(o)),
-        keyspace(*this, opts.max_total_bytes, opts.max_pending_output_bytes),
+        owned_io(given ? nullptr : std::make_unique<asio::io_context>(1)),
+        io(given ? *given : *owned_io),
         scratch(kScratchBytes),
-        log(log::get("store")) {}
+        log(log::get("store")) {
+    if (make) {
+      backend = make(*this);
+    } else {
+      auto local =
+          std::make_unique<detail::KeyspaceBackend>(*this, opts.max_total_bytes, opts.max_pending_output_bytes);
+      keyspace_backend = local.get();
+      backend = std::move(local);
+    }
+  }
 
-  // ---- ReplySink ----
+  // ---- FrontEnd ----
   detail::ReplyBuffer* output(ConnId id) override {
+    if (auto it = conns.find(id); it != conns.end()) {
+      auto& c = it->second;
+      if (c->closed) return nullptr;
+      mark_dirty(c);
+      return c->frame && c->frame->id == id ? &c->staging : &c->out;
+    }
+    // A tagged WAIT's or BARRIER's virtual connection: while its request executes, its reply is staged; later (the
+    // keys appeared) it is answered in a frame of its own, and the wait is over.
+    auto v = virtuals.find(id);
+    if (v == virtuals.end()) return nullptr;
+    auto owner = conns.find(v->second.first);
+    if (owner == conns.end() || owner->second->closed) return nullptr;
+    auto& c = owner->second;
+    mark_dirty(c);
+    if (c->frame && c->frame->id == id) return &c->staging;
+    protocol::reply::frame(c->out, v->second.second, protocol::FrameStatus::kReply);
+    c->waits.erase(v->second.second);
+    virtuals.erase(v);
+    return &c->out;
+  }
+
+  // Posted, never run inside the backend's call: the backend may resume a connection while its requests are being
+  // processed.
+  void resume(ConnId id) override {
     auto it = conns.find(id);
-    if (it == conns.end() || it->second->closed) return nullptr;
-    auto& c = it->second;
+    if (it == conns.end()) return;
+    post([this, c = it->second] {
+      if (c->closed || !c->held) return;
+      c->held = false;
+      if (c->slicing) {
+        continue_slice(c);
+        return;
+      }
+      if (!c->in.empty() && !c->paused) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
+      flush_dirty();
+      arm_read(c);
+    });
+  }
+
+  void fail(ConnId id, detail::Refusal kind, const std::string& reason) override {
+    auto it = conns.find(id);
+    if (it == conns.end() || it->second->closed) return;
+    auto c = it->second;
+    reject(c, refused_by(kind), reason);
+  }
+
+  void fail_all(const std::string& reason) override {
+    if (!conns.empty()) log->warn("TCPStore server: closing all {} connections: {}", conns.size(), reason);
+    std::vector<ConnPtr> all;
+    all.reserve(conns.size());
+    for (auto& [id, c] : conns) all.push_back(c);
+    for (auto& c : all) close_now(c);
+  }
+
+  void flush() override {
+    flush_dirty();
+    schedule_cleanup();
+  }
+
+  asio::io_context& loop() override { return io; }
+
+  void mark_dirty(const ConnPtr& c) {
     if (!c->dirty) {
       c->dirty = true;
       dirty.push_back(c);
     }
-    return &c->out;
-  }
-
-  ConnId open_waiter(ConnId conn, std::uint64_t seq) override {
-    const ConnId id = next_id++;
-    waiter_of[id] = FramedWaiter{conn, seq};
-    if (auto it = conns.find(conn); it != conns.end()) it->second->waiters[seq] = id;
-    return id;
-  }
-  std::optional<FramedWaiter> waiter(ConnId id) override {
-    auto it = waiter_of.find(id);
-    if (it == waiter_of.end()) return std::nullopt;
-    return it->second;
-  }
-  std::optional<ConnId> find_waiter(ConnId conn, std::uint64_t seq) override {
-    auto it = conns.find(conn);
-    if (it == conns.end()) return std::nullopt;
-    auto w = it->second->waiters.find(seq);
-    if (w == it->second->waiters.end()) return std::nullopt;
-    return w->second;
-  }
-  void close_waiter(ConnId id) override {
-    auto it = waiter_of.find(id);
-    if (it == waiter_of.end()) return;
-    if (auto c = conns.find(it->second.conn); c != conns.end()) c->second->waiters.erase(it->second.seq);
-    waiter_of.erase(it);
-  }
-
-  // The connection is gone (or failed): its waits, its framed waiters' waits, its watches go; its ON_CLOSE
-  // registrations run.
-  void forget(const ConnPtr& c) {
-    keyspace.forget(c->id);
-    for (auto [seq, id] : c->waiters) {
-      keyspace.forget(id);
-      waiter_of.erase(id);
-    }
-    c->waiters.clear();
   }
 
   // ---- lifecycle ----
@@ -241,6 +283,7 @@ class Server::Impl final : public detail::ReplySink {
 
   void shutdown() {
     stopping = true;
+    backend->stop();
     boost::system::error_code ec;
     acceptor.close(ec);
     accept_retry.cancel();
@@ -275,6 +318,14 @@ class Server::Impl final : public detail::ReplySink {
     if (!thread.joinable() || std::this_thread::get_id() == thread.get_id()) return fn();
     throw_if_failed();
     asio::post(io, std::move(fn));
+  }
+
+  // Queues fn behind the loop's other work (run only while this server lives: a given io_context outlives it).
+  template <typename Fn>
+  void post(Fn fn) {
+    asio::post(io, [alive = std::weak_ptr<int>(life), fn = std::move(fn)]() mutable {
+      if (alive.lock()) fn();
+    });
   }
 
   // ---- accepting ----
@@ -362,7 +413,7 @@ class Server::Impl final : public detail::ReplySink {
     if (!silence_sweeping) arm_silence_sweep();
   }
 
-  // Every kSilenceSweep while any connection has an ON_SILENCE: the keyspace fires those whose silence is long enough.
+  // Every kSilenceSweep while any connection has an ON_SILENCE: the backend fires those whose silence is long enough.
   void arm_silence_sweep() {
     silence_sweeping = true;
     silence_timer.expires_after(kSilenceSweep);
@@ -378,7 +429,7 @@ class Server::Impl final : public detail::ReplySink {
         }
         auto& conn = *c->second;
         if (!conn.silence_fired &&
-            keyspace.quiet(conn.id, std::chrono::duration_cast<std::chrono::milliseconds>(now - conn.heard)))
+            backend->quiet(conn.id, std::chrono::duration_cast<std::chrono::milliseconds>(now - conn.heard)))
           conn.silence_fired = true;
         ++it;
       }
@@ -510,7 +561,7 @@ class Server::Impl final : public detail::ReplySink {
       const auto now = std::chrono::steady_clock::now();
       std::vector<ConnPtr> stale;
       for (auto& [id, c] : conns)
-        if (!c->in.empty() && !c->paused && !c->slicing && !c->closing &&
+        if (!c->in.empty() && !c->paused && !c->slicing && !c->held && !c->closing &&
             now - c->partial_since > partial_deadline(c->in.size()))
           stale.push_back(c);
       for (auto& c : stale) {
@@ -521,7 +572,6 @@ class Server::Impl final : public detail::ReplySink {
             c->peer, c->in.size(),
             std::chrono::duration_cast<std::chrono::milliseconds>(now - c->partial_since).count(),
             opts.partial_request_timeout.count(), kSlowSenderBytesPerSecond);
-        forget(c);
         close_now(c);
       }
       arm_sweep();
@@ -557,7 +607,7 @@ class Server::Impl final : public detail::ReplySink {
   // async_read_some (unlike async_wait) lets Asio skip an epoll_ctl per request. Anything longer is then
   // read straight into the shared scratch buffer.
   void arm_read(const ConnPtr& c) {
-    if (c->read_armed || c->paused || c->slicing || c->closing || c->closed) return;
+    if (c->read_armed || c->paused || c->slicing || c->held || c->closing || c->closed) return;
     c->read_armed = true;
     c->socket.async_read_some(asio::buffer(c->first), [this, c](boost::system::error_code ec, std::size_t n) {
       c->read_armed = false;
@@ -585,7 +635,7 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   void read_more(const ConnPtr& c) {
-    for (int i = 0; i < kReadsPerEvent && !c->closing && !c->closed && !c->paused && !c->slicing; ++i) {
+    for (int i = 0; i < kReadsPerEvent && !c->closing && !c->closed && !c->paused && !c->slicing && !c->held; ++i) {
       boost::system::error_code ec;
       std::size_t n = c->socket.read_some(asio::buffer(scratch), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) break;
@@ -604,7 +654,7 @@ class Server::Impl final : public detail::ReplySink {
       c->heard = std::chrono::steady_clock::now();
       if (c->silence_fired) {
         c->silence_fired = false;
-        keyspace.spoke(c->id);
+        backend->spoke(c->id);
       }
     }
     // A request's clock starts with its first byte and does not restart with later ones: a sender trickling
@@ -621,7 +671,7 @@ class Server::Impl final : public detail::ReplySink {
     if (want > c->in.capacity()) {
       const std::size_t target =
           std::max(want, std::min<std::size_t>(std::max(c->need, c->in.capacity() * 2), opts.limits.max_request_bytes));
-      if (keyspace.held_bytes() + io_bytes - c->accounted + target + c->out.inline_size() > opts.max_total_bytes) {
+      if (backend->held_bytes() + io_bytes - c->accounted + target + c->out.inline_size() > opts.max_total_bytes) {
         reject(c, Refused::kMemory,
                fmt::format("buffering its {}-byte partial request would exceed the server's memory limit of {} "
                            "bytes (--max-total-bytes)",
@@ -647,7 +697,7 @@ class Server::Impl final : public detail::ReplySink {
   void process(const ConnPtr& c, std::span<const std::uint8_t> buf, bool from_scratch) {
     std::size_t off = 0;
     c->need = 0;
-    while (off < buf.size() && !c->closing && !c->slicing) {
+    while (off < buf.size() && !c->closing && !c->slicing && !c->held) {
       if (output_backlogged(c)) {
         c->paused = true;
         break;
@@ -661,7 +711,9 @@ class Server::Impl final : public detail::ReplySink {
         }
         c->dialect = d == protocol::Detected::kV2 ? protocol::Dialect::kV2 : protocol::Dialect::kLegacy;
       }
-      auto pr = protocol::parse_request(*c->dialect, rest, opts.limits);
+      std::uint64_t tag = 0;
+      auto pr = c->tagged ? protocol::parse_tagged_request(rest, opts.limits, tag)
+                          : protocol::parse_request(*c->dialect, rest, opts.limits);
       if (pr.status == protocol::ParseStatus::kNeedMore) {
         c->need = pr.need_at_least;
         break;
@@ -684,20 +736,32 @@ class Server::Impl final : public detail::ReplySink {
       ++c->requests;
       off += pr.consumed;
       ++ops[static_cast<std::size_t>(pr.request.command)];
-      detail::RequestContext ctx{.conn = c->id, .framed = c->framed, .seq = c->framed ? c->next_seq++ : 0};
-      auto res = detail::execute(keyspace, *this, ctx, pr.request);
-      if (pr.request.command == protocol::Command::kFramed && *c->dialect == protocol::Dialect::kV2) c->framed = true;
+      if (pr.request.command == protocol::Command::kMultiplex) {
+        if (!multiplex(c, pr.request)) break;
+        continue;
+      }
+      if (c->tagged) {
+        execute_tagged(c, tag, std::move(pr.request));
+        continue;
+      }
+      auto res = backend->execute(c->id, pr.request);
       if (pr.request.command == protocol::Command::kOnSilence && !res.close) watch_silence(c);
       if (res.close) {
         reject(c, refused_by(res.refusal), res.reason);
+        break;
+      }
+      if (res.hold) {
+        // The backend answers later (a relay's upstream): this connection's next requests wait in c->in, unread
+        // further, until it resumes it; a request it could not take yet is stepped again then.
+        c->held = true;
+        if (res.more) c->slicing = std::make_shared<protocol::Request>(std::move(pr.request));
         break;
       }
       if (res.more) {
         // A big request: the rest runs in slices, each posted behind the other connections' work. This
         // connection's later requests wait (in c->in, not read further) until it is done.
         c->slicing = std::make_shared<protocol::Request>(std::move(pr.request));
-        c->slicing_context = ctx;
-        asio::post(io, [this, c] { continue_slice(c); });
+        post([this, c] { continue_slice(c); });
         break;
       }
     }
@@ -767,7 +831,7 @@ class Server::Impl final : public detail::ReplySink {
               return;
             }
             start_write(c);
-            resume(c);
+            resume_reading(c);
           });
           return;
         }
@@ -782,7 +846,7 @@ class Server::Impl final : public detail::ReplySink {
       close_now(c);
     } else if (c->paused) {
       // Resume from the loop rather than recursing into process() from here.
-      asio::post(io, [this, c] { resume(c); });
+      post([this, c] { resume_reading(c); });
     }
   }
 
@@ -806,12 +870,21 @@ class Server::Impl final : public detail::ReplySink {
 
   void continue_slice(const ConnPtr& c) {
     if (c->closed || !c->slicing) return;
-    auto res = detail::step(keyspace, *this, c->slicing_context, *c->slicing);
+    auto res = backend->step(c->frame ? c->frame->id : c->id, *c->slicing);
+    if (c->frame && !res.more) {
+      const auto command = c->slicing->command;
+      c->slicing.reset();
+      finish_tagged(c, command, res);
+      res = {};
+    }
     if (res.close) {
       c->slicing.reset();
       reject(c, refused_by(res.refusal), res.reason);
+    } else if (res.hold) {
+      c->held = true;  // resumed by the backend; a request not taken yet (more) stays in c->slicing
+      if (!res.more) c->slicing.reset();
     } else if (res.more) {
-      asio::post(io, [this, c] { continue_slice(c); });
+      post([this, c] { continue_slice(c); });
     } else {
       c->slicing.reset();
       if (!c->in.empty() && !c->paused) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
@@ -821,19 +894,91 @@ class Server::Impl final : public detail::ReplySink {
     schedule_cleanup();
   }
 
+  // ---- tagged mode (MULTIPLEX) ----
+  // MULTIPLEX: the connection's next requests are tagged frames. Only a v2 connection of a backend that serves them
+  // (the keyspace; a relay's own clients are torch's, untagged). False when the connection was failed.
+  bool multiplex(const ConnPtr& c, const protocol::Request& r) {
+    if (c->tagged || *c->dialect != protocol::Dialect::kV2 || !backend->serves_tagged() || r.u32 < 1) {
+      reject(c, Refused::kBadRequest,
+             fmt::format("MULTIPLEX version {} is not served here (ctrun's tagged mode, for its store relays)", r.u32));
+      return false;
+    }
+    protocol::reply::ping(*output(c->id), protocol::kMultiplexVersion);  // the version granted
+    c->tagged = true;
+    return true;
+  }
+
+  // One tagged request: executed under the connection's id, or for a WAIT or BARRIER under a virtual id of its own
+  // (so that it waits apart from the connection's other requests); its reply framed with its tag.
+  void execute_tagged(const ConnPtr& c, std::uint64_t tag, protocol::Request r) {
+    using protocol::Command;
+    ConnId id = c->id;
+    if (r.command == Command::kWait || r.command == Command::kBarrier) {
+      if (c->waits.count(tag)) {
+        count(Refused::kInvalidCommand);
+        protocol::reply::refused_frame(*output(c->id), tag, fmt::format("tag {} already names a pending wait", tag));
+        return;
+      }
+      id = next_id++;
+      virtuals.emplace(id, std::make_pair(c->id, tag));
+      c->waits.emplace(tag, id);
+    } else if (r.command == Command::kCancelWait) {
+      if (auto w = c->waits.find(tag); w != c->waits.end()) id = w->second;  // the wait this tag names
+    }
+    c->frame = Connection::Frame{tag, id};
+    auto res = backend->execute(id, r);
+    if (r.command == Command::kOnSilence && !res.close) watch_silence(c);
+    if (res.more) {
+      c->slicing = std::make_shared<protocol::Request>(std::move(r));
+      post([this, c] { continue_slice(c); });
+      return;
+    }
+    finish_tagged(c, r.command, res);
+  }
+
+  // The tagged request in c->frame is done: its reply (or its refusal) goes out in its frame. A WAIT or BARRIER not
+  // answered yet stays registered under its virtual id (answered in output()); anything else lets the id go.
+  void finish_tagged(const ConnPtr& c, protocol::Command command, const detail::ExecResult& res) {
+    using protocol::Command;
+    const Connection::Frame frame = *c->frame;
+    c->frame.reset();
+    const bool waits = command == Command::kWait || command == Command::kBarrier;
+    auto drop_virtual = [&] {
+      if (frame.id == c->id) return;
+      c->waits.erase(frame.tag);
+      virtuals.erase(frame.id);
+      backend->forget(frame.id);
+    };
+    mark_dirty(c);
+    if (res.close) {
+      c->staging.clear();
+      count(refused_by(res.refusal));
+      log->debug("TCPStore server: refusing tagged request {} of {}: {}", frame.tag, c->peer, res.reason);
+      protocol::reply::refused_frame(c->out, frame.tag, res.reason);
+      drop_virtual();
+      return;
+    }
+    if (waits && c->staging.empty()) return;  // registered: answered when its keys are there
+    if (protocol::has_reply(command)) {
+      protocol::reply::frame(c->out, frame.tag, protocol::FrameStatus::kReply);
+      c->out.append(c->staging);
+    }
+    if (waits || command == Command::kCancelWait) drop_virtual();
+  }
+
   // Stale wait entries of big waits that ended are removed a slice at a time, between other work.
   void schedule_cleanup() {
-    if (cleanup_posted || !keyspace.has_cleanup()) return;
+    if (cleanup_posted || !backend->has_cleanup()) return;
     cleanup_posted = true;
-    asio::post(io, [this] {
+    post([this] {
       cleanup_posted = false;
-      if (keyspace.cleanup_step()) schedule_cleanup();
+      if (backend->cleanup_step()) schedule_cleanup();
     });
   }
 
   // The client caught up with its replies: run the requests that waited in c->in, then read again.
-  void resume(const ConnPtr& c) {
-    if (c->closed || !c->paused || c->slicing || c->out.size() >= kResumeBytes) return;
+  void resume_reading(const ConnPtr& c) {
+    if (c->closed || !c->paused || c->slicing || c->held || c->out.size() >= kResumeBytes) return;
     c->paused = false;
     if (!c->in.empty()) process(c, std::span<const std::uint8_t>(c->in), /*from_scratch=*/false);
     flush_dirty();
@@ -842,6 +987,16 @@ class Server::Impl final : public detail::ReplySink {
 
   // ---- closing ----
   void count(Refused reason) { ++refused[static_cast<std::size_t>(reason)]; }
+
+  // The connection's requests are over: the backend drops what it held for it, its tagged waits included.
+  void forget(const ConnPtr& c) {
+    backend->forget(c->id);
+    for (const auto& [tag, id] : c->waits) {
+      virtuals.erase(id);
+      backend->forget(id);
+    }
+    c->waits.clear();
+  }
 
   static Refused refused_by(detail::Refusal r) {
     return r == detail::Refusal::kMemory        ? Refused::kMemory
@@ -883,6 +1038,8 @@ class Server::Impl final : public detail::ReplySink {
     c->socket.close(ec);
     c->in.clear();
     c->out.clear();
+    c->staging.clear();
+    c->frame.reset();
     account(c);
     conns.erase(c->id);
     silence_watched.erase(c->id);
@@ -890,15 +1047,17 @@ class Server::Impl final : public detail::ReplySink {
 
   // ---- memory ----
   void account(const ConnPtr& c) {
-    std::uint64_t now = c->closed ? 0 : c->in.capacity() + c->out.inline_size();
+    std::uint64_t now = c->closed ? 0
+                                  : c->in.capacity() + c->out.inline_size() + c->staging.inline_size() +
+                                        c->waits.size() * 2 * detail::kEntryOverhead;
     io_bytes = io_bytes - c->accounted + now;
     c->accounted = now;
-    keyspace.set_io_bytes(io_bytes);
+    backend->set_io_bytes(io_bytes);
   }
 
   void check_memory(const ConnPtr& c) {
     if (c->closed || c->closing) return;
-    if (keyspace.held_bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
+    if (backend->held_bytes() + io_bytes > opts.max_total_bytes && !c->in.empty()) {
       reject(c, Refused::kMemory,
              fmt::format("buffering its {}-byte request would exceed the server's memory limit of {} bytes",
                          c->in.size(), opts.max_total_bytes));
@@ -915,10 +1074,11 @@ class Server::Impl final : public detail::ReplySink {
     }
     s.bytes_in = bytes_in;
     s.bytes_out = bytes_out;
-    s.keys = keyspace.num_keys();
-    s.bytes = keyspace.bytes();
-    s.pending_waits = keyspace.pending_waits();
-    s.held_bytes = keyspace.held_bytes() + io_bytes;
+    const auto b = backend->stats();
+    s.keys = b.keys;
+    s.bytes = b.bytes;
+    s.pending_waits = b.pending_waits;
+    s.held_bytes = backend->held_bytes() + io_bytes;
     for (int i = 0; i <= static_cast<int>(protocol::kLastCommand); ++i) {
       auto c = static_cast<protocol::Command>(i);
       if (auto n = ops[static_cast<std::size_t>(i)]) s.ops.emplace_back(protocol::command_name(c), n);
@@ -927,7 +1087,8 @@ class Server::Impl final : public detail::ReplySink {
   }
 
   ServerOptions opts;
-  asio::io_context io{1};
+  std::unique_ptr<asio::io_context> owned_io;  // null when the owner's context was given
+  asio::io_context& io;
   tcp::acceptor acceptor{io};
   std::unordered_map<std::uint64_t, std::shared_ptr<auth::AsyncServerHandshake>> handshakes;  // ServerOptions::secret
   std::uint64_t next_handshake = 0;
@@ -945,11 +1106,15 @@ class Server::Impl final : public detail::ReplySink {
   std::atomic<bool> failed{false};
   mutable std::mutex failure_mutex;
   std::string failure_message;
-  detail::Keyspace keyspace;
+  std::unique_ptr<detail::Backend> backend;
+  detail::KeyspaceBackend* keyspace_backend = nullptr;  // the backend when it is the server's own keyspace
+  // Tagged mode: each pending tagged WAIT's or BARRIER's virtual connection id -> (its connection, its tag).
+  std::unordered_map<ConnId, std::pair<ConnId, std::uint64_t>> virtuals;
+  // Handlers posted to a given io_context may run after this object is gone: they hold this token weakly.
+  std::shared_ptr<int> life = std::make_shared<int>(0);
   std::array<std::uint64_t, static_cast<std::size_t>(protocol::kLastCommand) + 1> ops{};  // requests per command
   std::vector<std::uint8_t> scratch;
   std::unordered_map<ConnId, ConnPtr> conns;
-  std::unordered_map<ConnId, FramedWaiter> waiter_of;  // framed connections' pending waits (open_waiter)
   std::vector<ConnPtr> dirty;
   std::vector<ConnPtr> flushing;  // spare buffer for flush_dirty
   ConnId next_id = 1;
@@ -967,15 +1132,19 @@ class Server::Impl final : public detail::ReplySink {
   std::shared_ptr<spdlog::logger> log;
 };
 
-Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options), MakeBackend{}, nullptr)) {}
+
+Server::Server(ServerOptions options, const MakeBackend& make, asio::io_context* io)
+    : impl_(std::make_unique<Impl>(std::move(options), make, io)) {}
 
 Server::~Server() { stop(); }
 
 void Server::start() {
   if (impl_->started) return;
-  if (impl_->io.stopped()) impl_->io.restart();  // started again after stop()
+  if (impl_->owned_io && impl_->io.stopped()) impl_->io.restart();  // started again after stop()
   impl_->listen();
   impl_->started = true;
+  if (!impl_->owned_io) return;  // the owner runs its context
   impl_->thread = std::thread([impl = impl_.get()] {
     // Handlers do not throw by design; if one does (out of memory, a bug), the server must not live on as
     // a listening socket that answers nothing: it closes and tells its owner.
@@ -999,6 +1168,8 @@ void Server::stop() {
     }
     impl_->io.stop();
     impl_->thread.join();
+  } else if (!impl_->failed.load()) {
+    impl_->shutdown();  // the owner's context: called from its thread
   }
   impl_->started = false;
 }
@@ -1012,28 +1183,40 @@ std::optional<std::string> Server::failure() const {
 }
 const std::string& Server::host() const { return impl_->opts.host; }
 
+namespace {
+detail::Keyspace& owned_keyspace(detail::KeyspaceBackend* backend) {
+  if (!backend) throw StoreError("this server relays its requests to another store: it has no keyspace of its own");
+  return backend->keyspace();
+}
+}  // namespace
+
 void Server::clear() {
-  impl_->on_loop_later([this] { impl_->keyspace.clear(); });
+  owned_keyspace(impl_->keyspace_backend);
+  impl_->on_loop_later([this] { impl_->keyspace_backend->keyspace().clear(); });
 }
 
 std::optional<std::string> Server::get_local(const std::string& key) {
-  return impl_->on_loop([&] { return impl_->keyspace.value(key); });
+  return impl_->on_loop([&] { return owned_keyspace(impl_->keyspace_backend).value(key); });
 }
 
 void Server::set_local(const std::string& key, std::string value) {
   impl_->on_loop([&] {
-    auto res = impl_->keyspace.set(detail::kLocalConn, key, value);
+    auto res = owned_keyspace(impl_->keyspace_backend).set(detail::kLocalConn, key, value);
     impl_->flush_dirty();  // wakes waiters: their replies must go out
     if (!res.ok()) throw StoreError("the store's owner could not set '" + key + "': " + res.refused);
   });
 }
 
 std::vector<std::string> Server::keys_local() {
-  return impl_->on_loop([this] { return impl_->keyspace.keys(); });
+  return impl_->on_loop([this] { return owned_keyspace(impl_->keyspace_backend).keys(); });
 }
 
 ServerStats Server::stats() {
   return impl_->on_loop([this] { return impl_->stats(); });
 }
+
+void Server::run_on_loop(const std::function<void()>& fn) { impl_->on_loop(fn); }
+
+void Server::post_to_loop(std::function<void()> fn) { impl_->on_loop_later(std::move(fn)); }
 
 }  // namespace ctrun::store

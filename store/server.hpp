@@ -17,7 +17,16 @@ namespace ctrun::auth {
 class Secret;
 }
 
+namespace boost::asio {
+class io_context;
+}
+
 namespace ctrun::store {
+
+namespace detail {
+class Backend;
+class FrontEnd;
+}  // namespace detail
 
 struct ServerOptions {
   std::string host = "0.0.0.0";  // "::" for dual stack; a host name is resolved
@@ -84,6 +93,13 @@ struct ServerStats {
 class Server {
  public:
   explicit Server(ServerOptions options);
+  // The same connection handling (both dialects, limits, flow control) with requests run against another backend
+  // (store/backend.hpp: a relay's upstream, store/relay.hpp), made once by `make` with the server's side. With `io`
+  // the server runs on that context, which the caller runs; every call on the Server is then made from that
+  // context's thread (or while it is not running), and the Server is destroyed after it stopped running. Without,
+  // on a thread of its own. The keyspace owner's calls below (clear, get_local, ...) throw StoreError there.
+  using MakeBackend = std::function<std::unique_ptr<detail::Backend>(detail::FrontEnd& front)>;
+  Server(ServerOptions options, const MakeBackend& make, boost::asio::io_context* io = nullptr);
   ~Server();  // stops and joins
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -110,6 +126,10 @@ class Server {
   void set_local(const std::string& key, std::string value);
   std::vector<std::string> keys_local();
   ServerStats stats();
+  // Runs fn on the server's loop and waits for it (inline on the loop's thread, or when no loop runs).
+  void run_on_loop(const std::function<void()>& fn);
+  // Queues fn on the server's loop (inline when no loop runs).
+  void post_to_loop(std::function<void()> fn);
 
  private:
   class Impl;

@@ -22,64 +22,29 @@ ExecResult closing(std::string reason) { return closing(Refusable{std::move(reas
 
 ExecResult refused_or(const Refusable& r) { return r.ok() ? ExecResult{} : closing(r); }
 
-// Where a request's reply goes: written when the reply is complete (a sliced request's reply may come many loop
-// turns after it started, with completions of the connection's waits queued in between), framed when the
-// connection asked for it.
-struct Replier {
-  ReplyBuffer& out;
-  const RequestContext& ctx;
-  ReplyBuffer& in_order() {
-    if (ctx.framed) protocol::reply::in_order(out);
-    return out;
-  }
-};
-
-ExecResult checked(const CheckResult& c, Replier& r) {
+ExecResult checked(const CheckResult& c, ReplyBuffer& out) {
   if (c.more) return {.more = true};
-  reply::check(r.in_order(), c.ready);
+  reply::check(out, c.ready);
   return {};
 }
 
-ExecResult got_many(const MultiGetResult& res, Replier& r) {
+ExecResult got_many(const MultiGetResult& res, ReplyBuffer& out) {
   if (res.more) return {.more = true};
   // As the legacy servers: the values before a missing key go out, then the connection closes.
-  auto& out = res.missing && res.values.empty() ? r.out : r.in_order();
   for (const auto& v : res.values) reply::value(out, v);
   return refused_or(res);
 }
 
-// A WAIT or BARRIER that is over at once: its STOP_WAITING now (framed: as a completion).
-void answer_wait(ReplySink& sink, Replier& r) {
-  if (!r.ctx.framed) {
-    reply::stop_waiting(r.out);
-    return;
-  }
-  reply::completed(r.out, r.ctx.seq, protocol::WaitResponse::kStopWaiting);
-  sink.close_waiter(r.ctx.waiter);
-}
-
-ExecResult waited(const WaitResult& w, ReplySink& sink, Replier& r) {
+ExecResult waited(const WaitResult& w, ReplyBuffer& out) {
   if (!w.ok()) return closing(w);
   if (w.more) return {.more = true};
-  if (w.ready) answer_wait(sink, r);  // else registered: answered later with exactly one STOP_WAITING
+  if (w.ready) reply::stop_waiting(out);  // else registered: answered later with exactly one STOP_WAITING
   return {};
-}
-
-// The id a WAIT or BARRIER waits under: the connection's own, or its own waiter on a framed connection.
-ConnId waiter_id(ReplySink& sink, RequestContext& ctx) {
-  if (!ctx.framed) return ctx.conn;
-  if (ctx.waiter == 0) ctx.waiter = sink.open_waiter(ctx.conn, ctx.seq);
-  return ctx.waiter;
 }
 
 }  // namespace
 
 void ReplySink::waiter_released(ConnId conn) {
-  if (auto w = waiter(conn)) {
-    if (auto* out = output(w->conn)) reply::completed(*out, w->seq, protocol::WaitResponse::kStopWaiting);
-    close_waiter(conn);
-    return;
-  }
   if (auto* out = output(conn)) reply::stop_waiting(*out);
 }
 
@@ -96,37 +61,32 @@ void ReplySink::key_changed(ConnId watcher, KeyChange change, const std::string&
 }
 
 std::uint64_t ReplySink::unread_reply_bytes(ConnId conn) {
-  if (auto w = waiter(conn)) conn = w->conn;
   const ReplyBuffer* out = output(conn);
   return out ? out->size() : 0;
 }
 
-ExecResult step(Keyspace& ks, ReplySink& sink, RequestContext& ctx, const protocol::Request& r) {
-  ReplyBuffer* out = sink.output(ctx.conn);
+ExecResult step(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::Request& r) {
+  ReplyBuffer* out = sink.output(conn);
   if (!out) return {};
-  Replier rep{*out, ctx};
-  if (r.command == Command::kWait) return waited(ks.continue_wait(waiter_id(sink, ctx), r.keys), sink, rep);
-  if (r.command == Command::kCheck) return checked(ks.continue_check(ctx.conn, r.keys), rep);
-  if (r.command == Command::kMultiGet) return got_many(ks.continue_multi_get(ctx.conn, r.keys), rep);
+  if (r.command == Command::kWait) return waited(ks.continue_wait(conn, r.keys), *out);
+  if (r.command == Command::kCheck) return checked(ks.continue_check(conn, r.keys), *out);
+  if (r.command == Command::kMultiGet) return got_many(ks.continue_multi_get(conn, r.keys), *out);
   if (r.command == Command::kMultiSet) {
-    auto res = ks.continue_multi_set(ctx.conn, r.keys, r.values);
+    auto res = ks.continue_multi_set(conn, r.keys, r.values);
     if (!res.ok()) return closing(res);
     return {.more = res.more};
   }
   return {};
 }
 
-ExecResult execute(Keyspace& ks, ReplySink& sink, RequestContext& ctx, const protocol::Request& r) {
-  const ConnId conn = ctx.conn;
+ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::Request& r) {
   // A new request while a WAIT is still registered means the client stopped waiting: torch 1.13 times
   // out silently (no CANCEL_WAIT) and carries on. A real 1.13 server keeps the registration and later
   // writes a stray 00 that desynchronises the client; we drop it here instead, which is what the client
-  // expects. CANCEL_WAIT handles its own registration (and must still reply 01). A framed connection's
-  // waits are its waiters' (ReplySink::open_waiter), never the connection's own: they stay.
+  // expects. CANCEL_WAIT handles its own registration (and must still reply 01).
   if (r.command != Command::kCancelWait && r.command != Command::kValidate) ks.cancel_wait(conn);
   ReplyBuffer* out = sink.output(conn);
   if (!out) return {};
-  Replier rep{*out, ctx};
 
   switch (r.command) {
     case Command::kValidate:
@@ -142,7 +102,7 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, RequestContext& ctx, const pro
     case Command::kCompareSet: {
       auto res = ks.compare_set(conn, r.keys[0], r.values[0], r.values[1]);
       if (!res.ok()) return closing(res);
-      reply::value(rep.in_order(), res.value);
+      reply::value(*out, res.value);
       return {};
     }
 
@@ -152,7 +112,7 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, RequestContext& ctx, const pro
       // Both legacy servers (1.13 and 2.x) fail a GET of a missing key by closing the connection (libuv
       // would send an empty value). Real clients always WAIT first, and the captures expect the close.
       if (!res.value) return closing(fmt::format("GET of missing key '{}'", printable_key(r.keys[0])));
-      reply::value(rep.in_order(), res.value);
+      reply::value(*out, res.value);
       return {};
     }
 
@@ -161,33 +121,33 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, RequestContext& ctx, const pro
       // bytes stay in order, which is all a client sees.
       auto res = ks.add(conn, r.keys[0], r.integer);
       if (!res.ok()) return closing(res);  // no error frame in the protocol: the connection is closed
-      reply::integer(rep.in_order(), res.value);
+      reply::integer(*out, res.value);
       return {};
     }
 
     case Command::kCheck:
-      return checked(ks.check(conn, r.keys), rep);
+      return checked(ks.check(conn, r.keys), *out);
 
     case Command::kWait:
-      return waited(ks.wait(waiter_id(sink, ctx), r.keys), sink, rep);
+      return waited(ks.wait(conn, r.keys), *out);
 
     case Command::kGetNumKeys:
-      reply::integer(rep.in_order(), static_cast<std::int64_t>(ks.num_keys()));
+      reply::integer(*out, static_cast<std::int64_t>(ks.num_keys()));
       return {};
 
     case Command::kWatchKey: {
       auto res = ks.watch(conn, r.keys[0]);
       if (!res.ok()) return closing(res);
-      reply::watch_registered(rep.in_order());
+      reply::watch_registered(*out);
       return {};
     }
 
     case Command::kDeleteKey:
-      reply::integer(rep.in_order(), ks.delete_key(r.keys[0]) ? 1 : 0);
+      reply::integer(*out, ks.delete_key(r.keys[0]) ? 1 : 0);
       return {};
 
     case Command::kMultiGet:
-      return got_many(ks.multi_get(conn, r.keys), rep);
+      return got_many(ks.multi_get(conn, r.keys), *out);
 
     case Command::kMultiSet: {
       auto res = ks.multi_set(conn, r.keys, r.values);
@@ -199,11 +159,11 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, RequestContext& ctx, const pro
       ks.cancel_wait(conn);
       // Replied even when nothing was pending (torch26_ops conn3). If the wait had already been answered,
       // the client reads that 00 first and then this 01, as torch's client expects.
-      reply::wait_canceled(rep.in_order());
+      reply::wait_canceled(*out);
       return {};
 
     case Command::kPing:
-      reply::ping(rep.in_order(), protocol::ping_reply(r.u32, protocol::kServerFeatures));
+      reply::ping(*out, protocol::ping_reply(r.u32, protocol::kServerFeatures));
       return {};
 
     case Command::kQueuePush:
@@ -212,53 +172,44 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, RequestContext& ctx, const pro
     case Command::kQueuePop: {
       auto res = ks.queue_pop(conn, r.keys[0]);
       if (!res.ok()) return closing(res);
-      reply::queue_pop(rep.in_order(), res.length, &res.value);
+      reply::queue_pop(*out, res.length, &res.value);
       return {};
     }
 
     case Command::kQueueLen:
-      reply::integer(rep.in_order(), ks.queue_len(r.keys[0]));
+      reply::integer(*out, ks.queue_len(r.keys[0]));
       return {};
 
     case Command::kListKeys: {
       auto res = ks.list_keys(conn);
       if (!res.ok()) return closing(res);
-      reply::list_keys(rep.in_order(), res.keys);
+      reply::list_keys(*out, res.keys);
       return {};
     }
 
     case Command::kOnClose: {
       auto res = ks.on_close(conn, r.keys[0], r.values[0], r.integer != 0);
       if (!res.ok()) return closing(res);
-      reply::integer(rep.in_order(), res.count);
+      reply::integer(*out, res.count);
       return {};
     }
 
-    case Command::kBarrier: {
-      auto res = ks.barrier(waiter_id(sink, ctx), r.keys[0], r.integer);
-      if (!res.ok()) return closing(res);
-      if (res.reached) answer_wait(sink, rep);  // else released later with STOP_WAITING
-      return {};
-    }
+    case Command::kMultiplex:  // a connection's mode: the server's, never the keyspace's
+      return closing("MULTIPLEX reached the keyspace");
 
     case Command::kOnSilence: {
       auto res = ks.on_silence(conn, r.keys[0], r.values[0], r.values[1], std::chrono::milliseconds(r.integer));
       if (!res.ok()) return closing(res);
-      reply::integer(rep.in_order(), res.count);
+      reply::integer(*out, res.count);
       return {};
     }
 
-    case Command::kFramed:
-      // The server's loop switches the connection (it numbers the requests); a second FRAMED changes nothing.
+    case Command::kBarrier: {
+      auto res = ks.barrier(conn, r.keys[0], r.integer);
+      if (!res.ok()) return closing(res);
+      if (res.reached) reply::stop_waiting(*out);  // else released later with STOP_WAITING
       return {};
-
-    case Command::kCancelSeq:
-      if (!ctx.framed) return closing("CANCEL_SEQ on a connection that did not send FRAMED");
-      if (auto w = sink.find_waiter(conn, static_cast<std::uint64_t>(r.integer))) {
-        ks.cancel_wait(*w);
-        sink.close_waiter(*w);
-      }
-      return {};
+    }
   }
   return closing("unhandled command");
 }

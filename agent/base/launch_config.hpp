@@ -119,6 +119,9 @@ struct LaunchConfig {
   bool fail_on_teardown_crash{};
   std::vector<std::string> preload;  // --preload: modules a warm process imports once (agent/preload/)
   std::optional<int> metrics_port;   // --metrics-port: Prometheus metrics (agent/metrics/); 0: a free port
+  // --store-relay: with several nodes, this node's workers reach the job's store through a relay in this agent
+  // (agent/launch/store_relay.hpp); off: each worker connects to MASTER_ADDR:MASTER_PORT itself.
+  bool store_relay{};
   // --checkpoint-memory in bytes (agent/checkpoint/): nullopt = the default rule (memory_limit.hpp); 0 = off.
   std::optional<std::uint64_t> checkpoint_memory;
   // --checkpoint-dir: committed steps copied there in the background ("" = none), every N steps at most, or (when

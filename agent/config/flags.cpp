@@ -326,6 +326,21 @@ const std::vector<FlagSpec>& flag_table() {
        "Seconds of each window in which ctrun compares the ranks' pace and names the slowest "
        "(unset: $CTRUN_STRAGGLER_INTERVAL, else 300).",
        "CTRUN_STRAGGLER_INTERVAL"},
+      {"store_relay", "", K::kValue, "on", kPet, kCtrun,
+       [](C& c, const std::string& v) {
+         if (v == "on" || v == "off") {
+           c.store_relay = v == "on";
+           return;
+         }
+         try {
+           c.store_relay = parse_flag_bool(v);
+         } catch (const FlagValueError&) {
+           throw FlagValueError("must be on or off, not '" + v + "'");
+         }
+       },
+       "With several nodes, this node's workers reach the job's store through a relay in this agent: one "
+       "connection per node at the store, identical requests of the node's ranks sent once (docs/cli.md); off: "
+       "each worker connects to MASTER_ADDR:MASTER_PORT itself."},
       {"metrics_port", "", K::kValue, std::nullopt, kPet, kCtrun, port_of<&C::metrics_port>,
        "Serve Prometheus metrics at http://ADDR:PORT/metrics, ADDR being where the workers' store binds (0: a free "
        "port, in the log and the event log); off unless given."},

@@ -88,7 +88,13 @@ Rendezvous rendezvous(const std::string& init_method, int rank, int world_size, 
     // As torch: under an elastic agent the agent already hosts the store, and every restart attempt gets its
     // own key space so a stale key from a failed attempt can never be read.
     check_rank(rv.rank, rv.world_size);
-    host_or_connect(rv, addr, parse_port(port), !env.use_agent_store, timeout);
+    // Under ctrun with several nodes the node's store relay stands for the agent's store
+    // (agent/launch/store_relay.hpp).
+    const auto relay = env.use_agent_store ? worker_env::relay_endpoint(env.store_relay) : std::nullopt;
+    if (relay)
+      host_or_connect(rv, relay->first, parse_port(relay->second), false, timeout);
+    else
+      host_or_connect(rv, addr, parse_port(port), !env.use_agent_store, timeout);
     if (env.use_agent_store) {
       const std::string& attempt = env.restart_count;
       rv.store = std::make_shared<store::PrefixStore>(

@@ -9,6 +9,7 @@
 #include "comm/init/init_method.hpp"
 #include "common/worker_env.hpp"
 #include "harness.hpp"
+#include "store/relay.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
 
@@ -300,6 +301,34 @@ TEST(InitMethods, EnvUnderAnAgentUsesTheAttemptKeyspaceOfTheContract) {
   }
   setenv(we::kRestartCount, "three", 1);
   EXPECT_THROW(init::rendezvous("env://", -1, -1, seconds(5), WorkerEnvironment::from_process()), InvalidArgumentError);
+  for (const auto& [k, v] : env) unsetenv(k.c_str());
+}
+
+// With several nodes the agent names its node's store relay (CTRUN_STORE_RELAY): env:// connects there, MASTER_ADDR
+// and MASTER_PORT still naming the store the relay reaches.
+TEST(InitMethods, EnvUnderAnAgentWithARelayConnectsThroughIt) {
+  namespace we = worker_env;
+  store::Server server(store::ServerOptions{.host = "127.0.0.1"});
+  server.start();
+  store::Relay relay{store::RelayOptions{}};
+  relay.start();
+  relay.connect("127.0.0.1", server.port());
+  const std::map<std::string, std::string> env = {{we::kMasterAddr, "127.0.0.1"},
+                                                  {we::kMasterPort, std::to_string(server.port())},
+                                                  {we::kStoreRelay, relay.endpoint()},
+                                                  {we::kRank, "0"},
+                                                  {we::kWorldSize, "1"},
+                                                  {we::kUseAgentStore, we::kTrue},
+                                                  {we::kRestartCount, "0"}};
+  for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+  {
+    auto rv = init::rendezvous("env://", -1, -1, seconds(5), WorkerEnvironment::from_process());
+    rv.store->set("k", "v");
+    EXPECT_EQ(rv.store->get("k"), "v");
+    EXPECT_EQ(server.get_local("//worker/attempt_0/k"), "v");
+    EXPECT_GE(relay.stats().counters.client_requests, 2u) << "env:// did not go through the relay";
+    EXPECT_EQ(server.stats().connections_open, 1u);
+  }
   for (const auto& [k, v] : env) unsetenv(k.c_str());
 }
 

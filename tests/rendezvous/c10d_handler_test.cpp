@@ -291,7 +291,7 @@ TEST(C10dHandler, WireRequestsPerAgentDoNotGrowWithTheNumberOfAgents) {
       all.push_back(i);
     }
     EXPECT_EQ(server.stats().connections_open, static_cast<std::uint64_t>(n));  // one connection per agent
-    const auto before = requests();  // after the connections' VALIDATE + PING + FRAMED
+    const auto before = requests();  // after the connections' VALIDATE + PING + MULTIPLEX
     auto rounds = rendezvous_all(hs, all);
     std::this_thread::sleep_for(300ms);  // each member's first heartbeat and its watches
     const auto used = requests() - before;

@@ -3,7 +3,7 @@
 create_handler) form a round on a store they do not host, beat and watch it for a few heartbeat intervals, and the
 store holds exactly two established connections from them the whole time, whatever the server:
 
-  ctstore      ctrun's store (framed replies: every wait pending at once on the one connection)
+  ctstore      ctrun's store (tagged mode: every wait pending at once on the one connection)
   torch26      torch 2.6's own TCPStore server (tests/torch2/torch_server26.py in the trixie chroot): waits on the one
                connection give way to every other request (CANCEL_WAIT), as torch's server keeps answering
   torch113     torch 1.13's own TCPStore server (Debian's python3-torch, the legacy dialect): waits are polls

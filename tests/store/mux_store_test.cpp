@@ -1,5 +1,5 @@
-// MuxStore: one connection shared by many threads, against our server in its three modes (ctrun's framed replies;
-// plain v2 as with torch's servers, which the same server gives a client that does not ask for framing; the legacy
+// MuxStore: one connection shared by many threads, against our server in its three modes (ctrun's tagged mode;
+// plain v2 as with torch's servers, which the same server gives a client that does not ask for tagged mode; the legacy
 // dialect), the checks every Store passes, and what sharing adds: a pending WAIT holds back no other request, many
 // waits at once, one connection whatever happens, a full server says so, a lost connection fails its waits.
 #include "store/mux_store.hpp"
@@ -29,13 +29,13 @@ MuxStore::Options options_for(std::uint16_t port, Mode mode) {
   MuxStore::Options o;
   o.port = port;
   o.dialect = mode == Mode::kLegacy ? Dialect::kLegacy : Dialect::kV2;
-  o.framed = mode == Mode::kFramed;
+  o.tagged = mode == Mode::kTagged;
   o.timeout = std::chrono::seconds(10);
   o.connect_timeout = std::chrono::seconds(5);
   return o;
 }
 
-const char* mode_name(Mode m) { return m == Mode::kFramed ? "Framed" : m == Mode::kPlain ? "Plain" : "Legacy"; }
+const char* mode_name(Mode m) { return m == Mode::kTagged ? "Tagged" : m == Mode::kPlain ? "Plain" : "Legacy"; }
 
 class MuxStoreModes : public ::testing::TestWithParam<Mode> {
  protected:
@@ -48,7 +48,7 @@ class MuxStoreModes : public ::testing::TestWithParam<Mode> {
   store::Server server_{ServerOptions{.host = "127.0.0.1"}};
 };
 
-INSTANTIATE_TEST_SUITE_P(Modes, MuxStoreModes, ::testing::Values(Mode::kFramed, Mode::kPlain, Mode::kLegacy),
+INSTANTIATE_TEST_SUITE_P(Modes, MuxStoreModes, ::testing::Values(Mode::kTagged, Mode::kPlain, Mode::kLegacy),
                          [](const auto& info) { return mode_name(info.param); });
 
 TEST_P(MuxStoreModes, TheModeIsTheOneAskedFor) { EXPECT_EQ(client()->mode(), GetParam()); }
@@ -138,11 +138,11 @@ TEST_P(MuxStoreModes, ALostConnectionFailsItsWaitsAndTheNextCallReconnects) {
   EXPECT_EQ(s.add("lost/n", 1), 1);  // a new store, reached again
 }
 
-TEST(MuxStore, OnCloseOnceFramedAndRestoredAfterAReconnect) {
+TEST(MuxStore, OnCloseOnceTaggedAndRestoredAfterAReconnect) {
   PortReservation port;
   auto first = std::make_unique<store::Server>(ServerOptions{.host = "127.0.0.1", .port = port.port()});
   first->start();
-  auto o = options_for(port.port(), Mode::kFramed);
+  auto o = options_for(port.port(), Mode::kTagged);
   auto owner = std::make_unique<MuxStore>(o);
   ASSERT_TRUE(owner->append_on_close("lost", "-1,", "+1,"));
   first.reset();
@@ -176,8 +176,8 @@ TEST(MuxStore, OnCloseOnceFramedAndRestoredAfterAReconnect) {
 TEST(MuxStore, AFullServerRefusesWithItsReason) {
   store::Server server{ServerOptions{.host = "127.0.0.1", .max_connections = 1}};
   server.start();
-  MuxStore first(options_for(server.port(), Mode::kFramed));
-  auto o = options_for(server.port(), Mode::kFramed);
+  MuxStore first(options_for(server.port(), Mode::kTagged));
+  auto o = options_for(server.port(), Mode::kTagged);
   o.connect_timeout = std::chrono::seconds(60);
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -198,6 +198,35 @@ TEST(MuxStore, AFullServerRefusesWithItsReason) {
   EXPECT_EQ(first.add("still", 1), 1);
 }
 
+// Tagged mode: a request the store refuses fails its own caller only; the shared connection, a wait pending on it and
+// the other callers go on. A wait that timed out (withdrawn with CANCEL_WAIT under its tag) leaves the stream in step.
+TEST(MuxStore, TaggedRefusalFailsOnlyItsCallerAndWithdrawnWaitsKeepTheStreamInStep) {
+  store::Server server{ServerOptions{.host = "127.0.0.1"}};
+  server.start();
+  MuxStore s(options_for(server.port(), Mode::kTagged));
+  ASSERT_EQ(s.mode(), Mode::kTagged);
+  std::atomic<int> woken{0};
+  auto pending = s.wait_async({"tag/go"}, [&](store::WaitOutcome o, const std::string&) {
+    if (o == store::WaitOutcome::kReady) ++woken;
+  });
+  s.set("tag/word", "not a number");
+  try {
+    s.add("tag/word", 1);
+    FAIL() << "ADD on a non-number was taken";
+  } catch (const store::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(s.wait({"tag/never"}, 50ms), store::TimeoutError);  // withdrawn by tag
+  EXPECT_THROW(s.wait({"tag/never"}, 50ms), store::TimeoutError);
+  EXPECT_EQ(s.add("tag/n", 2), 2);
+  s.set("tag/go", "1");
+  for (int i = 0; i < 500 && woken.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(woken.load(), 1);
+  EXPECT_EQ(s.get("tag/word"), "not a number");
+  EXPECT_EQ(server.stats().connections_accepted, 1u);  // never reconnected
+  EXPECT_EQ(server.stats().pending_waits, 0u);
+}
+
 // Many stores on one shared I/O thread (a process simulating many agents), each one connection.
 TEST(MuxStore, ManyStoresShareOneLoop) {
   store::Server server{ServerOptions{.host = "127.0.0.1"}};
@@ -205,7 +234,7 @@ TEST(MuxStore, ManyStoresShareOneLoop) {
   auto loop = std::make_shared<store::ClientLoop>();
   std::vector<std::unique_ptr<MuxStore>> stores;
   for (int i = 0; i < 50; ++i)
-    stores.push_back(std::make_unique<MuxStore>(options_for(server.port(), Mode::kFramed), loop));
+    stores.push_back(std::make_unique<MuxStore>(options_for(server.port(), Mode::kTagged), loop));
   std::vector<std::future<void>> waits;
   for (auto& s : stores) waits.push_back(std::async(std::launch::async, [&s] { s->wait({"many/go"}, 30s); }));
   for (auto& s : stores) s->add("many/n", 1);

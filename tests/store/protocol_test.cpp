@@ -35,6 +35,9 @@ Request sample(Command c) {
     case Command::kPing:
       r.u32 = 0x12345678;
       break;
+    case Command::kMultiplex:
+      r.u32 = kMultiplexVersion;
+      break;
     case Command::kSet:
     case Command::kAppend:
     case Command::kQueuePush:
@@ -74,9 +77,6 @@ Request sample(Command c) {
       r.keys = {key, "/b"};
       r.values = {val, ""};
       break;
-    case Command::kCancelSeq:
-      r.integer = 41;
-      break;
     case Command::kOnSilence:
       r.keys = {key};
       r.values = {val, ""};
@@ -85,7 +85,6 @@ Request sample(Command c) {
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
-    case Command::kFramed:
       break;
   }
   return r;
@@ -104,7 +103,7 @@ constexpr Command kAll[] = {Command::kValidate, Command::kSet,        Command::k
                             Command::kWatchKey, Command::kDeleteKey,  Command::kAppend,     Command::kMultiGet,
                             Command::kMultiSet, Command::kCancelWait, Command::kPing,       Command::kQueuePush,
                             Command::kQueuePop, Command::kQueueLen,   Command::kListKeys,   Command::kBarrier,
-                            Command::kOnClose,  Command::kFramed,     Command::kCancelSeq,  Command::kOnSilence};
+                            Command::kOnClose,  Command::kMultiplex,  Command::kOnSilence};
 
 TEST(Protocol, OpcodeTablesMatchTorch) {
   // Legacy = torch 1.13 (SET=0 ... WATCH_KEY=7, DELETE_KEY=8); v2 = torch >= 2.1 (VALIDATE=0 ... BARRIER=18).
@@ -129,9 +128,16 @@ TEST(Protocol, OpcodeTablesMatchTorch) {
   EXPECT_EQ(command_of(Dialect::kV2, kOnCloseOpcode), Command::kOnClose);
   EXPECT_FALSE(opcode_of(Dialect::kLegacy, Command::kOnClose));
   EXPECT_FALSE(command_of(Dialect::kLegacy, kOnCloseOpcode));
-  EXPECT_EQ(command_of(Dialect::kV2, kFramedOpcode), Command::kFramed);
-  EXPECT_EQ(command_of(Dialect::kV2, kCancelSeqOpcode), Command::kCancelSeq);
-  EXPECT_FALSE(command_of(Dialect::kLegacy, kFramedOpcode));
+  EXPECT_EQ(opcode_of(Dialect::kV2, Command::kMultiplex), kMultiplexOpcode);
+  EXPECT_EQ(command_of(Dialect::kV2, kMultiplexOpcode), Command::kMultiplex);
+  EXPECT_FALSE(opcode_of(Dialect::kLegacy, Command::kMultiplex));
+  EXPECT_EQ(opcode_of(Dialect::kV2, Command::kOnSilence), kOnSilenceOpcode);
+  EXPECT_EQ(command_of(Dialect::kV2, kOnSilenceOpcode), Command::kOnSilence);
+  EXPECT_FALSE(command_of(Dialect::kLegacy, kOnSilenceOpcode));
+  // Each extension has an opcode of its own.
+  EXPECT_NE(kOnCloseOpcode, kMultiplexOpcode);
+  EXPECT_NE(kMultiplexOpcode, kOnSilenceOpcode);
+  EXPECT_NE(kOnCloseOpcode, kOnSilenceOpcode);
   EXPECT_FALSE(command_of(Dialect::kLegacy, 9));
   for (auto c : kAll)
     for (auto d : {Dialect::kLegacy, Dialect::kV2}) {
@@ -167,7 +173,64 @@ TEST(Protocol, EveryCommandRoundTripsWholeAndByteByByte) {
       ++tested;
     }
   }
-  EXPECT_EQ(tested, 9 + 19 + 4);  // + ctrun's ON_CLOSE, FRAMED, CANCEL_SEQ, ON_SILENCE (v2)
+  EXPECT_EQ(tested, 9 + 19 + 3);  // + ctrun's ON_CLOSE, MULTIPLEX and ON_SILENCE (v2)
+}
+
+// ctrun's tagged mode: a tag before each v2 request; replies framed with the tag and a status.
+TEST(Protocol, TaggedRequestsAndFramesRoundTripWholeAndCut) {
+  int tested = 0;
+  for (auto c : kAll) {
+    if (!opcode_of(Dialect::kV2, c)) continue;
+    SCOPED_TRACE(command_name(c));
+    std::string wire;
+    encode_tagged_request(0x0102030405060708ull, sample(c), wire);
+    std::uint64_t tag = 0;
+    auto whole = parse_tagged_request(as_span(wire), Limits{}, tag);
+    ASSERT_EQ(whole.status, ParseStatus::kOk) << whole.error;
+    EXPECT_EQ(whole.consumed, wire.size());
+    EXPECT_EQ(tag, 0x0102030405060708ull);
+    expect_same(whole.request, sample(c));
+    for (std::size_t n = 0; n < wire.size(); ++n) {
+      auto part = parse_tagged_request(as_span(wire).first(n), Limits{}, tag);
+      ASSERT_EQ(part.status, ParseStatus::kNeedMore) << "prefix " << n;
+      EXPECT_GT(part.need_at_least, n);
+      EXPECT_LE(part.need_at_least, wire.size());
+    }
+    ++tested;
+  }
+  EXPECT_EQ(tested, 19 + 3);
+  // Frames: a reply under its tag (its shape from the request sent under it), a refusal with its reason.
+  const Request get{.command = Command::kGet, .keys = {"/k"}};
+  std::string frames;
+  StringOut out{frames};
+  reply::frame(out, 7, FrameStatus::kReply);
+  reply::value(out, std::string_view("v\0v", 3));
+  reply::refused_frame(out, 9, "GET of missing key '/x'");
+  const SentLookup sent = [&](std::uint64_t t) { return t == 7 || t == 9 ? &get : nullptr; };
+  auto first = parse_tagged_reply(as_span(frames), sent, 1 << 20);
+  ASSERT_EQ(first.status, ParseStatus::kOk) << first.error;
+  EXPECT_EQ(first.tag, 7u);
+  EXPECT_EQ(first.frame, FrameStatus::kReply);
+  EXPECT_EQ(first.reply.values, std::vector<std::string>{std::string("v\0v", 3)});
+  auto second = parse_tagged_reply(as_span(frames).subspan(first.consumed), sent, 1 << 20);
+  ASSERT_EQ(second.status, ParseStatus::kOk) << second.error;
+  EXPECT_EQ(second.tag, 9u);
+  EXPECT_EQ(second.frame, FrameStatus::kRefused);
+  EXPECT_EQ(second.refusal, "GET of missing key '/x'");
+  EXPECT_EQ(first.consumed + second.consumed, frames.size());
+  for (std::size_t n = 0; n < first.consumed; ++n) {
+    auto part = parse_tagged_reply(as_span(frames).first(n), sent, 1 << 20);
+    ASSERT_EQ(part.status, ParseStatus::kNeedMore) << "cut at " << n;
+    EXPECT_GT(part.need_at_least, n);
+  }
+  // A frame for a tag no request carries, or with an unknown status, is an error (the connection is dropped).
+  std::string unknown;
+  StringOut u{unknown};
+  reply::frame(u, 8, FrameStatus::kReply);
+  u.i64(1);
+  EXPECT_EQ(parse_tagged_reply(as_span(unknown), sent, 1 << 20).status, ParseStatus::kError);
+  unknown[8] = 5;
+  EXPECT_EQ(parse_tagged_reply(as_span(unknown), sent, 1 << 20).status, ParseStatus::kError);
 }
 
 TEST(Protocol, PipelinedRequestsParseOneAtATime) {

@@ -112,10 +112,6 @@ class ServerTest : public ::testing::Test {
     le64(s, v);
     return s;
   }
-  // A framed WAIT's completion: 01, its request number, STOP_WAITING.
-  static std::string completion(std::uint64_t seq) {
-    return std::string(1, '\1') + le64_of(seq) + std::string(1, '\0');
-  }
   static int ask_u8(RawSocket& s, const std::string& r) {
     EXPECT_TRUE(s.send_all(r));
     auto b = s.recv_exact(1);
@@ -170,42 +166,54 @@ TEST_F(ServerTest, PingAnnouncesCtrunsFeaturesOnlyWhenAsked) {
   EXPECT_EQ(ask_u32(s, plain), 77u);
 }
 
-// FRAMED: requests are numbered from the next one on; replies in order start with 00; WAITs (and BARRIERs) are
-// answered out of order, whenever they complete, as 01 + their number + 00; CANCEL_SEQ withdraws one silently.
-TEST_F(ServerTest, FramedConnectionHasManyPendingWaitsAndTheyHoldNothingBack) {
+// Tagged mode (MULTIPLEX, as MuxStore and the store relay use it): every request carries its tag, every reply comes
+// in a frame under that tag, and WAITs (and BARRIERs) are answered whenever they complete, holding nothing back; a
+// CANCEL_WAIT under a wait's tag withdraws that wait; a request the store refuses is answered with a refused frame
+// and the connection goes on.
+TEST_F(ServerTest, TaggedConnectionHasManyPendingWaitsAndTheyHoldNothingBack) {
   auto s = v2();
   auto writer = v2();
-  ASSERT_TRUE(s.send_all(std::string(1, static_cast<char>(protocol::kFramedOpcode))));
-  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/a"})));        // 0
-  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/b", "/c"})));  // 1
-  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/never"})));    // 2
+  std::string multiplex(1, static_cast<char>(protocol::kMultiplexOpcode));
+  le32(multiplex, protocol::kMultiplexVersion);
+  EXPECT_EQ(ask_u32(s, multiplex), protocol::kMultiplexVersion);
+  auto tagged = [](std::uint64_t tag, const std::string& request) { return le64_of(tag) + request; };
+  auto frame = [](std::uint64_t tag, const std::string& reply) { return le64_of(tag) + std::string(1, '\0') + reply; };
+  const std::string stop(1, '\0'), canceled(1, '\1');
+  ASSERT_TRUE(s.send_all(tagged(10, keys_req(kWait, {"/a"}))));
+  ASSERT_TRUE(s.send_all(tagged(11, keys_req(kWait, {"/b", "/c"}))));
+  ASSERT_TRUE(s.send_all(tagged(12, keys_req(kWait, {"/never"}))));
   ASSERT_TRUE(pending_waits_become(3));
-  ASSERT_TRUE(s.send_all(i64_req(kAdd, "/n", 5)));  // 3: answered at once, in order
-  EXPECT_EQ(s.recv_exact(9), std::string(1, '\0') + le64_of(5));
-  std::string cancel(1, static_cast<char>(protocol::kCancelSeqOpcode));  // 4: withdraws request 2
-  le64(cancel, 2);
-  ASSERT_TRUE(s.send_all(cancel));
+  ASSERT_TRUE(s.send_all(tagged(13, i64_req(kAdd, "/n", 5))));  // answered at once, the waits pending
+  EXPECT_EQ(s.recv_exact(17), frame(13, le64_of(5)));
+  ASSERT_TRUE(s.send_all(tagged(12, std::string(1, kCancel))));  // withdraws the wait tagged 12
+  EXPECT_EQ(s.recv_exact(10), frame(12, canceled));
   ASSERT_TRUE(pending_waits_become(2));
   ASSERT_TRUE(writer.send_all(req(kSet, {"/c", "1"})));
   ASSERT_TRUE(writer.send_all(req(kSet, {"/b", "1"})));
-  EXPECT_EQ(s.recv_exact(10), completion(1));
+  EXPECT_EQ(s.recv_exact(10), frame(11, stop));
   ASSERT_TRUE(writer.send_all(req(kSet, {"/never", "1"})));
   ASSERT_TRUE(writer.send_all(req(kSet, {"/a", "1"})));
-  EXPECT_EQ(s.recv_exact(10), completion(0));
+  EXPECT_EQ(s.recv_exact(10), frame(10, stop));
   EXPECT_FALSE(s.wait_readable(50ms));  // nothing for the withdrawn wait
-  // A WAIT on present keys is answered at once, as a completion too; a GET as an in-order reply.
-  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/a"})));  // 5
-  ASSERT_TRUE(s.send_all(req(kGet, {"/a"})));        // 6
-  EXPECT_EQ(s.recv_exact(10), completion(5));
-  EXPECT_EQ(s.recv_exact(10), std::string(1, '\0') + le64_of(1) + "1");
-  // A BARRIER is a completion when the count is reached.
-  ASSERT_TRUE(s.send_all(i64_req(kBarrier, "/bar", 2)));  // 7
+  // A WAIT on present keys is answered at once, under its tag, before the GET sent after it.
+  ASSERT_TRUE(s.send_all(tagged(14, keys_req(kWait, {"/a"})) + tagged(15, req(kGet, {"/a"}))));
+  EXPECT_EQ(s.recv_exact(10), frame(14, stop));
+  EXPECT_EQ(s.recv_exact(18), frame(15, le64_of(1) + "1"));
+  // A BARRIER is answered under its tag when the count is reached.
+  ASSERT_TRUE(s.send_all(tagged(16, i64_req(kBarrier, "/bar", 2))));
   ASSERT_TRUE(pending_waits_become(1));
   ASSERT_TRUE(writer.send_all(i64_req(kBarrier, "/bar", 2)));
-  EXPECT_EQ(writer.recv_exact(1), std::string(1, '\0'));
-  EXPECT_EQ(s.recv_exact(10), completion(7));
+  EXPECT_EQ(writer.recv_exact(1), stop);
+  EXPECT_EQ(s.recv_exact(10), frame(16, stop));
+  // A refused request (GET of a missing key) costs its caller a refused frame, not the connection.
+  ASSERT_TRUE(s.send_all(tagged(17, req(kGet, {"/missing"}))));
+  EXPECT_EQ(s.recv_exact(9), le64_of(17) + std::string(1, '\1'));
+  EXPECT_NE(read_bytes(s).find("/missing"), std::string::npos);
+  ASSERT_TRUE(s.send_all(tagged(18, std::string(1, kNumKeys))));
+  EXPECT_EQ(s.recv_exact(9), le64_of(18) + stop);
+  EXPECT_EQ(s.recv_exact(8).size(), 8u);
   // The connection's waits go with it.
-  ASSERT_TRUE(s.send_all(keys_req(kWait, {"/gone"})));
+  ASSERT_TRUE(s.send_all(tagged(19, keys_req(kWait, {"/gone"}))));
   ASSERT_TRUE(pending_waits_become(1));
   s.close();
   EXPECT_TRUE(pending_waits_become(0));

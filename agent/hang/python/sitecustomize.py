@@ -14,6 +14,9 @@
 #
 # 2. See _ctrun_exit_note below.
 #
+# 3. With several nodes it also points torch's agent-store rendezvous at this node's store relay
+#    (CTRUN_STORE_RELAY; ctrun_store_relay.py, beside this file, does it: agent/launch/store_relay.hpp).
+#
 # Then the sitecustomize this file shadows (Debian ships one in /usr/lib/python3.X) runs as it would have.
 
 import os
@@ -230,6 +233,16 @@ def _ctrun_arm_exit_note(fd, offset):
     handle = _ctypes.dlopen(path, os.RTLD_NOW | os.RTLD_LOCAL)
     _ctypes.call_function(_ctypes.dlsym(handle, "ctrun_exit_note_arm"), (fd, offset))  # two C ints
 
+def _ctrun_use_store_relay():
+    if not os.environ.get("CTRUN_STORE_RELAY"):
+        return
+    try:
+        import ctrun_store_relay
+
+        ctrun_store_relay.install()
+    except Exception as e:  # the workers then connect to MASTER_ADDR:MASTER_PORT themselves
+        sys.stderr.write("ctrun: the store relay is not used by this worker: %s\n" % e)
+
 
 def ctrun_worker_started():
     """--preload: the warm process imported this file with the job's environment (no stack file: nothing set up
@@ -238,6 +251,7 @@ def ctrun_worker_started():
     would."""
     _ctrun_register_stack_dumps()
     _ctrun_arm_exit_record()
+    _ctrun_use_store_relay()
 
 
 def _is_ctrun_copy(path):
@@ -270,4 +284,5 @@ def _ctrun_run_shadowed_sitecustomize():
 
 _ctrun_register_stack_dumps()
 _ctrun_arm_exit_record()
+_ctrun_use_store_relay()
 _ctrun_run_shadowed_sitecustomize()

@@ -261,6 +261,21 @@ TEST(Cli, PreloadTakesModuleNames) {
     EXPECT_THROW(parse({"--preload", bad, "train.py"}), UsageError) << bad;
 }
 
+TEST(Cli, StoreRelayOnByDefaultOffByFlagOrPet) {
+  EXPECT_TRUE(parse({"t.py"}).store_relay);
+  EXPECT_FALSE(parse({"--store-relay", "off", "t.py"}).store_relay);
+  EXPECT_TRUE(parse({"--store-relay=on", "t.py"}).store_relay);
+  EXPECT_FALSE(parse({"--store_relay", "0", "t.py"}).store_relay);
+  EXPECT_FALSE(parse({"t.py"}, {{"PET_STORE_RELAY", "off"}}).store_relay);
+  EXPECT_TRUE(parse({"--store-relay", "true", "t.py"}, {{"PET_STORE_RELAY", "off"}}).store_relay);
+  try {
+    parse({"--store-relay", "maybe", "t.py"});
+    ADD_FAILURE() << "no usage error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("on or off"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Cli, EveryTorchrunFlagParses) {
   const std::map<std::string, std::string> sample = {{"nnodes", "1:1"},
                                                      {"nproc_per_node", "2"},
@@ -303,6 +318,7 @@ TEST(Cli, EveryTorchrunFlagParses) {
                                                      {"straggler_interval", "60"},
                                                      {"metrics_port", "0"},
                                                      {"secret_file", "/etc/job.key"},
+                                                     {"store_relay", "off"},
                                                      {"checkpoint_memory", "512M"},
                                                      {"checkpoint_dir", "/tmp"},
                                                      {"checkpoint_dir_every", "5"},

@@ -76,10 +76,52 @@ bool apply_typed(detail::Keyspace& mirror, const Request& r) {
   }
 }
 
+// ctrun's tagged mode (MULTIPLEX): the stream as tagged requests, and what follows each as the frame of its reply.
+void fuzz_tagged(std::span<const std::uint8_t> stream, const Limits& limits) {
+  std::size_t off = 0;
+  for (int n = 0; off < stream.size() && n < 256; ++n) {
+    auto rest = stream.subspan(off);
+    std::uint64_t tag = 0;
+    auto r = parse_tagged_request(rest, limits, tag);
+    if (r.status == ParseStatus::kError) {
+      check(!r.error.empty());
+      return;
+    }
+    if (r.status == ParseStatus::kNeedMore) {
+      check(r.need_at_least > rest.size());
+      return;
+    }
+    std::string again;
+    encode_tagged_request(tag, r.request, again);
+    check(again.size() == r.consumed && std::memcmp(again.data(), rest.data(), again.size()) == 0);
+    auto after = rest.subspan(r.consumed);
+    const SentLookup sent = [&](std::uint64_t t) { return t == tag ? &r.request : nullptr; };
+    auto f = parse_tagged_reply(after, sent, limits.max_value_len);
+    if (f.status == ParseStatus::kOk) {
+      std::string enc;
+      StringOut out{enc};
+      if (f.frame == FrameStatus::kRefused) {
+        reply::refused_frame(out, f.tag, f.refusal);
+      } else {
+        reply::frame(out, f.tag, FrameStatus::kReply);
+        if (has_reply(r.request.command)) encode_reply(Dialect::kV2, r.request, f.reply, enc);
+      }
+      check(enc.size() == f.consumed && std::memcmp(enc.data(), after.data(), enc.size()) == 0);
+    } else if (f.status == ParseStatus::kNeedMore) {
+      check(f.need_at_least > after.size());
+    } else {
+      check(!f.error.empty());
+    }
+    off += r.consumed;
+  }
+}
+
 }  // namespace
 
 void codec_fuzz_one(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return;
+  // A mode byte of 0xA0-0xAF: the stream is tagged frames (1 input in 16).
+  if ((data[0] & 0xF0) == 0xA0) return fuzz_tagged(std::span<const std::uint8_t>(data + 1, size - 1), Limits{});
   // Byte 0 picks the limits and the dialect (or lets detect_dialect pick it from the stream, as the server
   // does); the rest is a client->server byte stream.
   const std::uint8_t mode = data[0];

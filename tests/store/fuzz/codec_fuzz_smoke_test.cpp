@@ -1,7 +1,8 @@
 // A short, deterministic fuzz run inside `make test` (CI builds with gcc and has no libFuzzer): the same
 // entry point as the libFuzzer target, fed twenty thousand inputs from a fixed-seed PRNG. Half are random
 // bytes; half are valid request streams of both dialects with random mutations (bit flips, cuts, length
-// fields replaced by huge values), which reach much deeper than pure noise.
+// fields replaced by huge values), which reach much deeper than pure noise; one in ten, streams of ctrun's tagged
+// mode (tagged requests and reply frames).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -47,6 +48,20 @@ TEST(CodecFuzzSmoke, ThousandsOfDeterministicInputs) {
     input.push_back(static_cast<char>(rng()));  // mode byte
     if (i % 2 == 0) {
       input += random_bytes(rng, rng() % 200);
+    } else if (i % 10 == 3) {
+      // ctrun's tagged mode: tagged requests, each followed by the frame of a reply (or bytes that are none).
+      input[0] = static_cast<char>(0xA0 | (rng() & 0x0F));
+      int n = static_cast<int>(rng() % 8) + 1;
+      for (int k = 0; k < n; ++k) {
+        const Request r = random_request(rng, Dialect::kV2);
+        encode_tagged_request(rng() % 5, r, input);
+        if (has_reply(r.command) && rng() % 2) {
+          StringOut out{input};
+          reply::frame(out, rng() % 5, rng() % 4 ? FrameStatus::kReply : FrameStatus::kRefused);
+          input += random_bytes(rng, rng() % 24);
+        }
+      }
+      if (rng() % 2) input[rng() % input.size()] ^= static_cast<char>(1u << (rng() % 8));
     } else {
       const Dialect d = (input[0] & 1) ? Dialect::kV2 : Dialect::kLegacy;
       if (d == Dialect::kV2) encode_request(d, Request{.command = Command::kValidate, .u32 = kValidationMagic}, input);

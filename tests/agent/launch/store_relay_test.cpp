@@ -1,0 +1,94 @@
+// This node's store relay (agent/launch/store_relay.hpp): which jobs get one, and what each worker is told.
+#include "agent/launch/store_relay.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/worker_env.hpp"
+#include "store/server.hpp"
+#include "store/tcp_store.hpp"
+
+namespace ctrun::agent {
+namespace {
+
+namespace we = worker_env;
+
+LaunchConfig several_nodes() {
+  LaunchConfig c;
+  c.rdzv_backend = rdzv::Backend::kC10d;
+  c.rdzv_endpoint = "127.0.0.1:29400";
+  c.min_nodes = 2;
+  c.max_nodes = 2;
+  return c;
+}
+
+TEST(StoreRelay, SeveralNodesGetOneUnlessTurnedOff) {
+  EXPECT_TRUE(wants_store_relay(several_nodes()));
+  LaunchConfig off = several_nodes();
+  off.store_relay = false;
+  EXPECT_FALSE(wants_store_relay(off));
+  EXPECT_EQ(NodeStoreRelay::open(off), nullptr);
+  LaunchConfig one = several_nodes();
+  one.max_nodes = one.min_nodes = 1;  // c10d with an endpoint, one node: its workers are all here
+  EXPECT_FALSE(wants_store_relay(one));
+  LaunchConfig standalone;
+  standalone.standalone = true;
+  EXPECT_FALSE(wants_store_relay(standalone));
+  LaunchConfig elastic = several_nodes();
+  elastic.min_nodes = 1;  // --nnodes 1:2
+  EXPECT_TRUE(wants_store_relay(elastic));
+}
+
+TEST(StoreRelay, WorkersInAgentStoreModeAreToldWhereItIsAndItRelaysToTheAttemptsStore) {
+  store::Server job_store(store::ServerOptions{.host = "127.0.0.1"});
+  job_store.start();
+  auto relay = NodeStoreRelay::open(several_nodes());
+  ASSERT_NE(relay, nullptr);
+  std::map<std::string, std::string> env = {{we::kMasterAddr, "127.0.0.1"},
+                                            {we::kMasterPort, std::to_string(job_store.port())},
+                                            {we::kUseAgentStore, we::kTrue}};
+  relay->before_start(0, env);
+  ASSERT_EQ(env[we::kStoreRelay], relay->endpoint());
+  EXPECT_EQ(env[we::kMasterAddr], "127.0.0.1") << "MASTER_ADDR keeps naming the store";
+  auto other = env;
+  other.erase(we::kStoreRelay);
+  relay->before_start(1, other);
+  EXPECT_EQ(other[we::kStoreRelay], relay->endpoint());
+  const auto ep = we::relay_endpoint(env[we::kStoreRelay]);
+  ASSERT_TRUE(ep);
+  store::TcpStoreOptions o;
+  o.host = ep->first;
+  o.port = static_cast<std::uint16_t>(std::stoi(ep->second));
+  o.connect_timeout = std::chrono::seconds(5);
+  store::TcpStore worker(o);
+  worker.set("k", "through the relay");
+  EXPECT_EQ(worker.get("k"), "through the relay");
+  EXPECT_EQ(job_store.get_local("/k"), "through the relay");
+  EXPECT_EQ(job_store.stats().connections_open, 1u);
+}
+
+TEST(StoreRelay, WorkersThatHostTheirOwnStoreAreNotPointedAtIt) {
+  auto relay = NodeStoreRelay::open(several_nodes());
+  ASSERT_NE(relay, nullptr);
+  std::map<std::string, std::string> env = {
+      {we::kMasterAddr, "127.0.0.1"}, {we::kMasterPort, "29500"}, {we::kUseAgentStore, we::kFalse}};
+  relay->before_start(0, env);
+  EXPECT_EQ(env.count(we::kStoreRelay), 0u);
+  env[we::kUseAgentStore] = we::kTrue;
+  env[we::kMasterPort] = "not a port";
+  relay->before_start(0, env);
+  EXPECT_EQ(env.count(we::kStoreRelay), 0u);
+}
+
+TEST(WorkerEnvContract, RelayEndpointIsHostColonPort) {
+  EXPECT_EQ(we::relay_endpoint("127.0.0.1:4242"), std::make_pair(std::string("127.0.0.1"), std::string("4242")));
+  EXPECT_EQ(we::relay_endpoint("[::1]:4242"), std::make_pair(std::string("::1"), std::string("4242")));
+  EXPECT_FALSE(we::relay_endpoint(""));
+  EXPECT_FALSE(we::relay_endpoint("4242"));
+  EXPECT_FALSE(we::relay_endpoint("host:"));
+}
+
+}  // namespace
+}  // namespace ctrun::agent
