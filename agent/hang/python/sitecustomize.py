@@ -233,6 +233,7 @@ def _ctrun_arm_exit_note(fd, offset):
     handle = _ctypes.dlopen(path, os.RTLD_NOW | os.RTLD_LOCAL)
     _ctypes.call_function(_ctypes.dlsym(handle, "ctrun_exit_note_arm"), (fd, offset))  # two C ints
 
+
 def _ctrun_use_store_relay():
     if not os.environ.get("CTRUN_STORE_RELAY"):
         return
