@@ -190,9 +190,8 @@ void codec_fuzz_one(const std::uint8_t* data, std::size_t size) {
     }
     // Semantics: execute as one of three connections; sometimes one disconnects.
     const detail::ConnId conn = static_cast<detail::ConnId>(off % 3);
-    detail::RequestContext ctx{.conn = conn};
-    auto res = detail::execute(keyspace, sink, ctx, r.request);
-    for (int slices = 0; res.more && slices < 1000; ++slices) res = detail::step(keyspace, sink, ctx, r.request);
+    auto res = detail::execute(keyspace, sink, conn, r.request);
+    for (int slices = 0; res.more && slices < 1000; ++slices) res = detail::step(keyspace, sink, conn, r.request);
     check(!res.more);
     if (res.close) mirrored = false;  // refused by a limit the mirror does not have, or a closing GET
     if (mirrored && r.request.command != Command::kValidate) {
