@@ -39,6 +39,7 @@ class Browser:
 
     def __init__(self, profile_dir, netns=None, width=1400, height=1000):
         """Starts the browser (in network namespace `netns` when given: it sees that host's 127.0.0.1)."""
+        os.makedirs(profile_dir, exist_ok=True)  # its log goes there before the browser makes the rest
         self._to_browser_r, self._to_browser_w = os.pipe()
         self._from_browser_r, self._from_browser_w = os.pipe()
         cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",

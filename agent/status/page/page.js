@@ -333,10 +333,13 @@
     if (want.includes(chosen)) select.value = chosen;
   }
 
+  let logRequest = 0;  // only the newest request's answer is shown (an older one may be for another rank)
   function loadLogs() {
     const rank = $('#log-rank').value || 'all';
+    const mine = ++logRequest;
     fetch('/logs?rank=' + encodeURIComponent(rank) + '&lines=200', { cache: 'no-store' })
       .then((r) => r.text()).then((text) => {
+        if (mine !== logRequest) return;
         const pre = $('#log');
         const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
         pre.textContent = text || '(nothing written yet)';
