@@ -407,7 +407,10 @@
       renderRanks();
     }
   });
-  $('#log-rank').addEventListener('change', loadLogs);
+  $('#log-rank').addEventListener('change', () => {
+    $('#log').textContent = '(loading)';  // never another rank's lines under this one's name
+    loadLogs();
+  });
   render();
   loadProgress();
   loadLogs();

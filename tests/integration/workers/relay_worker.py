@@ -82,8 +82,10 @@ flat = torch.cat([q.detach().reshape(-1) for q in model.parameters()])
 lo, hi = flat.clone(), flat.clone()
 dist.all_reduce(lo, op=dist.ReduceOp.MIN)
 dist.all_reduce(hi, op=dist.ReduceOp.MAX)
-if not torch.equal(lo, hi):
-    fail("DDP replicas differ")
+# Equal to the last bits or so: torch 2.6's gloo all_reduce over 12 ranks does not give every rank the same bits
+# (3e-8 of 5 measured, with and without the relay); replicas that were not kept in step differ by about 0.1.
+if not torch.allclose(lo, hi, rtol=1e-6, atol=1e-6):
+    fail(f"DDP replicas differ by up to {(hi - lo).abs().max().item():.3g} (of {flat.abs().max().item():.3g})")
 
 # A new group of the even ranks, and a collective on it.
 evens = dist.new_group(list(range(0, world, 2)))
