@@ -252,7 +252,8 @@ Exchanged exchange_records(store::Store& store, int restart_count, const NodeRec
 
 std::optional<NodePlan> settle_brings(store::Store& store, int restart_count, int iteration, int self,
                                       const Unbrought& mine, int nodes, int world_size, Planner& planner,
-                                      std::chrono::milliseconds timeout) {
+                                      std::chrono::milliseconds timeout, Unbrought& refused) {
+  refused.clear();
   store.set(unbrought_key(restart_count, iteration, self), unbrought_json(mine).dump());
   const std::string settled = settled_key(restart_count, iteration);
   if (self != 0) {
@@ -264,7 +265,8 @@ std::optional<NodePlan> settle_brings(store::Store& store, int restart_count, in
               " s whether every checkpoint step could be brought (" + e.what() + ")";
       return p;
     }
-    if (unbrought_from(store.get(settled)).empty()) return std::nullopt;
+    refused = unbrought_from(store.get(settled));
+    if (refused.empty()) return std::nullopt;
     return await_plan(store, restart_count, iteration + 1, self, timeout);
   }
   std::vector<std::string> keys;
@@ -297,6 +299,7 @@ std::optional<NodePlan> settle_brings(store::Store& store, int restart_count, in
   if (!fresh.empty()) publish_plans(store, restart_count, iteration + 1, plans);
   store.set(settled, unbrought_json(fresh).dump());  // after the plans: a node that reads "again" finds its plan
   if (fresh.empty()) return std::nullopt;
+  if (fresh.front().first >= 0) refused = fresh;
   return plans.empty() ? std::nullopt : std::optional<NodePlan>(plans[0]);
 }
 

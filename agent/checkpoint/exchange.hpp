@@ -89,9 +89,10 @@ Exchanged exchange_records(store::Store& store, int restart_count, const NodeRec
 // that one), nullopt when every rank now holds the resume step. O(N) requests in all, as the plan's. Blocking (the
 // helper lane); `iteration` counts the re-plans of the attempt (0 first); a node with no answer in time gets a plan
 // with `off` saying why.
+// `refused` gets what no node could bring in this iteration (every node learns it).
 std::optional<NodePlan> settle_brings(store::Store& store, int restart_count, int iteration, int self,
                                       const Unbrought& mine, int nodes, int world_size, Planner& planner,
-                                      std::chrono::milliseconds timeout);
+                                      std::chrono::milliseconds timeout, Unbrought& refused);
 
 // Every step some node holds of each rank 0..world_size-1 (own snapshots and replicas together), oldest first.
 std::map<int, std::vector<std::int64_t>> merged_steps(const std::vector<NodeRecord>& nodes, int world_size);

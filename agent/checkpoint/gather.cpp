@@ -122,13 +122,17 @@ std::shared_ptr<Gathered> gather(const GatherInput& in, int restart_count, const
       for (const auto& [rank, holders] : plan.holders)
         if (!bring(in, *dir, rank, *g->resume, holders, *g)) mine.emplace_back(rank, *g->resume);
       if (!plan.brings) break;  // nobody brought anything: nothing can have failed
+      Unbrought refused;
       auto next = settle_brings(*round.store, restart_count, iteration, round.group_rank, mine,
-                                round.group_world_size, round.global_world_size, ex.planner, kExchangeTimeout);
+                                round.group_world_size, round.global_world_size, ex.planner, kExchangeTimeout,
+                                refused);
+      for (const auto& [rank, step] : refused) {
+        log->warn("no intact copy of step {} of rank {} could be brought to its node: the job resumes from an older "
+                  "step that every rank holds intact",
+                  step, rank);
+        if (auto it = g->steps.find(rank); it != g->steps.end()) std::erase(it->second, step);  // the workers' list
+      }
       if (!next) break;
-      if (next->off.empty())
-        log->warn("no intact copy of step {} of some rank could be brought to its node: the job resumes from an "
-                  "older step that every rank holds intact",
-                  *g->resume);
       plan = std::move(*next);
     }
   } catch (const std::exception& e) {

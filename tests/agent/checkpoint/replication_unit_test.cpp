@@ -472,27 +472,31 @@ TEST(Exchange, WhatNoNodeCouldBringIsPlannedAgainWithoutIt) {
   store::MemoryStore store;
   NodeRecord a{0, "a:1", "", {{{0, {2, 3}}, {1, {2, 3}}}, {}}, 0, 2, 1};
   NodeRecord b{1, "b:1", "", {{}, {{2, {2, 3}}, {3, {2, 3}}}}, 2, 2, 1};  // its ranks' steps as replicas only
+  Unbrought seen0, seen1;
   std::thread other([&] {
     const auto first = exchange_records(store, 0, b, 2, 4, std::chrono::milliseconds(5000));
     EXPECT_EQ(first.plan.resume, std::optional<std::int64_t>(3));
     EXPECT_TRUE(first.plan.brings);
     Planner none;
-    const auto next = settle_brings(store, 0, 0, 1, {{2, 3}}, 2, 4, none, std::chrono::milliseconds(5000));
+    const auto next = settle_brings(store, 0, 0, 1, {{2, 3}}, 2, 4, none, std::chrono::milliseconds(5000), seen1);
     ASSERT_TRUE(next.has_value());
     EXPECT_EQ(next->resume, std::optional<std::int64_t>(2));
-    EXPECT_FALSE(settle_brings(store, 0, 1, 1, {}, 2, 4, none, std::chrono::milliseconds(5000)).has_value());
+    EXPECT_EQ(seen1, (Unbrought{{2, 3}}));
+    EXPECT_FALSE(settle_brings(store, 0, 1, 1, {}, 2, 4, none, std::chrono::milliseconds(5000), seen1).has_value());
+    EXPECT_TRUE(seen1.empty());
   });
   auto ex = exchange_records(store, 0, a, 2, 4, std::chrono::milliseconds(5000));
   EXPECT_EQ(ex.plan.resume, std::optional<std::int64_t>(3));
-  const auto next = settle_brings(store, 0, 0, 0, {}, 2, 4, ex.planner, std::chrono::milliseconds(5000));
+  const auto next = settle_brings(store, 0, 0, 0, {}, 2, 4, ex.planner, std::chrono::milliseconds(5000), seen0);
+  EXPECT_EQ(seen0, (Unbrought{{2, 3}}));
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->resume, std::optional<std::int64_t>(2));
-  EXPECT_FALSE(settle_brings(store, 0, 1, 0, {}, 2, 4, ex.planner, std::chrono::milliseconds(5000)).has_value());
+  EXPECT_FALSE(settle_brings(store, 0, 1, 0, {}, 2, 4, ex.planner, std::chrono::milliseconds(5000), seen0).has_value());
   other.join();
   EXPECT_EQ(ex.planner.refused, (Unbrought{{2, 3}}));
   // A node does not say in time: group rank 0's plan (and every node's) says so.
   Planner p;
-  const auto late = settle_brings(store, 1, 0, 0, {}, 2, 4, p, std::chrono::milliseconds(50));
+  const auto late = settle_brings(store, 1, 0, 0, {}, 2, 4, p, std::chrono::milliseconds(50), seen0);
   ASSERT_TRUE(late.has_value());
   EXPECT_NE(late->off.find("not every node said"), std::string::npos) << late->off;
 }

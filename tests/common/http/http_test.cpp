@@ -270,12 +270,13 @@ TEST(HttpServer, EventStreamsAreBoundedAndASlowViewerHoldsNobody) {
   const std::string big(4 << 20, 'x');
   const auto t0 = Clock::now();
   for (int i = 0; i < 5; ++i) loop.on_loop([&] {
-      stream->publish("data: " + std::to_string(i) + big.substr(0, 1 << 20) + "\n\n");
+      stream->publish("data: " + std::to_string(i) + big.substr(0, 3 << 20) + "\n\n");
       return 0;
     });
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0) << "publishing never waits for a viewer";
   ASSERT_TRUE(a.wait_for("data: 4")) << "the last message reaches a viewer that reads";
-  // The slow viewer cannot take a 1 MiB message: dropped after the 1 s request timeout.
+  // The slow viewer cannot take the messages (3 MiB each; the first and the newest are written, 6 MiB, more than
+  // the 4 MiB a loopback send buffer grows to here): dropped after the 1 s request timeout.
   EXPECT_TRUE(wait_until([&] { return loop.on_loop([&] { return stream->clients(); }) == 2; }, 5000));
   loop.on_loop([&] {
     stream->publish("data: after\n\n");
