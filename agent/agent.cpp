@@ -16,7 +16,6 @@
 #include "agent/checkpoint/status_section.hpp"
 #include "agent/exit_sequence.hpp"
 #include "agent/hang/supervisor.hpp"
-#include "agent/launch/store_relay.hpp"
 #include "agent/launch/worker_store.hpp"
 #include "agent/logs/console_sink.hpp"
 #include "agent/logs/log_layout.hpp"
@@ -199,7 +198,6 @@ class Agent::Impl {
   }
 
   // ---- rounds ----
-
   void count_restart() {
     say_restart(config_, events_, restarts_.remaining--, ++restarts_.count, progress_,
                 hang_->collectives_completed(), checkpoints_->resume_line(false));
@@ -272,7 +270,6 @@ class Agent::Impl {
   }
 
   // ---- the workers ----
-
   // The rooms of every attempt: the worker group (its exits come back here) and what watches it. False when one
   // cannot be made (said).
   bool make_rooms() {
@@ -290,12 +287,10 @@ class Agent::Impl {
     group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_,
                                            preload::make_worker_spawner(io_, config_, env_), is_subreaper(),
                                            std::move(cb));
-    // Several nodes: the workers reach the job's store through this node's relay (agent/launch/store_relay.hpp).
-    if ((store_relay_ = NodeStoreRelay::open(config_)))
-      group_->add_hooks(
-          {.before_start = [r = store_relay_.get()](const Worker& w, std::map<std::string, std::string>& env) {
-            r->before_start(w.local_rank, env);
-          }});
+    if ((site_.relay = NodeStoreRelay::open(config_)))  // several nodes: the workers reach the store through it
+      group_->add_hooks({.before_start = [r = site_.relay.get()](const Worker& w, auto& env) {
+        r->before_start(w.local_rank, env);
+      }});
     hang_ = std::make_unique<HangSupervisor>(io_, config_, *group_, events_, lane_,
                                              [this] { return state_ == AgentState::kRunning; });
     liveness_ = open_liveness(io_, env_, config_.metrics_port.has_value());
@@ -424,7 +419,6 @@ class Agent::Impl {
   std::shared_ptr<rdzv::Handler> rdzv_;  // called on the helper thread only (run_id/backend are constant)
   std::unique_ptr<LogLayout> layout_;
   std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
-  std::unique_ptr<NodeStoreRelay> store_relay_;  // made with group_ when the job has several nodes
   std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
   std::unique_ptr<HangSupervisor> hang_;
   Liveness liveness_;                      // only with /healthz or a health check port

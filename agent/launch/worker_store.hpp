@@ -9,6 +9,7 @@
 #include <string>
 
 #include "agent/base/launch_config.hpp"
+#include "agent/launch/store_relay.hpp"
 
 namespace ctrun::store {
 class Server;
@@ -43,6 +44,7 @@ struct WorkerStoreSite {
   std::unique_ptr<WorkerStore> store;  // null on static nodes other than rank 0 (node rank 0 serves every node)
   std::string host;                    // the address workers reach it at (MASTER_ADDR)
   bool static_multi_node = false;      // the store also holds the static rendezvous: it is never cleared
+  std::unique_ptr<NodeStoreRelay> relay;  // this node's workers' way to it with several nodes (store_relay.hpp)
 };
 
 // Single node: the local address (127.0.0.1 with --standalone), MASTER_PORT 29500 by default for a static job, a
