@@ -48,6 +48,8 @@ Client::~Client() = default;
 
 std::string Client::endpoints() const { return impl_->failover.endpoints(); }
 
+void Client::abandon() { impl_->failover.abandon(); }
+
 RangeResult Client::range(const std::string& key, const std::string& range_end, bool keys_only, bool count_only,
                           std::int64_t revision) {
   return read_range(impl_->call(range_request(key, range_end, keys_only, count_only, revision)));

@@ -50,6 +50,10 @@ class Client {
   // Throws store::StoreError when no endpoint answers within request_timeout.
   bool watch_put(const std::string& key, std::int64_t start_revision, store::Clock::time_point deadline);
 
+  // From any thread: the request under way gives up after its current try, and later ones fail at once
+  // (EndpointFailover::abandon). For an owner that is going away and must not wait request_timeout for a dead cluster.
+  void abandon();
+
   const Options& options() const { return options_; }
   std::string endpoints() const;  // "a:1,b:2" for messages
 

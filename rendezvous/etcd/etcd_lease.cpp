@@ -16,6 +16,8 @@ RunLease::RunLease(std::shared_ptr<Client> client, std::string key, std::chrono:
 }
 
 RunLease::~RunLease() {
+  // A keep-alive under way against a dead cluster would hold the agent's exit for the client's request_timeout.
+  client_->abandon();
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -64,7 +66,7 @@ std::int64_t RunLease::renew(std::int64_t stale) {
 void RunLease::keep_alive_loop() {
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    wake_.wait_for(lock, ttl_ / 3, [this] { return stopping_; });
+    wake_.wait_for(lock, ttl_ / 3, [this] { return stopping_.load(); });
     if (stopping_) break;
     const auto id = id_.load();
     lock.unlock();
@@ -72,13 +74,13 @@ void RunLease::keep_alive_loop() {
     try {
       lost = client_->lease_keep_alive(id) == 0;
     } catch (const std::exception& e) {  // etcd unreachable: keep trying; the TTL is the budget
-      log::get("rdzv")->warn("etcd: keep-alive of the run lease failed: {}", e.what());
+      if (!stopping_.load()) log::get("rdzv")->warn("etcd: keep-alive of the run lease failed: {}", e.what());
     }
     if (lost) {
       try {
         renew(id);
       } catch (const std::exception& e) {
-        log::get("rdzv")->warn("etcd: could not renew the run lease: {}", e.what());
+        if (!stopping_.load()) log::get("rdzv")->warn("etcd: could not renew the run lease: {}", e.what());
       }
     }
     lock.lock();

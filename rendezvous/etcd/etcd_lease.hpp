@@ -38,9 +38,9 @@ class RunLease {
   std::string key_;
   std::chrono::seconds ttl_;
   std::atomic<std::int64_t> id_{0};
-  std::mutex mutex_;  // guards acquire() and stopping_
+  std::mutex mutex_;  // guards acquire(); stopping_ is set under it (the keep-alive's wait)
   std::condition_variable wake_;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 

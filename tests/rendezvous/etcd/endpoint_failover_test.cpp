@@ -169,6 +169,84 @@ TEST_F(EndpointFailoverTest, RequestsShareTheMemberInUse) {
   EXPECT_EQ(f.current(), 1u);
 }
 
+// The cluster has been down for request_timeout: the next request tries each member once, of its share of
+// request_timeout, and gives up without waiting request_timeout again.
+TEST_F(EndpointFailoverTest, ARequestInAnOutageOlderThanRequestTimeoutGivesUpAfterOnePass) {
+  auto f = make(3);
+  auto refused = [&](EndpointFailover::Tries& t) -> int {
+    tried.push_back(t.endpoint().host);
+    throw TransientError("connection refused");
+  };
+  EXPECT_THROW(f.run("range", refused), store::StoreError);
+  tried.clear();
+  sleeps.clear();
+  const auto start = clock.now();
+  std::vector<TimePoint> deadlines;
+  try {
+    f.run("put", [&](EndpointFailover::Tries& t) -> int {
+      deadlines.push_back(t.deadline());
+      return refused(t);
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const store::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("connection refused"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(tried.size(), 3u);  // each member once
+  EXPECT_TRUE(sleeps.empty());
+  EXPECT_EQ(clock.now(), start);
+  for (const auto& d : deadlines) EXPECT_EQ(d, start + 3s);  // min(attempt_timeout, 10 s / 3 members)
+}
+
+// An answer ends the outage: the next failing request has all of request_timeout again.
+TEST_F(EndpointFailoverTest, AnAnswerEndsTheOutage) {
+  auto f = make(2);
+  auto refused = [&](EndpointFailover::Tries&) -> int { throw TransientError("connection refused"); };
+  EXPECT_THROW(f.run("range", refused), store::StoreError);
+  EXPECT_EQ(f.run("range", [](EndpointFailover::Tries&) { return 1; }), 1);
+  const auto start = clock.now();
+  EXPECT_THROW(f.run("put", refused), store::StoreError);
+  EXPECT_EQ(clock.now() - start, 10s);
+}
+
+// A request that started before the outage keeps its own stretch; one started within the first request_timeout
+// of an outage gives up when the outage is request_timeout old.
+TEST_F(EndpointFailoverTest, ARequestGivesUpWhenTheOutageIsRequestTimeoutOld) {
+  auto f = make(2);
+  const auto t0 = clock.now();
+  int calls = 0;
+  EXPECT_THROW(f.run("outer",
+                     [&](EndpointFailover::Tries&) -> int {
+                       if (++calls == 1) {
+                         clock.advance(4s);  // the outage starts here: this try fails at t=4
+                       }
+                       throw TransientError("connection refused");
+                     }),
+               store::StoreError);
+  // outer's own stretch began at t=0 (its start); the outage at t=4.
+  EXPECT_EQ(clock.now(), t0 + 10s);
+  // inner starts at t=12: the outage is 8 s old, so it has 2 s left.
+  clock.advance(2s);
+  EXPECT_THROW(f.run("inner", [&](EndpointFailover::Tries&) -> int { throw TransientError("reset"); }),
+               store::StoreError);
+  EXPECT_EQ(clock.now(), t0 + 14s);
+}
+
+TEST_F(EndpointFailoverTest, AbandonEndsTheRequestUnderWayAndLaterOnes) {
+  auto f = make(2);
+  int calls = 0;
+  try {
+    f.run("keepalive", [&](EndpointFailover::Tries&) -> int {
+      if (++calls == 3) f.abandon();  // from another thread, in an agent; here, between two tries
+      throw TransientError("connection refused");
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const store::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("the client is closing"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(calls, 3);
+  EXPECT_THROW(f.run("range", [](EndpointFailover::Tries&) { return 1; }), store::StoreError);
+}
+
 TEST_F(EndpointFailoverTest, NeedsAnEndpoint) {
   EXPECT_THROW(make(0), store::StoreError);
   EXPECT_THROW(make(2, 2), std::out_of_range);
