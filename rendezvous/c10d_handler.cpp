@@ -598,7 +598,11 @@ void C10dHandler::settle_lost(const Membership& round) {
   if (outcome == LossWatch::Outcome::kBlip)
     log_->info("rendezvous '{}' round {}: a member's store connection closed and came back; not a death",
                config_.run_id, round.round);
-  // One wake-up per round: from here the heartbeat has it.
+  // One wake-up per round (the `lost` log exists from now on: a wait for it would return at once). From here the
+  // heartbeat has it: this member times its watched ranks' counters, as without ON_SILENCE.
+  if (outcome == LossWatch::Outcome::kDeclared) return;
+  std::lock_guard lock(mutex_);
+  if (!stopping_ && held_ && held_->round == round.round) liveness_.time_heartbeats(round.round);
 }
 
 // ---- etcd: the members' presence keys (presence_watch.hpp) ----

@@ -239,7 +239,7 @@ void JoinOp::complete(std::int64_t members) {
     keys.push_back(keys_.member(round_, static_cast<int>(rank)));
     vals.push_back(nodes[order[rank]].encode());
     keys.push_back(keys_.heartbeat(round_, static_cast<int>(rank)));
-    vals.push_back("0");
+    vals.emplace_back(Keys::kUnbeaten);
   }
   store_.multi_set(keys, vals);
   store_.set(keys_.done(round_), std::to_string(members));  // last: every waiter wakes to a complete round

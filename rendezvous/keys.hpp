@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ctrun::rdzv {
 
@@ -24,7 +25,9 @@ class Keys {
   std::string done(std::uint64_t r) const { return round(r) + "done"; }        // value N: arrivals 1..N are in
   std::string assign(std::uint64_t r, std::int64_t k) const { return round(r) + "assign/" + std::to_string(k); }
   std::string member(std::uint64_t r, int rank) const { return round(r) + "member/" + std::to_string(rank); }
+  // A member's beat counter: the round's completion writes kUnbeaten, each beat its number from 1.
   std::string heartbeat(std::uint64_t r, int rank) const { return round(r) + "hb/" + std::to_string(rank); }
+  static constexpr std::string_view kUnbeaten = "0";
   std::string over(std::uint64_t r) const { return round(r) + "over"; }  // the round must end (value: reason)
   std::string exit(std::uint64_t r, int rank) const { return round(r) + "exit/" + std::to_string(rank); }
   std::string gone(std::uint64_t r) const { return round(r) + "gone"; }  // ADD: members that left or died

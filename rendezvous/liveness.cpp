@@ -19,6 +19,8 @@ void Liveness::follow(const Membership& membership, TimePoint now) {
   watch_ = 0;
   seen_.clear();
   exited_.clear();
+  beating_.clear();
+  timing_heartbeats_ = false;
   next_beat_ = now;
   next_check_ = now + config_.interval / 4;
   beats_ = 0;
@@ -76,6 +78,12 @@ TimePoint Liveness::tick(TimePoint now) {
   return std::min(next_beat_, next_check_);
 }
 
+void Liveness::time_heartbeats(std::uint64_t round) {
+  if (!membership_ || membership_->round != round || timing_heartbeats_) return;
+  timing_heartbeats_ = true;
+  seen_.clear();  // every watched counter is timed from its first reading on
+}
+
 bool Liveness::stale(int rank, const std::string& value, TimePoint now) {
   auto [it, inserted] = seen_.try_emplace(rank, Seen{value, now});
   if (!inserted && it->second.value != value) it->second = Seen{value, now};
@@ -85,8 +93,10 @@ bool Liveness::stale(int rank, const std::string& value, TimePoint now) {
 
 void Liveness::check(TimePoint now) {
   // Where the server times every member's silence (ON_SILENCE, loss_watch.hpp), the loss watch hears of a hung
-  // member as of a dead one: nothing to read here.
-  if (server_times_silence_ && registered_ == membership_->round) return;
+  // member as of a dead one, once that member has registered: its first beat says it has (it registers first, on the
+  // same connection). Until then its counter is timed here: a member killed between the round's completion and its
+  // first tick closes no registered connection.
+  const bool server_times = server_times_silence_ && registered_ == membership_->round && !timing_heartbeats_;
   const auto& m = *membership_;
   std::vector<int> ranks;
   std::vector<std::string> keys;
@@ -94,10 +104,10 @@ void Liveness::check(TimePoint now) {
     // Watch the monitor and the next ranks after it: if several low ranks die together, their silences are timed
     // in parallel, not one after the other.
     for (int r = watch_; r < m.rank && static_cast<int>(ranks.size()) < kWatchWindow; ++r)
-      if (exited_.count(r) == 0) ranks.push_back(r);
+      if (exited_.count(r) == 0 && !(server_times && beating_.count(r))) ranks.push_back(r);
   } else {
     for (int r = m.rank + 1; r < m.members; ++r)
-      if (exited_.count(r) == 0) ranks.push_back(r);
+      if (exited_.count(r) == 0 && !(server_times && beating_.count(r))) ranks.push_back(r);
   }
   for (int r : ranks) keys.push_back(keys_.heartbeat(m.round, r));
   if (keys.empty()) return;
@@ -115,8 +125,10 @@ void Liveness::check(TimePoint now) {
     if (!store_.check(keys)) return;
     values = store_.multi_get(keys);
   }
-  for (std::size_t i = 0; i < ranks.size(); ++i)
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (values[i] != Keys::kUnbeaten) beating_.insert(ranks[i]);
     if (stale(ranks[i], values[i], now)) declare_gone(ranks[i], now);
+  }
   while (watch_ < m.rank && exited_.count(watch_) != 0) ++watch_;  // the next rank up is the monitor now (maybe us)
 }
 

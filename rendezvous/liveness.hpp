@@ -48,6 +48,11 @@ class Liveness {
   // may wait for closes (loss_watch.hpp) instead of only timing heartbeats.
   bool reports_closes() const { return membership_ && registered_ == membership_->round && !no_on_close_; }
 
+  // The loss watch of `round` woke once and found no death (a member silent for a while that spoke again, or one
+  // another member settles): it waits no more this round, so from now this member times its watched ranks'
+  // counters itself, as where the store has no ON_SILENCE. Without this a later death would go unnoticed.
+  void time_heartbeats(std::uint64_t round);
+
   // Beats and checks when due; returns when to call again (TimePoint::max() when inactive).
   TimePoint tick(TimePoint now);
 
@@ -69,11 +74,13 @@ class Liveness {
   int watch_ = 0;             // the member we watch; == our rank: we are the monitor of every higher rank
   std::map<int, Seen> seen_;  // last counter value per watched rank, and when it last moved
   std::set<int> exited_;      // ranks no longer watched (left or dead)
+  std::set<int> beating_;     // watched ranks seen beating this round: registered, so the server times them
   // ON_CLOSE (the fast path, loss_watch.hpp): the round registered on the heartbeat connection, if any
   void register_on_close();
   std::optional<std::uint64_t> registered_;
   bool no_on_close_ = false;           // the store has no ON_CLOSE: never asked again
   bool server_times_silence_ = false;  // the registration includes ON_SILENCE: check() reads nothing
+  bool timing_heartbeats_ = false;     // ... unless the loss watch is spent for this round (time_heartbeats)
   // How long a member may send nothing before the server reports it silent: what a counter may stand still for.
   store::Duration silence_limit() const;
   TimePoint next_beat_{};

@@ -4,8 +4,11 @@
 #include <random>
 #include <set>
 
+#include "rendezvous/liveness.hpp"
 #include "rendezvous/membership.hpp"
 #include "sim.hpp"
+#include "store/mux_store.hpp"
+#include "store/server.hpp"
 
 using namespace ctrun::rdzv;
 using namespace ctrun::rdzv::test;
@@ -153,4 +156,71 @@ TEST(Liveness, RandomDeathsThenSurvivorsRegroupConsistently) {
       EXPECT_EQ(ranks.size(), survivors.size()) << "seed " << seed;
     }
   }
+}
+
+// Over ctrun's store (ON_CLOSE and ON_SILENCE) a member reads no counter: the server reports a closed or silent
+// connection on the round's `lost` key, and the loss watch wakes once. When that wake-up finds no death (a member
+// silent under load that spoke again), the handler hands the round to the heartbeat: from then on this member
+// times its watched ranks itself, and a later death is noticed (it went unnoticed before: issue 44's rendezvous
+// test, a member killed after such a blip).
+TEST(Liveness, OverCtrunsStoreTheCountersAreTimedOnceTheLossWatchIsSpent) {
+  ctrun::store::Server server(ctrun::store::ServerOptions{.host = "127.0.0.1"});
+  server.start();
+  auto connect = [&] {
+    ctrun::store::MuxStore::Options o;
+    o.host = "127.0.0.1";
+    o.port = server.port();
+    o.timeout = 10s;
+    return std::make_unique<ctrun::store::MuxStore>(o);
+  };
+  auto a = connect(), b = connect();
+  const Keys keys("spent");
+  for (int r = 0; r < 2; ++r) a->set(keys.member(0, r), NodeRecord{"node" + std::to_string(r), 100 + r}.encode());
+  for (int r = 0; r < 2; ++r) a->set(keys.heartbeat(0, r), std::string(Keys::kUnbeaten));  // as the completion
+  const LivenessConfig config{"spent", 200ms, 3};
+  Liveness la(*a, config), lb(*b, config);
+  TimePoint t{};
+  la.follow(Membership{0, 0, 2}, t);
+  lb.follow(Membership{0, 1, 2}, t);
+  la.tick(t);
+  lb.tick(t);
+  ASSERT_TRUE(la.reports_closes());
+  // b stops beating (its connection stays open): a reads nothing, the server is trusted to tell.
+  for (int i = 0; i < 40; ++i) la.tick(t += 100ms);
+  EXPECT_FALSE(a->check({keys.over(0)}));
+  // The loss watch is spent: a times b's counter, which does not move.
+  la.time_heartbeats(0);
+  for (int i = 0; i < 10 && !a->check({keys.over(0)}); ++i) la.tick(t += 100ms);
+  ASSERT_TRUE(a->check({keys.over(0)}));
+  const auto over = a->get(keys.over(0));
+  EXPECT_NE(over.find("node node1 (pid 101) (group rank 1) lost heartbeat"), std::string::npos) << over;
+  la.time_heartbeats(7);  // another round's: ignored
+}
+
+// A member killed after the round completed but before its first tick never registered its connection: nothing
+// reports its close. Its counter still reads as the completion wrote it, and the others time it until it moves.
+TEST(Liveness, OverCtrunsStoreAMemberThatNeverBeatIsTimed) {
+  ctrun::store::Server server(ctrun::store::ServerOptions{.host = "127.0.0.1"});
+  server.start();
+  ctrun::store::MuxStore::Options o;
+  o.host = "127.0.0.1";
+  o.port = server.port();
+  o.timeout = 10s;
+  ctrun::store::MuxStore a(o);
+  const Keys keys("unbeaten");
+  for (int r = 0; r < 3; ++r) {
+    a.set(keys.member(0, r), NodeRecord{"node" + std::to_string(r), 100 + r}.encode());
+    a.set(keys.heartbeat(0, r), std::string(Keys::kUnbeaten));
+  }
+  a.set(keys.heartbeat(0, 1), "1");  // rank 1 beat once (and registered before that); rank 2 never did
+  Liveness la(a, LivenessConfig{"unbeaten", 200ms, 3});
+  TimePoint t{};
+  la.follow(Membership{0, 0, 3}, t);
+  la.tick(t);
+  ASSERT_TRUE(la.reports_closes());
+  for (int i = 0; i < 20 && !a.check({keys.over(0)}); ++i) la.tick(t += 100ms);
+  ASSERT_TRUE(a.check({keys.over(0)}));
+  const auto over = a.get(keys.over(0));
+  EXPECT_NE(over.find("(group rank 2) lost heartbeat"), std::string::npos) << over;
+  EXPECT_EQ(over.find("group rank 1"), std::string::npos) << over;  // beating: the server times it
 }
