@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <boost/asio.hpp>
 
+#include "common/auth/handshake_asio.hpp"
 #include "common/log.hpp"
 #include "store/backend.hpp"
 #include "store/store.hpp"
@@ -105,7 +106,8 @@ class RelayBackend final : public Backend, private RelayPort {
   }
 
  private:
-  enum class State : std::uint8_t { kIdle, kConnecting, kHandshake, kReady, kLost };
+  // kProving: the job's handshake (with a secret); kHandshake: VALIDATE + MULTIPLEX, waiting for the granted version.
+  enum class State : std::uint8_t { kIdle, kConnecting, kProving, kHandshake, kReady, kLost };
 
   std::uint64_t own_bytes() const { return out_.capacity() + writing_.capacity() + in_.size(); }
   void account() { core_.set_io_bytes(front_io_ + own_bytes()); }
@@ -120,6 +122,8 @@ class RelayBackend final : public Backend, private RelayPort {
 
   void close_socket() {
     boost::system::error_code ec;
+    if (auto proving = proving_.lock()) proving->close(ec);  // its handshake ends (guarded: nothing follows)
+    proving_.reset();
     resolver_.cancel();
     retry_.cancel();
     socket_.close(ec);
@@ -165,6 +169,24 @@ class RelayBackend final : public Backend, private RelayPort {
     boost::system::error_code ec;
     socket_.set_option(tcp::no_delay(true), ec);
     keep_alive(socket_);
+    if (!opts_.upstream_secret) return speak_tagged();
+    // The job's handshake first, on a socket of its own until it is done: a handshake cut short (a new connect(),
+    // the relay stopping) closes only that socket, never one dialed since.
+    state_ = State::kProving;
+    auto proving = std::make_shared<tcp::socket>(std::move(socket_));
+    socket_ = tcp::socket(front_.loop());
+    proving_ = proving;
+    auth::async_prove_to_server(*proving, opts_.upstream_secret, auth::Purpose::kStore,
+                                fmt::format("{}:{}", host_, port_), guarded([this, proving](std::string error) {
+                                  proving_.reset();
+                                  if (!error.empty())
+                                    return lose("the job's store turned this node's store relay away: " + error);
+                                  socket_ = std::move(*proving);
+                                  speak_tagged();
+                                }));
+  }
+
+  void speak_tagged() {
     // VALIDATE (a v2 connection), then MULTIPLEX: the store answers with the version it grants; a store without
     // ctrun's tagged mode (torch's own server) closes the connection instead.
     std::string hello;
@@ -255,6 +277,12 @@ class RelayBackend final : public Backend, private RelayPort {
       std::span<const std::uint8_t> rest(in_.data() + off, in_len_ - off);
       if (state_ == State::kHandshake) {
         if (rest.size() < 4) break;
+        if (auth::is_handshake(rest.data(), rest.size())) {  // a store that requires the secret, which we lack
+          state_ = State::kReady;  // a ctrun store: no "not tagged mode" hint
+          lose("the job's store turned this node's store relay away: " +
+               auth::client_words(auth::Failure::kSecretRequired, fmt::format("{}:{}", host_, port_)));
+          return false;
+        }
         const std::uint32_t granted = protocol::get_u32(rest.data());
         if (granted == protocol::kRefusalMarker) {  // the store is at its connection cap and says why
           auto why = protocol::parse_refusal(rest);
@@ -339,6 +367,7 @@ class RelayBackend final : public Backend, private RelayPort {
   std::uint64_t bytes_out_ = 0;
   std::uint64_t bytes_in_ = 0;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
+  std::weak_ptr<tcp::socket> proving_;  // the socket of the job's handshake under way (kProving)
   std::shared_ptr<spdlog::logger> log_;
 };
 

@@ -33,6 +33,9 @@ struct RelayOptions {
   // How long connect() keeps dialing a store that does not answer before the relay gives up (its clients then
   // fail as they would against an unreachable store).
   std::chrono::milliseconds connect_timeout{60000};
+  // The job's secret (common/auth/secret.hpp): the relay proves it to the store (common/auth/handshake.hpp) before
+  // its first request, as every agent does to a store that requires it. Null: the store must take anyone.
+  std::shared_ptr<const auth::Secret> upstream_secret;
 };
 
 struct RelayStats {

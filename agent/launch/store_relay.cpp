@@ -16,13 +16,26 @@ bool wants_store_relay(const LaunchConfig& config) {
   return config.store_relay && !is_single_node(config) && config.max_nodes > 1;
 }
 
+// Every node's workers go through their relay, and every relay proves the secret: the store can demand it. Not with
+// the static backend, whose store is also the rendezvous' (its own rules).
+bool workers_store_needs_secret(const LaunchConfig& config) {
+  return config.secret && wants_store_relay(config) && config.rdzv_backend != rdzv::Backend::kStatic;
+}
+
 std::unique_ptr<NodeStoreRelay> NodeStoreRelay::open(const LaunchConfig& config) {
   if (!wants_store_relay(config)) return nullptr;
   try {
-    auto relay = std::make_unique<store::Relay>(store::RelayOptions{});  // loopback: the workers are on this node
+    store::RelayOptions options;  // loopback: the workers are on this node
+    options.upstream_secret = config.secret;
+    auto relay = std::make_unique<store::Relay>(options);
     relay->start();
     return std::unique_ptr<NodeStoreRelay>(new NodeStoreRelay(std::move(relay)));
   } catch (const std::exception& e) {
+    if (workers_store_needs_secret(config))  // the relay is this node's workers' only way in
+      throw std::runtime_error(std::string("cannot start this node's store relay (") + e.what() +
+                               "); with a job secret the workers reach the job's store only through it. Free "
+                               "loopback ports, or pass --store-relay off (the workers' store is then open: "
+                               "docs/security.md)");
     log::get("agent")->warn("no store relay on this node ({}): its workers connect to the job's store themselves",
                             e.what());
     return nullptr;

@@ -22,11 +22,16 @@ namespace ctrun::agent {
 
 // True when a job of this config gets a relay on each node: several nodes (--nnodes MAX > 1), --store-relay on.
 bool wants_store_relay(const LaunchConfig& config);
+// True when the workers' store takes only connections that prove the job's secret: a job with a secret whose every
+// node has a relay (each proves the secret upstream; c10d and etcd). A program that dials MASTER_ADDR:MASTER_PORT
+// itself, not through torch's env:// rendezvous, is then refused (docs/security.md).
+bool workers_store_needs_secret(const LaunchConfig& config);
 
 class NodeStoreRelay {
  public:
   // The relay for a config, serving on 127.0.0.1 on a thread of its own; null when the job needs none or it cannot
-  // bind (said in the log: the workers then connect to the store themselves).
+  // bind (said in the log: the workers then connect to the store themselves; with a secret that is an error, as the
+  // store would refuse them).
   static std::unique_ptr<NodeStoreRelay> open(const LaunchConfig& config);
   ~NodeStoreRelay();
 

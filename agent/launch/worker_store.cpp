@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/launch/rendezvous_factory.hpp"
+#include "agent/launch/store_relay.hpp"
 #include "common/log.hpp"
 #include "rendezvous/factory.hpp"
 #include "store/server.hpp"
@@ -23,10 +24,12 @@ bool is_numeric_address(const std::string& host) {
 
 }  // namespace
 
-WorkerStore::WorkerStore(const std::string& host, std::uint16_t port, FailureHandler on_failure) {
+WorkerStore::WorkerStore(const std::string& host, std::uint16_t port, FailureHandler on_failure,
+                         std::shared_ptr<const auth::Secret> secret) {
   store::ServerOptions options;
   options.host = host;
   options.port = port;
+  options.secret = std::move(secret);
   options.on_failure = std::move(on_failure);
   server_ = std::make_unique<store::Server>(options);
   server_->start();
@@ -93,7 +96,9 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
   }
   if (!site.static_multi_node || config.node_rank == 0) {
     try {
-      site.store = std::make_unique<WorkerStore>(bind_host, port, on_failure);
+      // Only the nodes' relays connect (they prove the secret), when every node has one.
+      site.store = std::make_unique<WorkerStore>(bind_host, port, on_failure,
+                                                 workers_store_needs_secret(config) ? config.secret : nullptr);
     } catch (const std::exception& e) {
       // Static node rank 0: the port is the job's MASTER_PORT; never share it with whoever else holds it.
       throw std::runtime_error("cannot start the workers' store on " + bind_host + ":" + std::to_string(port) + ": " +

@@ -24,7 +24,9 @@ class WorkerStore {
   using FailureHandler = std::function<void(const std::string& what)>;
 
   // Binds host:port (port 0: the kernel picks) and serves on its own thread. Throws with the address.
-  WorkerStore(const std::string& host, std::uint16_t port, FailureHandler on_failure = {});
+  // secret: only clients that prove it are served (workers_store_needs_secret); null: anyone.
+  WorkerStore(const std::string& host, std::uint16_t port, FailureHandler on_failure = {},
+              std::shared_ptr<const auth::Secret> secret = nullptr);
   ~WorkerStore();
 
   std::uint16_t port() const;

@@ -3,9 +3,9 @@ test makes, each with a private /dev/shm, as tests/agent/checkpoint/two_nodes_te
 job's secret in a file.
 
   strangers: while a two-node c10d job with a secret holds step 3, a process on a third host (no part of the job)
-    dials every port of the job that is meant for its agents: the replication endpoints in their own frames (GET of
-    every rank's step, a PUT of a forged step 10**9 with its commit), the rendezvous store with torch's own TCPStore
-    client, and with a replay of a recorded genuine handshake; then a ctrun agent with another secret and one without
+    dials every port of the job: the replication endpoints in their own frames (GET of every rank's step, a PUT of a
+    forged step 10**9 with its commit), the rendezvous store with torch's own TCPStore client, and with a replay of a
+    recorded genuine handshake, the workers' stores (the nodes' relays prove the secret for the workers); then a ctrun agent with another secret and one without
     any try to join the rendezvous. None gets a byte of state, a key or a place in the round: each is refused at its
     first bytes, both sides name the cause, and the job finishes with every rank's parameters bitwise equal to an
     undisturbed run's.
@@ -109,6 +109,15 @@ def test_strangers():
         assert torch_client.get("num_keys", refusal) == refusal, torch_client
         probe = stranger(hosts, "probe", *rdzv)
         assert probe["secret_required"] and probe["bytes"] == 8, probe
+        # The workers' stores too (each agent's; group rank 0's is the job's): the nodes' store relays prove the
+        # secret for their workers, so a client that dials MASTER_ADDR:MASTER_PORT itself is refused the same way.
+        for tag in ("A", "B"):
+            start = nodes.events(tag, "agent_start")[0]
+            workers_store = (start["master_addr"], str(start["master_port"]))
+            got = stranger(hosts, "torch", *workers_store)
+            assert got.get("num_keys", refusal) == refusal, (tag, got)
+            probe = stranger(hosts, "probe", *workers_store)
+            assert probe["secret_required"] and probe["bytes"] == 8, (tag, probe)
         replay = stranger(hosts, "replay", *rdzv, key)
         assert replay["server_proved"] and replay["genuine_accepted"], replay  # the recording was genuine
         assert replay["new_server_nonce"] and not replay["replay_accepted"], replay

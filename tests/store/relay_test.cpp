@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/auth/secret.hpp"
 #include "store/prefix_store.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
@@ -274,6 +275,38 @@ TEST(RelayUpstream, ANewStoreClosesThePreviousAttemptsClients) {
   EXPECT_EQ(second.get("k"), "b");
   EXPECT_EQ(b.get_local("/k"), "b");
   EXPECT_TRUE(eventually([&] { return a.stats().connections_open == 0; }, std::chrono::seconds(5)));
+}
+
+// With the job's secret the relay proves it before its first request (issue 40), so that the workers' store can take
+// only the nodes' relays; a relay with another secret, or none, is turned away and says why.
+TEST(RelayUpstream, ProvesTheJobsSecretToAStoreThatRequiresIt) {
+  auto secret = std::make_shared<const auth::Secret>("the job's secret", "test");
+  store::Server server{ServerOptions{.host = "127.0.0.1", .secret = secret}};
+  server.start();
+  RelayOptions options;
+  options.upstream_secret = secret;
+  Relay relay{options};
+  relay.start();
+  relay.connect("127.0.0.1", server.port());
+  TcpStore client(client_options(relay.port(), Dialect::kV2));  // before the handshake ends: queued, then sent
+  client.set("k", "v");
+  EXPECT_EQ(client.get("k"), "v");
+  EXPECT_EQ(server.get_local("/k"), "v");
+  EXPECT_TRUE(relay.stats().upstream_ready);
+  EXPECT_EQ(server.stats().connections_open, 1u);
+
+  for (auto other : {std::make_shared<const auth::Secret>("another job's secret", "test"),
+                     std::shared_ptr<const auth::Secret>()}) {
+    RelayOptions wrong;
+    wrong.upstream_secret = other;
+    wrong.connect_timeout = std::chrono::milliseconds(2000);
+    Relay stranger{wrong};
+    stranger.start();
+    stranger.connect("127.0.0.1", server.port());
+    EXPECT_THROW(TcpStore(client_options(stranger.port(), Dialect::kV2, kTurnedAway)).get("k"), store::StoreError);
+    EXPECT_FALSE(stranger.stats().upstream_ready);
+  }
+  EXPECT_EQ(server.get_local("/k"), "v");
 }
 
 TEST(RelayUpstream, RelaysShareOneGivenIoContext) {

@@ -8,10 +8,11 @@ torch 1.13 ranks each (first_collective.py: gloo over loopback, OMP_NUM_THREADS=
   init    from the last rank's end of `import torch` to the end of the last rank's first all_reduce: the part the
           store carries (init_process_group's rendezvous, gloo's address exchange), without the imports' noise
 Runs alternate (on, off, on, off, ...), so load from other work hits both alike; prints the median and the spread of
-each, and their ratio.
+each, and their ratio. --secret adds a third variant: the relay on and the job's secret given to every agent and to
+the ctstore (docs/security.md: every agent proves it to the rendezvous store, every relay to the workers' store).
 
   /usr/bin/python3 apps/bench/relay_launch_bench/relay_launch_bench.py --ctrun build/bin/ctrun \
-      --ctstore build/bin/ctstore --nproc 4 --rounds 5
+      --ctstore build/bin/ctstore --nproc 4 --rounds 5 [--secret]
 """
 import argparse
 import os
@@ -27,8 +28,9 @@ WORKER = os.path.join(HERE, "first_collective.py")
 HOSTS = ("127.0.0.2", "127.0.0.3")
 
 
-def start_ctstore(ctstore):
-    p = subprocess.Popen([ctstore, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE,
+def start_ctstore(ctstore, secret_file=None):
+    extra = ["--secret-file", secret_file] if secret_file else []
+    p = subprocess.Popen([ctstore, "--host", "127.0.0.1", "--port", "0", *extra], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -42,7 +44,7 @@ def start_ctstore(ctstore):
     raise RuntimeError("ctstore did not say where it listens")
 
 
-def run_once(args, port, relay, run_id):
+def run_once(args, port, relay, run_id, secret_file=None):
     with tempfile.TemporaryDirectory(prefix="relay_launch_") as tmp:
         out = os.path.join(tmp, "events")
         env = dict(os.environ, BENCH_OUT=out, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", PYTHON_EXEC=args.python)
@@ -51,7 +53,8 @@ def run_once(args, port, relay, run_id):
         for host in HOSTS:
             cmd = [args.ctrun, "--local-addr", host, "--nnodes", "2", "--nproc-per-node", str(args.nproc),
                    "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
-                   "--monitor-interval", "0.1", "--store-relay", "on" if relay else "off", WORKER]
+                   "--monitor-interval", "0.1", "--store-relay", "on" if relay else "off"]
+            cmd += (["--secret-file", secret_file] if secret_file else []) + [WORKER]
             agents.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                            start_new_session=True))
         codes, errs = [], []
@@ -77,28 +80,43 @@ def main():
     p.add_argument("--nproc", type=int, default=4)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--secret", action="store_true", help="also run with the relay on and a job secret")
     args = p.parse_args()
-    store, port = start_ctstore(args.ctstore)
-    times = {(relay, what): [] for relay in (True, False) for what in ("launch", "init")}
+    variants = [("on", True, False), ("off", False, False)] + ([("secret", True, True)] if args.secret else [])
+    labels = {"on": "--store-relay on (default)", "off": "--store-relay off", "secret": "on, with --secret-file"}
+    tmp = tempfile.mkdtemp(prefix="relay_launch_key_")
+    key = os.path.join(tmp, "job.key")
+    with open(key, "w") as f:
+        f.write(os.urandom(24).hex() + "\n")
+    os.chmod(key, 0o600)
+    stores = {False: start_ctstore(args.ctstore)}
+    if args.secret:
+        stores[True] = start_ctstore(args.ctstore, key)
+    times = {(name, what): [] for name, _, _ in variants for what in ("launch", "init")}
     try:
         for i in range(args.rounds):
-            for relay in (True, False):
-                launch, init = run_once(args, port, relay, f"launch{i}{'r' if relay else 'd'}{os.getpid()}")
-                times[(relay, "launch")].append(launch)
-                times[(relay, "init")].append(init)
-                print(f"round {i + 1}: relay {'on ' if relay else 'off'} launch {launch * 1000:7.0f} ms, init "
-                      f"{init * 1000:6.0f} ms  (load {os.getloadavg()[0]:.1f})", flush=True)
+            for name, relay, secret in variants:
+                launch, init = run_once(args, stores[secret][1], relay, f"launch{i}{name}{os.getpid()}",
+                                        key if secret else None)
+                times[(name, "launch")].append(launch)
+                times[(name, "init")].append(init)
+                print(f"round {i + 1}: {name:6s} launch {launch * 1000:7.0f} ms, init {init * 1000:6.0f} ms  "
+                      f"(load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
-        store.kill()
-        store.wait()
+        for store, _ in stores.values():
+            store.kill()
+            store.wait()
+        os.unlink(key)
+        os.rmdir(tmp)
     print(f"\n2 nodes x {args.nproc} torch 1.13 ranks, {args.rounds} runs each (median, min-max):")
     for what in ("launch", "init"):
-        for relay, label in ((True, "--store-relay on (default)"), (False, "--store-relay off")):
-            t = times[(relay, what)]
-            print(f"  {what:6s} {label:27s} {statistics.median(t) * 1000:7.0f} ms  ({min(t) * 1000:.0f}-"
+        for name, _, _ in variants:
+            t = times[(name, what)]
+            print(f"  {what:6s} {labels[name]:27s} {statistics.median(t) * 1000:7.0f} ms  ({min(t) * 1000:.0f}-"
                   f"{max(t) * 1000:.0f})")
-        on, off = statistics.median(times[(True, what)]), statistics.median(times[(False, what)])
-        print(f"  {what:6s} on / off: {on / off:.3f}")
+        median = {name: statistics.median(times[(name, what)]) for name, _, _ in variants}
+        print(f"  {what:6s} on / off: {median['on'] / median['off']:.3f}" +
+              (f", secret / on: {median['secret'] / median['on']:.3f}" if args.secret else ""))
     return 0
 
 
