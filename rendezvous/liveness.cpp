@@ -104,11 +104,13 @@ void Liveness::check(TimePoint now) {
     // Watch the monitor and the next ranks after it: if several low ranks die together, their silences are timed
     // in parallel, not one after the other.
     for (int r = watch_; r < m.rank && static_cast<int>(ranks.size()) < kWatchWindow; ++r)
-      if (exited_.count(r) == 0 && !(server_times && beating_.count(r))) ranks.push_back(r);
+      if (exited_.count(r) == 0) ranks.push_back(r);
   } else {
     for (int r = m.rank + 1; r < m.members; ++r)
-      if (exited_.count(r) == 0 && !(server_times && beating_.count(r))) ranks.push_back(r);
+      if (exited_.count(r) == 0) ranks.push_back(r);
   }
+  // The window first, then the ranks in it the server times already.
+  if (server_times) std::erase_if(ranks, [this](int r) { return beating_.count(r) != 0; });
   for (int r : ranks) keys.push_back(keys_.heartbeat(m.round, r));
   if (keys.empty()) return;
   // The counters exist from the round's completion on, unless the store restarted empty: then a MULTI_GET would wait
