@@ -10,6 +10,7 @@
 
 #include "agent/base/command_line.hpp"
 #include "agent/launch/rendezvous_factory.hpp"
+#include "agent/launch/store_relay.hpp"
 #include "common/auth/crypto.hpp"
 #include "common/auth/secret.hpp"
 #include "common/log.hpp"
@@ -81,7 +82,15 @@ std::shared_ptr<const auth::Secret> launcher_secret(LaunchConfig& config, const 
 }
 
 std::string open_doors_warning(const LaunchConfig& config) {
-  if (config.secret || is_single_node(config)) return "";
+  if (is_single_node(config)) return "";
+  if (config.secret) {
+    if (workers_store_needs_secret(config)) return "";
+    return std::string("the workers' store (MASTER_ADDR:MASTER_PORT) stays open to anyone who can reach it, as "
+                       "torch's: its clients are the workers themselves (") +
+           (config.rdzv_backend == rdzv::Backend::kStatic ? "--rdzv-backend static" : "--store-relay off") +
+           "), and torch's TCPStore has no handshake. With c10d or etcd and --store-relay on (the default), each "
+           "node's relay proves the secret and the store takes nothing else (docs/security.md)";
+  }
   std::string doors;
   if (config.rdzv_backend == rdzv::Backend::kC10d) doors += "the rendezvous store (--rdzv-endpoint), ";
   doors += "the workers' store";

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <thread>
 
+#include "agent/config/job_secret.hpp"
+#include "common/auth/secret.hpp"
 #include "common/worker_env.hpp"
 #include "store/server.hpp"
 #include "store/tcp_store.hpp"
@@ -22,6 +24,32 @@ LaunchConfig several_nodes() {
   c.min_nodes = 2;
   c.max_nodes = 2;
   return c;
+}
+
+// With a secret the workers' store takes only proven connections when every node's workers come through a relay
+// (each relay proves the secret); otherwise it stays open and the agent says so once at start.
+TEST(StoreRelay, TheWorkersStoreNeedsTheSecretOnlyWhenEveryNodeHasARelay) {
+  auto secret = std::make_shared<const auth::Secret>("sixteen bytes and more", "test");
+  LaunchConfig c = several_nodes();
+  EXPECT_FALSE(workers_store_needs_secret(c));  // no secret
+  EXPECT_NE(open_doors_warning(c).find("has no secret"), std::string::npos) << open_doors_warning(c);
+  c.secret = secret;
+  EXPECT_TRUE(workers_store_needs_secret(c));
+  EXPECT_EQ(open_doors_warning(c), "");  // every door closed
+  LaunchConfig off = c;
+  off.store_relay = false;
+  EXPECT_FALSE(workers_store_needs_secret(off));
+  EXPECT_NE(open_doors_warning(off).find("workers' store (MASTER_ADDR:MASTER_PORT) stays open"), std::string::npos);
+  EXPECT_NE(open_doors_warning(off).find("--store-relay off"), std::string::npos) << open_doors_warning(off);
+  LaunchConfig fixed = c;
+  fixed.rdzv_backend = rdzv::Backend::kStatic;  // its store is the rendezvous' too
+  EXPECT_FALSE(workers_store_needs_secret(fixed));
+  EXPECT_NE(open_doors_warning(fixed).find("--rdzv-backend static"), std::string::npos) << open_doors_warning(fixed);
+  LaunchConfig standalone;
+  standalone.standalone = true;
+  standalone.secret = secret;
+  EXPECT_FALSE(workers_store_needs_secret(standalone));
+  EXPECT_EQ(open_doors_warning(standalone), "");  // one node: loopback and its own address only
 }
 
 TEST(StoreRelay, SeveralNodesGetOneUnlessTurnedOff) {
