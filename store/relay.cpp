@@ -278,7 +278,7 @@ class RelayBackend final : public Backend, private RelayPort {
       if (state_ == State::kHandshake) {
         if (rest.size() < 4) break;
         if (auth::is_handshake(rest.data(), rest.size())) {  // a store that requires the secret, which we lack
-          state_ = State::kReady;  // a ctrun store: no "not tagged mode" hint
+          state_ = State::kReady;                            // a ctrun store: no "not tagged mode" hint
           lose("the job's store turned this node's store relay away: " +
                auth::client_words(auth::Failure::kSecretRequired, fmt::format("{}:{}", host_, port_)));
           return false;

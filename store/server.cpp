@@ -95,7 +95,8 @@ struct Connection {
   std::shared_ptr<protocol::Request> slicing;             // a big request being executed in slices (detail::step)
   std::chrono::steady_clock::time_point heard{};          // when it last sent anything (ON_SILENCE)
   bool silence_fired = false;                             // an ON_SILENCE of its fired: its next bytes say "back"
-  std::chrono::milliseconds silence_min{0};  // the shortest ON_SILENCE it registered: quieter than this, ask the backend
+  std::chrono::milliseconds silence_min{
+      0};  // the shortest ON_SILENCE it registered: quieter than this, ask the backend
   bool read_armed = false;
   bool paused = false;   // too many unread replies: not reading until they drain
   bool closing = false;  // no more requests; close once the queued replies are written
@@ -427,8 +428,8 @@ class Server::Impl final : public detail::FrontEnd {
   // connections quiet for at least their shortest registration).
   void arm_silence_sweep() {
     silence_sweeping = true;
-    silence_timer.expires_after(std::clamp<std::chrono::milliseconds>(silence_floor / 16, kMinSilenceSweep,
-                                                                      kMaxSilenceSweep));
+    silence_timer.expires_after(
+        std::clamp<std::chrono::milliseconds>(silence_floor / 16, kMinSilenceSweep, kMaxSilenceSweep));
     silence_timer.async_wait([this](boost::system::error_code ec) {
       silence_sweeping = false;
       if (ec || stopping) return;

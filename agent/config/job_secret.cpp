@@ -85,8 +85,9 @@ std::string open_doors_warning(const LaunchConfig& config) {
   if (is_single_node(config)) return "";
   if (config.secret) {
     if (workers_store_needs_secret(config)) return "";
-    return std::string("the workers' store (MASTER_ADDR:MASTER_PORT) stays open to anyone who can reach it, as "
-                       "torch's: its clients are the workers themselves (") +
+    return std::string(
+               "the workers' store (MASTER_ADDR:MASTER_PORT) stays open to anyone who can reach it, as "
+               "torch's: its clients are the workers themselves (") +
            (config.rdzv_backend == rdzv::Backend::kStatic ? "--rdzv-backend static" : "--store-relay off") +
            "), and torch's TCPStore has no handshake. With c10d or etcd and --store-relay on (the default), each "
            "node's relay proves the secret and the store takes nothing else (docs/security.md)";

@@ -111,10 +111,10 @@ bool EndpointFailover::Tries::begin() {
   if (now >= until_) return false;
   index_ = failover_.current();
   // In an outage older than request_timeout each member still gets one try, of its share of request_timeout.
-  const auto last_pass = inherited_outage_ ? now + std::min<store::Duration>(
-                                                       failover_.attempt_timeout_,
-                                                       failover_.give_up_after_ / failover_.endpoints_.size())
-                                           : TimePoint::min();
+  const auto last_pass = inherited_outage_
+                             ? now + std::min<store::Duration>(failover_.attempt_timeout_,
+                                                               failover_.give_up_after_ / failover_.endpoints_.size())
+                             : TimePoint::min();
   deadline_ = std::min({until_, std::max(give_up_at(), last_pass), now + failover_.attempt_timeout_});
   return true;
 }
@@ -136,9 +136,8 @@ void EndpointFailover::Tries::failed(const std::string& error) {
         "the etcd cluster is up and --rdzv-endpoint lists its client URLs",
         what_, failover_.endpoints(), std::chrono::duration<double>(failover_.give_up_after_).count(), last_error_));
   if (failures_ % failover_.endpoints_.size() == 0) {  // every member failed once: wait before the next pass
-    failover_.pause(std::clamp<std::chrono::steady_clock::duration>(std::min(until_, give_up_at()) - now,
-                                                                    std::chrono::steady_clock::duration::zero(),
-                                                                    backoff_));
+    failover_.pause(std::clamp<std::chrono::steady_clock::duration>(
+        std::min(until_, give_up_at()) - now, std::chrono::steady_clock::duration::zero(), backoff_));
     backoff_ = std::min(backoff_ * 2, kMaxBackoff);
   }
 }

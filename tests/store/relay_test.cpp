@@ -295,8 +295,8 @@ TEST(RelayUpstream, ProvesTheJobsSecretToAStoreThatRequiresIt) {
   EXPECT_TRUE(relay.stats().upstream_ready);
   EXPECT_EQ(server.stats().connections_open, 1u);
 
-  for (auto other : {std::make_shared<const auth::Secret>("another job's secret", "test"),
-                     std::shared_ptr<const auth::Secret>()}) {
+  for (auto other :
+       {std::make_shared<const auth::Secret>("another job's secret", "test"), std::shared_ptr<const auth::Secret>()}) {
     RelayOptions wrong;
     wrong.upstream_secret = other;
     wrong.connect_timeout = std::chrono::milliseconds(2000);
