@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 CTRUN = os.environ.get("CTRUN_BIN", "ctrun")
@@ -252,7 +253,14 @@ def prometheus_port(log_path, timeout):
 
 
 def prom_api(port, path):
-    return json.loads(scrape(f"http://127.0.0.1:{port}{path}", timeout=10))
+    """The API's JSON answer, or None while Prometheus is still starting: it logs "Listening on" before its storage
+    is ready and answers 503 until then (seen under load)."""
+    try:
+        return json.loads(scrape(f"http://127.0.0.1:{port}{path}", timeout=10))
+    except urllib.error.HTTPError as e:
+        if e.code == 503:
+            return None
+        raise
 
 
 def test_prometheus_scrapes_both():
@@ -278,15 +286,18 @@ def test_prometheus_scrapes_both():
         port = prometheus_port(log_path, 60)
 
         def both_up():
-            active = prom_api(port, "/api/v1/targets")["data"]["activeTargets"]
+            answer = prom_api(port, "/api/v1/targets")
+            if answer is None:
+                return None
+            active = answer["data"]["activeTargets"]
             health = {t["labels"]["job"]: t["health"] for t in active}
             return health if health == {"ctstore": "up", "ctrun": "up"} else None
 
         wait_for("both targets up in Prometheus", both_up, 60)
 
         def series(query):
-            res = prom_api(port, "/api/v1/query?query=" + urllib.request.quote(query))["data"]["result"]
-            return res or None
+            answer = prom_api(port, "/api/v1/query?query=" + urllib.request.quote(query))
+            return (answer["data"]["result"] or None) if answer else None
 
         res = wait_for("ctstore_requests_total{command=\"SET\"} in Prometheus",
                        lambda: series('ctstore_requests_total{command="SET",job="ctstore"}'), 60)
