@@ -158,22 +158,31 @@ TEST(Liveness, RandomDeathsThenSurvivorsRegroupConsistently) {
   }
 }
 
+namespace {
+
+// ctrun's own store on loopback (ON_CLOSE and ON_SILENCE) and the agents' one-connection client of it.
+struct CtrunStore {
+  ctrun::store::Server server{ctrun::store::ServerOptions{.host = "127.0.0.1"}};
+  CtrunStore() { server.start(); }
+  std::unique_ptr<ctrun::store::MuxStore> connect() {
+    ctrun::store::MuxStore::Options o;
+    o.host = "127.0.0.1";
+    o.port = server.port();
+    o.timeout = 10s;
+    return std::make_unique<ctrun::store::MuxStore>(o);
+  }
+};
+
+}  // namespace
+
 // Over ctrun's store (ON_CLOSE and ON_SILENCE) a member reads no counter: the server reports a closed or silent
 // connection on the round's `lost` key, and the loss watch wakes once. When that wake-up finds no death (a member
 // silent under load that spoke again), the handler hands the round to the heartbeat: from then on this member
 // times its watched ranks itself, and a later death is noticed (it went unnoticed before: issue 44's rendezvous
 // test, a member killed after such a blip).
 TEST(Liveness, OverCtrunsStoreTheCountersAreTimedOnceTheLossWatchIsSpent) {
-  ctrun::store::Server server(ctrun::store::ServerOptions{.host = "127.0.0.1"});
-  server.start();
-  auto connect = [&] {
-    ctrun::store::MuxStore::Options o;
-    o.host = "127.0.0.1";
-    o.port = server.port();
-    o.timeout = 10s;
-    return std::make_unique<ctrun::store::MuxStore>(o);
-  };
-  auto a = connect(), b = connect();
+  CtrunStore store;
+  auto a = store.connect(), b = store.connect();
   const Keys keys("spent");
   for (int r = 0; r < 2; ++r) a->set(keys.member(0, r), NodeRecord{"node" + std::to_string(r), 100 + r}.encode());
   for (int r = 0; r < 2; ++r) a->set(keys.heartbeat(0, r), std::string(Keys::kUnbeaten));  // as the completion
@@ -200,13 +209,9 @@ TEST(Liveness, OverCtrunsStoreTheCountersAreTimedOnceTheLossWatchIsSpent) {
 // A member killed after the round completed but before its first tick never registered its connection: nothing
 // reports its close. Its counter still reads as the completion wrote it, and the others time it until it moves.
 TEST(Liveness, OverCtrunsStoreAMemberThatNeverBeatIsTimed) {
-  ctrun::store::Server server(ctrun::store::ServerOptions{.host = "127.0.0.1"});
-  server.start();
-  ctrun::store::MuxStore::Options o;
-  o.host = "127.0.0.1";
-  o.port = server.port();
-  o.timeout = 10s;
-  ctrun::store::MuxStore a(o);
+  CtrunStore store;
+  auto client = store.connect();
+  auto& a = *client;
   const Keys keys("unbeaten");
   for (int r = 0; r < 3; ++r) {
     a.set(keys.member(0, r), NodeRecord{"node" + std::to_string(r), 100 + r}.encode());
@@ -229,19 +234,15 @@ TEST(Liveness, OverCtrunsStoreAMemberThatNeverBeatIsTimed) {
 // (kWatchWindow counters), never the ranks beyond it (a window chosen after leaving out the timed ranks walked down
 // every rank below it, 3 per check: 2.6 requests per node per second at 16,384 nodes).
 TEST(Liveness, OverCtrunsStoreAMemberLooksAtItsWindowOnce) {
-  ctrun::store::Server server(ctrun::store::ServerOptions{.host = "127.0.0.1"});
-  server.start();
-  ctrun::store::MuxStore::Options o;
-  o.host = "127.0.0.1";
-  o.port = server.port();
-  o.timeout = 10s;
-  ctrun::store::MuxStore a(o);
+  CtrunStore store;
+  auto client = store.connect();
+  auto& a = *client;
   const Keys keys("window");
   constexpr int kMembers = 12;
   for (int r = 0; r < kMembers; ++r) a.set(keys.heartbeat(0, r), "1");  // everyone beat
   auto reads = [&] {
     std::uint64_t n = 0;
-    for (const auto& [op, count] : server.stats().ops)
+    for (const auto& [op, count] : store.server.stats().ops)
       if (op == "COMPARE_SET" || op == "GET" || op == "MULTI_GET" || op == "CHECK") n += count;
     return n;
   };
