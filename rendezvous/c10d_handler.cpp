@@ -65,7 +65,7 @@ C10dHandler::C10dHandler(C10dConfig config, NodeSpec node, const Connect& connec
       hb_store_(heartbeat_view(store_, config_.settings)),
       runner_(config_.runner ? config_.runner : std::make_shared<Runner>(1)),
       liveness_(*hb_store_, LivenessConfig{config_.run_id, config_.settings.keep_alive_interval,
-                                           config_.settings.keep_alive_max_attempt}) {
+                                           config_.settings.keep_alive_max_attempt, /*align_beats=*/true}) {
   if (config_.min_nodes < 1 || config_.min_nodes > config_.max_nodes)
     throw RendezvousError(fmt::format("c10d rendezvous needs 0 < min_nodes <= max_nodes (got {}:{})", config_.min_nodes,
                                       config_.max_nodes));
@@ -128,7 +128,12 @@ void C10dHandler::begin_rendezvous(Joined done) {
     return;
   }
   NodeRecord me{node_.addr, ::getpid(), node_.local_world_size, node_.role, worker_store_host_, worker_store_port_};
-  auto join = std::make_shared<Join>(JoinOp(*store_, join_config(config_), me, current_), std::move(done));
+  auto previous = current_;
+  if (previous) {
+    std::lock_guard lock(mutex_);
+    previous->over_known = over_round_ == previous->round && over_seen_;
+  }
+  auto join = std::make_shared<Join>(JoinOp(*store_, join_config(config_), me, previous), std::move(done));
   {
     std::lock_guard lock(mutex_);
     join_ = join;
@@ -198,7 +203,7 @@ void C10dHandler::join_step(const std::shared_ptr<Join>& join) {
     if (join->finished) return;  // abandoned meanwhile
     episode = ++join->episode;
   }
-  auto resume = [this, join, episode](store::WaitOutcome outcome, const std::string& error) {
+  auto resume = [this, join, episode, key = wait.key](store::WaitOutcome outcome, const std::string& error) {
     {
       std::lock_guard l(join->mutex);
       if (join->finished || join->episode != episode) return;
@@ -206,6 +211,7 @@ void C10dHandler::join_step(const std::shared_ptr<Join>& join) {
       if (join->wait && outcome != store::WaitOutcome::kReady) join->wait->cancel();
       if (join->timer) join->timer->cancel();
     }
+    if (outcome == store::WaitOutcome::kReady) join->op.woken(key);  // runs on the runner, as the steps
     join_resume(join, outcome, error);
   };
   std::shared_ptr<store::AsyncWait> store_wait;
@@ -343,6 +349,7 @@ void C10dHandler::on_over(std::uint64_t round, store::WaitOutcome outcome, const
   if (over_round_ != round || loss_stopping_) return;
   if (outcome == store::WaitOutcome::kReady) {
     over_seen_ = true;
+    liveness_.round_over(round);  // its members leave it: no counter of it is worth reading now
     return;
   }
   // The connection was lost: the next poll says so (the agent restarts into a new round, as when a poll itself

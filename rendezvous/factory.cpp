@@ -87,8 +87,7 @@ std::shared_ptr<store::Store> connect(const Endpoint& ep, store::Duration timeou
 // The rendezvous store's one connection for a c10d handler (store/mux_store.hpp): the first connect waits up to
 // `first_timeout` for the endpoint to come up (its host may start later); every reconnect after that waits at most
 // `timeout` (a lost store is reported in time).
-std::shared_ptr<store::Store> connect_shared(const Endpoint& ep, store::Duration timeout,
-                                             store::Duration first_timeout,
+std::shared_ptr<store::Store> connect_shared(const Endpoint& ep, store::Duration timeout, store::Duration first_timeout,
                                              std::shared_ptr<const auth::Secret> secret) {
   store::MuxStore::Options o;
   o.secret = std::move(secret);
@@ -191,8 +190,9 @@ std::unique_ptr<Handler> make_c10d(const RendezvousParameters& p, const NodeSpec
   const auto timeout = config.settings.read_timeout;
   const auto first_timeout = std::max(config.settings.join_timeout, timeout);
   return std::make_unique<C10dHandler>(
-      config, node, [ep, timeout, first_timeout, secret = p.secret] { return connect_shared(ep, timeout, first_timeout, secret); }, options.clock,
-      server);
+      config, node,
+      [ep, timeout, first_timeout, secret = p.secret] { return connect_shared(ep, timeout, first_timeout, secret); },
+      options.clock, server);
 }
 
 // The c10d state machine (JoinOp, Liveness) on etcd: no store to host; every agent talks to the etcd cluster, with

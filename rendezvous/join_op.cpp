@@ -4,11 +4,12 @@
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
 #include "rendezvous/handler.hpp"
+#include "rendezvous/loss_watch.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/peek.hpp"
 #include "store/store_util.hpp"
-#include "common/text.hpp"
 
 namespace ctrun::rdzv {
 namespace {
@@ -29,9 +30,17 @@ JoinOp::JoinOp(store::Store& store, JoinConfig config, NodeRecord me, std::optio
 std::vector<std::string> JoinOp::first_reads() const {
   switch (phase_) {
     case Phase::kStart:
+      // A member leaving its round reads whether the round exists (done never changes once set) before it marks it
+      // over: the gate needs nothing else of it but whether it drained.
+      if (previous_) return {keys_.latest(), keys_.done(previous_->round)};
       return {keys_.latest()};
     case Phase::kGate:
       if (round_ == 0) return {};
+      if (member_of(round_ - 1)) {
+        if (woken_ == keys_.drained(round_ - 1)) return {};
+        if (drain_waited_) return {keys_.drained(round_ - 1), keys_.lost(round_ - 1)};
+        return {keys_.drained(round_ - 1)};
+      }
       return {keys_.done(round_ - 1), keys_.drained(round_ - 1), keys_.over(round_ - 1)};
     case Phase::kCount:
       if (config_.min_nodes == config_.max_nodes && arrival_ < config_.max_nodes && !counted_) return {};
@@ -46,16 +55,25 @@ std::vector<std::string> JoinOp::first_reads() const {
 
 std::variant<JoinResult, JoinWait> JoinOp::step(TimePoint now) {
   // Whether the run was closed, and what the step reads first, in one round trip (Store::peek).
+  // A step woken by the key it waited for made progress: whether the run closed is asked by every other step (a
+  // wait slice's among them), not by this one, so that a herd woken by one key sends one request per node, not two.
   auto keys = first_reads();
-  keys.insert(keys.begin(), keys_.closed());
-  auto values = store_.peek(keys, kAbsentSentinel);
-  if (values[0])
-    throw RendezvousClosedError(
-        fmt::format("rendezvous '{}' is closed ({}): the job that used this --rdzv-id has "
-                    "ended; start a new job with a new --rdzv-id",
-                    config_.run_id, *values[0]));
+  const bool ask_closed = woken_.empty();
+  if (ask_closed) keys.insert(keys.begin(), keys_.closed());
   prefetched_.clear();
-  for (std::size_t i = 1; i < keys.size(); ++i) prefetched_.emplace(keys[i], std::move(values[i]));
+  if (!keys.empty()) {
+    auto values = store_.peek(keys, kAbsentSentinel);
+    if (ask_closed && values[0])
+      throw RendezvousClosedError(
+          fmt::format("rendezvous '{}' is closed ({}): the job that used this --rdzv-id has "
+                      "ended; start a new job with a new --rdzv-id",
+                      config_.run_id, *values[0]));
+    for (std::size_t i = ask_closed ? 1 : 0; i < keys.size(); ++i) prefetched_.emplace(keys[i], std::move(values[i]));
+  }
+  struct ForgetWoken {
+    std::string& key;
+    ~ForgetWoken() { key.clear(); }
+  } forget{woken_};
   for (;;) {
     Step s;
     switch (phase_) {
@@ -91,6 +109,7 @@ std::optional<std::string> JoinOp::read(const std::string& key) {
 }
 
 bool JoinOp::exists(const std::string& key) {
+  if (key == woken_) return true;
   if (auto it = prefetched_.find(key); it != prefetched_.end()) {
     const bool present = it->second.has_value();
     prefetched_.erase(it);
@@ -118,7 +137,7 @@ JoinOp::Step JoinOp::start(TimePoint now) {
   if (previous_) {
     // Leaving our round tells its other members to restart (torchrun: the node lands in the wait list).
     mark_exit(store_, keys_, previous_->round, previous_->rank, previous_->members, "left", kOverRejoin,
-              fmt::format("node {} re-rendezvous (its workers stopped)", me_.describe()));
+              fmt::format("node {} re-rendezvous (its workers stopped)", me_.describe()), previous_->over_known);
     round_ = std::max(round_, previous_->round + 1);
   }
   phase_ = Phase::kArrive;
@@ -145,6 +164,7 @@ JoinOp::Step JoinOp::gate(TimePoint now) {
     return std::nullopt;
   }
   const auto prev = round_ - 1;
+  if (member_of(prev)) return drain(prev, now);
   auto pass = [&]() -> Step {
     if (spare_) deadline_ = now + config_.join_timeout;  // leaving the spare list restarts the clock (torchrun)
     spare_ = false;
@@ -171,6 +191,36 @@ JoinOp::Step JoinOp::gate(TimePoint now) {
   }
   if (now >= deadline_) throw_gate_timeout(now, members);
   return JoinWait{keys_.drained(prev), deadline_};
+}
+
+// A member that left round `prev` (start() marked it over) waits for its other members to leave it or be declared
+// dead: done(prev) was read before that (kStart), drained(prev) is waited for directly (a WAIT on a key that is
+// there answers at once), and its wake-up is taken for the key's presence: one request per member until the round
+// drained, none after. A member lost while the others leave (after the loss watch's one wake-up) is declared from the
+// `lost` log at the next look, by its settlers only (loss_watch.hpp).
+JoinOp::Step JoinOp::drain(std::uint64_t prev, TimePoint now) {
+  if (!prev_members_) prev_members_ = peek_int(keys_.done(prev)).value_or(-1);  // read with kStart's reads
+  auto pass = [&]() -> Step {
+    drain_waited_ = false;
+    phase_ = Phase::kCount;
+    return std::nullopt;
+  };
+  // The store does not know the round we were a member of: it restarted empty, and every round before this one is
+  // gone with it. Nobody can still run in it (all lost it with the store): meet here.
+  if (*prev_members_ <= 0 || woken_ == keys_.drained(prev)) return pass();
+  if (drain_waited_) {  // a wait slice passed and the round has not drained
+    if (exists(keys_.drained(prev))) return pass();
+    if (settle_lost(prev) && exists(keys_.drained(prev))) return pass();
+  }
+  if (now >= deadline_) throw_gate_timeout(now, *prev_members_);
+  drain_waited_ = true;
+  return JoinWait{keys_.drained(prev), deadline_};
+}
+
+bool JoinOp::settle_lost(std::uint64_t prev) {
+  auto log = read(keys_.lost(prev));
+  if (!log) return false;  // nobody's connection closed (or the store has no ON_CLOSE)
+  return LossWatch(store_, config_.run_id).settle_log(*previous_, *log) == LossWatch::Outcome::kDeclared;
 }
 
 JoinOp::Step JoinOp::count(TimePoint now) {

@@ -32,6 +32,7 @@ struct Membership {
   std::uint64_t round = 0;
   int rank = 0;
   int members = 0;
+  bool over_known = false;  // its over key was seen set (the handler's watch fired): leaving need not set it
 };
 
 struct JoinResult {
@@ -52,6 +53,9 @@ class JoinOp {
 
   // Throws RendezvousClosedError, RendezvousTimeoutError; store errors pass through.
   std::variant<JoinResult, JoinWait> step(TimePoint now);
+  // The key of the last JoinWait exists (its WAIT came back ready): the next step need not read it, nor whether the
+  // run closed (a wait slice's step does); a step with nothing else to read asks the store nothing.
+  void woken(const std::string& key) { woken_ = key; }
 
   std::uint64_t round() const { return round_; }
   std::int64_t arrival() const { return arrival_; }  // 0 until this node arrived in round()
@@ -75,6 +79,9 @@ class JoinOp {
   bool exists(const std::string& key);
   std::int64_t read_int(const std::string& key);                 // a key that exists
   std::optional<std::int64_t> peek_int(const std::string& key);  // nullopt: missing
+  bool member_of(std::uint64_t round) const { return previous_ && previous_->round == round; }
+  Step drain(std::uint64_t prev, TimePoint now);
+  bool settle_lost(std::uint64_t prev);  // true: it declared a member dead
   TimePoint deadline() const { return spare_ ? TimePoint::max() : deadline_; }
 
   store::Store& store_;
@@ -94,6 +101,9 @@ class JoinOp {
   bool deadline_passed_ = false;        // our join deadline passed, but another node decided the round first
   std::string timeout_message_;
   std::map<std::string, std::optional<std::string>> prefetched_;  // this step's first reads (step())
+  std::string woken_;                         // the key whose wait came back ready before this step (woken())
+  bool drain_waited_ = false;                 // this node waited once already for the previous round to drain
+  std::optional<std::int64_t> prev_members_;  // done(previous round) as read at the start (-1: missing)
 };
 
 }  // namespace ctrun::rdzv

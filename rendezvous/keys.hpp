@@ -30,7 +30,7 @@ class Keys {
   static constexpr std::string_view kUnbeaten = "0";
   std::string over(std::uint64_t r) const { return round(r) + "over"; }  // the round must end (value: reason)
   std::string exit(std::uint64_t r, int rank) const { return round(r) + "exit/" + std::to_string(rank); }
-  std::string gone(std::uint64_t r) const { return round(r) + "gone"; }  // ADD: members that left or died
+  std::string gone(std::uint64_t r) const { return round(r) + "gone"; }        // ADD: members that left or died
   std::string failure(std::uint64_t r) const { return round(r) + "failure"; }  // CAS: the node that failed first
   // ON_CLOSE log of the members' heartbeat connections: "-<rank>," on a close, "+<rank>," on a reconnect
   std::string lost(std::uint64_t r) const { return round(r) + "lost"; }

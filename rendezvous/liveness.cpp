@@ -21,6 +21,7 @@ void Liveness::follow(const Membership& membership, TimePoint now) {
   exited_.clear();
   beating_.clear();
   timing_heartbeats_ = false;
+  round_over_ = false;
   next_beat_ = now;
   next_check_ = now + config_.interval / 4;
   beats_ = 0;
@@ -69,7 +70,7 @@ TimePoint Liveness::tick(TimePoint now) {
     // A SET of the beat's number, not an ADD: it has no reply, so it rides in the same write as the check's reads
     // (MuxStore) and costs the store no round trip of its own. Watchers look for a change of value either way.
     store_.set(keys_.heartbeat(membership_->round, membership_->rank), std::to_string(++beats_));
-    next_beat_ = now + config_.interval;
+    next_beat_ = now + beat_gap();
   }
   if (now >= next_check_) {
     check(now);
@@ -78,10 +79,26 @@ TimePoint Liveness::tick(TimePoint now) {
   return std::min(next_beat_, next_check_);
 }
 
+store::Duration Liveness::beat_gap() const {
+  const auto interval = config_.interval;
+  if (!config_.align_beats || interval < std::chrono::milliseconds(100)) return interval;
+  // The next point of the grid, shifted by up to 49 ms by rank: a burst the store reads in a few wake-ups, yet not
+  // all in the same millisecond.
+  const auto wall = std::chrono::duration_cast<store::Duration>(std::chrono::system_clock::now().time_since_epoch());
+  const auto shift = std::chrono::duration_cast<store::Duration>(std::chrono::milliseconds(membership_->rank % 50));
+  auto gap = interval - (wall - shift) % interval;
+  if (gap < interval / 2) gap += interval;
+  return gap;
+}
+
 void Liveness::time_heartbeats(std::uint64_t round) {
   if (!membership_ || membership_->round != round || timing_heartbeats_) return;
   timing_heartbeats_ = true;
   seen_.clear();  // every watched counter is timed from its first reading on
+}
+
+void Liveness::round_over(std::uint64_t round) {
+  if (membership_ && membership_->round == round) round_over_ = true;
 }
 
 bool Liveness::stale(int rank, const std::string& value, TimePoint now) {
@@ -96,7 +113,8 @@ void Liveness::check(TimePoint now) {
   // member as of a dead one, once that member has registered: its first beat says it has (it registers first, on the
   // same connection). Until then its counter is timed here: a member killed between the round's completion and its
   // first tick closes no registered connection.
-  const bool server_times = server_times_silence_ && registered_ == membership_->round && !timing_heartbeats_;
+  const bool server_times =
+      server_times_silence_ && registered_ == membership_->round && (!timing_heartbeats_ || round_over_);
   const auto& m = *membership_;
   std::vector<int> ranks;
   std::vector<std::string> keys;

@@ -5,9 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "common/text.hpp"
 #include "rendezvous/membership.hpp"
 #include "rendezvous/records.hpp"
-#include "common/text.hpp"
 
 namespace ctrun::rdzv {
 
@@ -48,7 +48,10 @@ std::set<int> settlers(const std::set<int>& lost, int members) {
 }
 
 LossWatch::Outcome LossWatch::settle(const Membership& m, store::Duration grace) {
-  const auto log = store_.get(keys_.lost(m.round));
+  return settle_log(m, store_.get(keys_.lost(m.round)), grace);
+}
+
+LossWatch::Outcome LossWatch::settle_log(const Membership& m, std::string_view log, store::Duration grace) {
   const auto ranks = lost_ranks(log);
   if (ranks.empty()) return Outcome::kBlip;
   if (!settlers(ranks, m.members).count(m.rank)) return Outcome::kNothing;

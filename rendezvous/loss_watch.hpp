@@ -58,6 +58,9 @@ class LossWatch {
   // declares them dead unless they left or the round ended with its exit barrier passed. kBlip: nobody was lost for
   // good; kNothing: left to the settlers.
   Outcome settle(const Membership& m, store::Duration grace);
+  // As settle(), with the log already read (a member of a round that is over, waiting for it to drain: the closes in
+  // the log are at least one wait old, and a close declared in a round that ended anyway costs nothing).
+  Outcome settle_log(const Membership& m, std::string_view log, store::Duration grace = kReconnectGrace);
 
  private:
   store::Store& store_;

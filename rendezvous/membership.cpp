@@ -26,9 +26,9 @@ std::string mark_over(store::Store& store, const Keys& keys, std::uint64_t round
 }
 
 bool mark_exit(store::Store& store, const Keys& keys, std::uint64_t round, int rank, int members, std::string_view how,
-               std::string_view kind, std::string_view reason) {
+               std::string_view kind, std::string_view reason, bool over_known) {
   // over before drained: whoever waits on drained(r) may rely on over(r) being set too.
-  mark_over(store, keys, round, kind, reason);
+  if (!over_known) mark_over(store, keys, round, kind, reason);
   auto value = fmt::format("{} {}", how, unique_token());
   if (store.compare_set(keys.exit(round, rank), "", value) != value) return false;
   if (store.add(keys.gone(round), 1) == members) store.set(keys.drained(round), "1");

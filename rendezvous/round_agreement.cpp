@@ -19,7 +19,7 @@ std::optional<int> agree_restart_count(store::Store& s, int mine, int group_worl
   for (int tries = 0; tries <= group_world_size; ++tries) {
     std::string now = s.compare_set(key, expected, desired);
     if (now == desired || text::parse_int<int>(now).value_or(-1) >= mine) break;  // ours is in, or one as large
-    expected = now;                                       // a smaller one: replace it
+    expected = now;                                                               // a smaller one: replace it
   }
   if (s.add("restart_count_members", 1) >= group_world_size) s.set("restart_count_ready", "1");
   const auto deadline = std::chrono::steady_clock::now() + timeout;

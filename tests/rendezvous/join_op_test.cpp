@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "rendezvous/loss_watch.hpp"
 #include "sim.hpp"
 #include "store/counting_store.hpp"
 
@@ -157,6 +158,97 @@ TEST(JoinOp, WorkerFailureOnOneNodeRestartsAllIntoNextRound) {
   ASSERT_EQ(sim.done_count(), 2);
   EXPECT_EQ(sim.node(0).result->round, 1u);
   EXPECT_EQ(sim.node(1).result->round, 1u);
+}
+
+// A member lost while the others leave a round that is over already (the loss watch woke once, for the first death)
+// is in the round's `lost` log: the members waiting for the round to drain read it when a wait slice passes, and its
+// settler declares it dead. Before, they waited the whole join timeout (600 s) and failed.
+TEST(JoinOp, AMemberLostWhileTheOthersLeaveIsSettledFromTheLostLog) {
+  Sim sim(config(2, 3));
+  sim.set_wait_slice(10s);
+  sim.join("a");
+  sim.join("b");
+  sim.join("c");
+  sim.settle();
+  ASSERT_EQ(sim.done_count(), 3);
+  const int c_rank = sim.node(2).result->assignment.group_rank;
+  sim.kill(2);
+  sim.store().set(sim.keys().lost(0), on_close_entry(c_rank));  // as the server's ON_CLOSE
+  sim.rejoin(0);
+  sim.rejoin(1);
+  sim.settle();
+  EXPECT_FALSE(sim.node(0).result);
+  EXPECT_FALSE(sim.store().check({sim.keys().drained(0)}));
+  sim.clock().advance(11s);  // a wait slice
+  sim.settle();
+  ASSERT_TRUE(sim.store().check({sim.keys().exit(0, c_rank)}));
+  EXPECT_EQ(sim.store().get(sim.keys().exit(0, c_rank)).rfind("dead", 0), 0u);
+  EXPECT_TRUE(sim.store().check({sim.keys().drained(0)}));
+  sim.clock().advance(31s);  // the next round's last call (2 of MIN 2, MAX 3)
+  sim.settle();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(sim.node(i).result) << sim.node(i).error;
+    EXPECT_EQ(sim.node(i).result->round, 1u);
+    EXPECT_EQ(sim.node(i).result->assignment.group_world_size, 2);
+  }
+}
+
+// A member rejoining after its round ended: it reads whether the round exists with its first reads, waits for the
+// round to drain directly, and takes each wake-up for its key: 10 store operations for a member that does not decide,
+// 9 when it saw the round's over key set (17 before; at 16,384 nodes each one is a herd of 16,384 requests).
+TEST(JoinOp, AMembersRejoinCostsNineOrTenOperations) {
+  auto memory = std::make_shared<ctrun::store::MemoryStore>(2s);
+  const auto cfg = config(3, 3);
+  const Keys keys(cfg.run_id);
+  FakeClock clock;
+  std::vector<Membership> held;
+  {
+    std::vector<std::unique_ptr<JoinOp>> first;
+    for (int i = 0; i < 3; ++i)
+      first.push_back(std::make_unique<JoinOp>(
+          *memory, cfg, NodeRecord{"n" + std::to_string(i), 100 + i, 1, "default", "h", 7000, 0}, std::nullopt));
+    for (int i = 0; i < 2; ++i) first[i]->step(clock.now());
+    first[2]->step(clock.now());
+    for (int i = 0; i < 3; ++i) {
+      first[i]->woken(keys.done(0));
+      auto s = first[i]->step(clock.now());
+      ASSERT_TRUE(std::holds_alternative<JoinResult>(s)) << "node " << i;
+      const auto& a = std::get<JoinResult>(s).assignment;
+      held.push_back(Membership{0, a.group_rank, a.group_world_size});
+    }
+  }
+  memory->set(keys.over(0), "dead: a member's agent is gone");  // node 0 saw it; node 1 did not look
+  held[0].over_known = true;
+  std::vector<std::shared_ptr<ctrun::store::StoreTraffic>> traffic;
+  std::vector<std::shared_ptr<ctrun::store::CountingStore>> stores;
+  std::vector<std::unique_ptr<JoinOp>> ops;
+  for (int i = 0; i < 3; ++i) {
+    traffic.push_back(std::make_shared<ctrun::store::StoreTraffic>());
+    stores.push_back(std::make_shared<ctrun::store::CountingStore>(memory, traffic.back()));
+    ops.push_back(std::make_unique<JoinOp>(
+        *stores.back(), cfg, NodeRecord{"n" + std::to_string(i), 100 + i, 1, "default", "h", 7000, 0}, held[i]));
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto s = ops[i]->step(clock.now());
+    ASSERT_TRUE(std::holds_alternative<JoinWait>(s));
+    EXPECT_EQ(std::get<JoinWait>(s).key, keys.drained(0)) << "node " << i;
+  }
+  auto last = ops[2]->step(clock.now());  // the last to leave drains the round, and is the MAX-th arrival
+  ASSERT_TRUE(std::holds_alternative<JoinWait>(last));
+  ASSERT_TRUE(memory->check({keys.drained(0)}));
+  ops[2]->woken(keys.drained(0));
+  ASSERT_TRUE(std::holds_alternative<JoinResult>(ops[2]->step(clock.now())));
+  for (int i = 0; i < 2; ++i) {
+    ops[i]->woken(keys.drained(0));
+    auto s = ops[i]->step(clock.now());
+    ASSERT_TRUE(std::holds_alternative<JoinWait>(s));
+    EXPECT_EQ(std::get<JoinWait>(s).key, keys.done(1));
+    ops[i]->woken(keys.done(1));
+    s = ops[i]->step(clock.now());
+    ASSERT_TRUE(std::holds_alternative<JoinResult>(s)) << "node " << i;
+    EXPECT_EQ(std::get<JoinResult>(s).round, 1u);
+    EXPECT_LE(traffic[i]->ops.load(), i == 0 ? 9u : 10u) << "node " << i;
+  }
 }
 
 TEST(JoinOp, MembersOfARoundThatAStoreRestartForgotMeetInTheNextRound) {

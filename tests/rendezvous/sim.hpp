@@ -28,6 +28,7 @@ struct SimNode {
   bool closed = false;
   std::unique_ptr<Liveness> liveness;
   bool alive = true;  // a dead node is neither stepped nor ticked
+  TimePoint waited_at{};
 
   Membership membership() const {
     return Membership{result->round, result->assignment.group_rank, result->assignment.group_world_size};
@@ -56,6 +57,8 @@ class Sim {
     n.wait.reset();
   }
   void kill(int i) { nodes_.at(i)->alive = false; }
+  // A wait that passes this long with its key missing resumes the join (C10dConfig::wait_slice); none by default.
+  void set_wait_slice(store::Duration slice) { slice_ = slice; }
 
   // Steps nodes until nobody can move without time passing.
   void settle() {
@@ -64,8 +67,14 @@ class Sim {
       for (auto& p : nodes_) {
         auto& n = *p;
         if (!n.alive || !n.op || n.result || !n.error.empty()) continue;
-        if (n.wait && !store_.check({n.wait->key}) && clock_.now() < n.wait->until) continue;
+        // As C10dHandler: a wait resumes when its key appears (the step is told so), at its deadline, or when a
+        // wait slice passes.
+        const bool ready = n.wait && store_.check({n.wait->key});
+        if (n.wait && !ready &&
+            clock_.now() < (slice_ ? std::min(n.wait->until, n.waited_at + *slice_) : n.wait->until))
+          continue;
         progress = true;
+        if (ready) n.op->woken(n.wait->key);
         try {
           auto s = n.op->step(clock_.now());
           if (auto* r = std::get_if<JoinResult>(&s)) {
@@ -73,6 +82,7 @@ class Sim {
             n.liveness->follow(n.membership(), clock_.now());
           } else {
             n.wait = std::get<JoinWait>(s);
+            n.waited_at = clock_.now();
           }
         } catch (const RendezvousClosedError& e) {
           n.error = e.what();
@@ -120,6 +130,7 @@ class Sim {
   int attempts_;
   store::MemoryStore store_{std::chrono::seconds(2)};
   FakeClock clock_;
+  std::optional<store::Duration> slice_;
   std::vector<std::unique_ptr<SimNode>> nodes_;
 };
 

@@ -1,6 +1,8 @@
 // A formed round left alone: the members' heartbeats (keep_alive_interval 5 s, torchrun's default) and their
 // watches (the round's `lost` and `over` keys, waits pending on the master) are all the master sees. Its requests per
-// second and its share of one core over the window (default three heartbeat intervals), after a second of settling.
+// second and its share of one core over the window (default three heartbeat intervals), after a beat interval and a
+// second of settling (the members' first looks at their watched ranks, until each has beaten once, belong to the
+// round's start, not to its steady state).
 #include <chrono>
 #include <thread>
 
@@ -11,7 +13,7 @@
 namespace ctrun::scale_bench {
 
 std::vector<Row> idle_scenario(Job& job) {
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::this_thread::sleep_for(std::chrono::seconds(6));
   const auto net0 = net_sample(job.master.port());
   const auto before = job.master.sample();
   std::this_thread::sleep_for(std::chrono::duration<double>(job.options.idle_window_s));
