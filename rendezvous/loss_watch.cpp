@@ -7,6 +7,7 @@
 
 #include "common/text.hpp"
 #include "rendezvous/membership.hpp"
+#include "rendezvous/peek.hpp"
 #include "rendezvous/records.hpp"
 
 namespace ctrun::rdzv {
@@ -48,7 +49,9 @@ std::set<int> settlers(const std::set<int>& lost, int members) {
 }
 
 LossWatch::Outcome LossWatch::settle(const Membership& m, store::Duration grace) {
-  return settle_log(m, store_.get(keys_.lost(m.round)), grace);
+  // A peek, not a get: the key is there (its wait fired), and a get over TCP is a WAIT and a GET.
+  const auto log = peek(store_, keys_.lost(m.round));
+  return log ? settle_log(m, *log, grace) : Outcome::kBlip;
 }
 
 LossWatch::Outcome LossWatch::settle_log(const Membership& m, std::string_view log, store::Duration grace) {

@@ -25,6 +25,9 @@ namespace ctrun::rdzv {
 // How long a closed connection may take to come back before its member counts as dead. A member's client
 // reconnects at its next store call; an agent whose process died never does.
 inline constexpr store::Duration kReconnectGrace = std::chrono::milliseconds(500);
+// How much later than ranks 0 and 1 the other members read the log (C10dHandler::on_lost): a settler among the first
+// two ends the round before they look, unless both of them are lost.
+inline constexpr store::Duration kLateSettle = std::chrono::milliseconds(1000);
 
 // The ranks lost for good in a `lost` log: those with more closes (or silences) than reconnects ("-1,-2,+1," gives
 // {2}).
