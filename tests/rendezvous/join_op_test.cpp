@@ -23,6 +23,23 @@ std::set<int> ranks(Sim& sim, std::initializer_list<int> nodes) {
   return out;
 }
 
+// Nodes n0.. joining over one store, each through a store that counts its operations.
+struct CountedJoins {
+  std::vector<std::shared_ptr<ctrun::store::StoreTraffic>> traffic;
+  std::vector<std::shared_ptr<ctrun::store::CountingStore>> stores;
+  std::vector<std::unique_ptr<JoinOp>> ops;
+  CountedJoins(const std::shared_ptr<ctrun::store::MemoryStore>& memory, const JoinConfig& cfg,
+               const std::vector<std::optional<Membership>>& previous) {
+    for (std::size_t i = 0; i < previous.size(); ++i) {
+      traffic.push_back(std::make_shared<ctrun::store::StoreTraffic>());
+      stores.push_back(std::make_shared<ctrun::store::CountingStore>(memory, traffic.back()));
+      ops.push_back(std::make_unique<JoinOp>(
+          *stores.back(), cfg,
+          NodeRecord{"n" + std::to_string(i), 100 + static_cast<int>(i), 1, "default", "h", 7000, 0}, previous[i]));
+    }
+  }
+};
+
 }  // namespace
 
 TEST(JoinOp, CompletesAtMaxAtOnce) {
@@ -219,15 +236,9 @@ TEST(JoinOp, AMembersRejoinCostsNineOrTenOperations) {
   }
   memory->set(keys.over(0), "dead: a member's agent is gone");  // node 0 saw it; node 1 did not look
   held[0].over_known = true;
-  std::vector<std::shared_ptr<ctrun::store::StoreTraffic>> traffic;
-  std::vector<std::shared_ptr<ctrun::store::CountingStore>> stores;
-  std::vector<std::unique_ptr<JoinOp>> ops;
-  for (int i = 0; i < 3; ++i) {
-    traffic.push_back(std::make_shared<ctrun::store::StoreTraffic>());
-    stores.push_back(std::make_shared<ctrun::store::CountingStore>(memory, traffic.back()));
-    ops.push_back(std::make_unique<JoinOp>(
-        *stores.back(), cfg, NodeRecord{"n" + std::to_string(i), 100 + i, 1, "default", "h", 7000, 0}, held[i]));
-  }
+  CountedJoins joins(memory, cfg, {held[0], held[1], held[2]});
+  auto& ops = joins.ops;
+  auto& traffic = joins.traffic;
   // Below MAX (MIN == MAX) a member waits for the next round itself: only the MAX-th arrival waits for the drain.
   for (int i = 0; i < 2; ++i) {
     auto s = ops[i]->step(clock.now());
@@ -350,15 +361,9 @@ TEST(JoinOp, AtMinEqualMaxTheLastArrivalDecidesAndTheOthersWaitForTheRound) {
   auto memory = std::make_shared<ctrun::store::MemoryStore>(2s);
   const auto cfg = config(3, 3);
   const Keys keys(cfg.run_id);
-  std::vector<std::shared_ptr<ctrun::store::StoreTraffic>> traffic;
-  std::vector<std::shared_ptr<ctrun::store::CountingStore>> stores;
-  std::vector<std::unique_ptr<JoinOp>> ops;
-  for (int i = 0; i < 3; ++i) {
-    traffic.push_back(std::make_shared<ctrun::store::StoreTraffic>());
-    stores.push_back(std::make_shared<ctrun::store::CountingStore>(memory, traffic.back()));
-    ops.push_back(std::make_unique<JoinOp>(
-        *stores.back(), cfg, NodeRecord{"n" + std::to_string(i), 100 + i, 1, "default", "h", 7000, 0}, std::nullopt));
-  }
+  CountedJoins joins(memory, cfg, {std::nullopt, std::nullopt, std::nullopt});
+  auto& ops = joins.ops;
+  auto& traffic = joins.traffic;
   FakeClock clock;
   for (int i = 0; i < 2; ++i) {
     auto s = ops[i]->step(clock.now());

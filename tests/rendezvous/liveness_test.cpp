@@ -171,6 +171,24 @@ struct CtrunStore {
     o.timeout = 10s;
     return std::make_unique<ctrun::store::MuxStore>(o);
   }
+  // The last of `members` members of round 0 of run `run`, every member's counter beaten once, after its first tick
+  // (its connection registered).
+  static std::unique_ptr<Liveness> last_member(ctrun::store::Store& client, const std::string& run, int members,
+                                               TimePoint t) {
+    const Keys keys(run);
+    for (int r = 0; r < members; ++r) client.set(keys.heartbeat(0, r), "1");
+    auto member = std::make_unique<Liveness>(client, LivenessConfig{run, 200ms, 3});
+    member->follow(Membership{0, members - 1, members}, t);
+    member->tick(t);
+    return member;
+  }
+  // The reads the server answered so far (the counters a member times).
+  std::uint64_t reads() {
+    std::uint64_t n = 0;
+    for (const auto& [op, count] : server.stats().ops)
+      if (op == "COMPARE_SET" || op == "GET" || op == "MULTI_GET" || op == "CHECK") n += count;
+    return n;
+  }
 };
 
 }  // namespace
@@ -238,18 +256,10 @@ TEST(Liveness, OverCtrunsStoreAMemberLooksAtItsWindowOnce) {
   auto client = store.connect();
   auto& a = *client;
   const Keys keys("window");
-  constexpr int kMembers = 12;
-  for (int r = 0; r < kMembers; ++r) a.set(keys.heartbeat(0, r), "1");  // everyone beat
-  auto reads = [&] {
-    std::uint64_t n = 0;
-    for (const auto& [op, count] : store.server.stats().ops)
-      if (op == "COMPARE_SET" || op == "GET" || op == "MULTI_GET" || op == "CHECK") n += count;
-    return n;
-  };
-  Liveness la(a, LivenessConfig{"window", 200ms, 3});
+  auto reads = [&] { return store.reads(); };
   TimePoint t{};
-  la.follow(Membership{0, kMembers - 1, kMembers}, t);
-  la.tick(t);
+  auto member = CtrunStore::last_member(a, "window", 12, t);
+  auto& la = *member;
   ASSERT_TRUE(la.reports_closes());
   const auto before = reads();
   for (int i = 0; i < 40; ++i) la.tick(t += 100ms);  // 80 checks' worth of time
@@ -266,17 +276,10 @@ TEST(Liveness, OverCtrunsStoreNoCounterIsReadOnceTheRoundIsOver) {
   auto& a = *client;
   const Keys keys("ending");
   constexpr int kMembers = 4;
-  for (int r = 0; r < kMembers; ++r) a.set(keys.heartbeat(0, r), "1");  // everyone beat
-  auto reads = [&] {
-    std::uint64_t n = 0;
-    for (const auto& [op, count] : store.server.stats().ops)
-      if (op == "COMPARE_SET" || op == "GET" || op == "MULTI_GET" || op == "CHECK") n += count;
-    return n;
-  };
-  Liveness la(a, LivenessConfig{"ending", 200ms, 3});
+  auto reads = [&] { return store.reads(); };
   TimePoint t{};
-  la.follow(Membership{0, kMembers - 1, kMembers}, t);
-  la.tick(t);
+  auto member = CtrunStore::last_member(a, "ending", kMembers, t);
+  auto& la = *member;
   ASSERT_TRUE(la.reports_closes());
   la.time_heartbeats(0);
   auto before = reads();
