@@ -98,9 +98,11 @@ int Child::finish(double timeout_s) {
   return -1;
 }
 
-double Child::cpu_seconds() const {
+double Child::cpu_seconds() const { return cpu_seconds_of(pid_); }
+
+double cpu_seconds_of(pid_t pid) {
   double total = 0;
-  const auto dir = fmt::format("/proc/{}/task", pid_);
+  const auto dir = fmt::format("/proc/{}/task", pid);
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;
   while (auto* e = ::readdir(d)) {

@@ -12,6 +12,9 @@
 
 namespace ctrun::scale_bench {
 
+// CPU seconds (user + system) the threads of process `pid` have used so far (/proc/<pid>/task/*/schedstat).
+double cpu_seconds_of(pid_t pid);
+
 class Child {
  public:
   explicit Child(const std::vector<std::string>& argv);
