@@ -42,6 +42,7 @@ const std::string kLastWorkerKey = kBarrierKey + "/last_worker";
 struct Rank {
   int fd = -1;
   int global = 0;
+  std::uint32_t host = 0;  // IPv4, host order
   std::uint16_t port = 0;
   int step = 0;  // the request in flight (see next_request)
   std::int64_t count = 0;
@@ -52,6 +53,19 @@ struct Rank {
   bool connected = false;
   bool done = false;
 };
+
+struct Endpoint {
+  std::uint32_t host = 0;  // IPv4, host order
+  std::uint16_t port = 0;
+};
+
+// Node i's relay listens on an address of its own in 127/8 (loopback): 16,384 listeners on 127.0.0.1 would take as
+// many of the ~28,000 ephemeral ports the relays' own upstream connections need; on distinct addresses the kernel
+// gives them the same few port numbers.
+std::uint32_t relay_host(int node) {
+  return (127u << 24) | (1u << 16) | (static_cast<std::uint32_t>(node / 250) << 8) |
+         static_cast<std::uint32_t>(1 + node % 250);
+}
 
 enum Step {
   kHello,
@@ -74,13 +88,14 @@ std::string encode(const protocol::Request& r) {
 
 class Storm {
  public:
-  Storm(std::vector<std::uint16_t> ports, int first_rank, int ranks_per_port, int world)
+  Storm(const std::vector<Endpoint>& ports, int first_rank, int ranks_per_port, int world)
       : world_(world), ep_(::epoll_create1(EPOLL_CLOEXEC)) {
     for (std::size_t p = 0; p < ports.size(); ++p)
       for (int r = 0; r < ranks_per_port; ++r) {
         Rank k;
         k.global = first_rank + static_cast<int>(p) * ranks_per_port + r;
-        k.port = ports[p];
+        k.host = ports[p].host;
+        k.port = ports[p].port;
         ranks_.push_back(k);
       }
   }
@@ -120,11 +135,11 @@ class Storm {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(r.port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = htonl(r.host);
     if (::connect(r.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno != EINPROGRESS)
       throw std::runtime_error(fmt::format("scale_bench: connect: {}", std::strerror(errno)));
     epoll_event ev{};
-    ev.events = EPOLLOUT | EPOLLIN;
+    ev.events = EPOLLOUT | EPOLLIN | EPOLLET;  // edge-triggered: registered once, never modified
     ev.data.u64 = i;
     ::epoll_ctl(ep_, EPOLL_CTL_ADD, r.fd, &ev);
   }
@@ -226,11 +241,6 @@ class Storm {
       next_request(r, res);
     }
     if (!flush(r)) return fail(r, res, "send failed");
-    epoll_event ev{};
-    ev.events = EPOLLIN | (r.out.empty() ? 0u : static_cast<std::uint32_t>(EPOLLOUT));
-    ev.data.u64 = i;
-    ::epoll_ctl(ep_, EPOLL_CTL_MOD, r.fd, &ev);
-    if (!(events & (EPOLLIN | EPOLLHUP | EPOLLERR))) return;
     char buf[4096];
     for (;;) {
       const auto n = ::recv(r.fd, buf, sizeof buf, 0);
@@ -259,8 +269,6 @@ class Storm {
         return;
       }
       if (!flush(r)) return fail(r, res, "send failed");
-      ev.events = EPOLLIN | (r.out.empty() ? 0u : static_cast<std::uint32_t>(EPOLLOUT));
-      ::epoll_ctl(ep_, EPOLL_CTL_MOD, r.fd, &ev);
     }
   }
 
@@ -296,20 +304,24 @@ int storm_group_main(int argc, char** argv) {
   const int world = std::stoi(argv[7]) * ranks;
   boost::asio::io_context io;
   std::vector<std::unique_ptr<store::Relay>> relays;
-  std::vector<std::uint16_t> ports;
+  std::vector<Endpoint> ports;
   std::thread io_thread;
   try {
     if (mode == "relay") {
       for (int n = 0; n < nodes; ++n) {
-        relays.push_back(std::make_unique<store::Relay>(store::RelayOptions{}, &io));
+        store::RelayOptions options;
+        options.connect_timeout = std::chrono::minutes(5);  // a loaded machine's SYN retries, not a dead store
+        const std::uint32_t host = relay_host(first + n);
+        options.server.host = fmt::format("127.{}.{}.{}", (host >> 16) & 255, (host >> 8) & 255, host & 255);
+        relays.push_back(std::make_unique<store::Relay>(options, &io));
         relays.back()->start();
         relays.back()->connect("127.0.0.1", port);
-        ports.push_back(relays.back()->port());
+        ports.push_back({host, relays.back()->port()});
       }
       auto guard =
           std::make_shared<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>(io.get_executor());
       io_thread = std::thread([&io, guard] { io.run(); });
-      const auto deadline = std::chrono::steady_clock::now() + 120s;
+      const auto deadline = std::chrono::steady_clock::now() + 300s;
       for (;;) {
         std::promise<int> ready;
         boost::asio::post(io, [&] {
@@ -317,13 +329,14 @@ int storm_group_main(int argc, char** argv) {
           for (auto& r : relays) up += r->stats().upstream_ready;
           ready.set_value(up);
         });
-        if (ready.get_future().get() == nodes) break;
+        const int up = ready.get_future().get();
+        if (up == nodes) break;
         if (std::chrono::steady_clock::now() > deadline)
-          throw std::runtime_error("the relays did not reach the store within 120 s");
+          throw std::runtime_error(fmt::format("{} of {} relays reached the store within 300 s", up, nodes));
         std::this_thread::sleep_for(50ms);
       }
     } else if (mode == "direct") {
-      ports.assign(nodes, port);
+      ports.assign(nodes, Endpoint{INADDR_LOOPBACK, port});
     } else {
       throw std::runtime_error("mode is relay or direct, not " + mode);
     }

@@ -71,23 +71,28 @@ Row storm(const BenchOptions& o, const std::string& mode, int nodes) {
   };
   std::vector<std::unique_ptr<Child>> groups;
   const int procs = (nodes + kNodesPerProcess - 1) / kNodesPerProcess;
-  for (int g = 0; g < procs; ++g) {
+  for (int g = 0; g < procs; ++g) {  // one by one: each process's relays dial the master before the next starts
     const int first = static_cast<int>(static_cast<long>(nodes) * g / procs);
     const int next = static_cast<int>(static_cast<long>(nodes) * (g + 1) / procs);
     groups.push_back(std::make_unique<Child>(std::vector<std::string>{
         o.self, "--storm-group", mode == "relay" ? "relay" : "direct", std::to_string(port), std::to_string(first),
         std::to_string(next - first), std::to_string(ranks), std::to_string(nodes)}));
-  }
-  for (auto& g : groups) {
-    const auto line = g->read_line();
+    const auto line = groups.back()->read_line();
     if (line.rfind("ready", 0) != 0) throw std::runtime_error(fmt::format("init storm ({}): {}", mode, line));
   }
+  const auto group_cpu = [&] {
+    double total = 0;
+    for (auto& g : groups) total += g->cpu_seconds();
+    return total;
+  };
   const auto net0 = net_sample(port);
   const auto before = sample();
+  const double groups_before = group_cpu();
   for (auto& g : groups) g->write_line("go");
   JoinResult r;
   for (auto& g : groups) r.merge(JoinResult::decode(g->read_line()));
   const auto after = sample();
+  const double groups_cpu = group_cpu() - groups_before;
   auto row = measured(fmt::format("init storm: {}", mode == "relay"    ? "through relays"
                                                     : mode == "direct" ? "direct to ctstore"
                                                                        : "direct to torch 2.6"),
@@ -98,7 +103,8 @@ Row storm(const BenchOptions& o, const std::string& mode, int nodes) {
     row.requests = r.ops;
   }
   row.note =
-      fmt::format("{} ranks ({} x {}), {} processes; ranks' requests {}", nodes * ranks, nodes, ranks, procs, r.ops);
+      fmt::format("{} ranks ({} x {}) in {} processes ({:.1f} CPU s{}); the ranks sent {} requests", nodes * ranks,
+                  nodes, ranks, procs, groups_cpu, mode == "relay" ? ", relays included" : "", r.ops);
   if (r.failures) row.note += fmt::format("; {} FAILED: {}", r.failures, r.error);
   for (auto& g : groups) g->write_line("quit");
   for (auto& g : groups) g->finish(60);
