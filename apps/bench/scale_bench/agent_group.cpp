@@ -1,4 +1,5 @@
 #include "apps/bench/scale_bench/agent_group.hpp"
+#include "apps/bench/scale_bench/child.hpp"
 
 #include <pthread.h>
 #include <sys/resource.h>
@@ -292,12 +293,7 @@ int agent_group_main(int argc, char** argv) {
     std::fprintf(stderr, "usage: scale_bench --agent-group PORT RUN_ID MIN MAX FIRST COUNT THREADS (internal)\n");
     return 2;
   }
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  log::set_default_level(spdlog::level::warn);
+  begin_child_process();
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[2]));
   GroupSpec spec{argv[3],           std::stoi(argv[4]), std::stoi(argv[5]), std::stoi(argv[6]), std::stoi(argv[7]),
                  std::stoi(argv[8])};

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "common/log.hpp"
 
 namespace ctrun::scale_bench {
 
@@ -96,6 +99,15 @@ int Child::finish(double timeout_s) {
   ::waitpid(pid_, nullptr, 0);
   pid_ = -1;
   return -1;
+}
+
+void begin_child_process() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  log::set_default_level(spdlog::level::warn);
 }
 
 double Child::cpu_seconds() const { return cpu_seconds_of(pid_); }

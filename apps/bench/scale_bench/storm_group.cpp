@@ -22,6 +22,7 @@
 #include <boost/asio/post.hpp>
 
 #include "apps/bench/scale_bench/agent_group.hpp"
+#include "apps/bench/scale_bench/child.hpp"
 #include "common/log.hpp"
 #include "store/protocol.hpp"
 #include "store/relay.hpp"
@@ -292,12 +293,7 @@ int storm_group_main(int argc, char** argv) {
                  "usage: scale_bench --storm-group relay|direct PORT FIRST_NODE NODES RANKS WORLD_NODES (internal)\n");
     return 2;
   }
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  log::set_default_level(spdlog::level::warn);
+  begin_child_process();
   const std::string mode = argv[2];
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[3]));
   const int first = std::stoi(argv[4]), nodes = std::stoi(argv[5]), ranks = std::stoi(argv[6]);
