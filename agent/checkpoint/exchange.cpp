@@ -103,7 +103,8 @@ nlohmann::json unbrought_json(const Unbrought& list) {
 Unbrought unbrought_from(const std::string& text) {
   try {
     Unbrought out;
-    for (const auto& pair : nlohmann::json::parse(text)) out.emplace_back(pair.at(0).get<int>(), pair.at(1).get<std::int64_t>());
+    for (const auto& pair : nlohmann::json::parse(text))
+      out.emplace_back(pair.at(0).get<int>(), pair.at(1).get<std::int64_t>());
     return out;
   } catch (const std::exception& e) {
     throw std::runtime_error(std::string("another node's list of checkpoint steps it could not bring is unreadable (") +
@@ -122,7 +123,8 @@ void publish_plans(store::Store& store, int restart_count, int iteration, const 
 }
 
 // Another node: its part of a plan, or a plan that says why there is none in time.
-NodePlan await_plan(store::Store& store, int restart_count, int iteration, int self, std::chrono::milliseconds timeout) {
+NodePlan await_plan(store::Store& store, int restart_count, int iteration, int self,
+                    std::chrono::milliseconds timeout) {
   const std::string mine = iteration_plan_key(restart_count, iteration, self);
   try {
     store.wait({mine}, timeout + kPlanGrace);
@@ -176,6 +178,39 @@ NodePlan decode_plan(const std::string& text) {
   }
 }
 
+namespace {
+
+// Who holds `step` of each rank, endpoints in the records' order: own snapshots, then replicas (holders_of for every
+// rank at once: one pass over the records, where asking holders_of for each rank that must bring walks every record
+// again, O(N^2) for a job whose nodes all bring).
+struct HoldersIndex {
+  std::map<int, std::vector<std::pair<int, const std::string*>>> own, replicas;  // rank -> (group rank, endpoint)
+
+  HoldersIndex(const std::vector<NodeRecord>& records, std::int64_t step) {
+    for (const auto& node : records) {
+      if (node.endpoint.empty()) continue;
+      for (auto [per_rank, into] : {std::pair{&node.holdings.own, &own}, std::pair{&node.holdings.replicas, &replicas}})
+        for (const auto& [rank, steps] : *per_rank)
+          if (std::find(steps.begin(), steps.end(), step) != steps.end())
+            (*into)[rank].emplace_back(node.group_rank, &node.endpoint);
+    }
+  }
+  std::vector<std::string> of(int rank, int self) const {
+    std::vector<std::string> out;
+    for (const auto* index : {&own, &replicas}) {
+      auto it = index->find(rank);
+      if (it == index->end()) continue;
+      for (const auto& [group_rank, endpoint] : it->second)
+        if (group_rank != self) out.push_back(*endpoint);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+// O(N) in the nodes (times their ranks and replicas): every node's targets, the ranks it accepts and the holders of
+// what it brings come from indices built once, never from a walk over every record per node.
 std::vector<NodePlan> plan_nodes(const std::vector<NodeRecord>& records, int world_size, const Unbrought& refused) {
   std::vector<NodePlan> plans(records.size());
   for (const auto& node : records) {
@@ -194,28 +229,41 @@ std::vector<NodePlan> plan_nodes(const std::vector<NodeRecord>& records, int wor
   const auto resume = newest_common_step(lists);
   const bool brings = resume && anyone_brings(records, *resume);
   const int nodes = static_cast<int>(records.size());
+  // Group rank -> the records of that group rank (one each in a round; a map keeps any order and duplicates).
+  std::map<int, std::vector<std::size_t>> by_group_rank;
+  for (std::size_t i = 0; i < records.size(); ++i) by_group_rank[records[i].group_rank].push_back(i);
+  // What each group rank accepts: the ranks of every node whose ring targets it.
+  std::map<int, std::set<int>> accepts;
+  for (const auto& node : records) {
+    for (int target : ring_targets(node.group_rank, nodes, node.replicas))
+      for (int rank = node.first_rank; rank < node.first_rank + node.ranks; ++rank) accepts[target].insert(rank);
+  }
+  std::optional<HoldersIndex> holders;
+  if (resume) holders.emplace(records, *resume);
   for (std::size_t i = 0; i < records.size(); ++i) {
     const NodeRecord& node = records[i];
     NodePlan& p = plans[i];
     p.resume = resume;
     p.listed = listed;
     p.brings = brings;
-    p.accepts = ranks_replicated_to(records, node.group_rank);
+    if (auto it = accepts.find(node.group_rank); it != accepts.end()) p.accepts = it->second;
     for (int target : ring_targets(node.group_rank, nodes, node.replicas)) {
-      for (const auto& other : records)
-        if (other.group_rank == target && !other.endpoint.empty()) p.targets.push_back(other.endpoint);
+      auto it = by_group_rank.find(target);
+      if (it == by_group_rank.end()) continue;
+      for (std::size_t other : it->second)
+        if (!records[other].endpoint.empty()) p.targets.push_back(records[other].endpoint);
     }
     if (!resume) continue;
     for (int rank = node.first_rank; rank < node.first_rank + node.ranks; ++rank) {
       if (holds(node.holdings.own, rank, *resume) || holds(node.holdings.replicas, rank, *resume)) continue;
-      p.holders[rank] = holders_of(records, rank, *resume, node.group_rank);
+      p.holders[rank] = holders->of(rank, node.group_rank);
     }
   }
   return plans;
 }
 
-Exchanged exchange_records(store::Store& store, int restart_count, const NodeRecord& self, int nodes,
-                           int world_size, std::chrono::milliseconds timeout) {
+Exchanged exchange_records(store::Store& store, int restart_count, const NodeRecord& self, int nodes, int world_size,
+                           std::chrono::milliseconds timeout) {
   store.set(record_key(restart_count, self.group_rank), encode_record(self));
   Exchanged out;
   if (self.group_rank != 0) {
@@ -236,10 +284,13 @@ Exchanged exchange_records(store::Store& store, int restart_count, const NodeRec
     std::vector<std::string> missing;
     for (int node = 0; node < nodes && missing.size() < 10; ++node)
       if (!store.check({keys[node]})) missing.push_back(std::to_string(node));
-    plans.assign(nodes, NodePlan{"not every node wrote its checkpoint record of attempt " +
-                                     std::to_string(restart_count) + " within " + seconds_of(timeout) +
-                                     " s (missing: node " + text::join(missing, ", ") + ")",
-                                 std::nullopt, false, {}, {}});
+    plans.assign(nodes,
+                 NodePlan{"not every node wrote its checkpoint record of attempt " + std::to_string(restart_count) +
+                              " within " + seconds_of(timeout) + " s (missing: node " + text::join(missing, ", ") + ")",
+                          std::nullopt,
+                          false,
+                          {},
+                          {}});
   } catch (const store::StoreError&) {
     throw;
   } catch (const std::runtime_error& e) {  // a record this version cannot read

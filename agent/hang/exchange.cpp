@@ -1,8 +1,11 @@
 #include "agent/hang/exchange.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "agent/hang/keys.hpp"
+#include "agent/hang/watch.hpp"
+#include "agent/hang/wording.hpp"
 #include "common/text.hpp"
 #include "rendezvous/peek.hpp"
 
@@ -15,6 +18,26 @@ std::vector<int> changed_ranks(const std::string& list, int self, int nodes) {
     if (rank && *rank != self && *rank >= 0 && *rank < nodes) ranks.insert(*rank);
   }
   return {ranks.begin(), ranks.end()};
+}
+
+ExchangeStep next_step(HangWatch& watch, double t, int self, int nodes, bool verdicts_fail, double& last_read) {
+  const bool aggregator = self == 0;
+  ExchangeStep step;
+  step.summary = watch.summary_due(t, nodes).value_or("");
+  if (aggregator && t - last_read >= kReadEvery) {
+    step.aggregate = true;
+    step.verdicts = encode(verdicts_of(watch.detector(), watch.ranks()));
+  }
+  const double stalled_every = std::max(kReadEvery, static_cast<double>(nodes) / 2000.0);
+  step.read_verdicts =
+      !aggregator && verdicts_fail && (!step.summary.empty() || (watch.stalled() && t - last_read >= stalled_every));
+  if (step.aggregate || step.read_verdicts) last_read = t;
+  return step;
+}
+
+void take(HangWatch& watch, const ExchangeResult& got, double t) {
+  for (const auto& [node, summary] : got.summaries) watch.remote(std::to_string(node), summary, t);
+  if (auto v = decode_verdicts(got.verdicts)) watch.remote_verdicts(*v, t);
 }
 
 ExchangeResult run_exchange(store::Store& store, int self, int nodes, const ExchangeStep& step) {

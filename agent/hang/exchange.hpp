@@ -16,6 +16,8 @@
 
 namespace ctrun::agent::hang {
 
+class HangWatch;
+
 struct ExchangeStep {
   std::string summary;         // this node's summary to write ("": none due)
   std::string verdicts;        // group rank 0: its verdicts, written on each of its reads
@@ -28,6 +30,18 @@ struct ExchangeResult {
   std::map<int, std::string> summaries;  // group rank -> its summary (group rank 0's read)
   std::string verdicts;                  // "" when none was read
 };
+
+// What node `self` of `nodes` exchanges at a tick (the loop's side, HangSupervisor's; scale_bench drives the same):
+// its summary when the watch's pacer says so; group rank 0 reads the changed summaries and writes its verdicts every
+// kReadEvery s. Verdicts only fail ranks with a hang timeout (`verdicts_fail`), so only then does another node read
+// them: with each summary it writes, and while it is stalled (a hang in the making: the verdict naming its rank is
+// coming) every max(kReadEvery, nodes / 2,000 s), at most ~2,000 reads a second from the whole job. `last_read`: the
+// node's last read, kept by the caller (updated when this step reads). The step is empty (any() false) when nothing
+// is due.
+inline constexpr double kReadEvery = 2;
+ExchangeStep next_step(HangWatch& watch, double now_s, int self, int nodes, bool verdicts_fail, double& last_read);
+// The loop's side of what a step read: the summaries and the verdicts into the watch.
+void take(HangWatch& watch, const ExchangeResult& got, double now_s);
 
 // Blocking: the store calls of one step of node `self` of a round of `nodes`. Throws store::StoreError.
 ExchangeResult run_exchange(store::Store& store, int self, int nodes, const ExchangeStep& step);

@@ -68,8 +68,7 @@ struct HangSupervisor::Impl {
     bool ticks_only = false;
   };
   std::vector<Listener> tick_listeners;
-  static constexpr double kReadEvery = 2;  // group rank 0's reads; a stalled node's reads of the verdicts
-  double last_read = -1e9;
+  double last_read = -1e9;  // group rank 0's reads; a stalled node's reads of the verdicts (hang::next_step)
 
   ~Impl() { answer_stack_waiters("ctrun is ending\n"); }
 
@@ -178,43 +177,30 @@ struct HangSupervisor::Impl {
     }
   }
 
-  // Several nodes (exchange.hpp): this node's summary when the pacer says so; group rank 0 reads the changed
-  // summaries and writes its verdicts every 2 s. Verdicts only fail ranks with a hang timeout, so only then does
-  // another node read them: with each summary it writes, and while it is stalled (a hang in the making: the verdict
-  // naming its rank is coming) every max(2 s, nodes / 2,000 s), at most ~2,000 reads a second from the whole job.
-  // One exchange at a time, on the helper lane.
+  // Several nodes (exchange.hpp, next_step): this node's summary when due, group rank 0's reads and verdicts, the
+  // others' reads of them. One exchange at a time, on the helper lane.
   void exchange(double t) {
     if (round.group_world_size <= 1 || !round.store || exchange_busy) return;
-    const bool aggregator = round.group_rank == 0;
-    hang::ExchangeStep step;
-    step.summary = watch->summary_due(t, round.group_world_size).value_or("");
-    if (aggregator && t - last_read >= kReadEvery) {
-      step.aggregate = true;
-      step.verdicts = hang::encode(hang::verdicts_of(watch->detector(), watch->ranks()));
-    }
     const bool verdicts_fail = config.hang_timeout > 0 || config.hang_timeout_auto.has_value();
-    const double stalled_every = std::max(kReadEvery, static_cast<double>(round.group_world_size) / 2000.0);
-    step.read_verdicts = !aggregator && verdicts_fail &&
-                         (!step.summary.empty() || (watch->stalled() && t - last_read >= stalled_every));
+    const hang::ExchangeStep step =
+        hang::next_step(*watch, t, round.group_rank, round.group_world_size, verdicts_fail, last_read);
     if (!step.any()) return;
-    if (step.aggregate || step.read_verdicts) last_read = t;
     exchange_busy = true;
-    lane.run(BlockingCall::kProgress, [this, store = round.store, step, me = round.group_rank,
-                                       nodes = round.group_world_size, a = attempt]() -> HelperLane::Continuation {
-      hang::ExchangeResult got;
-      try {
-        got = hang::run_exchange(*store, me, nodes, step);
-      } catch (const std::exception& e) {
-        log->debug("progress summary exchange failed: {}", e.what());
-      }
-      return [this, got = std::move(got), a]() {
-        exchange_busy = false;
-        if (!watching(a)) return;
-        const double t2 = now();
-        for (const auto& [node, summary] : got.summaries) watch->remote(std::to_string(node), summary, t2);
-        if (auto v = hang::decode_verdicts(got.verdicts)) watch->remote_verdicts(*v, t2);
-      };
-    });
+    lane.run(BlockingCall::kProgress,
+             [this, store = round.store, step, me = round.group_rank, nodes = round.group_world_size,
+              a = attempt]() -> HelperLane::Continuation {
+               hang::ExchangeResult got;
+               try {
+                 got = hang::run_exchange(*store, me, nodes, step);
+               } catch (const std::exception& e) {
+                 log->debug("progress summary exchange failed: {}", e.what());
+               }
+               return [this, got = std::move(got), a]() {
+                 exchange_busy = false;
+                 if (!watching(a)) return;
+                 hang::take(*watch, got, now());
+               };
+             });
   }
 };
 

@@ -41,6 +41,23 @@ std::vector<int> listed_ranks(const std::string& index, int self, int nodes) {
 
 }  // namespace
 
+std::map<int, std::string> exchange_records(store::Store& store, int restart, int me, int nodes,
+                                            const RecordsStep& step) {
+  std::map<int, std::string> records;
+  if (step.write) store.set(keys::node_record(restart, me), step.record);
+  if (step.index) store.append(keys::published(restart), std::to_string(me) + ",");
+  if (step.read) {
+    const auto listed = listed_ranks(rdzv::peek(store, keys::published(restart)).value_or(""), me, nodes);
+    std::vector<std::string> wanted;
+    for (int n : listed) wanted.push_back(keys::node_record(restart, n));
+    if (!wanted.empty()) {
+      const auto values = store.multi_get(wanted);
+      for (std::size_t i = 0; i < listed.size() && i < values.size(); ++i) records[listed[i]] = values[i];
+    }
+  }
+  return records;
+}
+
 NodeRecords::NodeRecords(HelperLane& lane, std::function<std::string()> record,
                          std::function<void(std::map<int, std::string>)> received)
     : state_(std::make_shared<State>(State{lane, std::move(record), std::move(received)})) {}
@@ -71,36 +88,24 @@ void NodeRecords::tick(double now_s) {
   if (read) s.last_read = now_s;
   s.busy = true;
   const bool index = write && !s.indexed;
-  s.lane.run(BlockingCall::kProgress, [state = state_, store = s.round.store, record, write, read, index,
-                                        restart = s.restart_count, me = s.round.group_rank, nodes,
-                                        attempt = s.attempt]() {
-    std::map<int, std::string> records;
-    bool indexed = false;
-    try {
-      if (write) store->set(keys::node_record(restart, me), record);
-      if (index) {
-        store->append(keys::published(restart), std::to_string(me) + ",");
-        indexed = true;
-      }
-      if (read) {
-        const auto listed = listed_ranks(rdzv::peek(*store, keys::published(restart)).value_or(""), me, nodes);
-        std::vector<std::string> wanted;
-        for (int n : listed) wanted.push_back(keys::node_record(restart, n));
-        if (!wanted.empty()) {
-          const auto values = store->multi_get(wanted);
-          for (std::size_t i = 0; i < listed.size() && i < values.size(); ++i) records[listed[i]] = values[i];
-        }
-      }
-    } catch (const std::exception& e) {
-      log::get("agent")->debug("node record exchange failed: {}", e.what());
-    }
-    return [state, records = std::move(records), read, indexed, attempt]() mutable {
-      state->busy = false;
-      if (state->attempt != attempt) return;
-      if (indexed) state->indexed = true;
-      if (read) state->received(std::move(records));
-    };
-  });
+  s.lane.run(BlockingCall::kProgress,
+             [state = state_, store = s.round.store, record, write, read, index, restart = s.restart_count,
+              me = s.round.group_rank, nodes, attempt = s.attempt]() {
+               std::map<int, std::string> records;
+               bool indexed = false;
+               try {
+                 records = exchange_records(*store, restart, me, nodes, {record, write, index, read});
+                 indexed = index;
+               } catch (const std::exception& e) {
+                 log::get("agent")->debug("node record exchange failed: {}", e.what());
+               }
+               return [state, records = std::move(records), read, indexed, attempt]() mutable {
+                 state->busy = false;
+                 if (state->attempt != attempt) return;
+                 if (indexed) state->indexed = true;
+                 if (read) state->received(std::move(records));
+               };
+             });
 }
 
 }  // namespace ctrun::agent::status

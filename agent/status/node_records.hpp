@@ -13,12 +13,23 @@
 #include <string>
 
 #include "rendezvous/handler.hpp"
+#include "store/store.hpp"
 
 namespace ctrun::agent {
 class HelperLane;
 }
 
 namespace ctrun::agent::status {
+
+// The store calls of one exchange of node `self` of `nodes` (on the helper lane, or a bench's thread): its record
+// (`write`), its entry in the attempt's index (`index`, the first write), and on group rank 0 (`read`) the index and
+// every listed node's record (group rank -> record). Throws store::StoreError.
+struct RecordsStep {
+  std::string record;
+  bool write = false, index = false, read = false;
+};
+std::map<int, std::string> exchange_records(store::Store& store, int restart_count, int self, int nodes,
+                                            const RecordsStep& step);
 
 class NodeRecords {
  public:

@@ -8,6 +8,11 @@
 //   ready <nodes>                       once every handler is connected   (or: error <message>, then exit 1)
 //   join        -> joined <result>      every node calls next_rendezvous(); <result> when all hold a round
 //   follow      -> joined <result>      every node whose round breaks (a member died) joins the next round
+//   checkpoint R -> joined <result>     every node runs the agent's checkpoint exchange of attempt R on its round's
+//                                       store (agent/checkpoint/exchange.hpp), each on a thread (it blocks)
+//   status R     -> joined <result>     every node but group rank 0 publishes its first live-view record of attempt
+//                                       R (agent/status/node_records.hpp: the record and the index entry)
+//   status-read R -> joined <result>    group rank 0 (where it lives) reads the published records once
 //   quit        -> bye                  every node closes the run (shutdown) and the process exits
 
 #include <atomic>
@@ -28,7 +33,9 @@ struct JoinResult {
   std::int64_t last_end_ns = 0;
   std::uint64_t nodes = 0;
   std::uint64_t failures = 0;
-  std::string error;  // the first failure's message
+  std::uint64_t ops = 0, bytes = 0;  // exchanges: the store calls made and their payload bytes (CountingStore)
+  std::int64_t rank0_ns = 0;         // exchanges: how long group rank 0's took (0: not in this group)
+  std::string error;                 // the first failure's message
 
   void merge(const JoinResult& o);
   std::string encode() const;  // one line
@@ -54,6 +61,8 @@ class AgentGroup {
   JoinResult join();    // every node: next_rendezvous
   JoinResult follow();  // every node whose round breaks: next_rendezvous, until each holds a new round
   void shutdown();      // every node closes the run
+  JoinResult checkpoint(int restart_count);
+  JoinResult status(int restart_count, bool read);
 
  private:
   struct Joins;
@@ -63,7 +72,9 @@ class AgentGroup {
   GroupSpec spec_;
   std::shared_ptr<rdzv::Runner> runner_;
   std::vector<std::unique_ptr<rdzv::C10dHandler>> handlers_;
-  std::vector<std::uint64_t> rounds_;  // the round each node holds
+  std::vector<rdzv::RoundInfo> rounds_;  // the round each node holds
+  // Runs work(node) for every node at once, each on a thread of its own (the exchanges block), and merges.
+  JoinResult each_node(const std::function<void(int node, JoinResult& mine)>& work);
 };
 
 std::int64_t now_ns();

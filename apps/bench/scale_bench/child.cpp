@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "common/log.hpp"
 
 namespace ctrun::scale_bench {
 
@@ -98,9 +101,20 @@ int Child::finish(double timeout_s) {
   return -1;
 }
 
-double Child::cpu_seconds() const {
+void begin_child_process() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  log::set_default_level(spdlog::level::warn);
+}
+
+double Child::cpu_seconds() const { return cpu_seconds_of(pid_); }
+
+double cpu_seconds_of(pid_t pid) {
   double total = 0;
-  const auto dir = fmt::format("/proc/{}/task", pid_);
+  const auto dir = fmt::format("/proc/{}/task", pid);
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;
   while (auto* e = ::readdir(d)) {

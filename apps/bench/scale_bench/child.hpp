@@ -12,6 +12,13 @@
 
 namespace ctrun::scale_bench {
 
+// The start of a child's own main (--agent-group, --storm-group): every descriptor the hard limit allows (it holds
+// thousands of connections), and warnings only in the log.
+void begin_child_process();
+
+// CPU seconds (user + system) the threads of process `pid` have used so far (/proc/<pid>/task/*/schedstat).
+double cpu_seconds_of(pid_t pid);
+
 class Child {
  public:
   explicit Child(const std::vector<std::string>& argv);
@@ -25,6 +32,10 @@ class Child {
   void write_line(const std::string& line);
   // Waits (at most timeout_s) for a clean exit; returns the exit status, or -1 if it was killed.
   int finish(double timeout_s);
+  // The start of a child's own main (--agent-group, --storm-group): every descriptor the hard limit allows (it holds
+  // thousands of connections), and warnings only in the log.
+  void begin_child_process();
+
   // CPU seconds (user + system) its threads have used so far, from /proc/<pid>/task/*/schedstat (ns).
   double cpu_seconds() const;
   // User and system CPU seconds from /proc/<pid>/stat (clock ticks: 10 ms resolution, sampled).

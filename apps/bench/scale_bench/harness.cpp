@@ -45,6 +45,7 @@ MasterSample Master::sample() {
   for (const auto& [name, n] : j.at("ops").items()) s.requests += n.get<std::uint64_t>();
   s.connections = j.at("connections_open").get<std::uint64_t>();
   s.refused = j.at("connections_rejected").get<std::uint64_t>();
+  s.bytes = j.at("bytes_in").get<std::uint64_t>() + j.at("bytes_out").get<std::uint64_t>();
   s.cpu_s = process_->cpu_seconds();
   return s;
 }

@@ -20,6 +20,7 @@ struct MasterSample {
   std::uint64_t connections = 0;  // open now
   std::uint64_t refused = 0;      // connections refused (cap, descriptors, bad input, ...)
   double cpu_s = 0;               // CPU seconds of the whole process (user + system)
+  std::uint64_t bytes = 0;        // bytes read from and written to clients
 };
 
 // The ctstore process.

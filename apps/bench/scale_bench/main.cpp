@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/bench/scale_bench/scenario.hpp"
+#include "apps/bench/scale_bench/storm_group.hpp"
 #include "common/log.hpp"
 
 using namespace ctrun;
@@ -29,9 +30,17 @@ std::string load_average() {
   return fmt::format("{:.2f} {:.2f} {:.2f}", l[0], l[1], l[2]);
 }
 
+std::string byte_count(std::uint64_t b) {
+  if (b == 0) return "-";
+  if (b < 10'000) return fmt::format("{}B", b);
+  if (b < 10'000'000) return fmt::format("{:.1f}kB", static_cast<double>(b) / 1e3);
+  return fmt::format("{:.1f}MB", static_cast<double>(b) / 1e6);
+}
+
 void print(const std::vector<Row>& rows) {
-  fmt::print("{:<30} {:>6} | {:>8} | {:>6} {:>10} {:>8} {:>8} | {:>5} {:>4} {:>5} {:>4} | {}\n", "scenario", "nodes",
-             "time s", "conns", "requests", "CPU s", "CPU %", "drops", "RTOs", "retr", "SYNd", "note");
+  fmt::print("{:<30} {:>6} | {:>8} | {:>6} {:>10} {:>9} {:>8} {:>8} | {:>5} {:>4} {:>5} {:>4} | {}\n", "scenario",
+             "nodes", "time s", "conns", "requests", "bytes", "CPU s", "CPU %", "drops", "RTOs", "retr", "SYNd",
+             "note");
   for (const auto& r : rows) {
     const std::string time = r.seconds ? fmt::format("{:.3f}", *r.seconds) : "-";
     std::string requests = r.connections || r.requests ? fmt::format("{}", r.requests) : "-";
@@ -44,9 +53,9 @@ void print(const std::vector<Row>& rows) {
         share = fmt::format("{:.2f}", 100.0 * *r.cpu_s / *r.window_s);
       }
     }
-    fmt::print("{:<30} {:>6} | {:>8} | {:>6} {:>10} {:>8} {:>8} | {:>5} {:>4} {:>5} {:>4} | {}\n", r.scenario, r.nodes,
-               time, r.connections ? std::to_string(r.connections) : "-", requests, cpu, share, r.net.backlog_drops,
-               r.net.timeouts, r.net.retransmits, r.net.syn_drops, r.note);
+    fmt::print("{:<30} {:>6} | {:>8} | {:>6} {:>10} {:>9} {:>8} {:>8} | {:>5} {:>4} {:>5} {:>4} | {}\n", r.scenario,
+               r.nodes, time, r.connections ? std::to_string(r.connections) : "-", requests, byte_count(r.bytes), cpu,
+               share, r.net.backlog_drops, r.net.timeouts, r.net.retransmits, r.net.syn_drops, r.note);
   }
 }
 
@@ -85,6 +94,20 @@ int bench(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--etcd-endpoints", o.etcd_endpoints,
                  "the etcd backend too, on this cluster (host:port,...; see with_etcd.sh), at sizes up to 1024");
+  o.storm_sizes = {2048, 16384};
+  o.torch26_launcher = SCALE_BENCH_TORCH26_LAUNCHER;
+  app.add_option("--storm-sizes", o.storm_sizes, "the workers' init storm at these node counts (none: '')")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--storm-ranks", o.storm_ranks, "ranks per node in the init storm")
+      ->check(CLI::Range(1, 8))
+      ->capture_default_str();
+  app.add_option("--storm-modes", o.storm_modes, "relay, direct (to ctstore), torch26 (direct to torch 2.6's server)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"relay", "direct", "torch26"}))
+      ->capture_default_str();
+  app.add_option("--torch26-python", o.torch26_launcher, "runs a script with torch 2.6's python3")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   log::set_default_level(spdlog::level::warn);
   ::signal(SIGPIPE, SIG_IGN);
@@ -124,8 +147,8 @@ int bench(int argc, char** argv) {
     }
     std::fprintf(stderr, "scale_bench: %d nodes done (load %s)\n", n, load_average().c_str());
   }
-  for (auto& r : torchrun_rounds(o)) rows.push_back(r);
-  for (auto& r : etcd_rounds(o)) rows.push_back(r);
+  for (const auto& s : standalone_scenarios())
+    for (auto& r : s.run(o)) rows.push_back(r);
   fmt::print("\n");
   print(rows);
   fmt::print("\nload average {} at the end\n", load_average());
@@ -137,6 +160,7 @@ int bench(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     if (argc > 1 && std::strcmp(argv[1], "--agent-group") == 0) return agent_group_main(argc, argv);
+    if (argc > 1 && std::strcmp(argv[1], "--storm-group") == 0) return storm_group_main(argc, argv);
     return bench(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "scale_bench: %s\n", e.what());

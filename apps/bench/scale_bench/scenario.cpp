@@ -28,6 +28,7 @@ Row measured(const std::string& scenario, int nodes, const MasterSample& before,
   r.nodes = nodes;
   r.connections = after.connections;
   r.requests = after.requests - before.requests;
+  r.bytes = after.bytes - before.bytes;
   r.cpu_s = after.cpu_s - before.cpu_s;
   r.net = {net_after.backlog_drops - net_before.backlog_drops, net_after.timeouts - net_before.timeouts,
            net_after.retransmits - net_before.retransmits, net_after.syn_drops - net_before.syn_drops};
@@ -36,9 +37,16 @@ Row measured(const std::string& scenario, int nodes, const MasterSample& before,
 
 std::vector<Scenario> scenarios() {
   return {
-      {"round", round_scenario},
-      {"idle", idle_scenario},
-      {"kill", kill_scenario},
+      {"round", round_scenario},           {"idle", idle_scenario},     {"kill", kill_scenario},
+      {"checkpoint", checkpoint_scenario}, {"status", status_scenario}, {"hang", hang_scenario},
+  };
+}
+
+std::vector<Standalone> standalone_scenarios() {
+  return {
+      {"init storm", init_storm},
+      {"torchrun", torchrun_rounds},
+      {"etcd", etcd_rounds},
   };
 }
 

@@ -23,6 +23,10 @@ struct BenchOptions {
   std::string self, ctstore;
   std::vector<int> torch_sizes;  // torchrun's own rendezvous at these sizes (a peer, in the same run)
   std::string etcd_endpoints;    // the etcd backend too, at these endpoints (a peer, in the same run)
+  std::vector<int> storm_sizes;  // the workers' init storm at these node counts (scenarios/init_storm.cpp)
+  int storm_ranks = 8;           // ranks per node in the storm
+  std::vector<std::string> storm_modes{"relay", "direct", "torch26"};
+  std::string torch26_launcher;  // runs a script with torch 2.6's python3 (tests/torch2/chroot_python.sh)
 };
 
 // One row of the table: what a scenario cost the master.
@@ -32,6 +36,7 @@ struct Row {
   std::optional<double> seconds;   // how long it took, where it is a thing that ends
   std::uint64_t connections = 0;   // the master's open connections at its end
   std::uint64_t requests = 0;      // wire requests the master handled during it
+  std::uint64_t bytes = 0;         // bytes the master read and wrote during it
   std::optional<double> cpu_s;     // CPU seconds of the master during it
   std::optional<double> window_s;  // a steady state measured over this long: requests and CPU per second
   NetSample net;                   // packet loss on the machine during it
@@ -64,11 +69,21 @@ struct Scenario {
 };
 std::vector<Scenario> scenarios();
 
-std::vector<Row> round_scenario(Job& job);  // scenarios/round.cpp
-std::vector<Row> idle_scenario(Job& job);   // scenarios/idle.cpp
-std::vector<Row> kill_scenario(Job& job);   // scenarios/kill.cpp
+std::vector<Row> round_scenario(Job& job);       // scenarios/round.cpp
+std::vector<Row> idle_scenario(Job& job);        // scenarios/idle.cpp
+std::vector<Row> kill_scenario(Job& job);        // scenarios/kill.cpp
+std::vector<Row> checkpoint_scenario(Job& job);  // scenarios/checkpoint.cpp
+std::vector<Row> status_scenario(Job& job);      // scenarios/status.cpp
+std::vector<Row> hang_scenario(Job& job);        // scenarios/hang.cpp
 
-// Peers, each on a master of its own, at their own sizes.
+// Scenarios on masters of their own, at their own sizes (peers, and the init storm), in the order they run.
+struct Standalone {
+  const char* name;
+  std::function<std::vector<Row>(const BenchOptions&)> run;
+};
+std::vector<Standalone> standalone_scenarios();
+
+std::vector<Row> init_storm(const BenchOptions& options);       // scenarios/init_storm.cpp
 std::vector<Row> torchrun_rounds(const BenchOptions& options);  // scenarios/torchrun_round.cpp
 std::vector<Row> etcd_rounds(const BenchOptions& options);      // scenarios/etcd_round.cpp
 

@@ -10,10 +10,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -22,9 +25,9 @@
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/replica_transfer.hpp"
 #include "agent/checkpoint/replica_wire.hpp"
-#include "store/counting_store.hpp"
 #include "agent/checkpoint/snapshot_digest.hpp"
 #include "common/auth/secret.hpp"
+#include "store/counting_store.hpp"
 #include "store/memory_store.hpp"
 
 namespace ctrun::agent::checkpoint {
@@ -364,7 +367,7 @@ TEST(Exchange, GroupRankZeroPlansWhatEachNodeMustBring) {
   }
   EXPECT_EQ(plans[0].targets, (std::vector<std::string>{"b:1"}));
   EXPECT_EQ(plans[1].targets, (std::vector<std::string>{"c:1", "a:1"}));  // its own --checkpoint-replicas 2
-  EXPECT_TRUE(plans[0].holders.empty());  // it holds steps 3 of ranks 0 and 1
+  EXPECT_TRUE(plans[0].holders.empty());                                  // it holds steps 3 of ranks 0 and 1
   // Node 1 lacks rank 2's step 3: node 2 holds it as its own, node 0 as a replica.
   ASSERT_EQ(plans[1].holders.size(), 1u);
   EXPECT_EQ(plans[1].holders.at(2), (std::vector<std::string>{"c:1", "a:1"}));
@@ -398,14 +401,15 @@ TEST(Exchange, EachNodeReadsOnlyItsOwnPartOfThePlan) {
   std::vector<std::thread> threads;
   for (int n = 0; n < kNodes; ++n) {
     threads.emplace_back([&, n] {
-      NodeRecord self{n, "h" + std::to_string(n) + ":1", "", {{{n, {1, 2}}}, {}}, n, 1, 1};
+      NodeRecord self{n, std::string("h") + std::to_string(n) + ":1", "", {{{n, {1, 2}}}, {}}, n, 1, 1};
       out[n] = exchange_records(*stores[n], 0, self, kNodes, kNodes, milliseconds(5000));
     });
   }
   for (auto& t : threads) t.join();
   for (int n = 0; n < kNodes; ++n) {
     EXPECT_EQ(out[n].plan.resume, std::optional<std::int64_t>(2)) << n;
-    EXPECT_EQ(out[n].plan.targets, (std::vector<std::string>{"h" + std::to_string((n + 1) % kNodes) + ":1"}));
+    EXPECT_EQ(out[n].plan.targets,
+              (std::vector<std::string>{std::string("h") + std::to_string((n + 1) % kNodes) + ":1"}));
     // set + wait + get for the others; set + wait + multi_get + multi_set for group rank 0: whatever the nodes.
     EXPECT_LE(traffic[n]->ops.load(), 4u) << n;
   }
@@ -499,6 +503,65 @@ TEST(Exchange, WhatNoNodeCouldBringIsPlannedAgainWithoutIt) {
   const auto late = settle_brings(store, 1, 0, 0, {}, 2, 4, p, std::chrono::milliseconds(50), seen0);
   ASSERT_TRUE(late.has_value());
   EXPECT_NE(late->off.find("not every node said"), std::string::npos) << late->off;
+}
+
+// plan_nodes builds its indices once (O(N) for a job of N nodes, where a walk over every record per node was
+// O(N^2): minutes of group rank 0's time at 16,384 nodes, scale_bench's checkpoint row). Whatever the records' order,
+// replica counts, holes in the endpoints and what each node holds, every node's part is what the per-node functions
+// say it is: targets on the ring, the ranks it accepts, and for each rank it must bring, the holders in their order.
+TEST(Exchange, ThePlanOfManyNodesIsWhatEachNodesRingAndHoldersSay) {
+  constexpr int kNodes = 37, kRanks = 3;
+  std::vector<NodeRecord> records;
+  unsigned seed = 12345;
+  const auto next = [&seed](unsigned mod) {
+    seed = seed * 1103515245u + 12345u;
+    return static_cast<int>((seed >> 16) % mod);
+  };
+  for (int n = 0; n < kNodes; ++n) {
+    char endpoint[32] = "";  // none on every 11th node (it runs without a replication endpoint)
+    if (n % 11 != 5) std::snprintf(endpoint, sizeof endpoint, "h%d:1", n);
+    NodeRecord r{n, endpoint, "", {}, n * kRanks, kRanks, 1 + next(3)};
+    const int before = (n + kNodes - 1) % kNodes;
+    for (int rank = 0; rank < kNodes * kRanks; ++rank) {
+      if (rank >= r.first_rank && rank < r.first_rank + kRanks) {
+        // One in four of a node's own ranks lost its steps (a replaced node): it brings step 5 from elsewhere.
+        if (next(4) != 0) r.holdings.own[rank] = {4, 5};
+      } else if (rank / kRanks == before || next(20) == 0) {  // its ring predecessor's ranks, and a few more
+        r.holdings.replicas[rank] = next(2) ? std::vector<std::int64_t>{5} : std::vector<std::int64_t>{4, 5};
+      }
+    }
+    records.push_back(std::move(r));
+  }
+  std::swap(records[3], records[30]);  // the records in any order
+  std::swap(records[0], records[17]);
+  const auto plans = plan_nodes(records, kNodes * kRanks);
+  ASSERT_EQ(plans.size(), records.size());
+  ASSERT_EQ(plans[0].resume, std::optional<std::int64_t>(5));
+  int bringing = 0;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const NodeRecord& node = records[i];
+    std::vector<std::string> targets;
+    for (int t : ring_targets(node.group_rank, kNodes, node.replicas))
+      for (const auto& other : records)
+        if (other.group_rank == t && !other.endpoint.empty()) targets.push_back(other.endpoint);
+    EXPECT_EQ(plans[i].targets, targets) << "node " << node.group_rank;
+    EXPECT_EQ(plans[i].accepts, ranks_replicated_to(records, node.group_rank)) << "node " << node.group_rank;
+    std::map<int, std::vector<std::string>> holders;
+    for (int rank = node.first_rank; rank < node.first_rank + node.ranks; ++rank) {
+      auto own = node.holdings.own.find(rank);
+      if (own != node.holdings.own.end() &&
+          std::find(own->second.begin(), own->second.end(), *plans[i].resume) != own->second.end())
+        continue;
+      auto rep = node.holdings.replicas.find(rank);
+      if (rep != node.holdings.replicas.end() &&
+          std::find(rep->second.begin(), rep->second.end(), *plans[i].resume) != rep->second.end())
+        continue;
+      holders[rank] = holders_of(records, rank, *plans[i].resume, node.group_rank);
+    }
+    bringing += !holders.empty();
+    EXPECT_EQ(plans[i].holders, holders) << "node " << node.group_rank;
+  }
+  EXPECT_GT(bringing, 5) << "the records were meant to make many nodes bring a step";
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "agent/hang/summary.hpp"
+#include "agent/hang/watch.hpp"
 #include "store/counting_store.hpp"
 #include "store/memory_store.hpp"
 #include "tests/support/forwarding_store.hpp"
@@ -123,6 +124,50 @@ TEST(HangExchange, AStalledNodePublishesWithinSecondsAtAnySize) {
   EXPECT_FALSE(p.due(30, 16384, "b"));  // running: 16,384 nodes write at most 20 a second in all
   EXPECT_TRUE(p.due(30, 16384, "b", /*stalled=*/true));
   EXPECT_FALSE(p.due(30, 16384, "a", /*stalled=*/true));  // unchanged (and no heartbeat due)
+}
+
+// What a tick exchanges (next_step, HangSupervisor's and scale_bench's): group rank 0 reads and publishes its verdicts
+// every kReadEvery s; another node reads the verdicts only when they can fail ranks (a hang timeout), with each
+// summary it writes; a node's first summary is due at once, then only when the pacer says so.
+TEST(HangExchange, EachTickExchangesWhatIsDueAndGroupRankZeroReadsEveryTwoSeconds) {
+  WatchConfig c;
+  c.host = "vm";
+  c.agent_pid = 1000007;
+  c.shm_dir = ::testing::TempDir();
+  HangWatch zero(c), other(c);
+  double zero_read = -1e9, other_read = -1e9;
+  const auto first = next_step(zero, 10, 0, 64, true, zero_read);
+  EXPECT_TRUE(first.aggregate);
+  EXPECT_FALSE(first.summary.empty()) << "a node's first summary is due at once";
+  EXPECT_FALSE(first.read_verdicts) << "group rank 0 writes the verdicts, it does not read them";
+  EXPECT_EQ(zero_read, 10);
+  EXPECT_FALSE(next_step(zero, 11, 0, 64, true, zero_read).any()) << "nothing due 1 s later";
+  EXPECT_TRUE(next_step(zero, 10 + kReadEvery, 0, 64, true, zero_read).aggregate);
+
+  const auto without_timeout = next_step(other, 10, 5, 64, false, other_read);
+  EXPECT_FALSE(without_timeout.summary.empty());
+  EXPECT_FALSE(without_timeout.aggregate);
+  EXPECT_FALSE(without_timeout.read_verdicts) << "verdicts fail nobody without a hang timeout: not read";
+  HangWatch third(c);
+  const auto with_timeout = next_step(third, 10, 5, 64, true, other_read);
+  EXPECT_TRUE(with_timeout.read_verdicts) << "read with the summary it writes";
+  EXPECT_EQ(other_read, 10);
+  EXPECT_FALSE(next_step(third, 12, 5, 64, true, other_read).any()) << "not stalled, nothing changed: nothing";
+
+  // What a step read goes into the watch: the verdicts naming no local rank change nothing, a summary is held.
+  ExchangeResult got;
+  NodeSummary remote;
+  remote.counter = 1;
+  remote.host = "other";
+  RankRecord r;
+  r.global_rank = 9;
+  remote.ranks.push_back(r);
+  got.summaries[3] = encode(remote);
+  take(zero, got, 13);
+  zero.tick(13);
+  bool seen = false;
+  for (const auto& rank : zero.ranks()) seen |= rank.global_rank == 9;
+  EXPECT_TRUE(seen) << "node 3's rank 9 is in group rank 0's view after take()";
 }
 
 }  // namespace
