@@ -14,6 +14,7 @@
 
 #include "rendezvous/clock.hpp"
 #include "rendezvous/keys.hpp"
+#include "rendezvous/membership.hpp"
 #include "rendezvous/records.hpp"
 #include "store/store.hpp"
 
@@ -25,14 +26,6 @@ struct JoinConfig {
   int max_nodes = 1;
   store::Duration join_timeout = std::chrono::seconds(600);
   store::Duration last_call_timeout = std::chrono::seconds(30);
-};
-
-// The round a node held before calling next_rendezvous again (it leaves that round first).
-struct Membership {
-  std::uint64_t round = 0;
-  int rank = 0;
-  int members = 0;
-  bool over_known = false;  // its over key was seen set (the handler's watch fired): leaving need not set it
 };
 
 struct JoinResult {

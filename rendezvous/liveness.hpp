@@ -22,8 +22,8 @@
 #include <string>
 
 #include "rendezvous/clock.hpp"
-#include "rendezvous/join_op.hpp"
 #include "rendezvous/keys.hpp"
+#include "rendezvous/membership.hpp"
 #include "store/store.hpp"
 
 namespace ctrun::rdzv {

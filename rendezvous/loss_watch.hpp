@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
-#include "rendezvous/join_op.hpp"
 #include "rendezvous/keys.hpp"
+#include "rendezvous/membership.hpp"
 #include "store/store.hpp"
 
 namespace ctrun::rdzv {

@@ -16,6 +16,14 @@
 
 namespace ctrun::rdzv {
 
+// The round a node held before calling next_rendezvous again (it leaves that round first).
+struct Membership {
+  std::uint64_t round = 0;
+  int rank = 0;
+  int members = 0;
+  bool over_known = false;  // its over key was seen set (the handler's watch fired): leaving need not set it
+};
+
 // Kinds of over(r) reasons. "join"/"rejoin" are membership changes (num_nodes_waiting() > 0); the others break
 // the round (round_broken()).
 inline constexpr std::string_view kOverJoin = "join";               // a new node waits to join
