@@ -157,7 +157,7 @@ class Plan:
                 mapped[self.payload:self.size] = digest_trailer(whole, self.payload)
 
 
-def read(path, copy=True, into=None, check=None):
+def read(path, copy=True, into=None, check=None, pages=None):
     """The object of a snapshot file, its tensors CPU tensors in memory of their own. Returns (header, object).
     into: an object laid out as the one saved (the same tensors in the same order, each storage of the same size and
     dtype, on the CPU), whose tensors receive the saved bytes in place: nothing is allocated, and the pages written
@@ -167,7 +167,10 @@ def read(path, copy=True, into=None, check=None):
     until they are read; for readers that copy what they need elsewhere at once (MemoryReader, the spill process):
     a page not yet written through such a mapping still shows the file, whose pages the rank's next save but one
     overwrites (the spare), so it is no way to hand tensors to a caller who keeps them.
-    check: called with the header before anything is read (it raises to refuse the snapshot)."""
+    check: called with the header before anything is read (it raises to refuse the snapshot).
+    pages: a callable given the file's size that returns an open file of that size (or None) whose pages are in
+    memory already and are the caller's alone (RankDir.take_pages): without into, the snapshot is copied into it
+    whole and the tensors are views of its shared mapping, so no page of theirs is touched for the first time."""
     if not copy:
         return _view(path)
     # pread into each tensor: one copy by the kernel, and no page faults on the source (a mapping of the file
@@ -182,6 +185,13 @@ def read(path, copy=True, into=None, check=None):
         header = json.loads(_pread(fd, length, start))
         if check is not None:
             check(header)
+        if into is None and pages is not None:
+            taken = pages(os.fstat(fd).st_size)
+            if taken is not None:
+                with taken:
+                    storages = _copied_into(fd, taken, header)
+                at, n = header["pickle"]
+                return header, _unpickle(_pread(fd, n, at), storages)
         storages = _targets(header, into)
         for storage, (at, n) in zip(storages, header["storages"]):
             if n:
@@ -190,6 +200,21 @@ def read(path, copy=True, into=None, check=None):
         return header, _unpickle(_pread(fd, n, at), storages)
     finally:
         os.close(fd)
+
+
+def _copied_into(fd, taken, header):
+    """The snapshot's bytes copied into `taken` (an open file of the snapshot's size), and a storage per saved one
+    viewing its shared mapping (which lives as long as a tensor does; the file is unlinked, so nothing else sees
+    it). MAP_POPULATE: its pages are mapped in one call, not faulted one by one in the copy."""
+    size = os.fstat(taken.fileno()).st_size
+    mapped = mmap.mmap(taken.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+    with memoryview(mapped) as whole:
+        _pread_into(fd, whole, 0)
+    storages = []
+    for at, n in header["storages"]:
+        view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at) if n else torch.empty(0, dtype=torch.uint8)
+        storages.append(_untyped_of_tensor(view))
+    return storages
 
 
 def _targets(header, into):
