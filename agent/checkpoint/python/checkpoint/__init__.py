@@ -82,9 +82,13 @@ def _save_snapshot(s, obj, step):
         s.notify("refused", step=step, bytes=plan.size, error=str(e))
         raise
     try:
-        # MAP_POPULATE: the pages of a reused spare are mapped in one call instead of one fault each.
-        with f, mmap.mmap(f.fileno(), plan.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE) as mapped:
-            plan.write(mapped)
+        if plan.by_pwrite():
+            with f:
+                plan.write_fd(f.fileno())
+        else:  # a CUDA tensor's bytes go from the device straight into the mapped file; a digest reads them back
+            # MAP_POPULATE: the pages of a reused spare are mapped in one call instead of one fault each.
+            with f, mmap.mmap(f.fileno(), plan.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE) as mapped:
+                plan.write(mapped)
     except BaseException:
         os.unlink(partial)
         raise

@@ -138,6 +138,25 @@ class Plan:
         self.size = self.payload + (TRAILER_BYTES if digest else 0)
         self.layout = header
 
+    def by_pwrite(self):
+        """Whether write_fd can write this snapshot: every storage on the CPU and no digest (which reads the mapped
+        bytes back)."""
+        return not self.digest and all(s.device.type == "cpu" for s in self.storages)
+
+    def write_fd(self, fd):
+        """Writes the snapshot into the open file `fd` (at least self.size bytes allocated) with pwrite: the kernel
+        copies from the tensors into the file's pages through its own mapping of them. Into an mmap instead, each
+        save's new mapping of the file costs every page's first touch again, which cost 5x the copy itself on the
+        dev VM (docs/benchmarks.md)."""
+        start = len(MAGIC) + _LENGTH.size
+        _pwrite_all(fd, MAGIC + _LENGTH.pack(len(self.header)) + self.header, 0)
+        at, n = self.layout["pickle"]
+        _pwrite_all(fd, self.pickle, at)
+        assert start + len(self.header) <= at
+        for storage, (at, n) in zip(self.storages, self.layout["storages"]):
+            if n:
+                _pwrite_all(fd, memoryview(_bytes_of(storage).numpy()), at)
+
     def write(self, mapped):
         """Writes the snapshot into `mapped` (a writable mmap of at least self.size bytes)."""
         mapped[0:len(MAGIC)] = MAGIC
@@ -205,11 +224,22 @@ def read(path, copy=True, into=None, check=None, pages=None):
 def _copied_into(fd, taken, header):
     """The snapshot's bytes copied into `taken` (an open file of the snapshot's size), and a storage per saved one
     viewing its shared mapping (which lives as long as a tensor does; the file is unlinked, so nothing else sees
-    it). MAP_POPULATE: its pages are mapped in one call, not faulted one by one in the copy."""
+    it). The copy is the kernel's, file to file (copy_file_range): a copy through the new mapping costs every
+    page's first touch in it, and the caller's first use of the tensors pays that again. MAP_POPULATE: the pages
+    are mapped in one call, not faulted one by one."""
     size = os.fstat(taken.fileno()).st_size
-    mapped = mmap.mmap(taken.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
-    with memoryview(mapped) as whole:
-        _pread_into(fd, whole, 0)
+    try:  # file to file in the kernel; the pages are then mapped, and first touched by whoever uses them
+        done = 0
+        while done < size:
+            got = os.copy_file_range(fd, taken.fileno(), size - done, done, done)
+            if got == 0:
+                raise RuntimeError(f"a snapshot file ended {size - done} bytes early")
+            done += got
+        mapped = mmap.mmap(taken.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+    except OSError:  # no copy_file_range between these files: through the mapping
+        mapped = mmap.mmap(taken.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        with memoryview(mapped) as whole:
+            _pread_into(fd, whole, 0)
     storages = []
     for at, n in header["storages"]:
         view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at) if n else torch.empty(0, dtype=torch.uint8)
@@ -242,6 +272,13 @@ def _targets(header, into):
             raise ValueError(f"into=: storage {key} is on {storage.device}; into= takes CPU tensors (load without "
                              "it and copy to the device)")
     return pickler.storages
+
+
+def _pwrite_all(fd, data, offset):
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwritev(fd, [view[done:]], offset + done)
 
 
 def _pread(fd, n, offset):
