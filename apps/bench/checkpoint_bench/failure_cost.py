@@ -57,7 +57,7 @@ def run(kind, a, out):
     began = time.time()
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
-        sys.exit(f"{kind}: exit {p.returncode}\n{p.stderr[-4000:]}")
+        raise RuntimeError(f"{kind}: exit {p.returncode}\n{p.stderr[-4000:]}")
     return time.time() - began
 
 
@@ -138,17 +138,25 @@ def main():
         why = unknown or "torchrun + disk is the reference and must be in"
         ap.error(f"--kinds: {why}; known: {', '.join(KINDS)}")
     results = {k: [] for k in kinds}
+    failed = []
     load_before = os.getloadavg()
     for _ in range(a.runs):
         for kind in kinds:
-            out = tempfile.mkdtemp(prefix="ckbench-", dir=os.environ.get("TMPDIR", "/tmp"))
-            try:
-                wall = run(kind, a, out)
-                m = measure(out, a.step_s, a.ranks)
-                m["wall"] = wall
-                results[kind].append(m)
-            finally:
-                shutil.rmtree(out, ignore_errors=True)
+            for attempt in range(3):
+                out = tempfile.mkdtemp(prefix="ckbench-", dir=os.environ.get("TMPDIR", "/tmp"))
+                try:
+                    wall = run(kind, a, out)
+                    m = measure(out, a.step_s, a.ranks)
+                    m["wall"] = wall
+                    results[kind].append(m)
+                    break
+                except RuntimeError as e:  # a run that failed for itself (torchrun's port taken meanwhile, ...)
+                    failed.append(kind)
+                    print(f"{kind}: run failed, run again ({e})"[:3000], file=sys.stderr, flush=True)
+                finally:
+                    shutil.rmtree(out, ignore_errors=True)
+            else:
+                sys.exit(f"{kind}: failed 3 times in a row")
     load_after = os.getloadavg()
     print(f"{a.ranks} ranks, {a.mib} MiB of state per rank, {a.step_s} s steps, rank {KILL_RANK} SIGKILLed after step "
           f"{KILL_AFTER}; median of {a.runs} run(s); load average {load_before[0]:.1f} before, {load_after[0]:.1f} "
@@ -169,6 +177,8 @@ def main():
             ratio = med[kind]["lost"] / med["torchrun + disk"]["lost"]
             print(f"{kind} loses {ratio:.3f} of torchrun + disk's time (target <= 0.1); steps redone: "
                   f"{med[kind]['redone']:.0f} (target 0)")
+    if failed:
+        print("runs that failed and were run again: " + ", ".join(failed))
     print("each run, time lost: " + "; ".join(f"{k}: " + " ".join(f"{m['lost']:.2f}" for m in results[k])
                                               for k in kinds))
 
