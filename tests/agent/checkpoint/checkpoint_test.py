@@ -255,6 +255,14 @@ def test_load_into():
         print("ok: load and load(into=)")
 
 
+def test_load_pages():
+    """ck.load() into new tensors over a file the rank no longer needs (workers/load_pages.py)."""
+    with tempfile.TemporaryDirectory() as out:
+        code, _ = ctrun(["--nproc-per-node", "1", os.path.join(WORKERS, "load_pages.py")], out)
+        assert code == 0, f"load_pages.py failed ({code})"
+        print("ok: load into taken pages")
+
+
 def test_doc_example():
     """docs/checkpoint.md's example as written (workers/doc_example.py reads it from the doc) under the command the
     doc gives: rank 2 SIGKILLed from outside once it saved step 50; every rank of the next attempt loads the same
