@@ -84,7 +84,7 @@ def _save_snapshot(s, obj, step):
     try:
         if plan.by_pwrite():
             with f:
-                plan.write_fd(f.fileno())
+                plan.write(_snapshot.FileWriter(f.fileno()))
         else:  # a CUDA tensor's bytes go from the device straight into the mapped file; a digest reads them back
             # MAP_POPULATE: the pages of a reused spare are mapped in one call instead of one fault each.
             with f, mmap.mmap(f.fileno(), plan.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE) as mapped:

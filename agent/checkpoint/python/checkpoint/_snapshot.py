@@ -139,26 +139,13 @@ class Plan:
         self.layout = header
 
     def by_pwrite(self):
-        """Whether write_fd can write this snapshot: every storage on the CPU and no digest (which reads the mapped
-        bytes back)."""
+        """Whether this snapshot can be written through a FileWriter: every storage on the CPU and no digest (which
+        reads the written bytes back through a mapping)."""
         return not self.digest and all(s.device.type == "cpu" for s in self.storages)
 
-    def write_fd(self, fd):
-        """Writes the snapshot into the open file `fd` (at least self.size bytes allocated) with pwrite: the kernel
-        copies from the tensors into the file's pages through its own mapping of them. Into an mmap instead, each
-        save's new mapping of the file costs every page's first touch again, which cost 5x the copy itself on the
-        dev VM (docs/benchmarks.md)."""
-        start = len(MAGIC) + _LENGTH.size
-        _pwrite_all(fd, MAGIC + _LENGTH.pack(len(self.header)) + self.header, 0)
-        at, n = self.layout["pickle"]
-        _pwrite_all(fd, self.pickle, at)
-        assert start + len(self.header) <= at
-        for storage, (at, n) in zip(self.storages, self.layout["storages"]):
-            if n:
-                _pwrite_all(fd, memoryview(_bytes_of(storage).numpy()), at)
-
     def write(self, mapped):
-        """Writes the snapshot into `mapped` (a writable mmap of at least self.size bytes)."""
+        """Writes the snapshot into `mapped`: a writable mmap of at least self.size bytes, or a FileWriter (when
+        by_pwrite())."""
         mapped[0:len(MAGIC)] = MAGIC
         mapped[len(MAGIC):len(MAGIC) + _LENGTH.size] = _LENGTH.pack(len(self.header))
         start = len(MAGIC) + _LENGTH.size
@@ -168,12 +155,28 @@ class Plan:
         for storage, (at, n) in zip(self.storages, self.layout["storages"]):
             if n == 0:
                 continue
+            if isinstance(mapped, FileWriter):
+                mapped[at:at + n] = memoryview(_bytes_of(storage).numpy())
+                continue
             view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at)
             view.copy_(_bytes_of(storage))
             del view  # the mmap cannot close while a tensor still exports it
         if self.digest:
             with memoryview(mapped) as whole:
                 mapped[self.payload:self.size] = digest_trailer(whole, self.payload)
+
+
+class FileWriter:
+    """An open snapshot file written as a mapping would be (`writer[at:at + n] = bytes`), by pwrite: the kernel copies
+    from the tensors into the file's pages through its own mapping of them. Through an mmap instead, each save's new
+    mapping of the file costs the first touch of every page again, 5x the copy itself on the dev VM
+    (docs/benchmarks.md)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def __setitem__(self, where, data):
+        _pwrite_all(self.fd, data, where.start or 0)
 
 
 def read(path, copy=True, into=None, check=None, pages=None):
