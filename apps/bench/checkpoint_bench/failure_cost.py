@@ -15,8 +15,9 @@ step, and the steps done again, for
 plus each attempt-1 load's time, the saves' cost per step, and where the time went, each phase's end from the kill
 (the slowest rank's, from the workers' lines and ctrun's --event-log): "noticed" (the agent saw the killed worker
 exit), "spawned" (the agent started the last new worker), "started" (the slowest new worker had torch imported),
-"joined" (had joined the process group), "agreed" (ck.load knew the step: the agents settle it before the workers
-start, so this is the slowest rank's lookup), "loaded" (ck.load returned), "applied" (the state was in the model and
+"joined" (had joined the process group), "built" (had built its state and model, the first touch of their pages,
+and began to load), "agreed" (ck.load knew the step: the agents settle it before the workers start, so this is the
+rank's lookup in the store), "loaded" (ck.load returned), "applied" (the state was in the model and
 optimizer) and "step" (the first step after the load done). Both launchers
 restart once (--max-restarts 1) with their defaults otherwise, as a new user would run them (torchrun 1.13 checks
 its workers every 5 s).
@@ -41,7 +42,7 @@ WORKER = os.path.join(HERE, "failure_worker.py")
 STEPS, KILL_AFTER, KILL_RANK = 25, 23, 1
 KINDS = {"torchrun + disk": "disk", "ctrun + disk": "disk", "ctrun + ck": "ck", "ctrun + ck into": "ck-into",
          "ctrun + ck doc": "doc"}
-PHASES = ["noticed", "spawned", "started", "joined", "agreed", "loaded", "applied", "step"]
+PHASES = ["noticed", "spawned", "started", "joined", "built", "agreed", "loaded", "applied", "step"]
 
 
 def run(kind, a, out):
@@ -92,16 +93,17 @@ def measure(out, step_s, ranks):
         after.append(next(float(t) for what, s, t, *_ in rows if what == "done" and int(s) == KILL_AFTER + 1))
         redone |= {int(s) for what, s, *_ in rows if what == "done" and int(s) <= KILL_AFTER}
         loads.append(next(float(x[3]) for x in rows if x[0] == "loaded"))
+        phase["built"].append(phase["loaded"][-1] - loads[-1])  # the load began: the worker's state was built
     phase["step"] = after
     log = events(out)
     exits = [e["time"] for e in log if e["event"] == "worker_exit" and e.get("restart_count") == 0]
     spawns = [e["time"] for e in log if e["event"] == "worker_start" and e.get("restart_count") == 1]
-    agreed = [e.get("agree_seconds") for e in log if e["event"] == "checkpoint_load"]
+    agreed = {e["rank"]: e.get("agree_seconds") for e in log if e["event"] == "checkpoint_load"}
     phase["noticed"] = exits[:1]  # the first exit: the agent has seen the failure
     phase["spawned"] = spawns
-    # The slowest rank's lookup of the step, ended before its load's copy: joined + its agreement's seconds.
-    if agreed and None not in agreed:
-        phase["agreed"] = [j + a for j, a in zip(phase["joined"], agreed)]
+    # Each rank's lookup of the step ended its load's agree_seconds after the load began.
+    if len(agreed) == ranks and None not in agreed.values():
+        phase["agreed"] = [phase["built"][r] + agreed[r] for r in range(ranks)]
     # Step time in attempt 0 (saves included): the job's pace before the failure.
     done0 = [float(t) for what, s, t, *_ in lines(out, 0, 0) if what == "done" and 1 <= int(s) <= KILL_AFTER]
     pace = (done0[-1] - done0[0]) / (len(done0) - 1)
