@@ -112,8 +112,8 @@ class RankDir:
         oldest step held below `step`, which no rank resumes from once every rank holds `step` (the next save
         would drop it), or else the spare. Neither when another process holds a link to it (the spill's copy).
         Returns (open file of nbytes, the step taken or None), or (None, None) when there is neither: then the
-        caller allocates. A new tensor's first touch of each page costs more than copying into it; this file's
-        pages were touched by an earlier save. Leaves the spare for the next save when it took a step."""
+        caller allocates. This file's pages were allocated by an earlier save, so a load allocates none and the
+        node's memory does not grow. Leaves the spare for the next save when it took a step."""
         with _locked(self.setting.directory):
             candidates = [(old, self.file_of(old)) for old in self.held() if old < step]
             candidates = candidates[:1] + [(None, os.path.join(self.path, _contract.SPARE_FILE))]

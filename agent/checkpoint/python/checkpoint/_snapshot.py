@@ -192,7 +192,8 @@ def read(path, copy=True, into=None, check=None, pages=None):
     check: called with the header before anything is read (it raises to refuse the snapshot).
     pages: a callable given the file's size that returns an open file of that size (or None) whose pages are in
     memory already and are the caller's alone (RankDir.take_pages): without into, the snapshot is copied into it
-    whole and the tensors are views of its shared mapping, so no page of theirs is touched for the first time."""
+    whole and the tensors are views of its shared mapping, so no page of theirs is allocated anew (the first touch
+    of each page through the new mapping is still paid, by the caller's first use)."""
     if not copy:
         return _view(path)
     # pread into each tensor: one copy by the kernel, and no page faults on the source (a mapping of the file
@@ -243,6 +244,11 @@ def _copied_into(fd, taken, header):
         mapped = mmap.mmap(taken.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
         with memoryview(mapped) as whole:
             _pread_into(fd, whole, 0)
+    return _storages_over(mapped, header)
+
+
+def _storages_over(mapped, header):
+    """A storage per saved one, viewing its bytes in `mapped` (which lives as long as a tensor viewing it)."""
     storages = []
     for at, n in header["storages"]:
         view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at) if n else torch.empty(0, dtype=torch.uint8)
@@ -307,12 +313,8 @@ def _view(path):
     (length,) = _LENGTH.unpack(mapped[len(MAGIC):len(MAGIC) + _LENGTH.size])
     start = len(MAGIC) + _LENGTH.size
     header = json.loads(mapped[start:start + length])
-    storages = []
-    for at, n in header["storages"]:
-        view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at) if n else torch.empty(0, dtype=torch.uint8)
-        storages.append(_untyped_of_tensor(view))
     at, n = header["pickle"]
-    return header, _unpickle(mapped[at:at + n], storages)
+    return header, _unpickle(mapped[at:at + n], _storages_over(mapped, header))
 
 
 def _unpickle(data, storages):
