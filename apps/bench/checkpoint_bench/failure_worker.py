@@ -1,10 +1,12 @@
 """A worker of failure_cost.py: a training loop of fixed-length steps over a large per-rank state, saved to local
 disk with torch.save every EVERY steps (mode "disk", the two newest kept) or with ck.save every step (mode "ck":
 ck.load() into new tensors; mode "ck-into": ck.load(into=) the state the worker built, as a training script has
-its model before it loads); in attempt 0 one rank
+its model before it loads; mode "doc": docs/checkpoint.md's example as written, a small MLP and Adam beside the
+state, `ck.load()` then `model.load_state_dict` and `optimizer.load_state_dict`); in attempt 0 one rank
 SIGKILLs itself once every rank has finished step KILL_AFTER. Each rank appends "what step unix-time [seconds]"
-lines to OUT/attempt-<A>-rank-<R>.txt: "started" (torch imported), "joined" (the process group formed), "loaded"
-(with the load's seconds), "done" per step, "killed".
+lines to OUT/attempt-<A>-rank-<R>.txt, each line in one write: "started" (torch imported), "joined" (the process
+group formed), "loaded" (with the load's seconds), "applied" (the state is in the model and optimizer), "done" per
+step, "killed".
 
 usage: failure_worker.py MODE OUT [--steps 25] [--kill-after 23] [--kill-rank 1] [--mib 128] [--step-s 0.3]
                          [--every 5]
@@ -19,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 p = argparse.ArgumentParser()
-p.add_argument("mode", choices=["disk", "ck", "ck-into"])
+p.add_argument("mode", choices=["disk", "ck", "ck-into", "doc"])
 p.add_argument("out")
 p.add_argument("--steps", type=int, default=25)
 p.add_argument("--kill-after", type=int, default=23)
@@ -31,12 +33,11 @@ args = p.parse_args()
 
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-log = open(os.path.join(args.out, f"attempt-{attempt}-rank-{rank}.txt"), "a")
+log = os.open(os.path.join(args.out, f"attempt-{attempt}-rank-{rank}.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 
 
 def note(what, step, extra=""):
-    log.write(f"{what} {step} {time.time():.6f} {extra}\n")
-    log.flush()
+    os.write(log, f"{what} {step} {time.time():.6f} {extra}\n".encode())  # one write per line
 
 
 note("started", -1)  # torch imported: where the restart's own cost ends
@@ -48,8 +49,25 @@ note("joined", -1)
 state = torch.zeros(args.mib << 18)  # float32: MiB of state
 start = 0
 disk = os.path.join(args.out, "ckpt")
+if args.mode == "doc":
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
+    optimizer = torch.optim.Adam(model.parameters())
+    data, target = torch.randn(32, 64), torch.randn(32, 8)
 began = time.perf_counter()
-if args.mode != "disk":
+if args.mode == "doc":
+    import ctrun_torch.checkpoint as ck
+
+    resumed = ck.load()  # docs/checkpoint.md's example, as written
+    note("loaded", -1 if resumed is None else resumed[0], f"{time.perf_counter() - began:.6f}")
+    if resumed is not None:
+        step, saved = resumed
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        state = saved["state"]
+        start = step + 1
+    note("applied", start - 1, f"{time.perf_counter() - began:.6f}")
+elif args.mode != "disk":
     import ctrun_torch.checkpoint as ck
 
     resumed = ck.load(into={"state": state}) if args.mode == "ck-into" else ck.load()
@@ -61,15 +79,23 @@ else:
     if done:
         state = torch.load(os.path.join(disk, f"step-{done[-1]}", f"rank-{rank}.pt"))
         start = done[-1] + 1
-note("loaded", start - 1, f"{time.perf_counter() - began:.6f}")
+if args.mode != "doc":
+    note("loaded", start - 1, f"{time.perf_counter() - began:.6f}")
+    note("applied", start - 1, f"{time.perf_counter() - began:.6f}")
 
 for step in range(start, args.steps):
     t0 = time.perf_counter()
     state.add_(1.0)
+    if args.mode == "doc":
+        optimizer.zero_grad()
+        torch.nn.functional.mse_loss(model(data), target).backward()
+        optimizer.step()
     flag = torch.ones(1)
     dist.all_reduce(flag)  # lockstep, as a gradient all-reduce keeps ranks
     time.sleep(max(0.0, args.step_s - (time.perf_counter() - t0)))
-    if args.mode != "disk":
+    if args.mode == "doc":
+        ck.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": state}, step)
+    elif args.mode != "disk":
         ck.save({"state": state}, step)
     elif step % args.every == 0:
         path = os.path.join(disk, f"step-{step}")

@@ -255,6 +255,61 @@ def test_load_into():
         print("ok: load and load(into=)")
 
 
+def test_load_pages():
+    """ck.load() into new tensors over a file the rank no longer needs (workers/load_pages.py)."""
+    with tempfile.TemporaryDirectory() as out:
+        code, _ = ctrun(["--nproc-per-node", "1", os.path.join(WORKERS, "load_pages.py")], out)
+        assert code == 0, f"load_pages.py failed ({code})"
+        print("ok: load into taken pages")
+
+
+def test_doc_example():
+    """docs/checkpoint.md's example as written (workers/doc_example.py reads it from the doc) under the command the
+    doc gives: rank 2 SIGKILLed from outside once it saved step 50; every rank of the next attempt loads the same
+    step, and the final parameters and optimizer state equal an uninterrupted run's bit for bit."""
+    import signal
+    import threading
+
+    doc = os.path.join(os.environ["CTRUN_SOURCE_DIR"], "docs", "checkpoint.md")
+    args = ["--nproc-per-node", str(RANKS), "--max-restarts", "3", os.path.join(WORKERS, "doc_example.py"), doc]
+    with tempfile.TemporaryDirectory() as ref, tempfile.TemporaryDirectory() as out:
+        code, _ = ctrun(args + [ref], ref)
+        assert code == 0, f"the uninterrupted run exited {code}"
+        killed = []
+
+        def kill_rank_2():  # once rank 2's commit of step 50 or later is in the event log
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not killed:
+                try:
+                    log = [json.loads(line) for line in open(os.path.join(out, "events.jsonl")) if line.strip()]
+                except (FileNotFoundError, json.JSONDecodeError):
+                    log = []
+                pid = [e["pid"] for e in log if e["event"] == "worker_start" and e["rank"] == 2
+                       and e["restart_count"] == 0]
+                if pid and any(e["event"] == "checkpoint_commit" and e["rank"] == 2 and e["step"] >= 50 for e in log):
+                    os.kill(pid[0], signal.SIGKILL)
+                    killed.append(pid[0])
+                time.sleep(0.005)
+
+        killer = threading.Thread(target=kill_rank_2)
+        killer.start()
+        code, _ = ctrun(args + [out], out)
+        killer.join()
+        assert killed, "rank 2 was not killed: the job ended (or did not save step 50) first"
+        assert code == 0, f"ctrun exited {code} after one failure with --max-restarts 3"
+        assert len(events(out, "restart")) == 1, events(out, "restart")
+        loads = [e for e in events(out, "checkpoint_load") if e["step"] is not None]
+        assert len(loads) == RANKS and len({e["step"] for e in loads}) == 1 and loads[0]["step"] >= 49, loads
+        for r in range(RANKS):
+            a, b = (torch.load(os.path.join(d, f"final-{r}.pt")) for d in (ref, out))
+            for k, v in a["model"].items():
+                assert torch.equal(v.view(torch.int32), b["model"][k].view(torch.int32)), f"rank {r}: {k} differs"
+            for i, st in a["optimizer"]["state"].items():
+                for k, v in st.items():
+                    assert torch.equal(v, b["optimizer"]["state"][i][k]), f"rank {r}: optimizer {i}.{k} differs"
+        print(f"ok: the doc's example resumed from step {loads[0]['step']} on every rank; final state bit for bit")
+
+
 def spilled_steps(directory):
     return sorted(int(n.split("-")[1]) for n in os.listdir(directory)
                   if n.startswith("step-") and os.path.exists(os.path.join(directory, n, "ctrun-step.json")))

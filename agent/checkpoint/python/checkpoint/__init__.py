@@ -82,9 +82,13 @@ def _save_snapshot(s, obj, step):
         s.notify("refused", step=step, bytes=plan.size, error=str(e))
         raise
     try:
-        # MAP_POPULATE: the pages of a reused spare are mapped in one call instead of one fault each.
-        with f, mmap.mmap(f.fileno(), plan.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE) as mapped:
-            plan.write(mapped)
+        if plan.by_pwrite():
+            with f:
+                plan.write(_snapshot.FileWriter(f.fileno()))
+        else:  # a CUDA tensor's bytes go from the device straight into the mapped file; a digest reads them back
+            # MAP_POPULATE: the pages of a reused spare are mapped in one call instead of one fault each.
+            with f, mmap.mmap(f.fileno(), plan.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE) as mapped:
+                plan.write(mapped)
     except BaseException:
         os.unlink(partial)
         raise
@@ -117,13 +121,14 @@ def load(into=None):
     s = _state()
     began = time.perf_counter()
     step = _newest_common_step(s)
+    agreed = round(time.perf_counter() - began, 6)  # the step looked up (the agents settled it before the start)
     if step is None:
         resumed = _spilled.load(s.setting)  # --checkpoint-dir, when memory holds nothing
         if resumed is not None:
             s.last_step = resumed[0] if s.last_step is None else max(s.last_step, resumed[0])
         fields = {} if resumed is None else {"source": "checkpoint-dir"}
         s.notify("load", step=None if resumed is None else resumed[0], seconds=round(time.perf_counter() - began, 6),
-                 **fields)
+                 agree_seconds=agreed, **fields)
         return resumed
 
     def same_world(header):
@@ -131,12 +136,21 @@ def load(into=None):
             raise RuntimeError(f"ck.load(): step {step} was saved by a job of {header['world_size']} ranks, this "
                                f"one has {s.setting.world_size}; loading into another world size is not supported yet")
 
-    _, obj = _snapshot.read(s.dir.file_of(step), into=into, check=same_world)
+    took = []
+
+    def pages(nbytes):  # new tensors over the pages of a file this rank no longer needs (RankDir.take_pages)
+        f, old = s.dir.take_pages(step, nbytes)
+        took.append(old)
+        return f
+
+    _, obj = _snapshot.read(s.dir.file_of(step), into=into, check=same_world, pages=pages)
+    if took and took[0] is not None:
+        s.registry.publish(s.dir.held())  # the step taken is no longer this rank's
     if isinstance(obj, dict) and obj.get(_dcp.MARK):
         raise RuntimeError(f"ck.load(): step {step} was saved through torch.distributed.checkpoint "
                            "(ck.MemoryWriter); load it with dcp.load(state_dict, storage_reader=ck.MemoryReader())")
     s.last_step = step if s.last_step is None else max(s.last_step, step)
-    s.notify("load", step=step, seconds=round(time.perf_counter() - began, 6))
+    s.notify("load", step=step, seconds=round(time.perf_counter() - began, 6), agree_seconds=agreed)
     return step, obj
 
 

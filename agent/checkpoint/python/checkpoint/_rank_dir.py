@@ -106,6 +106,39 @@ class RankDir:
                     "full). Nothing held was lost; lower ctrun --checkpoint-memory or free shared memory.") from None
             return path, f
 
+    def take_pages(self, step, nbytes):
+        """Memory for a load of `step` into new tensors: a file of this rank whose pages are allocated and in memory
+        already, taken out of the directory (unlinked; the caller's open file keeps it, and its mapping then): the
+        oldest step held below `step`, which no rank resumes from once every rank holds `step` (the next save
+        would drop it), or else the spare. Neither when another process holds a link to it (the spill's copy).
+        Returns (open file of nbytes, the step taken or None), or (None, None) when there is neither: then the
+        caller allocates. This file's pages were allocated by an earlier save, so a load allocates none and the
+        node's memory does not grow. Leaves the spare for the next save when it took a step."""
+        with _locked(self.setting.directory):
+            candidates = [(old, self.file_of(old)) for old in self.held() if old < step]
+            candidates = candidates[:1] + [(None, os.path.join(self.path, _contract.SPARE_FILE))]
+            for old, path in candidates:
+                try:
+                    f = open(path, "r+b")
+                except FileNotFoundError:
+                    continue
+                if os.fstat(f.fileno()).st_nlink > 1:
+                    f.close()
+                    continue
+                os.unlink(path)
+                break
+            else:
+                return None, None
+        try:
+            allocated = os.fstat(f.fileno()).st_blocks * 512
+            os.ftruncate(f.fileno(), nbytes)
+            if allocated < nbytes:
+                os.posix_fallocate(f.fileno(), 0, nbytes)  # a smaller file grows here; no SIGBUS in the copy
+        except OSError:
+            f.close()
+            return None, None
+        return f, old
+
     def publish(self, partial, step):
         """Makes `partial` the complete snapshot of `step`. Steps after it (from a timeline the job left when it
         resumed from an older step) go first; then the rename, atomic: a reader sees the old file or the new one,

@@ -138,8 +138,14 @@ class Plan:
         self.size = self.payload + (TRAILER_BYTES if digest else 0)
         self.layout = header
 
+    def by_pwrite(self):
+        """Whether this snapshot can be written through a FileWriter: every storage on the CPU and no digest (which
+        reads the written bytes back through a mapping)."""
+        return not self.digest and all(s.device.type == "cpu" for s in self.storages)
+
     def write(self, mapped):
-        """Writes the snapshot into `mapped` (a writable mmap of at least self.size bytes)."""
+        """Writes the snapshot into `mapped`: a writable mmap of at least self.size bytes, or a FileWriter (when
+        by_pwrite())."""
         mapped[0:len(MAGIC)] = MAGIC
         mapped[len(MAGIC):len(MAGIC) + _LENGTH.size] = _LENGTH.pack(len(self.header))
         start = len(MAGIC) + _LENGTH.size
@@ -149,6 +155,9 @@ class Plan:
         for storage, (at, n) in zip(self.storages, self.layout["storages"]):
             if n == 0:
                 continue
+            if isinstance(mapped, FileWriter):
+                mapped[at:at + n] = memoryview(_bytes_of(storage).numpy())
+                continue
             view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at)
             view.copy_(_bytes_of(storage))
             del view  # the mmap cannot close while a tensor still exports it
@@ -157,7 +166,20 @@ class Plan:
                 mapped[self.payload:self.size] = digest_trailer(whole, self.payload)
 
 
-def read(path, copy=True, into=None, check=None):
+class FileWriter:
+    """An open snapshot file written as a mapping would be (`writer[at:at + n] = bytes`), by pwrite: the kernel copies
+    from the tensors into the file's pages through its own mapping of them. Through an mmap instead, each save's new
+    mapping of the file costs the first touch of every page again, 5x the copy itself on the dev VM
+    (docs/benchmarks.md)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def __setitem__(self, where, data):
+        _pwrite_all(self.fd, data, where.start or 0)
+
+
+def read(path, copy=True, into=None, check=None, pages=None):
     """The object of a snapshot file, its tensors CPU tensors in memory of their own. Returns (header, object).
     into: an object laid out as the one saved (the same tensors in the same order, each storage of the same size and
     dtype, on the CPU), whose tensors receive the saved bytes in place: nothing is allocated, and the pages written
@@ -167,7 +189,11 @@ def read(path, copy=True, into=None, check=None):
     until they are read; for readers that copy what they need elsewhere at once (MemoryReader, the spill process):
     a page not yet written through such a mapping still shows the file, whose pages the rank's next save but one
     overwrites (the spare), so it is no way to hand tensors to a caller who keeps them.
-    check: called with the header before anything is read (it raises to refuse the snapshot)."""
+    check: called with the header before anything is read (it raises to refuse the snapshot).
+    pages: a callable given the file's size that returns an open file of that size (or None) whose pages are in
+    memory already and are the caller's alone (RankDir.take_pages): without into, the snapshot is copied into it
+    whole and the tensors are views of its shared mapping, so no page of theirs is allocated anew (the first touch
+    of each page through the new mapping is still paid, by the caller's first use)."""
     if not copy:
         return _view(path)
     # pread into each tensor: one copy by the kernel, and no page faults on the source (a mapping of the file
@@ -182,6 +208,13 @@ def read(path, copy=True, into=None, check=None):
         header = json.loads(_pread(fd, length, start))
         if check is not None:
             check(header)
+        if into is None and pages is not None:
+            taken = pages(os.fstat(fd).st_size)
+            if taken is not None:
+                with taken:
+                    storages = _copied_into(fd, taken, header)
+                at, n = header["pickle"]
+                return header, _unpickle(_pread(fd, n, at), storages)
         storages = _targets(header, into)
         for storage, (at, n) in zip(storages, header["storages"]):
             if n:
@@ -190,6 +223,37 @@ def read(path, copy=True, into=None, check=None):
         return header, _unpickle(_pread(fd, n, at), storages)
     finally:
         os.close(fd)
+
+
+def _copied_into(fd, taken, header):
+    """The snapshot's bytes copied into `taken` (an open file of the snapshot's size), and a storage per saved one
+    viewing its shared mapping (which lives as long as a tensor does; the file is unlinked, so nothing else sees
+    it). The copy is the kernel's, file to file (copy_file_range): a copy through the new mapping costs every
+    page's first touch in it, and the caller's first use of the tensors pays that again. MAP_POPULATE: the pages
+    are mapped in one call, not faulted one by one."""
+    size = os.fstat(taken.fileno()).st_size
+    try:  # file to file in the kernel; the pages are then mapped, and first touched by whoever uses them
+        done = 0
+        while done < size:
+            got = os.copy_file_range(fd, taken.fileno(), size - done, done, done)
+            if got == 0:
+                raise RuntimeError(f"a snapshot file ended {size - done} bytes early")
+            done += got
+        mapped = mmap.mmap(taken.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+    except OSError:  # no copy_file_range between these files: through the mapping
+        mapped = mmap.mmap(taken.fileno(), size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        with memoryview(mapped) as whole:
+            _pread_into(fd, whole, 0)
+    return _storages_over(mapped, header)
+
+
+def _storages_over(mapped, header):
+    """A storage per saved one, viewing its bytes in `mapped` (which lives as long as a tensor viewing it)."""
+    storages = []
+    for at, n in header["storages"]:
+        view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at) if n else torch.empty(0, dtype=torch.uint8)
+        storages.append(_untyped_of_tensor(view))
+    return storages
 
 
 def _targets(header, into):
@@ -219,6 +283,13 @@ def _targets(header, into):
     return pickler.storages
 
 
+def _pwrite_all(fd, data, offset):
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwritev(fd, [view[done:]], offset + done)
+
+
 def _pread(fd, n, offset):
     buffer = bytearray(n)
     _pread_into(fd, memoryview(buffer), offset)
@@ -242,12 +313,8 @@ def _view(path):
     (length,) = _LENGTH.unpack(mapped[len(MAGIC):len(MAGIC) + _LENGTH.size])
     start = len(MAGIC) + _LENGTH.size
     header = json.loads(mapped[start:start + length])
-    storages = []
-    for at, n in header["storages"]:
-        view = torch.frombuffer(mapped, dtype=torch.uint8, count=n, offset=at) if n else torch.empty(0, dtype=torch.uint8)
-        storages.append(_untyped_of_tensor(view))
     at, n = header["pickle"]
-    return header, _unpickle(mapped[at:at + n], storages)
+    return header, _unpickle(mapped[at:at + n], _storages_over(mapped, header))
 
 
 def _unpickle(data, storages):
