@@ -43,7 +43,7 @@ class Agent::Impl {
       : config_(std::move(config)),
         env_(std::move(env)),
         log_(ctrun::log::get("agent")),
-        events_(config_.event_log) {}
+        events_(config_.logs.event_log) {}
 
   ~Impl() { lane_.join(); }  // reached only with the helper idle (run() does not return while a call is in flight)
 
@@ -51,8 +51,10 @@ class Agent::Impl {
 
   int run() {
     std::signal(SIGPIPE, SIG_IGN);  // ctrun writes to pipes and consoles that may close under it
-    signals_ = std::make_unique<SignalWatch>(io_, config_.signal_numbers, config_.forwarded_signal_numbers);
-    restarts_ = {config_.initial_restart_count, config_.max_restarts};  // Slurm requeues: SLURM_RESTART_COUNT
+    signals_ =
+        std::make_unique<SignalWatch>(io_, config_.shutdown.signal_numbers, config_.shutdown.forwarded_signal_numbers);
+    // Slurm requeues start from SLURM_RESTART_COUNT.
+    restarts_ = {config_.restarts.initial_restart_count, config_.restarts.max_restarts};
     if (!open_worker_store()) return outcome_.exit_code;
     if (!make_rooms()) return 1;
     signals_->start([this](int sig) { on_death_signal(sig); }, [this](int sig) { group_->forward(sig); });
@@ -87,7 +89,7 @@ class Agent::Impl {
                       attempt_.membership_changed,
                       restarts_.remaining > 0,
                       outcome_.death_signal != 0,
-                      progress_.stalled(config_.stop_without_progress),
+                      progress_.stalled(config_.restarts.stop_without_progress),
                       rounds_->step_out.failing(attempt_.failure_seen),
                       rounds_->step_out.others_go_on()};
   }
@@ -190,7 +192,7 @@ class Agent::Impl {
   }
 
   void on_handler_ready() {
-    layout_ = std::make_unique<LogLayout>(config_.log_dir, rdzv_->run_id());
+    layout_ = std::make_unique<LogLayout>(config_.logs.dir, rdzv_->run_id());
     if (layout_->enabled()) log_->info("log directory set to: {}", layout_->run_dir());
     status_->start(*layout_);
     say_start(config_, env_, events_, *rdzv_, site_.host, site_.store ? site_.store->port() : 0);
@@ -251,7 +253,7 @@ class Agent::Impl {
     group_->start(AttemptSpec{restarts_.count, round, rdzv_->run_id(), rdzv_->use_agent_store()}, *layout_,
                   [this] { return state_ == AgentState::kRunning; });
     hang_->attempt_started(round);
-    if (round.group_world_size > 1 || config_.max_nodes > 1)
+    if (round.group_world_size > 1 || config_.rdzv.max_nodes > 1)
       rounds_->membership.start(attempt_.seq, rdzv_,
                                 [this](std::uint64_t a) { return current(a, AgentState::kRunning); },
                                 [this](const rdzv::MembershipCheck& check) { membership_changed(check); });

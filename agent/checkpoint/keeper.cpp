@@ -46,11 +46,11 @@ struct CheckpointKeeper::Impl {
       : io(io_context),
         log(ctrun::log::get("checkpoint")),
         events(ev),
-        nproc(config.nproc_per_node),
-        replicas_flag(config.checkpoint_replicas),
-        spill_dir(config.checkpoint_dir),
+        nproc(config.workers.nproc_per_node),
+        replicas_flag(config.checkpoint.replicas),
+        spill_dir(config.checkpoint.dir),
         secret(config.secret) {
-    if (config.checkpoint_memory && *config.checkpoint_memory == 0) {
+    if (config.checkpoint.memory && *config.checkpoint.memory == 0) {
       off = "in-memory checkpoints are off for this job (ctrun --checkpoint-memory 0)";
       if (!spill_dir.empty())
         log->warn(
@@ -61,7 +61,7 @@ struct CheckpointKeeper::Impl {
     }
     for (const auto& path : sweep_stale_job_dirs(root)) log->info("removed {} (left by a killed ctrun)", path);
     const MemoryFacts facts = read_memory_facts(root);
-    limit = config.checkpoint_memory.value_or(default_checkpoint_memory(facts));
+    limit = config.checkpoint.memory.value_or(default_checkpoint_memory(facts));
     try {
       dir = std::make_unique<JobDirectory>(static_cast<int>(::getpid()), root);
       notices = std::make_unique<NoticeSocket>(io, dir->path() + "/" + std::string(kNoticeSocket),
@@ -74,10 +74,13 @@ struct CheckpointKeeper::Impl {
       return;
     }
     log->debug("in-memory checkpoints in {}, at most {} on this node ({})", dir->path(), format_bytes(limit),
-               config.checkpoint_memory ? "--checkpoint-memory" : describe_default(facts, root));
-    if (!config.checkpoint_dir.empty()) {
-      SpillSettings settings{config.checkpoint_dir, config.checkpoint_dir_every, config.checkpoint_dir_every_s,
-                             {worker_python(env).program}, {}};
+               config.checkpoint.memory ? "--checkpoint-memory" : describe_default(facts, root));
+    if (!config.checkpoint.dir.empty()) {
+      SpillSettings settings{config.checkpoint.dir,
+                             config.checkpoint.dir_every,
+                             config.checkpoint.dir_every_s,
+                             {worker_python(env).program},
+                             {}};
       // The workers' python and their first PYTHONPATH entries: `-m ctrun_torch.checkpoint.spill` is found as the
       // workers find ctrun_torch.checkpoint.
       if (const std::string dirs = python_dirs(); !dirs.empty()) {

@@ -208,7 +208,8 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const EnvL
     throw UsageError(std::string(e.what()) + "\n  (" + derived->describe() + ")");
   }
   c.cluster_summary = derived->describe();
-  if (derived->initial_restart_count) c.initial_restart_count = text::parse_int<int>(derived->initial_restart_count->value).value_or(0);
+  if (derived->initial_restart_count)
+    c.restarts.initial_restart_count = text::parse_int<int>(derived->initial_restart_count->value).value_or(0);
   return c;
 }
 

@@ -10,36 +10,36 @@ using rdzv::Backend;
 
 // torchrun's own two checks of the worker command.
 Complaint module_or_no_python(const LaunchConfig& c) {
-  if (!(c.module && c.no_python)) return std::nullopt;
+  if (!(c.workers.module && c.workers.no_python)) return std::nullopt;
   return "Don't use both the '--no-python' flag and the '--module' flag at the same time.";
 }
 
 Complaint module_or_run_path(const LaunchConfig& c) {
-  if (!(c.run_path && c.module)) return std::nullopt;
+  if (!(c.workers.run_path && c.workers.module)) return std::nullopt;
   return "Don't use both the '--run-path' flag and the '--module' flag.";
 }
 
 // As torchrun: the static backend has no elasticity, and the node rank picks one of exactly N places.
 Complaint static_needs_fixed_nnodes(const LaunchConfig& c) {
-  if (c.rdzv_backend != Backend::kStatic || c.min_nodes == c.max_nodes) return std::nullopt;
-  return "argument --nnodes: '" + std::to_string(c.min_nodes) + ":" + std::to_string(c.max_nodes) +
+  if (c.rdzv.backend != Backend::kStatic || c.rdzv.min_nodes == c.rdzv.max_nodes) return std::nullopt;
+  return "argument --nnodes: '" + std::to_string(c.rdzv.min_nodes) + ":" + std::to_string(c.rdzv.max_nodes) +
          "': MIN:MAX needs --rdzv-backend c10d (static needs a fixed N)";
 }
 
 Complaint static_node_rank_below_nnodes(const LaunchConfig& c) {
-  if (c.rdzv_backend != Backend::kStatic || c.node_rank < c.max_nodes) return std::nullopt;
-  return "argument --node-rank: " + std::to_string(c.node_rank) + " must be smaller than --nnodes " +
-         std::to_string(c.max_nodes);
+  if (c.rdzv.backend != Backend::kStatic || c.rdzv.node_rank < c.rdzv.max_nodes) return std::nullopt;
+  return "argument --node-rank: " + std::to_string(c.rdzv.node_rank) + " must be smaller than --nnodes " +
+         std::to_string(c.rdzv.max_nodes);
 }
 
 Complaint etcd_needs_endpoint(const LaunchConfig& c) {
-  if (c.rdzv_backend != Backend::kEtcd || !c.rdzv_endpoint.empty()) return std::nullopt;
+  if (c.rdzv.backend != Backend::kEtcd || !c.rdzv.endpoint.empty()) return std::nullopt;
   return "argument --rdzv-endpoint: --rdzv-backend etcd needs --rdzv-endpoint host:port[,host:port...] (etcd's "
          "client URLs)";
 }
 
 Complaint c10d_nodes_need_endpoint(const LaunchConfig& c) {
-  if (c.rdzv_backend != Backend::kC10d || c.standalone || c.max_nodes <= 1 || !c.rdzv_endpoint.empty()) {
+  if (c.rdzv.backend != Backend::kC10d || c.rdzv.standalone || c.rdzv.max_nodes <= 1 || !c.rdzv.endpoint.empty()) {
     return std::nullopt;
   }
   return "argument --rdzv-endpoint: --rdzv-backend c10d with several nodes needs --rdzv-endpoint host[:port]";
@@ -56,7 +56,7 @@ Complaint include_exclude_need_hosts(const LaunchConfig& c) {
 }
 
 Complaint standalone_is_one_node(const LaunchConfig& c) {
-  if (!(c.standalone && c.multihost.enabled())) return std::nullopt;
+  if (!(c.rdzv.standalone && c.multihost.enabled())) return std::nullopt;
   return "--standalone is one node; it does not go with --hostfile/--hosts";
 }
 

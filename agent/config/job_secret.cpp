@@ -25,7 +25,7 @@ std::shared_ptr<const auth::Secret> from_sources(const LaunchConfig& config, con
     return std::make_shared<auth::Secret>(read_secret_line(STDIN_FILENO, 10.0), "--secret-file - (stdin)");
   std::string file = config.secret_file;
   if (file.empty()) {
-    if (auto it = config.rdzv_conf.find(kConfKey); it != config.rdzv_conf.end()) file = it->second;
+    if (auto it = config.rdzv.conf.find(kConfKey); it != config.rdzv.conf.end()) file = it->second;
   }
   if (!file.empty()) {
     if (const std::string warning = auth::secret_file_warning(file); !warning.empty())
@@ -88,14 +88,14 @@ std::string open_doors_warning(const LaunchConfig& config) {
     return std::string(
                "the workers' store (MASTER_ADDR:MASTER_PORT) stays open to anyone who can reach it, as "
                "torch's: its clients are the workers themselves (") +
-           (config.rdzv_backend == rdzv::Backend::kStatic ? "--rdzv-backend static" : "--store-relay off") +
+           (config.rdzv.backend == rdzv::Backend::kStatic ? "--rdzv-backend static" : "--store-relay off") +
            "), and torch's TCPStore has no handshake. With c10d or etcd and --store-relay on (the default), each "
            "node's relay proves the secret and the store takes nothing else (docs/security.md)";
   }
   std::string doors;
-  if (config.rdzv_backend == rdzv::Backend::kC10d) doors += "the rendezvous store (--rdzv-endpoint), ";
+  if (config.rdzv.backend == rdzv::Backend::kC10d) doors += "the rendezvous store (--rdzv-endpoint), ";
   doors += "the workers' store";
-  if (!config.checkpoint_memory || *config.checkpoint_memory > 0)
+  if (!config.checkpoint.memory || *config.checkpoint.memory > 0)
     doors += ", each agent's checkpoint replication endpoint (your model's weights)";
   return "this multi-node job has no secret: anyone who can reach this node's ports can use " + doors +
          " as a member of the job. Close them by giving every agent the same secret: --secret-file FILE (`head -c 32 "

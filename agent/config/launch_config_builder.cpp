@@ -15,25 +15,25 @@ namespace {
 
 // As torchrun: explicit rendezvous settings are replaced by a local one with a fresh run id and a free port.
 void apply_standalone(LaunchConfig& c) {
-  c.rdzv_backend = rdzv::Backend::kC10d;
-  c.rdzv_endpoint = "localhost:0";
-  c.rdzv_id = random_run_id();
-  c.min_nodes = c.max_nodes = 1;
-  c.master_port.reset();
+  c.rdzv.backend = rdzv::Backend::kC10d;
+  c.rdzv.endpoint = "localhost:0";
+  c.rdzv.id = random_run_id();
+  c.rdzv.min_nodes = c.rdzv.max_nodes = 1;
+  c.rdzv.master_port.reset();
 }
 
 // The rendezvous library's own checks (--rdzv-conf values, the endpoint), run before anything is opened.
 void validate_rendezvous(const LaunchConfig& c) {
   try {
     rdzv::RendezvousParameters p = rendezvous_parameters(c);
-    if (c.rdzv_backend == rdzv::Backend::kEtcd) {
+    if (c.rdzv.backend == rdzv::Backend::kEtcd) {
       rdzv::etcd::parse_options(p);  // every endpoint, protocol, TLS files, lease_ttl
       rdzv::c10d_settings(p);        // the same timeouts as c10d
-    } else if (!c.rdzv_endpoint.empty()) {
-      rdzv::parse_endpoint(c.rdzv_endpoint,
-                           c.rdzv_backend == rdzv::Backend::kC10d ? rdzv::kDefaultC10dPort : rdzv::kDefaultMasterPort);
+    } else if (!c.rdzv.endpoint.empty()) {
+      rdzv::parse_endpoint(c.rdzv.endpoint,
+                           c.rdzv.backend == rdzv::Backend::kC10d ? rdzv::kDefaultC10dPort : rdzv::kDefaultMasterPort);
     }
-    if (c.rdzv_backend == rdzv::Backend::kC10d) rdzv::c10d_settings(p);
+    if (c.rdzv.backend == rdzv::Backend::kC10d) rdzv::c10d_settings(p);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -60,13 +60,13 @@ LaunchConfig build_launch_config(const FlagSources& sources) {
     if (flag.bind == nullptr) continue;
     if (auto value = sources.resolve(flag)) FlagSources::apply(flag, *value, c);
   }
-  if (c.standalone) apply_standalone(c);
+  if (c.rdzv.standalone) apply_standalone(c);
   check_flag_rules(c);
   validate_rendezvous(c);
   c.script = sources.command_line().script;
   c.script_args = sources.command_line().script_args;
   // torchrun's runpy.run_path needs an absolute path; make it one rather than fail.
-  if (c.run_path) c.script = std::filesystem::absolute(c.script).string();
+  if (c.workers.run_path) c.script = std::filesystem::absolute(c.script).string();
   return c;
 }
 

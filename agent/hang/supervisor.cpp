@@ -83,16 +83,16 @@ struct HangSupervisor::Impl {
   void make_watch() {
     for (const auto& path : hang::sweep_stale_regions()) log->info("removed {} (left by a killed ctrun)", path);
     hang::WatchConfig wc;
-    wc.detector.report_after_s = config.hang_report_after;
-    wc.detector.hang_timeout_s = config.hang_timeout;
-    if (config.hang_timeout_auto) {
-      wc.auto_timeout = hang::AutoTimeout{.floor_s = config.hang_timeout_auto->floor_s,
-                                          .ceiling_s = config.hang_timeout_auto->ceiling_s};
+    wc.detector.report_after_s = config.hang.report_after;
+    wc.detector.hang_timeout_s = config.hang.timeout;
+    if (config.hang.timeout_auto) {
+      wc.auto_timeout = hang::AutoTimeout{.floor_s = config.hang.timeout_auto->floor_s,
+                                          .ceiling_s = config.hang.timeout_auto->ceiling_s};
     }
-    wc.detector.straggler_every_s = config.straggler_interval;
+    wc.detector.straggler_every_s = config.hang.straggler_interval;
     wc.host = host::short_name();
     wc.agent_pid = static_cast<int>(::getpid());
-    wc.local_ranks = std::max(config.nproc_per_node, 1);
+    wc.local_ranks = std::max(config.workers.nproc_per_node, 1);
     watch = std::make_unique<hang::HangWatch>(wc);
     WorkerHooks hooks;
     hooks.before_start = [this](const Worker& w, std::map<std::string, std::string>& worker_env) {
@@ -181,7 +181,7 @@ struct HangSupervisor::Impl {
   // others' reads of them. One exchange at a time, on the helper lane.
   void exchange(double t) {
     if (round.group_world_size <= 1 || !round.store || exchange_busy) return;
-    const bool verdicts_fail = config.hang_timeout > 0 || config.hang_timeout_auto.has_value();
+    const bool verdicts_fail = config.hang.timeout > 0 || config.hang.timeout_auto.has_value();
     const hang::ExchangeStep step =
         hang::next_step(*watch, t, round.group_rank, round.group_world_size, verdicts_fail, last_read);
     if (!step.any()) return;

@@ -23,8 +23,8 @@ std::optional<std::chrono::steady_clock::duration> health_retry_after(std::chron
 HealthGate::HealthGate(boost::asio::io_context& io, const LaunchConfig& config, const EnvLookup& env,
                        EventLog& events)
     : config_(config), env_(env), events_(events) {
-  if (config.health_check)
-    command_ = std::make_unique<HealthCheck>(io, *config.health_check, config.health_check_timeout);
+  if (config.health.command)
+    command_ = std::make_unique<HealthCheck>(io, *config.health.command, config.health.timeout);
 }
 
 HealthGate::~HealthGate() = default;

@@ -59,10 +59,10 @@ std::string numeric(const sockaddr* a, socklen_t len) {
 
 // The rendezvous endpoint (etcd: the first of its members).
 std::optional<rdzv::Endpoint> endpoint_of(const LaunchConfig& config) {
-  if (config.rdzv_endpoint.empty()) return std::nullopt;
-  const auto first = text::split(config.rdzv_endpoint, ',').front();
+  if (config.rdzv.endpoint.empty()) return std::nullopt;
+  const auto first = text::split(config.rdzv.endpoint, ',').front();
   const std::uint16_t port =
-      config.rdzv_backend == rdzv::Backend::kEtcd ? rdzv::kDefaultEtcdPort : rdzv::kDefaultC10dPort;
+      config.rdzv.backend == rdzv::Backend::kEtcd ? rdzv::kDefaultEtcdPort : rdzv::kDefaultC10dPort;
   try {
     auto ep = rdzv::parse_endpoint(first, port);
     if (ep.host.find("://") != std::string::npos) return std::nullopt;
@@ -98,8 +98,8 @@ std::optional<std::string> local_address_towards(const std::string& host, std::u
 
 PublishedAddress publishable_store_host(const LaunchConfig& config, const std::string& store_host) {
   PublishedAddress out{store_host, ""};
-  if ((config.local_addr && !config.local_addr->empty()) || is_single_node(config)) return out;
-  if (config.rdzv_backend != rdzv::Backend::kC10d && config.rdzv_backend != rdzv::Backend::kEtcd) return out;
+  if ((config.rdzv.local_addr && !config.rdzv.local_addr->empty()) || is_single_node(config)) return out;
+  if (config.rdzv.backend != rdzv::Backend::kC10d && config.rdzv.backend != rdzv::Backend::kEtcd) return out;
   const auto ep = endpoint_of(config);
   if (!ep || !resolves_to_loopback(store_host) || resolves_to_loopback(ep->host)) return out;
   if (rdzv::is_local_host(ep->host)) {
@@ -125,7 +125,7 @@ PublishedAddress publishable_store_host(const LaunchConfig& config, const std::s
 std::string node_listen_host(const LaunchConfig& config, const std::string& store_host, bool static_multi_node) {
   if (!static_multi_node) return store_host;
   const std::string own = node_address(config);  // --local-addr, else the host name
-  if ((config.local_addr && !config.local_addr->empty()) || !resolves_to_loopback(own)) return own;
+  if ((config.rdzv.local_addr && !config.rdzv.local_addr->empty()) || !resolves_to_loopback(own)) return own;
   const auto master = rdzv::static_endpoint(rendezvous_parameters(config));
   const auto local = local_address_towards(master.host, master.port);
   return local && !resolves_to_loopback(*local) ? *local : own;

@@ -13,13 +13,13 @@ namespace ctrun::agent {
 // A c10d job of --nnodes 1 is not single-node for the rendezvous (it has an endpoint), but its workers are all on
 // this node: they reach the store as directly as through a relay.
 bool wants_store_relay(const LaunchConfig& config) {
-  return config.store_relay && !is_single_node(config) && config.max_nodes > 1;
+  return config.rdzv.store_relay && !is_single_node(config) && config.rdzv.max_nodes > 1;
 }
 
 // Every node's workers go through their relay, and every relay proves the secret: the store can demand it. Not with
 // the static backend, whose store is also the rendezvous' (its own rules).
 bool workers_store_needs_secret(const LaunchConfig& config) {
-  return config.secret && wants_store_relay(config) && config.rdzv_backend != rdzv::Backend::kStatic;
+  return config.secret && wants_store_relay(config) && config.rdzv.backend != rdzv::Backend::kStatic;
 }
 
 std::unique_ptr<NodeStoreRelay> NodeStoreRelay::open(const LaunchConfig& config) {

@@ -61,13 +61,13 @@ std::string python_dirs() {
 std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in, const EnvLookup& parent_env) {
   const LaunchConfig& c = *in.config;
   const rdzv::RoundInfo& round = *in.round;
-  int lws = c.nproc_per_node;
+  int lws = c.workers.nproc_per_node;
   std::map<std::string, std::string> env;
-  env[worker_env::kLocalRank] = std::to_string(c.virtual_local_rank ? 0 : in.local_rank);
+  env[worker_env::kLocalRank] = std::to_string(c.workers.virtual_local_rank ? 0 : in.local_rank);
   env[worker_env::kRank] = std::to_string(round.base_global_rank + in.local_rank);
   env[worker_env::kGroupRank] = std::to_string(round.group_rank);
   env[worker_env::kRoleRank] = std::to_string(round.base_role_rank + in.local_rank);
-  env[worker_env::kRoleName] = c.role;
+  env[worker_env::kRoleName] = c.workers.role;
   env[worker_env::kLocalWorldSize] = std::to_string(lws);
   env[worker_env::kWorldSize] = std::to_string(round.global_world_size);
   env[worker_env::kGroupWorldSize] = std::to_string(round.group_world_size);
@@ -75,7 +75,7 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in
   env[worker_env::kMasterAddr] = round.master_addr;
   env[worker_env::kMasterPort] = std::to_string(round.master_port);
   env[worker_env::kRestartCount] = std::to_string(in.restart_count);
-  env[worker_env::kMaxRestarts] = std::to_string(c.max_restarts);
+  env[worker_env::kMaxRestarts] = std::to_string(c.restarts.max_restarts);
   env[worker_env::kRunId] = in.run_id;
   env[worker_env::kUseAgentStore] = in.use_agent_store ? worker_env::kTrue : worker_env::kFalse;
   // torch >= 2.2 reads the TORCH_ name, 1.13 the old one; torchrun sets the one its version knows.
@@ -99,13 +99,13 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in
       env[new_name] = value;
     }
   }
-  env[worker_env::kSignalsToHandle] = c.signals_to_handle;
+  env[worker_env::kSignalsToHandle] = c.shutdown.signals_to_handle;
   // `import ctrun_torch` works in workers with nothing set, and ctrun can dump their Python stacks.
   if (const std::string dirs = python_dirs(); !dirs.empty()) {
     auto inherited = parent_env("PYTHONPATH");
     env["PYTHONPATH"] = dirs + (inherited && !inherited->empty() ? ":" + *inherited : "");
   }
-  if (c.virtual_local_rank) {
+  if (c.workers.virtual_local_rank) {
     auto cvd = parent_env("CUDA_VISIBLE_DEVICES");
     if (cvd && !cvd->empty()) {
       auto devices = text::split(*cvd, ',');
@@ -123,16 +123,16 @@ std::map<std::string, std::string> worker_env_overrides(const WorkerEnvInput& in
 
 std::vector<std::string> worker_argv(const LaunchConfig& c, int local_rank, const EnvLookup& parent_env) {
   std::vector<std::string> argv;
-  if (c.no_python && !c.run_path) {
+  if (c.workers.no_python && !c.workers.run_path) {
     argv.push_back(c.script);
   } else {
     argv.push_back(worker_python(parent_env).program);
     argv.push_back("-u");
-    if (c.run_path) {
+    if (c.workers.run_path) {
       // torchrun --run-path runs runpy.run_path(script, run_name="__main__") in the worker process.
       argv.push_back("-c");
       argv.push_back("import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')");
-    } else if (c.module) {
+    } else if (c.workers.module) {
       argv.push_back("-m");
     }
     argv.push_back(c.script);

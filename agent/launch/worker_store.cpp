@@ -46,30 +46,31 @@ std::uint64_t WorkerStore::keys() const { return server_->stats().keys; }
 std::string worker_store_bind_host(const LaunchConfig& config) {
   const bool single = is_single_node(config);
   const bool at_endpoint =
-      config.rdzv_backend == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
-  if (single && !at_endpoint) return config.local_addr.value_or(config.standalone ? "127.0.0.1" : config.master_addr);
-  if ((!single && config.rdzv_backend == rdzv::Backend::kStatic) || at_endpoint) {
+      config.rdzv.backend == rdzv::Backend::kStatic && !config.rdzv.standalone && !config.rdzv.endpoint.empty();
+  if (single && !at_endpoint)
+    return config.rdzv.local_addr.value_or(config.rdzv.standalone ? "127.0.0.1" : config.rdzv.master_addr);
+  if ((!single && config.rdzv.backend == rdzv::Backend::kStatic) || at_endpoint) {
     // A numeric address of this machine is bound as given (several "nodes" of one machine on 127.0.0.x); a host
     // name may resolve to another address here (127.0.1.1) than for the other nodes: bind every interface.
     const auto ep = rdzv::static_endpoint(rendezvous_parameters(config));
     return is_numeric_address(ep.host) && rdzv::is_local_host(ep.host) ? ep.host : "0.0.0.0";
   }
-  return config.local_addr && !config.local_addr->empty() ? *config.local_addr : "0.0.0.0";
+  return config.rdzv.local_addr && !config.rdzv.local_addr->empty() ? *config.rdzv.local_addr : "0.0.0.0";
 }
 
 WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::FailureHandler on_failure) {
   WorkerStoreSite site;
   const bool single = is_single_node(config);
-  site.static_multi_node = !single && config.rdzv_backend == rdzv::Backend::kStatic;
+  site.static_multi_node = !single && config.rdzv.backend == rdzv::Backend::kStatic;
   const std::string bind_host = worker_store_bind_host(config);
   std::uint16_t port = 0;
   // torchrun's static backend serves its store at --rdzv-endpoint when one is given, for one node too.
   const bool at_endpoint =
-      config.rdzv_backend == rdzv::Backend::kStatic && !config.standalone && !config.rdzv_endpoint.empty();
+      config.rdzv.backend == rdzv::Backend::kStatic && !config.rdzv.standalone && !config.rdzv.endpoint.empty();
   if (single && !at_endpoint) {
     site.host = bind_host;
-    if (config.rdzv_backend == rdzv::Backend::kStatic && config.master_port)
-      port = static_cast<std::uint16_t>(*config.master_port);
+    if (config.rdzv.backend == rdzv::Backend::kStatic && config.rdzv.master_port)
+      port = static_cast<std::uint16_t>(*config.rdzv.master_port);
   } else if (site.static_multi_node || at_endpoint) {
     // As torchrun's static backend: node rank 0 serves one store at the master address (or the endpoint) for the
     // rendezvous and every worker of every node; the other nodes bind nothing.
@@ -80,8 +81,8 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
     // c10d: an ephemeral port on this node's address; the round's group rank 0 publishes it as MASTER_ADDR:PORT.
     site.host = node_address(config);
   }
-  if (single && !at_endpoint && !config.standalone && !config.master_port &&
-      config.rdzv_backend == rdzv::Backend::kStatic) {
+  if (single && !at_endpoint && !config.rdzv.standalone && !config.rdzv.master_port &&
+      config.rdzv.backend == rdzv::Backend::kStatic) {
     // torchrun's default: one node without --standalone serves the store on MASTER_PORT 29500, so a script that
     // sets MASTER_PORT=29500 itself finds it there. Taken (another job of this machine): a free port, said so.
     try {
@@ -94,7 +95,7 @@ WorkerStoreSite open_worker_store(const LaunchConfig& config, WorkerStore::Failu
           rdzv::kDefaultMasterPort, bind_host, e.what());
     }
   }
-  if (!site.static_multi_node || config.node_rank == 0) {
+  if (!site.static_multi_node || config.rdzv.node_rank == 0) {
     try {
       // Only the nodes' relays connect (they prove the secret), when every node has one.
       site.store = std::make_unique<WorkerStore>(bind_host, port, on_failure,

@@ -24,7 +24,7 @@ struct ConsoleSink::State {
   std::uint64_t reported = 0;  // dropped lines already named in a warning
   bool writing = false;        // the writer is inside write(2), lock released
   bool stop = false;
-  std::thread writer;
+  std::thread writer;  // started by the first write(): a run that never writes to the console starts no thread
 
   void run() {
     std::unique_lock lock(mutex);
@@ -60,8 +60,6 @@ struct ConsoleSink::State {
 ConsoleSink::ConsoleSink(std::size_t capacity, std::string what_dropped) : state_(std::make_shared<State>()) {
   state_->capacity = capacity;
   state_->what_dropped = std::move(what_dropped);
-  // The thread holds the state too: if it is left blocked in write() at exit, nothing it touches is freed.
-  state_->writer = std::thread([s = state_] { s->run(); });
 }
 
 ConsoleSink::~ConsoleSink() {
@@ -73,6 +71,7 @@ ConsoleSink::~ConsoleSink() {
   state_->pending[1].clear();
   lock.unlock();
   state_->wake.notify_all();
+  if (!state_->writer.joinable()) return;  // nothing was ever written
   if (blocked) {
     state_->writer.detach();
   } else {
@@ -91,6 +90,8 @@ bool ConsoleSink::write(int fd, std::string_view prefix, std::string_view line) 
     }
     state_->pending[i].append(prefix);
     state_->pending[i].append(line);
+    // The thread holds the state too: if it is left blocked in write() at exit, nothing it touches is freed.
+    if (!state_->writer.joinable()) state_->writer = std::thread([s = state_] { s->run(); });
   }
   state_->wake.notify_one();
   return true;

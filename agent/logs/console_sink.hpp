@@ -1,6 +1,7 @@
 #pragma once
 // The console side of --tee: worker lines bound for ctrun's stdout/stderr are queued here and written by a thread
 // of their own, so a console nobody reads (a full pipe, a stopped terminal) never blocks the agent's event loop.
+// The thread starts with the first line: a run that shows no worker output on the console starts none.
 // The queue is bounded (capacity bytes, both streams together); a line that does not fit is dropped and counted,
 // and once the console catches up one warning on stderr says how many lines it missed. The log files (--log-dir)
 // are written on the loop and never drop anything.

@@ -5,13 +5,14 @@
 namespace ctrun::agent {
 
 bool rank_on_console(const LaunchConfig& c, int local_rank) {
-  return c.local_ranks_filter.empty() ||
-         std::find(c.local_ranks_filter.begin(), c.local_ranks_filter.end(), local_rank) != c.local_ranks_filter.end();
+  return c.logs.local_ranks_filter.empty() ||
+         std::find(c.logs.local_ranks_filter.begin(), c.logs.local_ranks_filter.end(), local_rank) !=
+             c.logs.local_ranks_filter.end();
 }
 
 StreamPlan plan_stream(const LaunchConfig& c, int local_rank, int stream) {
-  bool tee = stream == 1 ? c.tee.out(local_rank) : c.tee.err(local_rank);
-  bool redirect = stream == 1 ? c.redirects.out(local_rank) : c.redirects.err(local_rank);
+  bool tee = stream == 1 ? c.logs.tee.out(local_rank) : c.logs.tee.err(local_rank);
+  bool redirect = stream == 1 ? c.logs.redirects.out(local_rank) : c.logs.redirects.err(local_rank);
   bool console = rank_on_console(c, local_rank);
   StreamPlan plan;
   if (tee) {

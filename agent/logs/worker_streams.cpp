@@ -72,8 +72,8 @@ void WorkerStreams::begin_attempt(const LogLayout& layout, int restart_count) {
   }
   if (!layout.enabled()) return;
   std::string dir = layout.attempt_dir(restart_count);
-  if (!config_.duplicate_stdout_filters.empty()) filtered_out_fd_ = open_for_child(dir + "/filtered_stdout.log");
-  if (!config_.duplicate_stderr_filters.empty()) filtered_err_fd_ = open_for_child(dir + "/filtered_stderr.log");
+  if (!config_.logs.duplicate_stdout_filters.empty()) filtered_out_fd_ = open_for_child(dir + "/filtered_stdout.log");
+  if (!config_.logs.duplicate_stderr_filters.empty()) filtered_err_fd_ = open_for_child(dir + "/filtered_stderr.log");
 }
 
 WorkerStreams::Fds WorkerStreams::open(int local_rank, int global_rank) {
@@ -117,9 +117,9 @@ int WorkerStreams::open_stream(int stream, int local_rank, int global_rank, std:
       target.console = &console_;
       target.file_path = path;
       target.filtered_fd = stream == 1 ? filtered_out_fd_ : filtered_err_fd_;
-      target.filters = stream == 1 ? config_.duplicate_stdout_filters : config_.duplicate_stderr_filters;
+      target.filters = stream == 1 ? config_.logs.duplicate_stdout_filters : config_.logs.duplicate_stderr_filters;
       const std::string* tmpl = prefix_template_ ? &*prefix_template_ : nullptr;
-      target.prefix = log_line_prefix(tmpl, config_.role, local_rank, global_rank, host::short_name());
+      target.prefix = log_line_prefix(tmpl, config_.workers.role, local_rank, global_rank, host::short_name());
       target.keep_last_line = stream == 2;
       const std::size_t index = tees_.size();
       if (stream == 2) stderr_[local_rank] = Stderr{true, index, ""};

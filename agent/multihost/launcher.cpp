@@ -404,7 +404,7 @@ int run_multihost(LaunchConfig& config, const CommandLine& cli, const EnvLookup&
   write_all(2, "ctrun: starting " + std::to_string(plans.size()) + " hosts over " + ssh.front() + ": " + summary + ";" +
                    rdzv + "\n");
   // Enough for every agent to stop its workers (--shutdown-timeout) and for ssh to return.
-  Launcher launcher(std::move(plans), std::move(ssh), config.shutdown_timeout + 10.0, secret->key());
+  Launcher launcher(std::move(plans), std::move(ssh), config.shutdown.timeout + 10.0, secret->key());
   return launcher.run();
 }
 

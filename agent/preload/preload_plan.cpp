@@ -9,7 +9,8 @@ namespace ctrun::agent::preload {
 std::variant<WarmOptions, std::string> plan_warm_process(const LaunchConfig& config,
                                                          const std::vector<std::string>& modules, const EnvLookup& env,
                                                          char** parent) {
-  if (config.no_python && !config.run_path) return std::string("the workers are not Python programs (--no-python)");
+  if (config.workers.no_python && !config.workers.run_path)
+    return std::string("the workers are not Python programs (--no-python)");
   WarmOptions o;
   o.modules = modules;
   o.worker_argv = worker_argv(config, 0, env);
@@ -28,7 +29,7 @@ std::variant<WarmOptions, std::string> plan_warm_process(const LaunchConfig& con
   }
   // The workers record the end of their program (agent/teardown/): an empty name tells ctrun's sitecustomize in the
   // warm process to set up what its forked workers note on the way (their SystemExit) before the modules import.
-  if (!config.fail_on_teardown_crash) common[worker_env::kExitRecord] = "";
+  if (!config.workers.fail_on_teardown_crash) common[worker_env::kExitRecord] = "";
   o.env = merge_environment(parent, common);
   return o;
 }

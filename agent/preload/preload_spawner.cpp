@@ -36,9 +36,9 @@ class PreloadSpawner::Impl : public std::enable_shared_from_this<Impl> {
 
   void begin(const LaunchConfig& config, const EnvLookup& env) {
     wait_for_cold_children();
-    auto plan = plan_warm_process(config, config.preload, env, environ);
+    auto plan = plan_warm_process(config, config.workers.preload, env, environ);
     if (auto* why = std::get_if<std::string>(&plan)) {
-      log_->warn("--preload {}: {}; every worker starts cold", text::join(config.preload, ","), *why);
+      log_->warn("--preload {}: {}; every worker starts cold", text::join(config.workers.preload, ","), *why);
       return;
     }
     WarmEvents events;
@@ -54,12 +54,13 @@ class PreloadSpawner::Impl : public std::enable_shared_from_this<Impl> {
     try {
       warm_ = std::make_unique<WarmProcess>(io_, std::get<WarmOptions>(std::move(plan)), std::move(events));
     } catch (const PreloadError& e) {
-      log_->warn("--preload {}: {}; every worker starts cold", text::join(config.preload, ","), e.what());
+      log_->warn("--preload {}: {}; every worker starts cold", text::join(config.workers.preload, ","), e.what());
       return;
     }
     guardian_watch(warm_->pid());  // it leads its own process group: killed with the workers if ctrun dies
     started_ = std::chrono::steady_clock::now();
-    log_->info("--preload: the warm process (pid {}) imports {}", warm_->pid(), text::join(config.preload, ","));
+    log_->info("--preload: the warm process (pid {}) imports {}", warm_->pid(),
+               text::join(config.workers.preload, ","));
   }
 
   ~Impl() {
@@ -201,7 +202,7 @@ std::vector<pid_t> PreloadSpawner::helpers() const { return impl_->helpers(); }
 
 std::unique_ptr<WorkerSpawner> make_worker_spawner(boost::asio::io_context& io, const LaunchConfig& config,
                                                    EnvLookup env) {
-  if (config.preload.empty()) return std::make_unique<ForkExecSpawner>();
+  if (config.workers.preload.empty()) return std::make_unique<ForkExecSpawner>();
   return std::make_unique<PreloadSpawner>(io, config, std::move(env));
 }
 

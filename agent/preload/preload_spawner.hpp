@@ -33,7 +33,7 @@ class WarmProcess;
 
 class PreloadSpawner final : public WorkerSpawner {
  public:
-  // Starts the warm process for config.preload at once (it imports in the background); when it cannot be
+  // Starts the warm process for config.workers.preload at once (it imports in the background); when it cannot be
   // started, says why, and every worker starts cold.
   PreloadSpawner(boost::asio::io_context& io, const LaunchConfig& config, const EnvLookup& env);
   ~PreloadSpawner() override;

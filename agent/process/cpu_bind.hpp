@@ -10,6 +10,12 @@
 
 namespace ctrun::agent {
 
+// The CPUs ctrun may use and their NUMA nodes, read once when --cpu-bind or --numa-binding is on.
+struct CpuTopology {
+  std::vector<int> allowed;
+  std::vector<std::vector<int>> nodes;
+};
+
 // The CPUs of each NUMA node, from <sys_node_dir>/node*/cpulist; one node with every CPU if unavailable.
 std::vector<std::vector<int>> numa_nodes(const std::vector<int>& allowed,
                                          const std::string& sys_node_dir = "/sys/devices/system/node");

@@ -88,16 +88,16 @@ class WorkerGroup::Impl {
         children_(io, SIGCHLD),
         kill_timer_(io),
         stuck_timer_(io),
-        teardown_(io, !config.fail_on_teardown_crash, config.shutdown_timeout,
+        teardown_(io, !config.workers.fail_on_teardown_crash, config.shutdown.timeout,
                   env_(teardown::kRootVariable).value_or("/dev/shm")),
         streams_(io, config, console,
-                 config.log_line_prefix_template ? config.log_line_prefix_template
-                                                 : env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"),
+                 config.logs.line_prefix_template ? config.logs.line_prefix_template
+                                                  : env_("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"),
                  [this] { on_stream_ended(); }),
         drain_timer_(io) {
-    if (config_.cpu_bind != CpuBind::kNone || config_.numa_binding != NumaBinding::kNone) {
-      allowed_cpus_ = allowed_cpus();
-      numa_nodes_ = numa_nodes(allowed_cpus_);
+    if (config_.workers.cpu_bind != CpuBind::kNone || config_.workers.numa_binding != NumaBinding::kNone) {
+      cpus_.allowed = allowed_cpus();
+      cpus_.nodes = numa_nodes(cpus_.allowed);
     }
     relayed_exits_ = spawner_->report_exits([this](pid_t pid, int status) { on_reported_exit(pid, status); });
     wait_for_children();
@@ -112,9 +112,9 @@ class WorkerGroup::Impl {
     ++attempt_seq_;
     stopping_ = false;
     attempt_ = attempt;
-    layout.prepare_attempt(attempt.restart_count, config_.nproc_per_node);
-    workers_.assign(static_cast<std::size_t>(config_.nproc_per_node), Worker{});
-    for (int r = 0; r < config_.nproc_per_node; ++r) {
+    layout.prepare_attempt(attempt.restart_count, config_.workers.nproc_per_node);
+    workers_.assign(static_cast<std::size_t>(config_.workers.nproc_per_node), Worker{});
+    for (int r = 0; r < config_.workers.nproc_per_node; ++r) {
       Worker& w = workers_[static_cast<std::size_t>(r)];
       w.local_rank = r;
       w.global_rank = attempt.round.base_global_rank + r;
@@ -122,8 +122,8 @@ class WorkerGroup::Impl {
       if (layout.enabled()) w.stderr_log = layout.stderr_file(attempt.restart_count, r);
     }
     streams_.begin_attempt(layout, attempt.restart_count);
-    teardown_.begin_attempt(attempt_seq_, config_.nproc_per_node);
-    for (int r = 0; r < config_.nproc_per_node && keep_going(); ++r) {
+    teardown_.begin_attempt(attempt_seq_, config_.workers.nproc_per_node);
+    for (int r = 0; r < config_.workers.nproc_per_node && keep_going(); ++r) {
       Worker& w = workers_[static_cast<std::size_t>(r)];
       try {
         StartedWorker started = spawn(w);
@@ -155,7 +155,7 @@ class WorkerGroup::Impl {
       if (w.pid > 0) spawner_->signal(w.pid, sig);  // exited leaders too: their process group may hold children
     }
     kill_timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(config_.shutdown_timeout)));
+        std::chrono::duration<double>(config_.shutdown.timeout)));
     // The attempt is part of the check: a deadline that expired just as the group ended must not SIGKILL the
     // next attempt's workers.
     kill_timer_.async_wait([this, attempt = attempt_seq_](const boost::system::error_code& ec) {
@@ -163,7 +163,7 @@ class WorkerGroup::Impl {
       for (auto& w : workers_) {
         if (w.running) {
           log_->warn("local_rank {} (pid {}) still running {} s after the stop signal; sending SIGKILL", w.local_rank,
-                     w.pid, config_.shutdown_timeout);
+                     w.pid, config_.shutdown.timeout);
           spawner_->signal(w.pid, SIGKILL);
         }
       }
@@ -291,10 +291,11 @@ class WorkerGroup::Impl {
     req.argv = worker_argv(config_, w.local_rank, env_);
     req.env = merge_environment(environ, overrides);
     req.own_session = own_session_for_workers();
-    if (config_.cpu_bind != CpuBind::kNone) {
-      req.cpus = cpu_slice(config_.cpu_bind, w.local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
-    } else if (config_.numa_binding == NumaBinding::kNode) {
-      req.cpus = cpu_slice(CpuBind::kNuma, w.local_rank, config_.nproc_per_node, allowed_cpus_, numa_nodes_);
+    if (config_.workers.cpu_bind != CpuBind::kNone) {
+      req.cpus =
+          cpu_slice(config_.workers.cpu_bind, w.local_rank, config_.workers.nproc_per_node, cpus_.allowed, cpus_.nodes);
+    } else if (config_.workers.numa_binding == NumaBinding::kNode) {
+      req.cpus = cpu_slice(CpuBind::kNuma, w.local_rank, config_.workers.nproc_per_node, cpus_.allowed, cpus_.nodes);
     }
     WorkerStreams::Fds fds = streams_.open(w.local_rank, w.global_rank);  // closed here once the child has them
     StartedWorker started;
@@ -416,7 +417,7 @@ class WorkerGroup::Impl {
       if (!w.running || w.pid != pid) continue;
       const int status = record.exit_called ? record.exit_status & 0xFF : record.status;
       const std::string words =
-          teardown::teardown_hang_words(w.global_rank, w.local_rank, w.pid, status, ended_s, config_.shutdown_timeout);
+          teardown::teardown_hang_words(w.global_rank, w.local_rank, w.pid, status, ended_s, config_.shutdown.timeout);
       log_->error("{}", words);
       events_.emit(Event::kTeardownHang, {{"local_rank", w.local_rank},
                                           {"rank", w.global_rank},
@@ -484,8 +485,7 @@ class WorkerGroup::Impl {
   boost::asio::steady_timer drain_timer_;  // close(): the bound on the tee'd output still in flight
   std::function<void()> drained_;
   std::vector<WorkerHooks> hooks_;
-  std::vector<int> allowed_cpus_;
-  std::vector<std::vector<int>> numa_nodes_;
+  CpuTopology cpus_;            // read only when a binding is on
   bool relayed_exits_ = false;  // the spawner reports exits; waitpid is only for adopted orphans
 
   AttemptSpec attempt_;

@@ -148,7 +148,7 @@ std::vector<PythonProbe> probe_torch(const std::vector<std::string>& pythons, st
 std::optional<std::string> missing_torch_hint(const std::vector<WorkerFailure>& failures,
                                               const std::vector<std::string>& stderr_logs, const LaunchConfig& config,
                                               const EnvLookup& env) {
-  if (config.no_python && !config.run_path) return std::nullopt;
+  if (config.workers.no_python && !config.workers.run_path) return std::nullopt;
   const WorkerPython python = worker_python(env);
   if (python.from_python_exec) return std::nullopt;
   std::vector<std::string> captured;

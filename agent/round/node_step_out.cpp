@@ -127,7 +127,7 @@ void NodeStepOut::step_out(std::shared_ptr<rdzv::Handler> handler, std::uint64_t
           : fmt::format("node {} stepped out: its workers failed first in their round {} time(s) within {:.0f} s "
                         "(--max-node-failures {}); it stays out for {:.0f} s, then joins again as a spare",
                         node_address(i.config), plan.failures, s.window_s, s.max_failures, plan.cooldown_s);
-  i.log->error("[{}] {}; the other nodes go on without it", i.config.role, why);
+  i.log->error("[{}] {}; the other nodes go on without it", i.config.workers.role, why);
   i.events.emit(Event::kNodeSteppedOut, {{"failures", plan.failures},
                                          {"window_s", s.window_s},
                                          {"cooldown_s", plan.cooldown_s},
@@ -157,7 +157,7 @@ void NodeStepOut::cool_down(SteadyClock::time_point until) {
     impl_->log->warn(
         "[{}] the cooldown is over: this node joins again (as a spare when the round is full); one more failure of "
         "its own within {:.0f} s steps it out again",
-        impl_->config.role, impl_->policy.settings().window_s);
+        impl_->config.workers.role, impl_->policy.settings().window_s);
     impl_->events.emit(Event::kNodeReturned, {{"step_outs", impl_->policy.step_outs()}});
     impl_->come_back();
   };

@@ -57,7 +57,7 @@ void RoundEnd::connect(std::shared_ptr<rdzv::Handler> given, std::optional<std::
 
 void RoundEnd::exit_barrier(std::shared_ptr<rdzv::Handler> handler, std::function<void()> done) {
   impl_->log->info("worker group succeeded");
-  const double timeout_s = impl_->config.exit_barrier_timeout;
+  const double timeout_s = impl_->config.shutdown.exit_barrier_timeout;
   const auto timeout = std::chrono::duration_cast<store::Duration>(std::chrono::duration<double>(timeout_s));
   impl_->lane.run(BlockingCall::kExitBarrier, [this, handler, timeout, timeout_s, done = std::move(done)]() {
     bool passed = false;

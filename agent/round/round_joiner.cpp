@@ -98,7 +98,7 @@ void RoundJoiner::check_health(Try t) {
   if (!impl_->health.has_command()) return request_round(std::move(t));
   impl_->health.run_command([this, t](const HealthResult& r) {
     if (!impl_->callbacks.joining(t.join.attempt)) return;
-    if (!r.passed) return kept_out(t, *impl_->config.health_check, r);
+    if (!r.passed) return kept_out(t, *impl_->config.health.command, r);
     request_round(t);
   });
 }

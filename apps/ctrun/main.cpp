@@ -47,9 +47,9 @@ int main(int argc, char** argv) {
   try {
     config = parse_command_line(args, env);
     // On each host of a --hostfile launch: the agent runs as a child that is stopped when ssh's stdin closes.
-    if (config.exit_on_stdin_close) {
+    if (config.multihost.exit_on_stdin_close) {
       return multihost::run_agent_watching_stdin(multihost::without_stdin_watch_flag(args),
-                                                 config.shutdown_timeout + 5.0, config.secret_file == "-");
+                                                 config.shutdown.timeout + 5.0, config.secret_file == "-");
     }
     if (config.multihost.enabled()) {
       // Not a rule between flags but about who started this agent: the launcher's marker in the environment.
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       }
       return multihost::run_multihost(config, lex_command_line(args), env);
     }
-    config.nproc_per_node = resolve_nproc_per_node(config.nproc_per_node_spec, env);
+    config.workers.nproc_per_node = resolve_nproc_per_node(config.workers.nproc_per_node_spec, env);
     resolve_job_secret(config, env);  // before any thread: it takes CTRUN_SECRET out of the environment
   } catch (const HelpRequested& help) {
     std::fputs(help.what(), stdout);
@@ -80,16 +80,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (config.logs_specs)
-    log->warn("--logs-specs {} is not applicable to ctrun (torchrun's layout is used)", *config.logs_specs);
-  if (config.event_log_handler != "null") {
-    log->warn("--event-log-handler {} is not applicable to ctrun; use --event-log FILE", config.event_log_handler);
+  if (config.logs.specs)
+    log->warn("--logs-specs {} is not applicable to ctrun (torchrun's layout is used)", *config.logs.specs);
+  if (config.logs.event_log_handler != "null") {
+    log->warn("--event-log-handler {} is not applicable to ctrun; use --event-log FILE", config.logs.event_log_handler);
   }
-  if (config.rdzv_backend != ctrun::rdzv::Backend::kStatic && !config.standalone && config.rdzv_endpoint.empty()) {
+  if (config.rdzv.backend != ctrun::rdzv::Backend::kStatic && !config.rdzv.standalone && config.rdzv.endpoint.empty()) {
     log->warn("master_addr is only used for static rdzv_backend and when rdzv_endpoint is not specified.");
   }
   if (const std::string doors = open_doors_warning(config); !doors.empty()) log->warn("{}", doors);
-  if (std::getenv("OMP_NUM_THREADS") == nullptr && config.nproc_per_node > 1) {
+  if (std::getenv("OMP_NUM_THREADS") == nullptr && config.workers.nproc_per_node > 1) {
     // As torchrun: set in ctrun's own environment so every worker inherits it.
     ::setenv("OMP_NUM_THREADS", "1", 1);
     log->warn(kOmpWarning);

@@ -66,14 +66,14 @@ TEST(AgentLoop, WaitingNodeStartsANewRoundWithoutUsingRestarts) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   LaunchConfig c;
-  c.nproc_per_node = 2;
-  c.max_restarts = 0;
-  c.monitor_interval = 0.05;
-  c.no_python = true;
-  c.log_dir = "/dev/null";
-  c.shutdown_timeout = 5;
+  c.workers.nproc_per_node = 2;
+  c.restarts.max_restarts = 0;
+  c.restarts.monitor_interval = 0.05;
+  c.workers.no_python = true;
+  c.logs.dir = "/dev/null";
+  c.shutdown.timeout = 5;
   c.script = std::string(CTRUN_WORKERS_DIR) + "/once_then_exit.sh";
-  c.signal_numbers = {};  // the test process keeps its own signal handling
+  c.shutdown.signal_numbers = {};  // the test process keeps its own signal handling
   ::setenv("OUT_DIR", dir.c_str(), 1);
   auto handler = std::make_unique<ScriptedHandler>();
   ScriptedHandler* h = handler.get();
@@ -101,13 +101,13 @@ TEST(AgentLoop, FailFromAnotherThreadStopsTheJob) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   LaunchConfig c;
-  c.nproc_per_node = 2;
-  c.monitor_interval = 30;  // no membership poll during the test: only fail() ends the round
-  c.no_python = true;
-  c.log_dir = "/dev/null";
-  c.shutdown_timeout = 5;
+  c.workers.nproc_per_node = 2;
+  c.restarts.monitor_interval = 30;  // no membership poll during the test: only fail() ends the round
+  c.workers.no_python = true;
+  c.logs.dir = "/dev/null";
+  c.shutdown.timeout = 5;
   c.script = std::string(CTRUN_WORKERS_DIR) + "/wait_term.sh";
-  c.signal_numbers = {};
+  c.shutdown.signal_numbers = {};
   ::setenv("OUT_DIR", dir.c_str(), 1);
   auto handler = std::make_unique<ScriptedHandler>();
   ScriptedHandler* h = handler.get();

@@ -161,31 +161,31 @@ TEST(ClusterEnv, ThroughTheCommandLine) {
   v["SLURM_NNODES"] = v["SLURM_STEP_NUM_NODES"] = "4";
   v["SLURM_RESTART_COUNT"] = "3";
   auto c = parse_command_line({"t.py"}, lookup(v));
-  EXPECT_EQ(c.max_nodes, 4);
-  EXPECT_EQ(c.node_rank, 2);
-  EXPECT_EQ(c.master_addr, "gpu07");
-  EXPECT_EQ(c.master_port, 19242);
-  EXPECT_EQ(c.rdzv_id, "4242.0");
-  EXPECT_EQ(c.nproc_per_node, 16);
-  EXPECT_EQ(c.initial_restart_count, 3);
+  EXPECT_EQ(c.rdzv.max_nodes, 4);
+  EXPECT_EQ(c.rdzv.node_rank, 2);
+  EXPECT_EQ(c.rdzv.master_addr, "gpu07");
+  EXPECT_EQ(c.rdzv.master_port, 19242);
+  EXPECT_EQ(c.rdzv.id, "4242.0");
+  EXPECT_EQ(c.workers.nproc_per_node, 16);
+  EXPECT_EQ(c.restarts.initial_restart_count, 3);
   EXPECT_NE(c.cluster_summary.find("Slurm job 4242 step 0"), std::string::npos);
 
   auto explicit_flags = parse_command_line({"--nnodes", "3", "--master-port", "1111", "t.py"}, lookup(v));
-  EXPECT_EQ(explicit_flags.max_nodes, 3);
-  EXPECT_EQ(explicit_flags.master_port, 1111);
-  EXPECT_EQ(explicit_flags.node_rank, 2);
+  EXPECT_EQ(explicit_flags.rdzv.max_nodes, 3);
+  EXPECT_EQ(explicit_flags.rdzv.master_port, 1111);
+  EXPECT_EQ(explicit_flags.rdzv.node_rank, 2);
 
   Vars pet = v;
   pet["PET_NODE_RANK"] = "0";
-  EXPECT_EQ(parse_command_line({"t.py"}, lookup(pet)).node_rank, 0);
+  EXPECT_EQ(parse_command_line({"t.py"}, lookup(pet)).rdzv.node_rank, 0);
 
   for (auto off : {std::vector<std::string>{"--no-slurm", "t.py"}, std::vector<std::string>{"t.py"}}) {
     Vars o = v;
     if (off.size() == 1) o["PET_NO_SLURM"] = "1";
     auto none = parse_command_line(off, lookup(o));
-    EXPECT_EQ(none.max_nodes, 1);
-    EXPECT_EQ(none.rdzv_id, "none");
-    EXPECT_EQ(none.initial_restart_count, 0);
+    EXPECT_EQ(none.rdzv.max_nodes, 1);
+    EXPECT_EQ(none.rdzv.id, "none");
+    EXPECT_EQ(none.restarts.initial_restart_count, 0);
     EXPECT_TRUE(none.cluster_summary.empty());
   }
   Vars bad = v;
@@ -206,13 +206,13 @@ TEST(ClusterEnv, KubeflowGivesTheSameJobAsFlags) {
   auto flags = parse_command_line({"--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "10.0.0.1",
                                    "--master-port", "23456", "--max-restarts", "3", "--node-rank", "1", "t.py"},
                                   lookup({}));
-  EXPECT_EQ(env_only.max_nodes, flags.max_nodes);
-  EXPECT_EQ(env_only.nproc_per_node, flags.nproc_per_node);
-  EXPECT_EQ(env_only.master_addr, flags.master_addr);
-  EXPECT_EQ(env_only.master_port, flags.master_port);
-  EXPECT_EQ(env_only.max_restarts, flags.max_restarts);
-  EXPECT_EQ(env_only.node_rank, flags.node_rank);
-  EXPECT_EQ(env_only.rdzv_backend, flags.rdzv_backend);
+  EXPECT_EQ(env_only.rdzv.max_nodes, flags.rdzv.max_nodes);
+  EXPECT_EQ(env_only.workers.nproc_per_node, flags.workers.nproc_per_node);
+  EXPECT_EQ(env_only.rdzv.master_addr, flags.rdzv.master_addr);
+  EXPECT_EQ(env_only.rdzv.master_port, flags.rdzv.master_port);
+  EXPECT_EQ(env_only.restarts.max_restarts, flags.restarts.max_restarts);
+  EXPECT_EQ(env_only.rdzv.node_rank, flags.rdzv.node_rank);
+  EXPECT_EQ(env_only.rdzv.backend, flags.rdzv.backend);
 }
 
 }  // namespace

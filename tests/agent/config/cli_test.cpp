@@ -25,31 +25,31 @@ LaunchConfig parse(std::vector<std::string> args, std::map<std::string, std::str
 TEST(Cli, DashedAndUnderscoredSpellings) {
   for (const char* flag : {"--nproc-per-node", "--nproc_per_node"}) {
     auto c = parse({flag, "4", "train.py"});
-    EXPECT_EQ(c.nproc_per_node, 4) << flag;
+    EXPECT_EQ(c.workers.nproc_per_node, 4) << flag;
   }
   auto c = parse({"--nproc_per_node=3", "--max-restarts=2", "--rdzv_id", "job", "train.py"});
-  EXPECT_EQ(c.nproc_per_node, 3);
-  EXPECT_EQ(c.max_restarts, 2);
-  EXPECT_EQ(c.rdzv_id, "job");
+  EXPECT_EQ(c.workers.nproc_per_node, 3);
+  EXPECT_EQ(c.restarts.max_restarts, 2);
+  EXPECT_EQ(c.rdzv.id, "job");
 }
 
 TEST(Cli, Defaults) {
   auto c = parse({"train.py"});
-  EXPECT_EQ(c.nproc_per_node, 1);
-  EXPECT_EQ(c.rdzv_id, "none");
-  EXPECT_EQ(c.rdzv_backend, rdzv::Backend::kStatic);
-  EXPECT_EQ(c.role, "default");
-  EXPECT_EQ(c.max_restarts, 0);
-  EXPECT_DOUBLE_EQ(c.shutdown_timeout, 30.0);
-  EXPECT_EQ(c.signals_to_handle, "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
-  EXPECT_EQ(c.signal_numbers, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
-  EXPECT_EQ(c.master_addr, "127.0.0.1");
-  EXPECT_FALSE(c.master_port.has_value());
+  EXPECT_EQ(c.workers.nproc_per_node, 1);
+  EXPECT_EQ(c.rdzv.id, "none");
+  EXPECT_EQ(c.rdzv.backend, rdzv::Backend::kStatic);
+  EXPECT_EQ(c.workers.role, "default");
+  EXPECT_EQ(c.restarts.max_restarts, 0);
+  EXPECT_DOUBLE_EQ(c.shutdown.timeout, 30.0);
+  EXPECT_EQ(c.shutdown.signals_to_handle, "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  EXPECT_EQ(c.shutdown.signal_numbers, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
+  EXPECT_EQ(c.rdzv.master_addr, "127.0.0.1");
+  EXPECT_FALSE(c.rdzv.master_port.has_value());
 }
 
 TEST(Cli, ScriptArgumentsAreUntouched) {
   auto c = parse({"--nproc-per-node", "2", "train.py", "--nproc-per-node", "9", "-m", "--", "x"});
-  EXPECT_EQ(c.nproc_per_node, 2);
+  EXPECT_EQ(c.workers.nproc_per_node, 2);
   EXPECT_EQ(c.script, "train.py");
   EXPECT_EQ(c.script_args, (std::vector<std::string>{"--nproc-per-node", "9", "-m", "--", "x"}));
   auto d = parse({"--standalone", "--", "train.py", "--lr", "1"});
@@ -59,33 +59,33 @@ TEST(Cli, ScriptArgumentsAreUntouched) {
 
 TEST(Cli, PetEnvironmentDefaultsAndCliWins) {
   auto c = parse({"train.py"}, {{"PET_NPROC_PER_NODE", "5"}, {"PET_MAX_RESTARTS", "3"}, {"PET_STANDALONE", "1"}});
-  EXPECT_EQ(c.nproc_per_node, 5);
-  EXPECT_EQ(c.max_restarts, 3);
-  EXPECT_TRUE(c.standalone);
+  EXPECT_EQ(c.workers.nproc_per_node, 5);
+  EXPECT_EQ(c.restarts.max_restarts, 3);
+  EXPECT_TRUE(c.rdzv.standalone);
   auto d = parse({"--nproc-per-node=2", "train.py"}, {{"PET_NPROC_PER_NODE", "5"}});
-  EXPECT_EQ(d.nproc_per_node, 2);
+  EXPECT_EQ(d.workers.nproc_per_node, 2);
   auto r = parse({"train.py"}, {{"PET_REDIRECTS", "3"}, {"PET_TEE", "0:1,1:2"}});
-  EXPECT_EQ(r.redirects.all, 3);
-  EXPECT_TRUE(r.tee.out(0));
-  EXPECT_TRUE(r.tee.err(1));
-  EXPECT_FALSE(r.tee.out(2));
+  EXPECT_EQ(r.logs.redirects.all, 3);
+  EXPECT_TRUE(r.logs.tee.out(0));
+  EXPECT_TRUE(r.logs.tee.err(1));
+  EXPECT_FALSE(r.logs.tee.out(2));
 }
 
 TEST(Cli, BooleanPetMustBeAnInteger) {
   EXPECT_THROW(parse({"train.py"}, {{"PET_STANDALONE", "yes"}}), UsageError);
-  EXPECT_FALSE(parse({"train.py"}, {{"PET_NO_PYTHON", "0"}}).no_python);
+  EXPECT_FALSE(parse({"train.py"}, {{"PET_NO_PYTHON", "0"}}).workers.no_python);
 }
 
 TEST(Cli, ShutdownTimeoutFromTorchEnv) {
-  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).shutdown_timeout, 7.0);
-  EXPECT_DOUBLE_EQ(parse({"--shutdown-timeout", "2.5", "t.py"}).shutdown_timeout, 2.5);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}}).shutdown.timeout, 7.0);
+  EXPECT_DOUBLE_EQ(parse({"--shutdown-timeout", "2.5", "t.py"}).shutdown.timeout, 2.5);
   EXPECT_THROW(parse({"--shutdown-timeout", "-1", "t.py"}), UsageError);
 }
 
 // The hang stack's straggler window comes in here, once, with the flags: the hang stack reads no environment.
 TEST(Cli, StragglerIntervalFromItsVariableOrAUsageError) {
-  EXPECT_DOUBLE_EQ(parse({"t.py"}).straggler_interval, 300.0);
-  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"CTRUN_STRAGGLER_INTERVAL", "2"}}).straggler_interval, 2.0);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}).hang.straggler_interval, 300.0);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"CTRUN_STRAGGLER_INTERVAL", "2"}}).hang.straggler_interval, 2.0);
   for (const char* bad : {"", "0", "-1", "2s", "x"}) {
     EXPECT_THROW(parse({"t.py"}, {{"CTRUN_STRAGGLER_INTERVAL", bad}}), UsageError) << "'" << bad << "'";
   }
@@ -93,11 +93,11 @@ TEST(Cli, StragglerIntervalFromItsVariableOrAUsageError) {
 
 TEST(Cli, UnambiguousLongPrefixesAsArgparse) {
   auto c = parse({"--nproc=2", "--max-r", "4", "--stand", "t.py", "--nproc=9"});
-  EXPECT_EQ(c.nproc_per_node_spec, "2");
-  EXPECT_EQ(c.max_restarts, 4);
-  EXPECT_TRUE(c.standalone);
+  EXPECT_EQ(c.workers.nproc_per_node_spec, "2");
+  EXPECT_EQ(c.restarts.max_restarts, 4);
+  EXPECT_TRUE(c.rdzv.standalone);
   EXPECT_EQ(c.script_args, (std::vector<std::string>{"--nproc=9"}));  // the script's words are never touched
-  EXPECT_EQ(parse({"--max_rest=1", "t.py"}).max_restarts, 1);
+  EXPECT_EQ(parse({"--max_rest=1", "t.py"}).restarts.max_restarts, 1);
   try {
     parse({"--n=2", "t.py"});
     FAIL() << "--n is ambiguous";
@@ -122,63 +122,63 @@ TEST(Cli, EmptyValuesAndEmptyPortsAreErrors) {
 }
 
 TEST(Cli, ExitBarrierTimeoutFlagEnvAndDefault) {
-  EXPECT_DOUBLE_EQ(parse({"t.py"}).exit_barrier_timeout, 300.0);  // torchrun's fixed value
-  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "12"}}).exit_barrier_timeout, 12.0);
-  EXPECT_DOUBLE_EQ(parse({"--exit-barrier-timeout", "0.5", "t.py"}).exit_barrier_timeout, 0.5);
-  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"PET_EXIT_BARRIER_TIMEOUT", "9"}}).exit_barrier_timeout, 9.0);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}).shutdown.exit_barrier_timeout, 300.0);  // torchrun's fixed value
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "12"}}).shutdown.exit_barrier_timeout, 12.0);
+  EXPECT_DOUBLE_EQ(parse({"--exit-barrier-timeout", "0.5", "t.py"}).shutdown.exit_barrier_timeout, 0.5);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"PET_EXIT_BARRIER_TIMEOUT", "9"}}).shutdown.exit_barrier_timeout, 9.0);
   EXPECT_THROW(parse({"--exit-barrier-timeout", "-1", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--exit-barrier-timeout", "soon", "t.py"}), UsageError);
 }
 
 TEST(Cli, CheckpointMemoryTakesSizes) {
-  EXPECT_FALSE(parse({"t.py"}).checkpoint_memory);  // the default rule, applied by the agent
-  EXPECT_EQ(parse({"--checkpoint-memory", "8G", "t.py"}).checkpoint_memory, std::uint64_t{8} << 30);
-  EXPECT_EQ(parse({"--checkpoint-memory=1.5KiB", "t.py"}).checkpoint_memory, 1536u);
-  EXPECT_EQ(parse({"--checkpoint-memory", "4096", "t.py"}).checkpoint_memory, 4096u);
-  EXPECT_EQ(parse({"--checkpoint-memory", "0", "t.py"}).checkpoint_memory, 0u);
-  EXPECT_FALSE(parse({"t.py"}).checkpoint_replicas);  // 1 with several nodes, decided per round
-  EXPECT_EQ(parse({"--checkpoint-replicas", "2", "t.py"}).checkpoint_replicas, 2);
+  EXPECT_FALSE(parse({"t.py"}).checkpoint.memory);  // the default rule, applied by the agent
+  EXPECT_EQ(parse({"--checkpoint-memory", "8G", "t.py"}).checkpoint.memory, std::uint64_t{8} << 30);
+  EXPECT_EQ(parse({"--checkpoint-memory=1.5KiB", "t.py"}).checkpoint.memory, 1536u);
+  EXPECT_EQ(parse({"--checkpoint-memory", "4096", "t.py"}).checkpoint.memory, 4096u);
+  EXPECT_EQ(parse({"--checkpoint-memory", "0", "t.py"}).checkpoint.memory, 0u);
+  EXPECT_FALSE(parse({"t.py"}).checkpoint.replicas);  // 1 with several nodes, decided per round
+  EXPECT_EQ(parse({"--checkpoint-replicas", "2", "t.py"}).checkpoint.replicas, 2);
   EXPECT_THROW(parse({"--checkpoint-replicas", "-1", "t.py"}), UsageError);
-  EXPECT_EQ(parse({"t.py"}, {{"PET_CHECKPOINT_MEMORY", "512M"}}).checkpoint_memory, std::uint64_t{512} << 20);
+  EXPECT_EQ(parse({"t.py"}, {{"PET_CHECKPOINT_MEMORY", "512M"}}).checkpoint.memory, std::uint64_t{512} << 20);
   EXPECT_THROW(parse({"--checkpoint-memory", "lots", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--checkpoint-memory", "-1G", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--checkpoint-memory", "8X", "t.py"}), UsageError);
 }
 
 TEST(Cli, CheckpointDirMustBeAWritableDirectory) {
-  EXPECT_EQ(parse({"t.py"}).checkpoint_dir, "");
-  EXPECT_EQ(parse({"t.py"}).checkpoint_dir_every, 10);
+  EXPECT_EQ(parse({"t.py"}).checkpoint.dir, "");
+  EXPECT_EQ(parse({"t.py"}).checkpoint.dir_every, 10);
   const std::string dir = ::testing::TempDir() + "ctrun-cli-ckdir-" + std::to_string(::getpid()) + "/a/b";
-  EXPECT_EQ(parse({"--checkpoint-dir", dir, "--checkpoint-dir-every", "3", "t.py"}).checkpoint_dir, dir);
+  EXPECT_EQ(parse({"--checkpoint-dir", dir, "--checkpoint-dir-every", "3", "t.py"}).checkpoint.dir, dir);
   EXPECT_TRUE(std::filesystem::is_directory(dir));  // made, with its parents
-  EXPECT_EQ(parse({"--checkpoint-dir-every", "3", "t.py"}).checkpoint_dir_every, 3);
+  EXPECT_EQ(parse({"--checkpoint-dir-every", "3", "t.py"}).checkpoint.dir_every, 3);
   std::filesystem::remove_all(::testing::TempDir() + "ctrun-cli-ckdir-" + std::to_string(::getpid()));
   EXPECT_THROW(parse({"--checkpoint-dir", "/proc/ctrun-no-such", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--checkpoint-dir", "/proc/self/status", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--checkpoint-dir-every", "0", "t.py"}), UsageError);
   // Or a duration: then no step count.
   const LaunchConfig by_time = parse({"--checkpoint-dir-every", "5m", "t.py"});
-  EXPECT_EQ(by_time.checkpoint_dir_every, 0);
-  EXPECT_DOUBLE_EQ(by_time.checkpoint_dir_every_s, 300.0);
-  EXPECT_DOUBLE_EQ(parse({"--checkpoint-dir-every", "1.5h", "t.py"}).checkpoint_dir_every_s, 5400.0);
-  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"PET_CHECKPOINT_DIR_EVERY", "30s"}}).checkpoint_dir_every_s, 30.0);
+  EXPECT_EQ(by_time.checkpoint.dir_every, 0);
+  EXPECT_DOUBLE_EQ(by_time.checkpoint.dir_every_s, 300.0);
+  EXPECT_DOUBLE_EQ(parse({"--checkpoint-dir-every", "1.5h", "t.py"}).checkpoint.dir_every_s, 5400.0);
+  EXPECT_DOUBLE_EQ(parse({"t.py"}, {{"PET_CHECKPOINT_DIR_EVERY", "30s"}}).checkpoint.dir_every_s, 30.0);
   for (const char* bad : {"0s", "-5m", "s", "5x", "five", "1e12h"}) {
     EXPECT_THROW(parse({"--checkpoint-dir-every", bad, "t.py"}), UsageError) << bad;
   }
 }
 
 TEST(Cli, Sigusr1And2AreForwardedUnlessTheyAreDeathSignals) {
-  EXPECT_EQ(parse({"t.py"}).forwarded_signal_numbers, (std::vector<int>{SIGUSR1, SIGUSR2}));
-  EXPECT_EQ(parse({"--signals-to-handle", "SIGTERM,SIGUSR1", "t.py"}).forwarded_signal_numbers,
+  EXPECT_EQ(parse({"t.py"}).shutdown.forwarded_signal_numbers, (std::vector<int>{SIGUSR1, SIGUSR2}));
+  EXPECT_EQ(parse({"--signals-to-handle", "SIGTERM,SIGUSR1", "t.py"}).shutdown.forwarded_signal_numbers,
             (std::vector<int>{SIGUSR2}));
 }
 
 TEST(Cli, StandaloneOverridesRendezvous) {
   auto c = parse({"--standalone", "--rdzv-id", "x", "--master-port", "1234", "t.py"});
-  EXPECT_EQ(c.rdzv_backend, rdzv::Backend::kC10d);
-  EXPECT_NE(c.rdzv_id, "x");
-  EXPECT_EQ(c.rdzv_id.size(), 36u);
-  EXPECT_FALSE(c.master_port.has_value());
+  EXPECT_EQ(c.rdzv.backend, rdzv::Backend::kC10d);
+  EXPECT_NE(c.rdzv.id, "x");
+  EXPECT_EQ(c.rdzv.id.size(), 36u);
+  EXPECT_FALSE(c.rdzv.master_port.has_value());
 }
 
 TEST(Cli, Errors) {
@@ -202,12 +202,12 @@ TEST(Cli, Errors) {
 TEST(Cli, MultiNodeFlags) {
   auto st =
       parse({"--nnodes", "2", "--node-rank", "1", "--master-addr", "127.0.0.2", "--master-port", "29999", "t.py"});
-  EXPECT_EQ(st.max_nodes, 2);
-  EXPECT_EQ(st.node_rank, 1);
+  EXPECT_EQ(st.rdzv.max_nodes, 2);
+  EXPECT_EQ(st.rdzv.node_rank, 1);
   auto dyn = parse({"--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.2:29400", "--nnodes", "1:4", "--rdzv-conf",
                     "join_timeout=5,keep_alive_interval=0.5", "t.py"});
-  EXPECT_EQ(dyn.min_nodes, 1);
-  EXPECT_EQ(dyn.max_nodes, 4);
+  EXPECT_EQ(dyn.rdzv.min_nodes, 1);
+  EXPECT_EQ(dyn.rdzv.max_nodes, 4);
   // Bad multi-node input is a usage error (exit 2) with the reason.
   for (auto args : std::vector<std::vector<std::string>>{
            {"--nnodes", "2", "--node-rank", "2", "t.py"},
@@ -225,7 +225,7 @@ TEST(Cli, MultiNodeFlags) {
   // etcd v3 (alias etcd-v3): a list of endpoints; etcd-v2 is refused with the reason.
   auto etcd = parse({"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "127.0.0.1:2379,https://127.0.0.2:2379",
                      "--nnodes", "2:3", "--rdzv-conf", "cacert=/ca.pem,lease_ttl=30", "t.py"});
-  EXPECT_EQ(etcd.rdzv_backend, rdzv::Backend::kEtcd);
+  EXPECT_EQ(etcd.rdzv.backend, rdzv::Backend::kEtcd);
   try {
     parse({"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "h:2379", "t.py"});
     ADD_FAILURE() << "etcd-v2 was accepted";
@@ -237,37 +237,37 @@ TEST(Cli, MultiNodeFlags) {
 TEST(Cli, RdzvConfAndFilters) {
   auto c = parse({"--rdzv-conf", "join_timeout=5,read_timeout=60", "--local-ranks-filter", "0,2",
                   "--duplicate-stdout-filters", "loss,,acc,err", "t.py"});
-  EXPECT_EQ(c.rdzv_conf.at("join_timeout"), "5");
-  EXPECT_EQ(c.rdzv_conf.at("read_timeout"), "60");
-  EXPECT_EQ(c.local_ranks_filter, (std::vector<int>{0, 2}));
-  EXPECT_EQ(c.duplicate_stdout_filters, (std::vector<std::string>{"loss,acc", "err"}));
+  EXPECT_EQ(c.rdzv.conf.at("join_timeout"), "5");
+  EXPECT_EQ(c.rdzv.conf.at("read_timeout"), "60");
+  EXPECT_EQ(c.logs.local_ranks_filter, (std::vector<int>{0, 2}));
+  EXPECT_EQ(c.logs.duplicate_stdout_filters, (std::vector<std::string>{"loss,acc", "err"}));
 }
 
 TEST(Cli, ShortOptions) {
   auto c = parse({"-r", "3", "-t", "0:1", "-m", "pkg.train"});
-  EXPECT_EQ(c.redirects.all, 3);
-  EXPECT_TRUE(c.tee.out(0));
-  EXPECT_TRUE(c.module);
+  EXPECT_EQ(c.logs.redirects.all, 3);
+  EXPECT_TRUE(c.logs.tee.out(0));
+  EXPECT_TRUE(c.workers.module);
   EXPECT_EQ(c.script, "pkg.train");
 }
 
 // Every flag of torchrun's reference list (§1.2) parses in both spellings with a valid value.
 TEST(Cli, PreloadTakesModuleNames) {
-  EXPECT_TRUE(parse({"train.py"}).preload.empty());
-  EXPECT_EQ(parse({"--preload", "torch,numpy.linalg", "train.py"}).preload,
+  EXPECT_TRUE(parse({"train.py"}).workers.preload.empty());
+  EXPECT_EQ(parse({"--preload", "torch,numpy.linalg", "train.py"}).workers.preload,
             (std::vector<std::string>{"torch", "numpy.linalg"}));
-  EXPECT_EQ(parse({"train.py"}, {{"PET_PRELOAD", "torch"}}).preload, std::vector<std::string>{"torch"});
+  EXPECT_EQ(parse({"train.py"}, {{"PET_PRELOAD", "torch"}}).workers.preload, std::vector<std::string>{"torch"});
   for (const char* bad : {"torch;rm", "1torch", ".torch", "torch.", "to rch"})
     EXPECT_THROW(parse({"--preload", bad, "train.py"}), UsageError) << bad;
 }
 
 TEST(Cli, StoreRelayOnByDefaultOffByFlagOrPet) {
-  EXPECT_TRUE(parse({"t.py"}).store_relay);
-  EXPECT_FALSE(parse({"--store-relay", "off", "t.py"}).store_relay);
-  EXPECT_TRUE(parse({"--store-relay=on", "t.py"}).store_relay);
-  EXPECT_FALSE(parse({"--store_relay", "0", "t.py"}).store_relay);
-  EXPECT_FALSE(parse({"t.py"}, {{"PET_STORE_RELAY", "off"}}).store_relay);
-  EXPECT_TRUE(parse({"--store-relay", "true", "t.py"}, {{"PET_STORE_RELAY", "off"}}).store_relay);
+  EXPECT_TRUE(parse({"t.py"}).rdzv.store_relay);
+  EXPECT_FALSE(parse({"--store-relay", "off", "t.py"}).rdzv.store_relay);
+  EXPECT_TRUE(parse({"--store-relay=on", "t.py"}).rdzv.store_relay);
+  EXPECT_FALSE(parse({"--store_relay", "0", "t.py"}).rdzv.store_relay);
+  EXPECT_FALSE(parse({"t.py"}, {{"PET_STORE_RELAY", "off"}}).rdzv.store_relay);
+  EXPECT_TRUE(parse({"--store-relay", "true", "t.py"}, {{"PET_STORE_RELAY", "off"}}).rdzv.store_relay);
   try {
     parse({"--store-relay", "maybe", "t.py"});
     ADD_FAILURE() << "no usage error";
@@ -385,12 +385,12 @@ TEST(ConfigFile, KeysAndPrecedence) {
   std::string path = ::testing::TempDir() + "/ctrun_cfg_" + std::to_string(::getpid()) + ".json";
   std::ofstream(path) << R"({"nproc-per-node": 3, "max_restarts": 2, "standalone": true, "role": "w"})";
   auto c = parse({"--config", path, "--max-restarts", "5", "t.py"}, {{"PET_ROLE", "env"}, {"PET_MAX_RESTARTS", "9"}});
-  EXPECT_EQ(c.nproc_per_node, 3);  // file
-  EXPECT_EQ(c.max_restarts, 5);    // CLI beats file
-  EXPECT_TRUE(c.standalone);       // file boolean
-  EXPECT_EQ(c.role, "w");          // file beats PET_
+  EXPECT_EQ(c.workers.nproc_per_node, 3);  // file
+  EXPECT_EQ(c.restarts.max_restarts, 5);   // CLI beats file
+  EXPECT_TRUE(c.rdzv.standalone);          // file boolean
+  EXPECT_EQ(c.workers.role, "w");          // file beats PET_
   auto d = parse({"t.py"}, {{"PET_CONFIG", path}});
-  EXPECT_EQ(d.nproc_per_node, 3);
+  EXPECT_EQ(d.workers.nproc_per_node, 3);
   EXPECT_THROW(parse_config_json(R"({"nproc": 2})", "x"), UsageError);
   EXPECT_THROW(parse_config_json("[1]", "x"), UsageError);
   EXPECT_THROW(parse_config_json("{", "x"), UsageError);

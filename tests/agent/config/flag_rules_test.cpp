@@ -23,19 +23,23 @@ const std::map<std::string, Case>& cases() {
   using B = rdzv::Backend;
   static const std::map<std::string, Case> all = {
       {"module_or_no_python",
-       {[](LaunchConfig& c) { c.module = c.no_python = true; }, {"-m", "--no-python", "t"}, "'--no-python'"}},
+       {[](LaunchConfig& c) { c.workers.module = c.workers.no_python = true; },
+        {"-m", "--no-python", "t"},
+        "'--no-python'"}},
       {"module_or_run_path",
-       {[](LaunchConfig& c) { c.module = c.run_path = true; }, {"-m", "--run-path", "t"}, "'--run-path'"}},
+       {[](LaunchConfig& c) { c.workers.module = c.workers.run_path = true; },
+        {"-m", "--run-path", "t"},
+        "'--run-path'"}},
       {"static_needs_fixed_nnodes",
-       {[](LaunchConfig& c) { c.max_nodes = 2; }, {"--nnodes", "1:2", "t"}, "MIN:MAX needs --rdzv-backend c10d"}},
+       {[](LaunchConfig& c) { c.rdzv.max_nodes = 2; }, {"--nnodes", "1:2", "t"}, "MIN:MAX needs --rdzv-backend c10d"}},
       {"static_node_rank_below_nnodes",
-       {[](LaunchConfig& c) { c.node_rank = 1; }, {"--node-rank", "1", "t"}, "must be smaller than --nnodes 1"}},
+       {[](LaunchConfig& c) { c.rdzv.node_rank = 1; }, {"--node-rank", "1", "t"}, "must be smaller than --nnodes 1"}},
       {"etcd_needs_endpoint",
-       {[](LaunchConfig& c) { c.rdzv_backend = B::kEtcd; }, {"--rdzv-backend", "etcd", "t"}, "etcd needs"}},
+       {[](LaunchConfig& c) { c.rdzv.backend = B::kEtcd; }, {"--rdzv-backend", "etcd", "t"}, "etcd needs"}},
       {"c10d_nodes_need_endpoint",
        {[](LaunchConfig& c) {
-          c.rdzv_backend = B::kC10d;
-          c.max_nodes = 2;
+          c.rdzv.backend = B::kC10d;
+          c.rdzv.max_nodes = 2;
         },
         {"--rdzv-backend", "c10d", "--nnodes", "2", "t"},
         "c10d with several nodes needs --rdzv-endpoint"}},
@@ -50,7 +54,7 @@ const std::map<std::string, Case>& cases() {
        {[](LaunchConfig& c) { c.multihost.exclude.emplace("a"); }, {"--exclude", "a", "t"}, "--include/--exclude"}},
       {"standalone_is_one_node",
        {[](LaunchConfig& c) {
-          c.standalone = true;
+          c.rdzv.standalone = true;
           c.multihost.hosts.emplace("a");
         },
         {"--standalone", "--hosts", "a", "t"},

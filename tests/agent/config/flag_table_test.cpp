@@ -37,31 +37,31 @@ const FlagSpec& flag(const char* dest) {
 
 TEST(FlagTable, LaunchConfigDefaultsAreTheTables) {
   const LaunchConfig c;
-  EXPECT_EQ(c.min_nodes, 1);
-  EXPECT_EQ(c.max_nodes, 1);
-  EXPECT_EQ(c.nproc_per_node_spec, "1");
-  EXPECT_EQ(c.nproc_per_node, 1);
-  EXPECT_EQ(c.rdzv_backend, rdzv::Backend::kStatic);
-  EXPECT_EQ(c.rdzv_id, "none");
-  EXPECT_DOUBLE_EQ(c.monitor_interval, 0.1);
-  EXPECT_DOUBLE_EQ(c.shutdown_timeout, 30.0);
-  EXPECT_DOUBLE_EQ(c.exit_barrier_timeout, 300.0);
-  EXPECT_DOUBLE_EQ(c.hang_report_after, 300.0);
-  EXPECT_EQ(c.start_method, "spawn");
-  EXPECT_EQ(c.event_log_handler, "null");
-  EXPECT_EQ(c.role, "default");
-  EXPECT_EQ(c.master_addr, "127.0.0.1");
-  EXPECT_FALSE(c.master_port);
-  EXPECT_EQ(c.signal_numbers, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
-  EXPECT_EQ(c.forwarded_signal_numbers, (std::vector<int>{SIGUSR1, SIGUSR2}));
-  EXPECT_EQ(c.numa_binding, NumaBinding::kNone);
-  EXPECT_EQ(c.cpu_bind, CpuBind::kNone);
+  EXPECT_EQ(c.rdzv.min_nodes, 1);
+  EXPECT_EQ(c.rdzv.max_nodes, 1);
+  EXPECT_EQ(c.workers.nproc_per_node_spec, "1");
+  EXPECT_EQ(c.workers.nproc_per_node, 1);
+  EXPECT_EQ(c.rdzv.backend, rdzv::Backend::kStatic);
+  EXPECT_EQ(c.rdzv.id, "none");
+  EXPECT_DOUBLE_EQ(c.restarts.monitor_interval, 0.1);
+  EXPECT_DOUBLE_EQ(c.shutdown.timeout, 30.0);
+  EXPECT_DOUBLE_EQ(c.shutdown.exit_barrier_timeout, 300.0);
+  EXPECT_DOUBLE_EQ(c.hang.report_after, 300.0);
+  EXPECT_EQ(c.workers.start_method, "spawn");
+  EXPECT_EQ(c.logs.event_log_handler, "null");
+  EXPECT_EQ(c.workers.role, "default");
+  EXPECT_EQ(c.rdzv.master_addr, "127.0.0.1");
+  EXPECT_FALSE(c.rdzv.master_port);
+  EXPECT_EQ(c.shutdown.signal_numbers, (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
+  EXPECT_EQ(c.shutdown.forwarded_signal_numbers, (std::vector<int>{SIGUSR1, SIGUSR2}));
+  EXPECT_EQ(c.workers.numa_binding, NumaBinding::kNone);
+  EXPECT_EQ(c.workers.cpu_bind, CpuBind::kNone);
   EXPECT_EQ(c.multihost.ssh, "ssh -o BatchMode=yes -o ConnectTimeout=10");
   // What the command line gives without flags is exactly the default-constructed config.
   const LaunchConfig parsed = parse_command_line({"t.py"}, env_of({}));
-  EXPECT_DOUBLE_EQ(parsed.monitor_interval, c.monitor_interval);
-  EXPECT_EQ(parsed.signal_numbers, c.signal_numbers);
-  EXPECT_EQ(parsed.rdzv_id, c.rdzv_id);
+  EXPECT_DOUBLE_EQ(parsed.restarts.monitor_interval, c.restarts.monitor_interval);
+  EXPECT_EQ(parsed.shutdown.signal_numbers, c.shutdown.signal_numbers);
+  EXPECT_EQ(parsed.rdzv.id, c.rdzv.id);
 }
 
 TEST(FlagTable, EveryRowBindsAFieldAndItsDefaultParses) {

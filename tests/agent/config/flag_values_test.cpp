@@ -31,25 +31,27 @@ const Vars kSlurmStep = {{"SLURM_JOB_ID", "77"},
 // (" join_timeout" would be an unknown key, silently ignored, and the default timeout used instead).
 TEST(FlagValues, RdzvConfKeysAndValuesAreTrimmedAsTorchrun) {
   const std::map<std::string, std::string> expected = {{"join_timeout", "3"}, {"read_timeout", "60"}};
-  EXPECT_EQ(parse({"--rdzv-conf", "read_timeout=60, join_timeout=3", "t.py"}).rdzv_conf, expected);
-  EXPECT_EQ(parse({"--rdzv-conf", " read_timeout = 60 ,join_timeout=3 ", "t.py"}).rdzv_conf, expected);
-  EXPECT_EQ(parse({"t.py"}, {{"PET_RDZV_CONF", "read_timeout=60, join_timeout=3"}}).rdzv_conf, expected);
+  EXPECT_EQ(parse({"--rdzv-conf", "read_timeout=60, join_timeout=3", "t.py"}).rdzv.conf, expected);
+  EXPECT_EQ(parse({"--rdzv-conf", " read_timeout = 60 ,join_timeout=3 ", "t.py"}).rdzv.conf, expected);
+  EXPECT_EQ(parse({"t.py"}, {{"PET_RDZV_CONF", "read_timeout=60, join_timeout=3"}}).rdzv.conf, expected);
 }
 
 // Python's int() as torchrun's check_env applies it: bool(int(PET_<NAME>)).
 TEST(FlagValues, EveryIntegerSpellingTorchrunAcceptsForABooleanPet) {
   for (const char* yes : {"1", "2", "-1", "+1", " 1", "1 ", "\t1\n", "01", "1_0", "10"}) {
-    EXPECT_TRUE(parse({"t.py"}, {{"PET_NO_PYTHON", yes}}).no_python) << "'" << yes << "'";
+    EXPECT_TRUE(parse({"t.py"}, {{"PET_NO_PYTHON", yes}}).workers.no_python) << "'" << yes << "'";
   }
   for (const char* no : {"0", "00", "-0", "+0", " 0 ", "0_0"}) {
-    EXPECT_FALSE(parse({"t.py"}, {{"PET_NO_PYTHON", no}}).no_python) << "'" << no << "'";
+    EXPECT_FALSE(parse({"t.py"}, {{"PET_NO_PYTHON", no}}).workers.no_python) << "'" << no << "'";
   }
 }
 
 // ctrun's leniency beside torchrun's integers (JSON and shell users write true/false): the same everywhere.
 TEST(FlagValues, TrueAndFalseInAnyCaseAreBooleansToo) {
-  for (const char* yes : {"true", "True", "TRUE"}) EXPECT_TRUE(parse({"t.py"}, {{"PET_NO_PYTHON", yes}}).no_python);
-  for (const char* no : {"false", "False", "FALSE"}) EXPECT_FALSE(parse({"t.py"}, {{"PET_NO_PYTHON", no}}).no_python);
+  for (const char* yes : {"true", "True", "TRUE"})
+    EXPECT_TRUE(parse({"t.py"}, {{"PET_NO_PYTHON", yes}}).workers.no_python);
+  for (const char* no : {"false", "False", "FALSE"})
+    EXPECT_FALSE(parse({"t.py"}, {{"PET_NO_PYTHON", no}}).workers.no_python);
 }
 
 TEST(FlagValues, AnyOtherBooleanTextIsAUsageError) {
@@ -64,15 +66,15 @@ TEST(FlagValues, NoSlurmFalseKeepsSlurmDetectionOnLikeZero) {
     Vars env = kSlurmStep;
     env["PET_NO_SLURM"] = off;
     auto c = parse({"t.py"}, env);
-    EXPECT_EQ(c.max_nodes, 4) << off;
-    EXPECT_EQ(c.node_rank, 2) << off;
+    EXPECT_EQ(c.rdzv.max_nodes, 4) << off;
+    EXPECT_EQ(c.rdzv.node_rank, 2) << off;
     EXPECT_NE(c.cluster_summary.find("Slurm"), std::string::npos) << off;
   }
   for (const char* on : {"1", "true", "+1"}) {
     Vars env = kSlurmStep;
     env["PET_NO_SLURM"] = on;
     auto c = parse({"t.py"}, env);
-    EXPECT_EQ(c.max_nodes, 1) << on;
+    EXPECT_EQ(c.rdzv.max_nodes, 1) << on;
     EXPECT_TRUE(c.cluster_summary.empty()) << on;
   }
 }
@@ -82,14 +84,14 @@ TEST(FlagValues, StandaloneFalseKeepsSlurmDetectionOn) {
   Vars env = kSlurmStep;
   env["PET_STANDALONE"] = "false";
   auto c = parse({"t.py"}, env);
-  EXPECT_FALSE(c.standalone);
-  EXPECT_EQ(c.max_nodes, 4);
+  EXPECT_FALSE(c.rdzv.standalone);
+  EXPECT_EQ(c.rdzv.max_nodes, 4);
 }
 
 // --numa-binding: parsed once into what ctrun implements; torchrun's GPU-topology modes refused, never remapped.
 TEST(FlagValues, NumaBindingNodeOrARefusalThatSaysWhy) {
-  EXPECT_EQ(parse({"t.py"}).numa_binding, NumaBinding::kNone);
-  EXPECT_EQ(parse({"--numa-binding", "node", "t.py"}).numa_binding, NumaBinding::kNode);
+  EXPECT_EQ(parse({"t.py"}).workers.numa_binding, NumaBinding::kNone);
+  EXPECT_EQ(parse({"--numa-binding", "node", "t.py"}).workers.numa_binding, NumaBinding::kNode);
   for (const char* mode : {"socket", "exclusive", "core-complex"}) {
     try {
       parse({"--numa-binding", mode, "t.py"});
@@ -102,9 +104,9 @@ TEST(FlagValues, NumaBindingNodeOrARefusalThatSaysWhy) {
 }
 
 TEST(FlagValues, RdzvBackendParsedOnceIntoItsEnum) {
-  EXPECT_EQ(parse({"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "e:2379", "t.py"}).rdzv_backend,
+  EXPECT_EQ(parse({"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "e:2379", "t.py"}).rdzv.backend,
             rdzv::Backend::kEtcd);
-  EXPECT_EQ(parse({"t.py"}, {{"PET_RDZV_BACKEND", "c10d"}}).rdzv_backend, rdzv::Backend::kC10d);
+  EXPECT_EQ(parse({"t.py"}, {{"PET_RDZV_BACKEND", "c10d"}}).rdzv.backend, rdzv::Backend::kC10d);
   EXPECT_THROW(parse({"--rdzv-backend", "zookeeper", "t.py"}), UsageError);
   EXPECT_THROW(parse({"--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "e:2379", "t.py"}), UsageError);
 }
@@ -117,17 +119,17 @@ namespace {
 
 // --hang-timeout: seconds, or auto[:FLOOR[:CEILING]] (agent/hang/auto_timeout.hpp), from the flag or PET_.
 TEST(FlagValues, HangTimeoutSecondsOrAutoWithItsBounds) {
-  EXPECT_EQ(parse({"--hang-timeout", "30", "t.py"}).hang_timeout, 30);
-  EXPECT_FALSE(parse({"--hang-timeout", "30", "t.py"}).hang_timeout_auto);
+  EXPECT_EQ(parse({"--hang-timeout", "30", "t.py"}).hang.timeout, 30);
+  EXPECT_FALSE(parse({"--hang-timeout", "30", "t.py"}).hang.timeout_auto);
   const LaunchConfig a = parse({"--hang-timeout", "auto", "t.py"});
-  ASSERT_TRUE(a.hang_timeout_auto);
-  EXPECT_EQ(a.hang_timeout, 0);
-  EXPECT_EQ(a.hang_timeout_auto->floor_s, 120);
-  EXPECT_EQ(a.hang_timeout_auto->ceiling_s, 1200);
+  ASSERT_TRUE(a.hang.timeout_auto);
+  EXPECT_EQ(a.hang.timeout, 0);
+  EXPECT_EQ(a.hang.timeout_auto->floor_s, 120);
+  EXPECT_EQ(a.hang.timeout_auto->ceiling_s, 1200);
   const LaunchConfig b = parse({"t.py"}, {{"PET_HANG_TIMEOUT", "auto:5:60"}});
-  ASSERT_TRUE(b.hang_timeout_auto);
-  EXPECT_EQ(b.hang_timeout_auto->floor_s, 5);
-  EXPECT_EQ(b.hang_timeout_auto->ceiling_s, 60);
+  ASSERT_TRUE(b.hang.timeout_auto);
+  EXPECT_EQ(b.hang.timeout_auto->floor_s, 5);
+  EXPECT_EQ(b.hang.timeout_auto->ceiling_s, 60);
   for (const char* bad : {"auto:", "auto:10:5", "automatic", "auto:x"})
     EXPECT_THROW(parse({"--hang-timeout", bad, "t.py"}), UsageError) << bad;
 }
@@ -136,19 +138,19 @@ TEST(FlagValues, HangTimeoutSecondsOrAutoWithItsBounds) {
 // a unit, and a cooldown's MAX below its MIN is refused.
 TEST(FlagValues, NodeFailuresWindowAndCooldown) {
   const LaunchConfig d = parse({"t.py"});
-  EXPECT_FALSE(d.max_node_failures);
-  EXPECT_EQ(d.node_failure_window_s, 3600);
-  EXPECT_EQ(d.node_cooldown_min_s, 60);
-  EXPECT_EQ(d.node_cooldown_max_s, 600);
+  EXPECT_FALSE(d.restarts.max_node_failures);
+  EXPECT_EQ(d.restarts.node_failure_window_s, 3600);
+  EXPECT_EQ(d.restarts.node_cooldown_min_s, 60);
+  EXPECT_EQ(d.restarts.node_cooldown_max_s, 600);
   const LaunchConfig c =
       parse({"--max-node-failures", "0", "--node-failure-window", "90", "--node-cooldown", "30s:1h", "t.py"});
-  EXPECT_EQ(c.max_node_failures, 0);
-  EXPECT_EQ(c.node_failure_window_s, 90);
-  EXPECT_EQ(c.node_cooldown_min_s, 30);
-  EXPECT_EQ(c.node_cooldown_max_s, 3600);
+  EXPECT_EQ(c.restarts.max_node_failures, 0);
+  EXPECT_EQ(c.restarts.node_failure_window_s, 90);
+  EXPECT_EQ(c.restarts.node_cooldown_min_s, 30);
+  EXPECT_EQ(c.restarts.node_cooldown_max_s, 3600);
   const LaunchConfig one = parse({"--node-cooldown", "2m", "t.py"});
-  EXPECT_EQ(one.node_cooldown_min_s, 120);
-  EXPECT_EQ(one.node_cooldown_max_s, 120);
+  EXPECT_EQ(one.restarts.node_cooldown_min_s, 120);
+  EXPECT_EQ(one.restarts.node_cooldown_max_s, 120);
   for (const char* bad : {"10:5", "1:2:3", "x", "0:10", ":5", "-1"})
     EXPECT_THROW(parse({"--node-cooldown", bad, "t.py"}), UsageError) << bad;
   EXPECT_THROW(parse({"--max-node-failures", "-1", "t.py"}), UsageError);

@@ -19,10 +19,10 @@ namespace we = worker_env;
 
 LaunchConfig several_nodes() {
   LaunchConfig c;
-  c.rdzv_backend = rdzv::Backend::kC10d;
-  c.rdzv_endpoint = "127.0.0.1:29400";
-  c.min_nodes = 2;
-  c.max_nodes = 2;
+  c.rdzv.backend = rdzv::Backend::kC10d;
+  c.rdzv.endpoint = "127.0.0.1:29400";
+  c.rdzv.min_nodes = 2;
+  c.rdzv.max_nodes = 2;
   return c;
 }
 
@@ -37,16 +37,16 @@ TEST(StoreRelay, TheWorkersStoreNeedsTheSecretOnlyWhenEveryNodeHasARelay) {
   EXPECT_TRUE(workers_store_needs_secret(c));
   EXPECT_EQ(open_doors_warning(c), "");  // every door closed
   LaunchConfig off = c;
-  off.store_relay = false;
+  off.rdzv.store_relay = false;
   EXPECT_FALSE(workers_store_needs_secret(off));
   EXPECT_NE(open_doors_warning(off).find("workers' store (MASTER_ADDR:MASTER_PORT) stays open"), std::string::npos);
   EXPECT_NE(open_doors_warning(off).find("--store-relay off"), std::string::npos) << open_doors_warning(off);
   LaunchConfig fixed = c;
-  fixed.rdzv_backend = rdzv::Backend::kStatic;  // its store is the rendezvous' too
+  fixed.rdzv.backend = rdzv::Backend::kStatic;  // its store is the rendezvous' too
   EXPECT_FALSE(workers_store_needs_secret(fixed));
   EXPECT_NE(open_doors_warning(fixed).find("--rdzv-backend static"), std::string::npos) << open_doors_warning(fixed);
   LaunchConfig standalone;
-  standalone.standalone = true;
+  standalone.rdzv.standalone = true;
   standalone.secret = secret;
   EXPECT_FALSE(workers_store_needs_secret(standalone));
   EXPECT_EQ(open_doors_warning(standalone), "");  // one node: loopback and its own address only
@@ -55,17 +55,17 @@ TEST(StoreRelay, TheWorkersStoreNeedsTheSecretOnlyWhenEveryNodeHasARelay) {
 TEST(StoreRelay, SeveralNodesGetOneUnlessTurnedOff) {
   EXPECT_TRUE(wants_store_relay(several_nodes()));
   LaunchConfig off = several_nodes();
-  off.store_relay = false;
+  off.rdzv.store_relay = false;
   EXPECT_FALSE(wants_store_relay(off));
   EXPECT_EQ(NodeStoreRelay::open(off), nullptr);
   LaunchConfig one = several_nodes();
-  one.max_nodes = one.min_nodes = 1;  // c10d with an endpoint, one node: its workers are all here
+  one.rdzv.max_nodes = one.rdzv.min_nodes = 1;  // c10d with an endpoint, one node: its workers are all here
   EXPECT_FALSE(wants_store_relay(one));
   LaunchConfig standalone;
-  standalone.standalone = true;
+  standalone.rdzv.standalone = true;
   EXPECT_FALSE(wants_store_relay(standalone));
   LaunchConfig elastic = several_nodes();
-  elastic.min_nodes = 1;  // --nnodes 1:2
+  elastic.rdzv.min_nodes = 1;  // --nnodes 1:2
   EXPECT_TRUE(wants_store_relay(elastic));
 }
 

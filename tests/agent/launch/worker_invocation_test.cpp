@@ -12,9 +12,9 @@ using test::env_of;
 
 TEST(WorkerEnv, SingleNodeStandalone) {
   LaunchConfig c;
-  c.nproc_per_node = 4;
-  c.max_restarts = 2;
-  c.role = "trainer";
+  c.workers.nproc_per_node = 4;
+  c.restarts.max_restarts = 2;
+  c.workers.role = "trainer";
   LocalRendezvous rdzv("run1", "c10d", 4);
   rdzv.set_worker_store_address("127.0.0.1", 4242);
   auto round = rdzv.next_rendezvous();
@@ -52,7 +52,7 @@ TEST(WorkerEnv, SingleNodeStandalone) {
 // A job of one worker on one node (the worker store at 127.0.0.1:4242).
 LaunchConfig one_worker_config() {
   LaunchConfig c;
-  c.nproc_per_node = 1;
+  c.workers.nproc_per_node = 1;
   return c;
 }
 rdzv::RoundInfo one_worker_round() {
@@ -87,7 +87,7 @@ TEST(WorkerEnv, TorchModuleOnPythonPath) {
 
 TEST(WorkerEnv, MultiNodeRoundFormulas) {
   LaunchConfig c;
-  c.nproc_per_node = 2;
+  c.workers.nproc_per_node = 2;
   rdzv::RoundInfo round;
   round.group_rank = 1;
   round.group_world_size = 3;
@@ -109,8 +109,8 @@ TEST(WorkerEnv, MultiNodeRoundFormulas) {
 
 TEST(WorkerEnv, VirtualLocalRank) {
   LaunchConfig c;
-  c.nproc_per_node = 2;
-  c.virtual_local_rank = true;
+  c.workers.nproc_per_node = 2;
+  c.workers.virtual_local_rank = true;
   LocalRendezvous rdzv("r", "static", 2);
   auto round = rdzv.next_rendezvous();
   WorkerEnvInput in{&c, &round, "r", true, 1, 0, ""};
@@ -128,11 +128,11 @@ TEST(WorkerCommand, PythonModuleBinaryAndMacro) {
   c.script_args = {"--rank=${local_rank}", "x"};
   EXPECT_EQ(worker_argv(c, 2, env_of({})), (std::vector<std::string>{"python3", "-u", "train.py", "--rank=2", "x"}));
   EXPECT_EQ(worker_argv(c, 0, env_of({{"PYTHON_EXEC", "/opt/py"}}))[0], "/opt/py");
-  c.module = true;
+  c.workers.module = true;
   c.script = "pkg.main";
   EXPECT_EQ(worker_argv(c, 0, env_of({}))[2], "-m");
-  c.module = false;
-  c.no_python = true;
+  c.workers.module = false;
+  c.workers.no_python = true;
   c.script = "/bin/true";
   EXPECT_EQ(worker_argv(c, 1, env_of({})), (std::vector<std::string>{"/bin/true", "--rank=1", "x"}));
 }

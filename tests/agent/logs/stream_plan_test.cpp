@@ -29,14 +29,14 @@ TEST(StdSpec, RejectsWhatTorchrunRejects) {
 
 TEST(StreamPlan, TeeRedirectFilter) {
   LaunchConfig c;
-  c.tee = parse_std_spec("0:1");
-  c.redirects = parse_std_spec("3");
-  c.local_ranks_filter = {0};
+  c.logs.tee = parse_std_spec("0:1");
+  c.logs.redirects = parse_std_spec("3");
+  c.logs.local_ranks_filter = {0};
   EXPECT_EQ(plan_stream(c, 0, 1).mode, StreamMode::kTee);
   EXPECT_TRUE(plan_stream(c, 0, 1).to_console);
   EXPECT_EQ(plan_stream(c, 0, 2).mode, StreamMode::kFile);
   EXPECT_EQ(plan_stream(c, 1, 1).mode, StreamMode::kFile);
-  c.redirects = {};
+  c.logs.redirects = {};
   EXPECT_EQ(plan_stream(c, 1, 1).mode, StreamMode::kNull);
   EXPECT_EQ(plan_stream(c, 0, 2).mode, StreamMode::kInherit);
 }

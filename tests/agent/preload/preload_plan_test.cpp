@@ -20,7 +20,7 @@ bool has(const std::vector<std::string>& env, const std::string& entry) {
 
 TEST(PreloadPlan, TheWarmProcessGetsTheJobWideVariablesOfEveryRank) {
   LaunchConfig c;
-  c.nproc_per_node = 4;
+  c.workers.nproc_per_node = 4;
   c.script = "train.py";
   c.script_args = {"--rank", "${local_rank}"};
   char a[] = "PATH=/usr/bin";
@@ -41,13 +41,13 @@ TEST(PreloadPlan, TheWarmProcessGetsTheJobWideVariablesOfEveryRank) {
 
 TEST(PreloadPlan, NoPythonWorkersAreNotPreloaded) {
   LaunchConfig c;
-  c.no_python = true;
+  c.workers.no_python = true;
   c.script = "/bin/true";
   char* parent[] = {nullptr};
   auto plan = plan_warm_process(c, {"torch"}, lookup({}), parent);
   ASSERT_TRUE(std::holds_alternative<std::string>(plan));
   EXPECT_NE(std::get<std::string>(plan).find("--no-python"), std::string::npos);
-  c.run_path = true;  // --run-path runs the file with python: preloadable
+  c.workers.run_path = true;  // --run-path runs the file with python: preloadable
   EXPECT_TRUE(std::holds_alternative<WarmOptions>(plan_warm_process(c, {"torch"}, lookup({}), parent)));
 }
 
