@@ -28,8 +28,8 @@
 #include "agent/process/file_timer.hpp"
 #include "agent/process/signal_watch.hpp"
 #include "agent/process/worker_group.hpp"
-#include "agent/report/failure_report.hpp"
 #include "agent/report/agent_words.hpp"
+#include "agent/report/failure_report.hpp"
 #include "agent/round/rounds.hpp"
 #include "agent/status/job_status.hpp"
 #include "common/log.hpp"
@@ -201,8 +201,8 @@ class Agent::Impl {
 
   // ---- rounds ----
   void count_restart() {
-    say_restart(config_, events_, restarts_.remaining--, ++restarts_.count, progress_,
-                hang_->collectives_completed(), checkpoints_->resume_line(false));
+    say_restart(config_, events_, restarts_.remaining--, ++restarts_.count, progress_, hang_->collectives_completed(),
+                checkpoints_->resume_line(false));
   }
 
   void join_round() {
@@ -216,9 +216,9 @@ class Agent::Impl {
     // <= 2.0 workers scope their keys by attempt there).
     if (site_.store && !site_.static_multi_node) site_.store->clear();
     rounds_->joiner.join(rdzv_, RoundJoiner::Join{attempt_.seq, restarts_.count, ends_.store_lost, ends_.last,
-                                                   rounds_->step_out.step_outs(), site_.static_multi_node,
-                                                   layout_ && layout_->enabled() ? layout_->run_dir() : "",
-                                                   [this] { return checkpoints_->summary().bytes; }});
+                                                  rounds_->step_out.step_outs(), site_.static_multi_node,
+                                                  layout_ && layout_->enabled() ? layout_->run_dir() : "",
+                                                  [this] { return checkpoints_->summary().bytes; }});
   }
 
   void round_formed(rdzv::AgreedRound agreed) {
@@ -254,9 +254,9 @@ class Agent::Impl {
                   [this] { return state_ == AgentState::kRunning; });
     hang_->attempt_started(round);
     if (round.group_world_size > 1 || config_.rdzv.max_nodes > 1)
-      rounds_->membership.start(attempt_.seq, rdzv_,
-                                [this](std::uint64_t a) { return current(a, AgentState::kRunning); },
-                                [this](const rdzv::MembershipCheck& check) { membership_changed(check); });
+      rounds_->membership.start(
+          attempt_.seq, rdzv_, [this](std::uint64_t a) { return current(a, AgentState::kRunning); },
+          [this](const rdzv::MembershipCheck& check) { membership_changed(check); });
     check_group_exited();
   }
 
@@ -286,9 +286,9 @@ class Agent::Impl {
     cb.start_failed = [this](const Worker&) { on_worker_failed(); };
     cb.exits_done = [this] { check_group_exited(); };
     // --preload: the warm process starts now, so that it imports while the first round forms.
-    group_ = std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_,
-                                           preload::make_worker_spawner(io_, config_, env_), is_subreaper(),
-                                           std::move(cb));
+    group_ =
+        std::make_unique<WorkerGroup>(io_, config_, env_, console_, events_,
+                                      preload::make_worker_spawner(io_, config_, env_), is_subreaper(), std::move(cb));
     if ((site_.relay = NodeStoreRelay::open(config_)))  // several nodes: the workers reach the store through it
       group_->add_hooks({.before_start = [r = site_.relay.get()](const Worker& w, auto& env) {
         r->before_start(w.local_rank, env);
@@ -329,8 +329,9 @@ class Agent::Impl {
   void on_worker_failed() {
     if (state_ != AgentState::kRunning) return;
     attempt_.failure_seen = true;
-    rounds_->step_out.claim(attempt_.seq, rdzv_, attempt_.round, [this](std::uint64_t a) { return current(a); },
-                            [this] { check_group_exited(); });
+    rounds_->step_out.claim(
+        attempt_.seq, rdzv_, attempt_.round, [this](std::uint64_t a) { return current(a); },
+        [this] { check_group_exited(); });
     deliver(AgentEvent::kWorkerFailed);
   }
 
@@ -340,7 +341,7 @@ class Agent::Impl {
     if (group_->any_running()) return;
     if (rounds_->step_out.claim_pending() && outcome_.death_signal == 0) return;  // the claim's answer calls again
     rounds_->membership.cancel();
-    hang_->end_attempt();   // the attempt's region goes: its workers are gone
+    hang_->end_attempt();  // the attempt's region goes: its workers are gone
     status_->end_attempt();
     group_->end_attempt();  // the SIGKILL deadline off; what escaped the process groups killed
     progress_.attempt_ended(checkpoints_->resume_step(), hang_->collectives_completed(), attempt_.failure_seen);
@@ -373,8 +374,8 @@ class Agent::Impl {
                                        checkpoints_->resume_line(true), ends_.stepped_out_nodes);
     if (code) outcome_.exit_code = *code;
     if (no_progress)
-      outcome_.exit_code = say_no_progress(config_, events_, progress_, hang_->collectives_completed(),
-                                           checkpoints_->resume_step());
+      outcome_.exit_code =
+          say_no_progress(config_, events_, progress_, hang_->collectives_completed(), checkpoints_->resume_step());
   }
 
   // Tee'd output still in flight is written before ctrun exits (bounded: a grandchild may hold a pipe open).
@@ -416,16 +417,16 @@ class Agent::Impl {
   boost::asio::io_context io_;
   std::unique_ptr<SignalWatch> signals_;  // made in run(): handlers are installed from then on
   EventLog events_;
-  ConsoleSink console_;  // before group_: its tee streams write into it
+  ConsoleSink console_;   // before group_: its tee streams write into it
   WorkerStoreSite site_;  // the workers' store, where it is published, and whether it is the static rendezvous'
   std::shared_ptr<rdzv::Handler> rdzv_;  // called on the helper thread only (run_id/backend are constant)
   std::unique_ptr<LogLayout> layout_;
   std::unique_ptr<WorkerGroup> group_;           // made in run(), once the store is open
   std::unique_ptr<FileTimerServer> file_timer_;  // torchrun's worker watchdog, when asked for (uses group_)
   std::unique_ptr<HangSupervisor> hang_;
-  Liveness liveness_;                      // only with /healthz or a health check port
-  std::unique_ptr<AgentMetrics> metrics_;  // watches group_ and hang_: before any deliver()
-  std::unique_ptr<JobStatus> status_;      // after hang_: its routes call into it
+  Liveness liveness_;                              // only with /healthz or a health check port
+  std::unique_ptr<AgentMetrics> metrics_;          // watches group_ and hang_: before any deliver()
+  std::unique_ptr<JobStatus> status_;              // after hang_: its routes call into it
   std::unique_ptr<CheckpointKeeper> checkpoints_;  // the job's snapshots go with it
   std::unique_ptr<Rounds> rounds_;
   ProgressCount progress_;  // --stop-without-progress

@@ -72,7 +72,8 @@ constexpr EventKind kCatalogue[] = {
     {E::kCheckpointCommit, "checkpoint_commit",
      "a rank's `ck.save` of a step is complete: `rank`, `step`, `bytes`, "
      "`seconds`"},
-    {E::kCheckpointLoad, "checkpoint_load", "a rank loaded a step, or found none: `rank`, `step` (or null), `seconds`, `agree_seconds` (of them, finding "
+    {E::kCheckpointLoad, "checkpoint_load",
+     "a rank loaded a step, or found none: `rank`, `step` (or null), `seconds`, `agree_seconds` (of them, finding "
      "the step every rank holds)"},
     {E::kCheckpointRefused, "checkpoint_refused",
      "a save failed (over `--checkpoint-memory`, ...): `rank`, `step`, "

@@ -18,21 +18,21 @@
 
 #include "agent/base/event_log.hpp"
 #include "agent/base/helper_lane.hpp"
+#include "agent/base/memory_size.hpp"
 #include "agent/checkpoint/agreement.hpp"
 #include "agent/checkpoint/gather.hpp"
 #include "agent/checkpoint/job_directory.hpp"
 #include "agent/checkpoint/layout.hpp"
 #include "agent/checkpoint/memory_limit.hpp"
-#include "agent/base/memory_size.hpp"
 #include "agent/checkpoint/notices.hpp"
+#include "agent/checkpoint/replica_transfer.hpp"
+#include "agent/checkpoint/replicator.hpp"
+#include "agent/checkpoint/snapshot_digest.hpp"
 #include "agent/checkpoint/spill.hpp"
 #include "agent/launch/reachable_address.hpp"
 #include "agent/launch/worker_invocation.hpp"
 #include "agent/launch/worker_python.hpp"
 #include "agent/launch/worker_store.hpp"
-#include "agent/checkpoint/replica_transfer.hpp"
-#include "agent/checkpoint/replicator.hpp"
-#include "agent/checkpoint/snapshot_digest.hpp"
 #include "agent/process/worker_group.hpp"
 #include "common/log.hpp"
 #include "common/worker_env.hpp"
@@ -176,7 +176,8 @@ struct CheckpointKeeper::Impl {
       targets = gathered->targets;
       if (!replicator) {
         replicator = std::make_unique<Replicator>(
-            dir->path(), [this, token = std::weak_ptr<int>(alive)](const ReplicationOutcome& out) {
+            dir->path(),
+            [this, token = std::weak_ptr<int>(alive)](const ReplicationOutcome& out) {
               boost::asio::post(io, [this, token, out] {
                 if (token.expired()) return;
                 on_replicated(out);
@@ -254,12 +255,13 @@ struct CheckpointKeeper::Impl {
   int first_rank = 0;
   int ranks = 0;
   bool multi_node = false;
-  std::shared_ptr<const auth::Secret> secret;  // the job's (LaunchConfig::secret): every replication connection proves it
+  std::shared_ptr<const auth::Secret>
+      secret;  // the job's (LaunchConfig::secret): every replication connection proves it
   // Cancels a fetch of a gather under way when the agent ends (shared with the helper lane's copy).
   std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<ReplicaServer> server;  // this node's replication endpoint, made by the first gather
-  std::vector<std::string> targets;  // this attempt's replication targets
-  std::int64_t queued_step = -1;     // the newest step handed to the replicator in this attempt
+  std::vector<std::string> targets;       // this attempt's replication targets
+  std::int64_t queued_step = -1;          // the newest step handed to the replicator in this attempt
   std::unique_ptr<Replicator> replicator;
   // When the last copy to the targets completed.
   std::optional<std::chrono::steady_clock::time_point> replicated_at;
@@ -289,8 +291,13 @@ void CheckpointKeeper::prepare_attempt(HelperLane& lane, const Attempt& a, std::
   // Several nodes: the agents agree on the checkpoints every node holds (the round's store, blocking: the helper
   // lane) before any worker starts. The lane works on copies only.
   const Impl& i = *impl_;
-  GatherInput in{i.dir ? i.dir->path() : "", i.off, i.limit, i.nproc, i.replicas_flag.value_or(1),
-                 i.server ? i.server->endpoint() : "", i.stopping,
+  GatherInput in{i.dir ? i.dir->path() : "",
+                 i.off,
+                 i.limit,
+                 i.nproc,
+                 i.replicas_flag.value_or(1),
+                 i.server ? i.server->endpoint() : "",
+                 i.stopping,
                  [config = config_, host = a.store_host, fixed = a.static_multi_node] {
                    return node_listen_host(config, host, fixed);
                  },

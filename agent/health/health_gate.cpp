@@ -20,8 +20,7 @@ std::optional<std::chrono::steady_clock::duration> health_retry_after(std::chron
       {HealthGate::kBackoffCap, std::chrono::seconds(1 << std::min(failures, 5)), limit - out_for});
 }
 
-HealthGate::HealthGate(boost::asio::io_context& io, const LaunchConfig& config, const EnvLookup& env,
-                       EventLog& events)
+HealthGate::HealthGate(boost::asio::io_context& io, const LaunchConfig& config, const EnvLookup& env, EventLog& events)
     : config_(config), env_(env), events_(events) {
   if (config.health.command)
     command_ = std::make_unique<HealthCheck>(io, *config.health.command, config.health.timeout);
@@ -50,13 +49,12 @@ HealthGate::Verdict HealthGate::kept_out(const std::string& what, const HealthRe
   log->warn("health check failed ({}, {:.1f} s): this node stays out of the round; {}. `{}` printed:\n{}", r.why,
             r.seconds, v.retry_in ? fmt::format("retrying in {:.0f} s", retry_s) : std::string("giving up"), what,
             r.output.empty() ? std::string("(nothing)") : r.output);
-  events_.emit(Event::kHealthCheckFailed,
-               {{"command", what},
-                {"result", r.why},
-                {"output", r.output},
-                {"seconds", r.seconds},
-                {"failures", failures + 1},
-                {"retry_in_s", v.retry_in ? nlohmann::json(retry_s) : nlohmann::json()}});
+  events_.emit(Event::kHealthCheckFailed, {{"command", what},
+                                           {"result", r.why},
+                                           {"output", r.output},
+                                           {"seconds", r.seconds},
+                                           {"failures", failures + 1},
+                                           {"retry_in_s", v.retry_in ? nlohmann::json(retry_s) : nlohmann::json()}});
   if (!v.retry_in)
     v.error = fmt::format(
         "the health check ({}) kept this node out of the job for {:.0f} s (the rendezvous' join_timeout): last "

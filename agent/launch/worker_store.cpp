@@ -11,8 +11,8 @@
 #include "agent/launch/store_relay.hpp"
 #include "common/log.hpp"
 #include "rendezvous/factory.hpp"
-#include "store/server.hpp"
 #include "rendezvous/parameters.hpp"
+#include "store/server.hpp"
 
 namespace ctrun::agent {
 namespace {

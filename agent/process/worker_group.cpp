@@ -5,9 +5,9 @@
 
 #include <cerrno>
 #include <chrono>
-#include <utility>
 #include <csignal>
 #include <fstream>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>

@@ -1,9 +1,9 @@
 #include "agent/round/node_step_out.hpp"
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
 #include "agent/base/event_log.hpp"
@@ -84,8 +84,8 @@ void NodeStepOut::settle(const rdzv::FailureClaim& claim, const std::string& err
   i.claim = claim;
   if (!error.empty())
     i.log->warn(
-        "could not tell which node failed first in round {} ({}); this failure does not count against this node",
-        round, error);
+        "could not tell which node failed first in round {} ({}); this failure does not count against this node", round,
+        error);
   else if (!claim.first)
     i.log->info("this node's workers failed after {}'s (the round's first failure): not counted against this node",
                 claim.first_node);
@@ -94,13 +94,9 @@ void NodeStepOut::settle(const rdzv::FailureClaim& claim, const std::string& err
 
 bool NodeStepOut::claim_pending() const { return impl_->claim_pending; }
 
-bool NodeStepOut::failed_first(bool failure_seen) const {
-  return failure_seen && impl_->claim && impl_->claim->first;
-}
+bool NodeStepOut::failed_first(bool failure_seen) const { return failure_seen && impl_->claim && impl_->claim->first; }
 
-bool NodeStepOut::others_go_on() const {
-  return impl_->policy.enabled() && impl_->claim && impl_->claim->others_go_on;
-}
+bool NodeStepOut::others_go_on() const { return impl_->policy.enabled() && impl_->claim && impl_->claim->others_go_on; }
 
 void NodeStepOut::attempt_ended(bool failure_seen) {
   impl_->policy.attempt_ended(failed_first(failure_seen), SteadyClock::now());
@@ -120,13 +116,14 @@ void NodeStepOut::step_out(std::shared_ptr<rdzv::Handler> handler, std::uint64_t
   const auto& s = i.policy.settings();
   const StepOutPlan plan = i.policy.step_out();
   const std::string why =
-      plan.again
-          ? fmt::format("node {} stepped out again: its workers failed first in round {} within {:.0f} s of its "
-                        "return (step-out {}); it stays out for {:.0f} s",
-                        node_address(i.config), round, s.window_s, plan.step_outs, plan.cooldown_s)
-          : fmt::format("node {} stepped out: its workers failed first in their round {} time(s) within {:.0f} s "
-                        "(--max-node-failures {}); it stays out for {:.0f} s, then joins again as a spare",
-                        node_address(i.config), plan.failures, s.window_s, s.max_failures, plan.cooldown_s);
+      plan.again ? fmt::format(
+                       "node {} stepped out again: its workers failed first in round {} within {:.0f} s of its "
+                       "return (step-out {}); it stays out for {:.0f} s",
+                       node_address(i.config), round, s.window_s, plan.step_outs, plan.cooldown_s)
+                 : fmt::format(
+                       "node {} stepped out: its workers failed first in their round {} time(s) within {:.0f} s "
+                       "(--max-node-failures {}); it stays out for {:.0f} s, then joins again as a spare",
+                       node_address(i.config), plan.failures, s.window_s, s.max_failures, plan.cooldown_s);
   i.log->error("[{}] {}; the other nodes go on without it", i.config.workers.role, why);
   i.events.emit(Event::kNodeSteppedOut, {{"failures", plan.failures},
                                          {"window_s", s.window_s},
@@ -135,8 +132,8 @@ void NodeStepOut::step_out(std::shared_ptr<rdzv::Handler> handler, std::uint64_t
   i.handler = handler;
   i.stepped_out = std::move(stepped_out);
   i.come_back = std::move(come_back);
-  const auto until = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
-                                              std::chrono::duration<double>(plan.cooldown_s));
+  const auto until = SteadyClock::now() +
+                     std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(plan.cooldown_s));
   i.lane.run(BlockingCall::kStepOut, [this, handler, why, until]() {
     try {
       handler->step_out(why);

@@ -1,8 +1,8 @@
 #include "agent/round/round_end.hpp"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "agent/base/event_log.hpp"
@@ -28,31 +28,31 @@ RoundEnd::~RoundEnd() = default;
 
 void RoundEnd::connect(std::shared_ptr<rdzv::Handler> given, std::optional<std::uint16_t> store_port,
                        const std::string& store_host, EventLog& events, std::function<void(Connected)> done) {
-  impl_->lane.run(BlockingCall::kConnect, [this, given = std::move(given), store_port, store_host, &events,
-                                           done = std::move(done)]() mutable {
-    Connected c{std::move(given), PublishedAddress{store_host, ""}, 0, ""};
-    try {
-      if (!c.handler) c.handler = make_rendezvous_handler(impl_->config, store_port);
-      if (store_port) {
-        c.published = publishable_store_host(impl_->config, store_host);
-        c.handler->set_worker_store_address(c.published.host, *store_port);
-      }
-    } catch (const std::invalid_argument& e) {
-      c.code = 2;
-      c.error = e.what();
-    } catch (const std::exception& e) {
-      c.code = 1;
-      c.error = std::string("rendezvous failed: ") + e.what();
-    }
-    return [this, c = std::move(c), &events, done = std::move(done)]() mutable {
-      if (!c.published.why.empty()) impl_->log->warn("{}", c.published.why);
-      if (c.code != 0) {
-        impl_->log->error("{}", c.error);
-        events.emit(Event::kRendezvousFailed, {{"error", c.error}});
-      }
-      done(std::move(c));
-    };
-  });
+  impl_->lane.run(BlockingCall::kConnect,
+                  [this, given = std::move(given), store_port, store_host, &events, done = std::move(done)]() mutable {
+                    Connected c{std::move(given), PublishedAddress{store_host, ""}, 0, ""};
+                    try {
+                      if (!c.handler) c.handler = make_rendezvous_handler(impl_->config, store_port);
+                      if (store_port) {
+                        c.published = publishable_store_host(impl_->config, store_host);
+                        c.handler->set_worker_store_address(c.published.host, *store_port);
+                      }
+                    } catch (const std::invalid_argument& e) {
+                      c.code = 2;
+                      c.error = e.what();
+                    } catch (const std::exception& e) {
+                      c.code = 1;
+                      c.error = std::string("rendezvous failed: ") + e.what();
+                    }
+                    return [this, c = std::move(c), &events, done = std::move(done)]() mutable {
+                      if (!c.published.why.empty()) impl_->log->warn("{}", c.published.why);
+                      if (c.code != 0) {
+                        impl_->log->error("{}", c.error);
+                        events.emit(Event::kRendezvousFailed, {{"error", c.error}});
+                      }
+                      done(std::move(c));
+                    };
+                  });
 }
 
 void RoundEnd::exit_barrier(std::shared_ptr<rdzv::Handler> handler, std::function<void()> done) {

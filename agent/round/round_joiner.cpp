@@ -1,9 +1,9 @@
 #include "agent/round/round_joiner.hpp"
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
 #include "agent/base/event_log.hpp"
@@ -104,8 +104,7 @@ void RoundJoiner::check_health(Try t) {
 }
 
 void RoundJoiner::kept_out(Try t, const std::string& what, const HealthResult& result) {
-  const auto verdict =
-      impl_->health.kept_out(what, result, Clock::now() - t.since, impl_->join_timeout(), t.failures);
+  const auto verdict = impl_->health.kept_out(what, result, Clock::now() - t.since, impl_->join_timeout(), t.failures);
   if (!verdict.retry_in) return fail(verdict.error, kHealthCheckExitCode);
   impl_->health_timer.expires_after(*verdict.retry_in);
   impl_->health_timer.async_wait([this, t](const boost::system::error_code& ec) mutable {

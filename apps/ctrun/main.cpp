@@ -13,12 +13,12 @@
 #include "agent/config/dry_run.hpp"
 #include "agent/config/job_secret.hpp"
 #include "agent/config/nproc.hpp"
-#include "agent/status/status_client.hpp"
 #include "agent/logs/log_sink.hpp"
 #include "agent/multihost/launcher.hpp"
 #include "agent/multihost/stdin_watch.hpp"
 #include "agent/process/escapees.hpp"
 #include "agent/process/guardian.hpp"
+#include "agent/status/status_client.hpp"
 #include "common/log.hpp"
 
 namespace {
