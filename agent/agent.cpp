@@ -272,8 +272,7 @@ class Agent::Impl {
   }
 
   // ---- the workers ----
-  // The rooms of every attempt: the worker group (its exits come back here) and what watches it. False when one
-  // cannot be made (said).
+  // Every attempt's rooms: the worker group (its exits come back here) and its watchers; false (said) if one fails.
   bool make_rooms() {
     WorkerGroup::Callbacks cb;
     cb.exited = [this](const Worker& w) {
@@ -366,9 +365,8 @@ class Agent::Impl {
 
   // ---- the end of the run ----
 
-  // No restarts left (or no progress): torchrun's summary, ctrun's own error file, and the root cause's exit code;
-  // a job stopped for making no progress then says why (as its last words) and exits with the code a requeue
-  // script tests.
+  // No restarts left (or no progress): torchrun's summary, ctrun's own error file, and the root cause's exit code; a
+  // job stopped for making no progress says why (its last words) and exits with the code a requeue script tests.
   void report_failure(bool no_progress) {
     auto code = report_worker_failures(group_->workers(), config_, env_, events_, hang_->stragglers(),
                                        checkpoints_->resume_line(true), ends_.stepped_out_nodes);
