@@ -118,8 +118,8 @@ struct CheckpointKeeper::Impl {
                      Gathered* gathered) {
     if (gathered && gathered->server) server = std::move(gathered->server);  // made by the first gather
     if (gathered && server && gathered->off.empty()) server->accept_pushes_of(gathered->accepts);
-    first_rank = round.base_global_rank;
-    ranks = nproc;
+    node_ranks.first = round.base_global_rank;
+    node_ranks.count = nproc;
     multi_node = round.group_world_size > 1;
     attempt_off.clear();
     targets.clear();
@@ -136,14 +136,14 @@ struct CheckpointKeeper::Impl {
     }
     if (spiller) {
       std::vector<int> local;
-      for (int rank = first_rank; rank < first_rank + ranks; ++rank) local.push_back(rank);
+      for (int rank = node_ranks.first; rank < node_ranks.first + node_ranks.count; ++rank) local.push_back(rank);
       spiller->begin_attempt(local, round.global_world_size);
     }
     store_address = store->address;
     keys = held_keys(restart_count);
     nlohmann::json held = nlohmann::json::object();
     std::map<int, std::vector<std::int64_t>> per_rank;
-    for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
+    for (int rank = node_ranks.first; rank < node_ranks.first + node_ranks.count; ++rank) {
       held[std::to_string(rank)] = held_steps(rank);
       per_rank[rank] = held_steps(rank);
     }
@@ -195,7 +195,7 @@ struct CheckpointKeeper::Impl {
     const auto step = resume_step();
     if (!step || *step <= queued_step) return;
     ReplicationTask task{*step, {}, targets};
-    for (int rank = first_rank; rank < first_rank + ranks; ++rank)
+    for (int rank = node_ranks.first; rank < node_ranks.first + node_ranks.count; ++rank)
       task.files.emplace_back(
           rank, (std::filesystem::path(dir->path()) / rank_dir_name(rank) / step_file_name(*step)).string());
     queued_step = *step;
@@ -231,9 +231,10 @@ struct CheckpointKeeper::Impl {
   }
 
   std::optional<std::int64_t> resume_step() const {
-    if (!dir || ranks <= 0) return std::nullopt;
+    if (!dir || node_ranks.count <= 0) return std::nullopt;
     std::vector<std::vector<std::int64_t>> per_rank;
-    for (int rank = first_rank; rank < first_rank + ranks; ++rank) per_rank.push_back(held_steps(rank));
+    for (int rank = node_ranks.first; rank < node_ranks.first + node_ranks.count; ++rank)
+      per_rank.push_back(held_steps(rank));
     return newest_common_step(per_rank);
   }
 
@@ -252,8 +253,10 @@ struct CheckpointKeeper::Impl {
   std::string store_address;
   std::string keys;
   bool listed = false;  // this attempt's held steps were written under `keys`
-  int first_rank = 0;
-  int ranks = 0;
+  struct {
+    int first = 0;  // this node's first global rank in the attempt
+    int count = 0;  // and how many it runs
+  } node_ranks;
   bool multi_node = false;
   std::shared_ptr<const auth::Secret>
       secret;  // the job's (LaunchConfig::secret): every replication connection proves it
@@ -339,7 +342,7 @@ CheckpointKeeper::Summary CheckpointKeeper::summary() const {
   if (!i.dir) return s;
   s.on = i.off.empty() && i.attempt_off.empty();
   s.newest_step = i.resume_step().value_or(-1);
-  for (int rank = i.first_rank; rank < i.first_rank + i.ranks; ++rank) {
+  for (int rank = i.node_ranks.first; rank < i.node_ranks.first + i.node_ranks.count; ++rank) {
     for (const auto step : i.held_steps(rank))
       if (s.oldest_step < 0 || step < s.oldest_step) s.oldest_step = step;
   }
