@@ -25,7 +25,10 @@ if MODE == "callback":
 
     class SlowToFree:
         def __del__(self):
-            time.sleep(0.5)  # releases the GIL: the main thread runs on into finalization meanwhile
+            # Releases the GIL: the main thread runs on into finalization meanwhile. 3 s, not 0.5: under load (11 on
+            # 2 cores) the main thread's way there (the result file, ctrun's exit record) once took longer, and the job
+            # that must abort did not.
+            time.sleep(3)
 
     fut = dist.all_reduce(torch.ones(4), async_op=True).get_future()
     holder = SlowToFree()
