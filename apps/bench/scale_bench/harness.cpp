@@ -43,6 +43,7 @@ MasterSample Master::sample() {
   auto j = nlohmann::json::parse(process_->read_line());
   s.at_ns = now_ns();
   for (const auto& [name, n] : j.at("ops").items()) s.requests += n.get<std::uint64_t>();
+  if (j.at("ops").contains("ON_SILENCE")) s.silence_watches = j.at("ops").at("ON_SILENCE").get<std::uint64_t>();
   s.connections = j.at("connections_open").get<std::uint64_t>();
   s.refused = j.at("connections_rejected").get<std::uint64_t>();
   s.bytes = j.at("bytes_in").get<std::uint64_t>() + j.at("bytes_out").get<std::uint64_t>();

@@ -21,6 +21,7 @@ struct MasterSample {
   std::uint64_t refused = 0;      // connections refused (cap, descriptors, bad input, ...)
   double cpu_s = 0;               // CPU seconds of the whole process (user + system)
   std::uint64_t bytes = 0;        // bytes read from and written to clients
+  std::uint64_t silence_watches = 0;  // ON_SILENCE requests: a member's liveness (un)registering for a round
 };
 
 // The ctstore process.

@@ -1,5 +1,9 @@
 #include "apps/bench/scale_bench/scenario.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 namespace ctrun::scale_bench {
 
 Job::Job(const BenchOptions& o, int n, const std::string& id) : options(o), nodes(n), run_id(id), master(o.ctstore) {
@@ -19,6 +23,22 @@ Fleet::Options Job::fleet_options(int first, int count) const {
   f.per_process = options.per_process;
   f.threads = options.threads;
   return f;
+}
+
+MasterSample quiet_sample(Job& job, bool* quiet) {
+  const auto limit = static_cast<std::uint64_t>(std::max(4, job.nodes / 100));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto last = job.master.sample();
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    auto now = job.master.sample();
+    const bool calm = now.requests - last.requests < limit;
+    if (calm || std::chrono::steady_clock::now() >= deadline) {
+      if (quiet) *quiet = calm;
+      return now;
+    }
+    last = now;
+  }
 }
 
 Row measured(const std::string& scenario, int nodes, const MasterSample& before, const MasterSample& after,

@@ -58,6 +58,12 @@ struct Job {
   Fleet::Options fleet_options(int first, int count) const;
 };
 
+// The master's sample once the job's background traffic has passed: the tail of the scenario before (the next
+// round's registrations, its late looks at the lost log) and a burst of the grid-aligned heartbeats are not an
+// exchange's cost. Waits for a 250 ms window with fewer than max(4, N/100) requests, at most 5 s (then the row
+// carries whatever was in flight: its note says so through `quiet`).
+MasterSample quiet_sample(Job& job, bool* quiet = nullptr);
+
 // The cost of what happened between two samples, as a row.
 Row measured(const std::string& scenario, int nodes, const MasterSample& before, const MasterSample& after,
              const NetSample& net_before, const NetSample& net_after);

@@ -4,11 +4,13 @@ Always records its pid (and its grandchild's, with --grandchild) under $OUT_DIR 
 outlives the job. With --target-world N a worker whose WORLD_SIZE is not N only marks the round it is in and
 waits (to be stopped by a membership change); otherwise it runs a real torch gloo all_reduce and writes its env and
 the sum to $OUT_DIR/result.<NODE_TAG>.<LOCAL_RANK>.json. --no-torch writes the env only (no PyTorch needed).
---fail-group-rank G makes the workers of group rank G exit 1 on restart count 0; --fail-node TAG makes the workers of
+--fail-group-rank G makes the workers of group rank G exit 1 on restart count 0 (once every worker of the attempt
+marked its round); --fail-node TAG makes the workers of
 node TAG exit 1 on every attempt. --hold-until NAME: the workers wait
 until $OUT_DIR/NAME exists before finishing (the test decides when a round may end).
 """
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -50,6 +52,11 @@ def main():
         while not os.path.exists(f"{out}/{a.hold_until}") and time.monotonic() < deadline:
             time.sleep(0.05)
     if int(env["GROUP_RANK"]) == a.fail_group_rank and env["TORCHELASTIC_RESTART_COUNT"] == "0":
+        # Fail only once every worker of the attempt has marked it: the tests check that each node's first attempt
+        # started, and under load another node's worker may still be importing when this one would fail.
+        deadline = time.monotonic() + 30
+        while len(glob.glob(f"{out}/round.*.ws{ws}.rc0")) < ws and time.monotonic() < deadline:
+            time.sleep(0.05)
         sys.exit(1)
     result = {k: env.get(k) for k in ENV_KEYS}
     if not a.no_torch:

@@ -33,6 +33,14 @@ std::vector<Row> kill_scenario(Job& job) {
   row.seconds = static_cast<double>(r.last_end_ns - killed) * 1e-9;
   row.note = fmt::format("survivors saw the death and started joining after {:.3f} s (reconnect grace 0.5 s)",
                          static_cast<double>(survivors_started_ns - killed) * 1e-9);
+  // The next scenario starts on a settled job: every member's liveness moves to the new round (the survivors
+  // cancel their watch of the old one and register for the new, the spare registers) just after the round
+  // forms, and under load that can come seconds later, inside the next scenario's measurement.
+  const auto moved = 2 * static_cast<std::uint64_t>(job.nodes - 2) + 1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (job.master.sample().silence_watches - before.silence_watches < moved &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   return {row};
 }
 

@@ -11,8 +11,9 @@ namespace ctrun::scale_bench {
 namespace {
 
 Row exchange(Job& job, const std::string& command, const char* name) {
+  bool quiet = false;
+  const auto before = quiet_sample(job, &quiet);
   const auto net0 = net_sample(job.master.port());
-  const auto before = job.master.sample();
   job.members->send(command);
   if (job.spare) job.spare->send(command);
   auto r = job.members->collect();
@@ -25,6 +26,7 @@ Row exchange(Job& job, const std::string& command, const char* name) {
   row.note = fmt::format("{:.2f} requests/node, {:.0f} B/node at the master; nodes' calls {}, {:.0f} B/node",
                          static_cast<double>(row.requests) / job.nodes, static_cast<double>(row.bytes) / job.nodes,
                          r.ops, static_cast<double>(r.bytes) / job.nodes);
+  if (!quiet) row.note += "; the master was not quiet before it (its count includes other traffic)";
   return row;
 }
 
