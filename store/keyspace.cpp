@@ -416,13 +416,13 @@ bool Keyspace::delete_key(const std::string& key) {
 }
 
 MultiGetResult Keyspace::finish_multi_get(ConnId conn, std::vector<BlobPtr> values, std::uint64_t total,
-                                          std::uint64_t copied, const std::string* missing_key) {
+                                          std::uint64_t copied, const std::string* missing_key, const char* what) {
   MultiGetResult res;
-  if (!reply_fits(conn, total, res, "MULTI_GET")) {
+  if (!reply_fits(conn, total, res, what)) {
     return res;
   }
   if (!fits(copied, conn)) {
-    too_big(res, "MULTI_GET");
+    too_big(res, what);
     return res;
   }
   res.values = std::move(values);
@@ -449,6 +449,28 @@ MultiGetResult Keyspace::multi_get(ConnId conn, const std::vector<std::string>& 
     values.push_back(it->second);
   }
   return finish_multi_get(conn, std::move(values), total, copied, nullptr);
+}
+
+MultiGetResult Keyspace::peek(ConnId conn, const std::vector<std::string>& keys, std::string_view absent) {
+  std::vector<BlobPtr> values;
+  values.reserve(keys.size());
+  std::uint64_t total = 0, copied = 0;
+  BlobPtr marker;  // one blob for every missing key, counted like a copied value
+  for (const auto& k : keys) {
+    auto it = data_.find(k);
+    if (it == data_.end()) {
+      if (!marker) marker = std::make_shared<Blob>(std::string(absent));
+      total += 8 + absent.size();
+      copied += 8 + absent.size();
+      values.push_back(marker);
+      continue;
+    }
+    const auto n = it->second->bytes.size();
+    total += 8 + n;
+    copied += 8 + (n < ReplyBuffer::kShareAtLeast ? n : 0);
+    values.push_back(it->second);
+  }
+  return finish_multi_get(conn, std::move(values), total, copied, nullptr, "PEEK");
 }
 
 MultiGetResult Keyspace::multi_get_slice(ConnId conn, const std::vector<std::string>& keys) {

@@ -144,6 +144,9 @@ class Keyspace {
   // More than kSliceKeys keys are gathered in slices (each value as it is when its slice runs; the values
   // gathered are held, and counted, until the reply is written); the budgets are checked before any is sent.
   MultiGetResult multi_get(ConnId conn, const std::vector<std::string>& keys);
+  // ctrun's PEEK: the value of each key, `absent` for a missing one (never refused for that), in one reply that
+  // shares the values as MULTI_GET's does. A PEEK names at most protocol::kMaxPeekKeys keys: no slices.
+  MultiGetResult peek(ConnId conn, const std::vector<std::string>& keys, std::string_view absent);
   MultiSetResult multi_set(ConnId conn, const std::vector<std::string>& keys, const std::vector<std::string>& values);
   SetResult queue_push(ConnId conn, const std::string& key, std::string_view value);  // wakes one waiter
   QueuePopResult queue_pop(ConnId conn, const std::string& key);
@@ -249,7 +252,7 @@ class Keyspace {
   MultiGetResult multi_get_slice(ConnId conn, const std::vector<std::string>& keys);
   // The reply budget and memory checks of a MULTI_GET whose values are gathered.
   MultiGetResult finish_multi_get(ConnId conn, std::vector<BlobPtr> values, std::uint64_t total, std::uint64_t copied,
-                                  const std::string* missing_key);
+                                  const std::string* missing_key, const char* what = "MULTI_GET");
   void unregister_entries(const std::vector<std::string>& keys, std::size_t from, std::size_t to, ConnId conn,
                           std::uint64_t gen);
 

@@ -46,7 +46,7 @@ constexpr auto kDetectTimeout = std::chrono::seconds(3);
 // What parse_reply needs of a request: its command, and for MULTI_GET how many values come back.
 Request shape_of(const Request& r) {
   Request s{.command = r.command};
-  if (r.command == Command::kMultiGet) s.keys.resize(r.keys.size());
+  if (r.command == Command::kMultiGet || r.command == Command::kPeek) s.keys.resize(r.keys.size());
   return s;
 }
 
@@ -979,14 +979,21 @@ std::shared_ptr<AsyncWait> MuxStore::wait_async(const std::vector<std::string>& 
 
 std::vector<std::optional<std::string>> MuxStore::peek(const std::vector<std::string>& keys,
                                                        std::string_view sentinel) {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  if (keys.size() > 1 && keys.size() <= protocol::kMaxPeekKeys && dialect() == Dialect::kV2 &&
+      connection_->supports(protocol::kFeaturePeek)) {
+    // One request for them all (ctrun's PEEK), not one COMPARE_SET per key: the master's work per step.
+    auto reply = call({.command = Command::kPeek, .keys = wire(keys), .values = {std::string(sentinel)}});
+    for (auto& v : reply.values) out.push_back(v == sentinel ? std::nullopt : std::optional<std::string>(std::move(v)));
+    return out;
+  }
   std::vector<Request> requests;
   requests.reserve(keys.size());
   for (const auto& k : keys)
     requests.push_back(
         {.command = Command::kCompareSet, .keys = {wire(k)}, .values = {std::string(sentinel), std::string(sentinel)}});
   auto replies = connection_->calls(requests, timeout(), Duration(connect_timeout_ms_.load(std::memory_order_relaxed)));
-  std::vector<std::optional<std::string>> out;
-  out.reserve(keys.size());
   for (auto& r : replies)
     out.push_back(r.values[0] == sentinel ? std::nullopt : std::optional<std::string>(std::move(r.values[0])));
   return out;

@@ -212,6 +212,19 @@ bool decode_fields(Command c, Reader& r, Request* out) {
       if (out) out->integer = x;
       return true;
     }
+    case Command::kPeek: {
+      std::uint64_t n = 0;
+      if (!r.u64(n) || !r.count(n)) return false;
+      if (n > kMaxPeekKeys) return r.fail(fmt::format("{} keys, at most {} (a MULTI_GET reads more)", n, kMaxPeekKeys));
+      if (out) out->keys.reserve(static_cast<std::size_t>(n));
+      for (std::uint64_t i = 0; i < n; ++i) {
+        if (!r.key(k)) return false;
+        push_key(k);
+      }
+      if (!r.value(v)) return false;
+      push_value(v);
+      return true;
+    }
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
@@ -279,6 +292,8 @@ const char* command_name(Command c) {
       return "MULTIPLEX";
     case Command::kOnSilence:
       return "ON_SILENCE";
+    case Command::kPeek:
+      return "PEEK";
   }
   return "UNKNOWN";
 }
@@ -288,7 +303,8 @@ namespace {
 // ctrun's extensions: v2 only, far above torch's opcodes (a future torch adding 19, 20, ... cannot collide).
 constexpr std::pair<Command, std::uint8_t> kExtensions[] = {{Command::kOnClose, kOnCloseOpcode},
                                                             {Command::kMultiplex, kMultiplexOpcode},
-                                                            {Command::kOnSilence, kOnSilenceOpcode}};
+                                                            {Command::kOnSilence, kOnSilenceOpcode},
+                                                            {Command::kPeek, kPeekOpcode}};
 
 }  // namespace
 
@@ -432,6 +448,12 @@ void encode_request(Dialect d, const Request& r, std::string& out) {
       put_bytes(out, r.values[1]);
       put_i64(out, r.integer);
       break;
+    case Command::kPeek:
+      need(0, 1);
+      put_u64(out, r.keys.size());
+      for (const auto& k : r.keys) put_bytes(out, k);
+      put_bytes(out, r.values[0]);
+      break;
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
@@ -489,8 +511,9 @@ void encode_reply(Dialect d, const Request& sent, const Reply& r, std::string& o
       reply::value(o, std::string_view(r.values[0]));
       return;
     case Command::kMultiGet:
+    case Command::kPeek:
       if (r.values.size() != sent.keys.size())
-        throw std::invalid_argument("a MULTI_GET reply has one value per requested key");
+        throw std::invalid_argument("a MULTI_GET/PEEK reply has one value per requested key");
       for (const auto& v : r.values) reply::value(o, std::string_view(v));
       return;
     case Command::kListKeys:
@@ -588,6 +611,7 @@ ReplyParseResult parse_reply(Dialect d, const Request& sent, std::span<const std
       ok = value("value");
       break;
     case Command::kMultiGet:
+    case Command::kPeek:
       for (std::size_t i = 0; ok && i < sent.keys.size(); ++i) ok = value("value");
       break;
     case Command::kListKeys:

@@ -58,12 +58,19 @@ enum class Command : std::uint8_t {
   // integer 0 cancels. Replies the registrations the connection holds (i64). A connection whose silence fired does
   // not fire its ON_CLOSE on the same key as well (one loss, not two).
   kOnSilence,
+  // ctrun's PEEK (announced as kFeaturePeek): keys, values[0] (the absent marker S). Replies one value per key, as
+  // MULTI_GET: the key's value, or S where it is missing. What a COMPARE_SET(key, S, S) per key answers (store.hpp:
+  // Store::peek), in one request: a rendezvous step reads the few keys it needs, present or not, as one.
+  kPeek,
 };
-inline constexpr Command kLastCommand = Command::kOnSilence;
+inline constexpr Command kLastCommand = Command::kPeek;
 // ctrun's extensions: v2 only, far above torch's opcodes (a future torch adding 19, 20, ... cannot collide).
 inline constexpr std::uint8_t kOnCloseOpcode = 0xC7;
 inline constexpr std::uint8_t kMultiplexOpcode = 0xC8;
 inline constexpr std::uint8_t kOnSilenceOpcode = 0xC9;
+inline constexpr std::uint8_t kPeekOpcode = 0xCA;
+// The most keys one PEEK may name: a rendezvous step reads a handful; anything bigger is a MULTI_GET's job.
+inline constexpr std::uint64_t kMaxPeekKeys = 1024;
 inline constexpr std::uint32_t kMultiplexVersion = 1;
 
 // ctrun's extensions are announced, never probed: a ctrun client sets kPingAskFeatures in its PING nonce (a pid
@@ -74,7 +81,8 @@ inline constexpr int kFeatureShift = 24;
 inline constexpr std::uint32_t kFeatureOnClose = 1;    // ON_CLOSE
 inline constexpr std::uint32_t kFeatureMultiplex = 2;  // MULTIPLEX (tagged mode, kMultiplexVersion)
 inline constexpr std::uint32_t kFeatureOnSilence = 4;  // ON_SILENCE
-inline constexpr std::uint32_t kServerFeatures = kFeatureOnClose | kFeatureMultiplex | kFeatureOnSilence;
+inline constexpr std::uint32_t kFeaturePeek = 8;       // PEEK
+inline constexpr std::uint32_t kServerFeatures = kFeatureOnClose | kFeatureMultiplex | kFeatureOnSilence | kFeaturePeek;
 // The PING reply of a server to `nonce`; the features a reply announces (0 for an exact echo).
 std::uint32_t ping_reply(std::uint32_t nonce, std::uint32_t features);
 std::uint32_t announced_features(std::uint32_t nonce, std::uint32_t reply);
@@ -106,6 +114,7 @@ enum class WatchResponse : std::uint8_t { kKeyUpdated = 0, kKeyCreated = 1, kKey
 //   BARRIER: keys[0], integer=world_size     GETNUMKEYS/CANCEL_WAIT/LIST_KEYS: nothing
 //   ON_CLOSE: keys[0], values[0], integer=1 (register) or 0 (cancel)     MULTIPLEX: u32 (version)
 //   ON_SILENCE: keys[0], values[0] (silent), values[1] (back), integer=timeout ms (0: cancel)
+//   PEEK: keys, values[0] (the absent marker)
 struct Request {
   Command command{};
   std::vector<std::string> keys;

@@ -94,6 +94,7 @@ ExecResult RelayCore::execute(ConnId client, const protocol::Request& r) {
     case Command::kOnClose:
     case Command::kOnSilence:
     case Command::kMultiplex:
+    case Command::kPeek:  // never announced here (the PING above is an exact echo): a ctrun client does not send it
       return {.close = true,
               .reason = fmt::format("{} belongs to a connection of the store itself and is not relayed; connect to "
                                     "MASTER_ADDR:MASTER_PORT for it",

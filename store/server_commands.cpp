@@ -149,6 +149,9 @@ ExecResult execute(Keyspace& ks, ReplySink& sink, ConnId conn, const protocol::R
     case Command::kMultiGet:
       return got_many(ks.multi_get(conn, r.keys), *out);
 
+    case Command::kPeek:
+      return got_many(ks.peek(conn, r.keys, r.values[0]), *out);
+
     case Command::kMultiSet: {
       auto res = ks.multi_set(conn, r.keys, r.values);
       if (!res.ok()) return closing(res);

@@ -148,7 +148,8 @@ class Store {
 
   // The values of keys that may be missing (nullopt for those), without waiting for any: one COMPARE_SET(key, S, S)
   // per key, which returns S for a missing key and creates nothing (PyTorch's contract above). `sentinel` S must be
-  // a value none of the keys holds. A store that pipelines (MuxStore) sends them all in one write: one round trip.
+  // a value none of the keys holds. A store that pipelines (MuxStore) sends them all in one write: one round trip;
+  // on ctrun's servers (ctstore, the agent's store: kFeaturePeek) it sends one PEEK, one request for all the keys.
   virtual std::vector<std::optional<std::string>> peek(const std::vector<std::string>& keys,
                                                        std::string_view sentinel) {
     std::vector<std::optional<std::string>> out;

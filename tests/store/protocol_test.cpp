@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -82,6 +83,10 @@ Request sample(Command c) {
       r.values = {val, ""};
       r.integer = 12500;
       break;
+    case Command::kPeek:
+      r.keys = {key, "/b", ""};
+      r.values = {std::string("\x01", 1)};
+      break;
     case Command::kGetNumKeys:
     case Command::kCancelWait:
     case Command::kListKeys:
@@ -103,7 +108,7 @@ constexpr Command kAll[] = {Command::kValidate, Command::kSet,        Command::k
                             Command::kWatchKey, Command::kDeleteKey,  Command::kAppend,     Command::kMultiGet,
                             Command::kMultiSet, Command::kCancelWait, Command::kPing,       Command::kQueuePush,
                             Command::kQueuePop, Command::kQueueLen,   Command::kListKeys,   Command::kBarrier,
-                            Command::kOnClose,  Command::kMultiplex,  Command::kOnSilence};
+                            Command::kOnClose,  Command::kMultiplex,  Command::kOnSilence, Command::kPeek};
 
 TEST(Protocol, OpcodeTablesMatchTorch) {
   // Legacy = torch 1.13 (SET=0 ... WATCH_KEY=7, DELETE_KEY=8); v2 = torch >= 2.1 (VALIDATE=0 ... BARRIER=18).
@@ -134,10 +139,12 @@ TEST(Protocol, OpcodeTablesMatchTorch) {
   EXPECT_EQ(opcode_of(Dialect::kV2, Command::kOnSilence), kOnSilenceOpcode);
   EXPECT_EQ(command_of(Dialect::kV2, kOnSilenceOpcode), Command::kOnSilence);
   EXPECT_FALSE(command_of(Dialect::kLegacy, kOnSilenceOpcode));
+  EXPECT_EQ(opcode_of(Dialect::kV2, Command::kPeek), kPeekOpcode);
+  EXPECT_EQ(command_of(Dialect::kV2, kPeekOpcode), Command::kPeek);
+  EXPECT_FALSE(command_of(Dialect::kLegacy, kPeekOpcode));
   // Each extension has an opcode of its own.
-  EXPECT_NE(kOnCloseOpcode, kMultiplexOpcode);
-  EXPECT_NE(kMultiplexOpcode, kOnSilenceOpcode);
-  EXPECT_NE(kOnCloseOpcode, kOnSilenceOpcode);
+  const std::set<std::uint8_t> extensions{kOnCloseOpcode, kMultiplexOpcode, kOnSilenceOpcode, kPeekOpcode};
+  EXPECT_EQ(extensions.size(), 4u);
   EXPECT_FALSE(command_of(Dialect::kLegacy, 9));
   for (auto c : kAll)
     for (auto d : {Dialect::kLegacy, Dialect::kV2}) {
@@ -173,7 +180,7 @@ TEST(Protocol, EveryCommandRoundTripsWholeAndByteByByte) {
       ++tested;
     }
   }
-  EXPECT_EQ(tested, 9 + 19 + 3);  // + ctrun's ON_CLOSE, MULTIPLEX and ON_SILENCE (v2)
+  EXPECT_EQ(tested, 9 + 19 + 4);  // + ctrun's ON_CLOSE, MULTIPLEX, ON_SILENCE and PEEK (v2)
 }
 
 // ctrun's tagged mode: a tag before each v2 request; replies framed with the tag and a status.
@@ -198,7 +205,7 @@ TEST(Protocol, TaggedRequestsAndFramesRoundTripWholeAndCut) {
     }
     ++tested;
   }
-  EXPECT_EQ(tested, 19 + 3);
+  EXPECT_EQ(tested, 19 + 4);  // torch's 19 and ctrun's ON_CLOSE, MULTIPLEX, ON_SILENCE and PEEK
   // Frames: a reply under its tag (its shape from the request sent under it), a refusal with its reason.
   const Request get{.command = Command::kGet, .keys = {"/k"}};
   std::string frames;
@@ -351,6 +358,22 @@ TEST(Protocol, EncodeRejectsMalformedRequests) {
   EXPECT_THROW(encode_request(Dialect::kV2, Request{.command = Command::kMultiSet, .keys = {"k"}}, out),
                std::invalid_argument);
   EXPECT_THROW(encode_request(Dialect::kLegacy, Request{.command = Command::kMultiGet}, out), std::invalid_argument);
+}
+
+// PEEK names at most kMaxPeekKeys keys: a bigger one is a malformed request (a MULTI_GET reads more, in slices).
+TEST(Protocol, PeekOfTooManyKeysIsRefusedBeforeItsKeysArrive) {
+  std::string wire;
+  Request ok{.command = Command::kPeek, .values = {"\x01"}};
+  ok.keys.assign(kMaxPeekKeys, "k");
+  encode_request(Dialect::kV2, ok, wire);
+  EXPECT_EQ(parse_request(Dialect::kV2, as_span(wire), Limits{}).status, ParseStatus::kOk);
+  wire.clear();
+  wire.push_back(static_cast<char>(kPeekOpcode));
+  const std::uint64_t n = kMaxPeekKeys + 1;  // the count alone: the keys never come
+  wire.append(reinterpret_cast<const char*>(&n), sizeof(n));
+  auto r = parse_request(Dialect::kV2, as_span(wire), Limits{});
+  EXPECT_EQ(r.status, ParseStatus::kError);
+  EXPECT_NE(r.error.find("PEEK"), std::string::npos) << r.error;
 }
 
 TEST(Protocol, EmptyListsAndValues) {
