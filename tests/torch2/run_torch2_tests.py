@@ -127,9 +127,14 @@ def run_chroot_python(args, env=None, timeout=JOB_TIMEOUT):
     return subprocess.run([CHROOT_PY] + args, env=chroot_env(env), capture_output=True, text=True, timeout=timeout)
 
 
+# UCX's own log lines ("[1795991679.906676] [vm:1488 :0]  sys.c:306  UCX  ERROR failed to get boot id"): torch 2.6's
+# build loads UCX, which writes them to stdout when something of the machine's is missing for a moment, under load.
+_UCX_LOG = re.compile(r"^\[\d+\.\d+\] \[[^]]*\]\s+\S+:\d+\s+UCX\s")
+
+
 def strip_noise(text):
-    """Drops c10d's timestamped warnings and the port line, which differ between runs and servers."""
-    return [l for l in text.splitlines() if not l.startswith("[W") and " A.port " not in l]
+    """Drops c10d's timestamped warnings, UCX's log lines and the port line, which differ between runs and servers."""
+    return [l for l in text.splitlines() if not l.startswith("[W") and " A.port " not in l and not _UCX_LOG.match(l)]
 
 
 # ------------------------------------------------------------------------------------------------- cases

@@ -14,6 +14,7 @@ except ImportError:
         return host, port
 
 _TIMEOUT = datetime.timedelta(seconds=60)
+_ABSENT = "\x01"  # no rank's list holds it: lists are decimal steps and commas
 
 
 def newest_common_step(held_per_rank):
@@ -54,14 +55,13 @@ class Registry:
         self.store().set(self.key(self.setting.rank), encode(steps))
 
     def _all_listed(self, keys):
-        """Whether every key is in the store now, without waiting (torch 1.13's Python TCPStore has no check())."""
-        if hasattr(self.store(), "check"):
-            return self.store().check(keys)
-        try:
-            self.store().wait(keys, datetime.timedelta(milliseconds=1))
-            return True
-        except RuntimeError:
-            return False
+        """Whether every key is in the store now, without waiting. torch 1.13's Python TCPStore has no check():
+        compare_set(key, S, S) answers S for a missing key and creates nothing (rendezvous/peek.hpp). A wait of a
+        millisecond instead said "missing" whenever the store's reply took longer, as it does under load."""
+        store = self.store()
+        if hasattr(store, "check"):
+            return store.check(keys)
+        return all(store.compare_set(k, _ABSENT, _ABSENT) != _ABSENT.encode() for k in keys)
 
     def every_rank(self):
         """Every rank's list (waits, bounded, for those not written yet: another node's agent may be later). When
