@@ -39,6 +39,19 @@ bool Keyspace::fits(std::uint64_t growth, ConnId conn) {
   return ok();
 }
 
+namespace {
+
+// One value of a MULTI_GET or PEEK reply: shared, not copied, when big (ReplyBuffer::kShareAtLeast); `total` counts
+// the reply's bytes, `copied` what the reply copies (both checked before it is built).
+void gather(const BlobPtr& value, std::vector<BlobPtr>& values, std::uint64_t& total, std::uint64_t& copied) {
+  const auto n = value->bytes.size();
+  total += 8 + n;
+  copied += 8 + (n < ReplyBuffer::kShareAtLeast ? n : 0);
+  values.push_back(value);
+}
+
+}  // namespace
+
 bool Keyspace::reply_fits(ConnId conn, std::uint64_t reply_bytes, Refusable& res, const char* what) const {
   const std::uint64_t pending = events_.unread_reply_bytes(conn);
   if (pending + reply_bytes <= max_reply_bytes_) return true;
@@ -443,10 +456,7 @@ MultiGetResult Keyspace::multi_get(ConnId conn, const std::vector<std::string>& 
   for (const auto& k : keys) {
     auto it = data_.find(k);
     if (it == data_.end()) return finish_multi_get(conn, std::move(values), total, copied, &k);
-    const auto n = it->second->bytes.size();
-    total += 8 + n;
-    copied += 8 + (n < ReplyBuffer::kShareAtLeast ? n : 0);
-    values.push_back(it->second);
+    gather(it->second, values, total, copied);
   }
   return finish_multi_get(conn, std::move(values), total, copied, nullptr);
 }
@@ -455,20 +465,15 @@ MultiGetResult Keyspace::peek(ConnId conn, const std::vector<std::string>& keys,
   std::vector<BlobPtr> values;
   values.reserve(keys.size());
   std::uint64_t total = 0, copied = 0;
-  BlobPtr marker;  // one blob for every missing key, counted like a copied value
+  BlobPtr marker;  // one blob for every missing key
   for (const auto& k : keys) {
     auto it = data_.find(k);
-    if (it == data_.end()) {
-      if (!marker) marker = std::make_shared<Blob>(std::string(absent));
-      total += 8 + absent.size();
-      copied += 8 + absent.size();
-      values.push_back(marker);
+    if (it != data_.end()) {
+      gather(it->second, values, total, copied);
       continue;
     }
-    const auto n = it->second->bytes.size();
-    total += 8 + n;
-    copied += 8 + (n < ReplyBuffer::kShareAtLeast ? n : 0);
-    values.push_back(it->second);
+    if (!marker) marker = std::make_shared<Blob>(std::string(absent));
+    gather(marker, values, total, copied);
   }
   return finish_multi_get(conn, std::move(values), total, copied, nullptr, "PEEK");
 }
@@ -484,10 +489,7 @@ MultiGetResult Keyspace::multi_get_slice(ConnId conn, const std::vector<std::str
       slicing_.erase(conn);
       return finish_multi_get(conn, std::move(values), total, copied, &keys[i]);
     }
-    const auto n = it->second->bytes.size();
-    sl.total += 8 + n;
-    sl.copied += 8 + (n < ReplyBuffer::kShareAtLeast ? n : 0);
-    sl.gathered.push_back(it->second);
+    gather(it->second, sl.gathered, sl.total, sl.copied);
   }
   sl.pos = to;
   if (to < keys.size()) {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include <fmt/format.h>
+
 namespace ctrun::scale_bench {
 
 Job::Job(const BenchOptions& o, int n, const std::string& id) : options(o), nodes(n), run_id(id), master(o.ctstore) {
@@ -39,6 +41,23 @@ MasterSample quiet_sample(Job& job, bool* quiet) {
     }
     last = now;
   }
+}
+
+Exchange measure_exchange(Job& job, const std::string& command, const std::string& name) {
+  bool quiet = false;
+  const auto before = quiet_sample(job, &quiet);
+  const auto net0 = net_sample(job.master.port());
+  job.members->send(command);
+  if (job.spare) job.spare->send(command);
+  auto r = job.members->collect();
+  if (job.spare) r.merge(job.spare->collect());
+  const auto after = job.master.sample();
+  auto row = measured(name, job.nodes, before, after, net0, net_sample(job.master.port()));
+  if (r.failures)
+    throw std::runtime_error(fmt::format("{}: {} of {} nodes failed: {}", name, r.failures, r.nodes, r.error));
+  row.seconds = static_cast<double>(r.last_end_ns - r.first_start_ns) * 1e-9;
+  if (!quiet) row.note = "; the master was not quiet before it (its count includes other traffic)";
+  return {std::move(row), r};
 }
 
 Row measured(const std::string& scenario, int nodes, const MasterSample& before, const MasterSample& after,

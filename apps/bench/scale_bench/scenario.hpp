@@ -64,6 +64,16 @@ struct Job {
 // carries whatever was in flight: its note says so through `quiet`).
 MasterSample quiet_sample(Job& job, bool* quiet = nullptr);
 
+// An exchange on every node of the job's current round (the members' and the spare's, `command` to the agent
+// groups): measured from a quiet master (quiet_sample) to the last node's end. The row's seconds span the nodes'
+// calls; its note is empty, or the caveat that the master was not quiet before it, for the scenario's own note to
+// end with. Throws when a node failed it.
+struct Exchange {
+  Row row;
+  JoinResult nodes;  // what the nodes did: their calls, bytes, group rank 0's part
+};
+Exchange measure_exchange(Job& job, const std::string& command, const std::string& name);
+
 // The cost of what happened between two samples, as a row.
 Row measured(const std::string& scenario, int nodes, const MasterSample& before, const MasterSample& after,
              const NetSample& net_before, const NetSample& net_after);

@@ -11,22 +11,11 @@ namespace ctrun::scale_bench {
 namespace {
 
 Row exchange(Job& job, const std::string& command, const char* name) {
-  bool quiet = false;
-  const auto before = quiet_sample(job, &quiet);
-  const auto net0 = net_sample(job.master.port());
-  job.members->send(command);
-  if (job.spare) job.spare->send(command);
-  auto r = job.members->collect();
-  if (job.spare) r.merge(job.spare->collect());
-  const auto after = job.master.sample();
-  auto row = measured(name, job.nodes, before, after, net0, net_sample(job.master.port()));
-  if (r.failures)
-    throw std::runtime_error(fmt::format("{}: {} of {} nodes failed: {}", name, r.failures, r.nodes, r.error));
-  row.seconds = static_cast<double>(r.last_end_ns - r.first_start_ns) * 1e-9;
+  auto [row, r] = measure_exchange(job, command, name);
   row.note = fmt::format("{:.2f} requests/node, {:.0f} B/node at the master; nodes' calls {}, {:.0f} B/node",
                          static_cast<double>(row.requests) / job.nodes, static_cast<double>(row.bytes) / job.nodes,
-                         r.ops, static_cast<double>(r.bytes) / job.nodes);
-  if (!quiet) row.note += "; the master was not quiet before it (its count includes other traffic)";
+                         r.ops, static_cast<double>(r.bytes) / job.nodes) +
+             row.note;
   return row;
 }
 
